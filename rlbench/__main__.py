@@ -1,0 +1,46 @@
+"""`python -m rlbench [overrides]` / `python -m rlbench -m actors=4,40,256`: the Hydra shell.
+
+All work happens in rlbench.job.run_job; this file only checks the command line's keys,
+hands over to Hydra, and maps a bad config to a clear message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rlbench.config.argv import check_override_keys
+from rlbench.config.schema import register_configs
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _entry(cfg: DictConfig) -> float:
+    from rlbench.config.validate import ConfigError
+    from rlbench.job import run_job
+
+    hc = HydraConfig.get()
+    try:
+        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir))
+    except ConfigError as e:
+        print(f"rlbench: {e}", file=sys.stderr)
+        sys.exit(2)
+    return result["runtime_s"]
+
+
+def main() -> None:
+    register_configs()
+    problem = check_override_keys(sys.argv[1:], CONF_DIR)
+    if problem:
+        print(f"rlbench: {problem}", file=sys.stderr)
+        sys.exit(2)
+    _entry()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""R2D2's recurrent Q-network: Nature-CNN (or MLP) torso, LSTM core, dueling head.
+
+The core input is [torso(obs), one-hot(previous action), reward]; at an episode start
+(done) the recurrent state, the previous action and the reward input are zeroed, so
+inference and the learner see identical inputs for identical stored data.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from rlbench.config.schema import NetworkConfig
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]."""
+
+    def __init__(self, in_channels: int, img_size: int):
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, in_channels, img_size, img_size)).shape[1]
+        self.fc = nn.Linear(flat, 512)
+        self.out_dim = 512
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(obs.float() / 255.0)))
+
+
+class MLPTorso(nn.Module):
+    def __init__(self, in_dim: int, hidden: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.out_dim = hidden
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.float())
+
+
+class R2D2Net(nn.Module):
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, cfg: NetworkConfig):
+        super().__init__()
+        if cfg.torso == "nature_cnn":
+            self.torso = NatureCNN(obs_shape[0], obs_shape[-1])
+        else:
+            self.torso = MLPTorso(int(torch.tensor(obs_shape).prod()), cfg.mlp_hidden)
+        self.num_actions = num_actions
+        self.hidden = cfg.lstm_hidden
+        self.core = nn.LSTMCell(self.torso.out_dim + num_actions + 1, cfg.lstm_hidden)
+        self.value = nn.Sequential(nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, 1))
+        self.advantage = nn.Sequential(
+            nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, num_actions)
+        )
+
+    def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        z = torch.zeros(batch, self.hidden, device=device)
+        return z, z.clone()
+
+    def forward(self, obs, prev_action, reward, done, state):
+        """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""
+        T, B = done.shape
+        features = self.torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
+        keep = (~done).to(features.dtype).unsqueeze(-1)  # [T, B, 1]
+        core_in = torch.cat(
+            [features, F.one_hot(prev_action, self.num_actions).to(features.dtype) * keep, reward.unsqueeze(-1) * keep],
+            dim=-1,
+        )
+        h, c = state
+        outputs = []
+        for t in range(T):
+            h, c = self.core(core_in[t], (h * keep[t], c * keep[t]))
+            outputs.append(h)
+        return self._dueling(torch.stack(outputs)), (h, c)
+
+    def _dueling(self, core_out: torch.Tensor) -> torch.Tensor:
+        adv = self.advantage(core_out)
+        return self.value(core_out) + adv - adv.mean(dim=-1, keepdim=True)

@@ -1,0 +1,101 @@
+"""R2D2's pure math: value rescaling, n-step double-Q targets, priorities, epsilons.
+
+Conventions (time-major, as in SEED RL): arrays are [T, B, ...]. At step t the agent sees
+obs_t together with `rewards[t]` (the reward for action a_{t-1}) and `dones[t]` (True when
+obs_t is the first observation of a new episode, i.e. the transition into t ended an
+episode). Truncation counts as an episode end, as in SEED RL's actors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x  (Pohlen et al. 2018)."""
+    return torch.sign(x) * (torch.sqrt(torch.abs(x) + 1.0) - 1.0) + eps * x
+
+
+def inverse_value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
+    """h^-1(x) = sign(x) (((sqrt(1 + 4 eps (|x| + 1 + eps)) - 1) / (2 eps))^2 - 1)."""
+    root = torch.sqrt(1.0 + 4.0 * eps * (torch.abs(x) + 1.0 + eps))
+    return torch.sign(x) * (((root - 1.0) / (2.0 * eps)) ** 2 - 1.0)
+
+
+def n_step_returns(
+    rewards: torch.Tensor, dones: torch.Tensor, bootstrap: torch.Tensor, n: int, discount: float
+) -> torch.Tensor:
+    """n-step returns G_t for t in [0, T - n).
+
+    rewards, dones, bootstrap: [T, B]. bootstrap[t] is the (unrescaled) value of obs_t.
+    G_t = sum_{k=1..n} discount^(k-1) r_{t+k} [no episode end in (t, t+k)]
+          + discount^n V(obs_{t+n}) [no episode end in (t, t+n]].
+    Returns [T - n, B].
+    """
+    steps = rewards.shape[0] - n
+    if steps <= 0:
+        raise ValueError(f"sequence of {rewards.shape[0]} steps is too short for n_step={n}")
+    alive = torch.ones_like(rewards[:steps])
+    ret = torch.zeros_like(rewards[:steps])
+    for k in range(1, n + 1):
+        ret = ret + (discount ** (k - 1)) * alive * rewards[k : k + steps]
+        alive = alive * (1.0 - dones[k : k + steps].to(rewards.dtype))
+    return ret + (discount**n) * alive * bootstrap[n : n + steps]
+
+
+def n_step_double_q_targets(
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    q_online: torch.Tensor,
+    q_target: torch.Tensor,
+    n: int,
+    discount: float,
+    eps: float = 1e-3,
+) -> torch.Tensor:
+    """Rescaled n-step double-Q targets, [T - n, B].
+
+    q_online, q_target: [T, B, A] in rescaled space. The bootstrap action is the online
+    argmax; its value is read from the target network and unrescaled before discounting.
+    """
+    best = q_online.argmax(dim=-1, keepdim=True)
+    bootstrap = inverse_value_rescale(q_target.gather(-1, best).squeeze(-1), eps)
+    return value_rescale(n_step_returns(rewards, dones, bootstrap, n, discount), eps)
+
+
+def mixed_priority(abs_td: torch.Tensor, eta: float = 0.9) -> torch.Tensor:
+    """Sequence priority eta * max_t |td| + (1 - eta) * mean_t |td|; abs_td [T, B] -> [B]."""
+    return eta * abs_td.max(dim=0).values + (1.0 - eta) * abs_td.mean(dim=0)
+
+
+def importance_weights(probs: np.ndarray, size: int, beta: float) -> np.ndarray:
+    """w_i = (size * P(i))^-beta, normalised by the batch maximum (weights in (0, 1])."""
+    w = (size * np.asarray(probs, dtype=np.float64)) ** (-beta)
+    return (w / w.max()).astype(np.float32)
+
+
+def actor_epsilons(num_actors: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """Ape-X per-actor exploration: eps_i = base^(1 + alpha i / (N - 1)); N = 1 gives [base]."""
+    if num_actors == 1:
+        return np.array([base], dtype=np.float64)
+    i = np.arange(num_actors, dtype=np.float64)
+    return base ** (1.0 + alpha * i / (num_actors - 1))
+
+
+def sequence_starts(num_steps: int, length: int, overlap: int) -> list[int]:
+    """Start indices of the complete sequences cut from one actor's stream of num_steps steps.
+
+    Consecutive sequences of `length` steps share `overlap` steps (stride = length - overlap).
+    """
+    stride = length - overlap
+    if num_steps < length:
+        return []
+    return list(range(0, num_steps - length + 1, stride))
+
+
+def sequences_per_actor(agent_steps: int, length: int, overlap: int) -> int:
+    """How many complete sequences one actor yields from agent_steps steps."""
+    if agent_steps < length:
+        return 0
+    return 1 + (agent_steps - length) // (length - overlap)
+

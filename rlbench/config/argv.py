@@ -1,0 +1,51 @@
+"""Early check of command-line override keys, with the allowed keys and a suggestion.
+
+Hydra refuses an unknown key too, but only says it is "not in struct"; this names the key,
+the value, the keys that are allowed at that level and the closest match, before Hydra
+creates anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from pathlib import Path
+
+from rlbench.config.schema import Config
+
+def _schema_at(path: list[str]):
+    """The dataclass at a dotted path of Config, or None if the path leaves the schema."""
+
+    cls = Config
+    for part in path:
+        hints = typing.get_type_hints(cls)
+        if part not in hints or not dataclasses.is_dataclass(hints[part]):
+            return None
+        cls = hints[part]
+    return cls
+
+def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
+    """A message for the first override whose key rlbench does not have, else None."""
+
+    groups = {p.name for p in conf_dir.iterdir() if p.is_dir()} | {"hydra"}
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")):
+            continue
+        key, value = arg.split("=", 1)
+        parts = key.split(".")
+        if parts[0] in groups and len(parts) == 1 or parts[0] == "hydra":
+            continue
+        parent = _schema_at(parts[:-1])
+        if parent is None:
+            continue  # a deeper path Hydra checks itself
+        allowed = sorted(typing.get_type_hints(parent))
+        if parent is Config:
+            allowed = sorted(set(allowed) | groups - {"hydra"})
+        if parts[-1] not in allowed:
+            near = difflib.get_close_matches(parts[-1], allowed, n=1)
+            hint = f"; did you mean '{'.'.join(parts[:-1] + near)}'?" if near else ""
+            where = "top-level" if parent is Config else f"'{'.'.join(parts[:-1])}'"
+            return (f"unknown config key '{key}' (value '{value}'); allowed {where} keys: "
+                    f"{', '.join(allowed)}{hint}")
+    return None

@@ -1,0 +1,114 @@
+"""Typed schemas behind every config group (registered in Hydra's ConfigStore).
+
+Each YAML file in conf/<group>/ starts from the schema stored here under
+`schema/<group>/base`, so a wrong type fails at composition and an unknown key is refused.
+Range checks that types cannot express live in rlbench.config.validate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class EnvConfig:
+    kind: str = MISSING  # "atari" (ale-py AtariVectorEnv) or "gym" (gymnasium vector env)
+    id: str = MISSING  # ALE ROM name in snake_case ("pong") or a gymnasium id ("CartPole-v1")
+    frameskip: int = 4  # emulator frames per agent step (Atari); 1 for gym envs
+    stack: int = 4  # stacked frames per observation (Atari)
+    img_size: int = 84  # square grey observation side (Atari)
+    noop_max: int = 30  # random no-ops at each reset (Atari)
+    sticky_actions: float = 0.0  # repeat_action_probability (Atari)
+    episodic_life: bool = False  # end an episode at each life loss (Atari)
+    reward_clipping: bool = True  # clip rewards to [-1, 1] (Atari)
+    max_episode_frames: int = 108_000  # frames before truncation (Atari, = 30 min of play)
+
+
+@dataclass
+class NetworkConfig:
+    torso: str = "nature_cnn"  # "nature_cnn" for pixels, "mlp" for vector observations
+    mlp_hidden: int = 64  # width of the MLP torso's two layers
+    lstm_hidden: int = 512  # LSTM core size
+    head_hidden: int = 512  # width of the dueling value and advantage streams
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "r2d2"
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    burn_in: int = 40  # steps that only warm the recurrent state up
+    seq_len: int = 80  # trained steps per replayed sequence
+    overlap: int = 40  # steps shared by consecutive sequences of one actor
+    n_step: int = 5
+    discount: float = 0.997
+    rescale_eps: float = 1e-3  # epsilon of the value-rescaling function h
+    priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
+    priority_exponent: float = 0.9  # alpha
+    importance_exponent: float = 0.6  # beta
+    replay_capacity: int = 2000  # sequences kept (FIFO once full)
+    min_replay: int = 50  # sequences in replay before the learner starts
+    samples_per_insert: float = 4.0  # replay ratio: trained steps per inserted step; 0 = unthrottled
+    batch_size: int = 64
+    learning_rate: float = 1e-4
+    adam_eps: float = 1e-3
+    grad_clip: float = 40.0  # global gradient-norm clip; 0 = off
+    target_update: int = 2500  # learner updates between target-network copies
+    publish_every: int = 1  # learner updates between weight copies to central inference
+    eps_base: float = 0.4  # Ape-X per-actor epsilon: eps_i = base^(1 + alpha * i / (N - 1))
+    eps_alpha: float = 7.0
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = MISSING
+    frames: int = MISSING  # env frames every job must generate (agent steps x frameskip)
+    learner_updates: int = MISSING  # learner updates every job must finish
+    max_runtime_s: float = 0.0  # safety limit: a job still running after this fails; 0 = none
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = "sqlite:///mlruns/mlflow.db"  # relative paths are taken from the project root
+    artifact_location: str = "mlruns/artifacts"  # for new experiments; relative to project root
+    experiment: str = "rlbench"
+    run_name: Optional[str] = None  # null = made from the overrides
+    log_every_s: float = 1.0  # period of step metrics
+    system_metrics: bool = True  # MLflow's own system-metrics sampler (UI's system tab)
+
+
+@dataclass
+class Config:
+    env: EnvConfig = MISSING
+    algo: AlgoConfig = MISSING
+    workload: WorkloadConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    actors: int = 40  # environment instances (SEED actors)
+    actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
+    sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
+    inference_batch: int = 0  # 0 = wait for all actors; k < actors = forward the first k ready
+    device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
+    seed: int = 1
+    policy: str = "r2d2"  # "r2d2", or "random" for actor-path benchmarks (no network)
+    learner: bool = True  # false = actors and inference only (benchmarks)
+    progress: str = "auto"  # "bar", "log" or "auto" (bar on a terminal)
+
+
+GROUP_SCHEMAS = {
+    "env": EnvConfig,
+    "algo": AlgoConfig,
+    "workload": WorkloadConfig,
+    "tracking": TrackingConfig,
+}
+
+
+def register_configs() -> None:
+    """Store the schemas: config.yaml extends `schema`; conf/<group>/*.yaml extend
+    `schema/<group>: base` (kept out of the group itself, so it is no selectable option)."""
+    cs = ConfigStore.instance()
+    cs.store(name="schema", node=Config)
+    for group, node in GROUP_SCHEMAS.items():
+        cs.store(group=f"schema/{group}", name="base", node=node)

@@ -1,0 +1,145 @@
+"""Range checks that types cannot express, run before any work starts.
+
+`validate(cfg)` turns the composed DictConfig into the typed `Config` (OmegaConf.to_object)
+and checks every rule below; all violations are reported together, each as
+`<key>=<value>: <what is allowed>`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlbench.algo.r2d2_math import sequences_per_actor
+from rlbench.config.schema import Config
+
+
+class ConfigError(ValueError):
+    """A config value is outside what rlbench accepts; the message names key, value, rule."""
+
+
+def _int_at_least(lo: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v >= lo), f"an integer >= {lo}"
+
+
+def _optional_in(lo: int, hi: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v is None or lo <= v <= hi), f"null or an integer in [{lo}, {hi}]"
+
+
+def _one_of(*allowed: str) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in allowed), "one of " + ", ".join(allowed)
+
+
+def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
+    host_threads = os.cpu_count() or 1
+    a = c.algo
+    length = a.burn_in + a.seq_len
+    return {
+        "actors": _int_at_least(1),
+        "actor_threads": _optional_in(1, host_threads),
+        "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
+        "inference_batch": ((lambda v: 0 <= v <= c.actors), f"0 (all actors) or an integer in [1, actors={c.actors}]"),
+        "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
+        "policy": _one_of("r2d2", "random"),
+        "progress": _one_of("auto", "bar", "log"),
+        "env.kind": _one_of("atari", "gym"),
+        "env.id": (lambda v: _env_exists(c.env.kind, v), _env_hint(c.env.kind)),
+        "env.frameskip": _int_at_least(1),
+        "env.stack": _int_at_least(1),
+        "env.img_size": _int_at_least(36),
+        "env.noop_max": _int_at_least(0),
+        "env.sticky_actions": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
+        "env.max_episode_frames": _int_at_least(1),
+        "workload.frames": _int_at_least(1),
+        "workload.learner_updates": _int_at_least(0),
+        "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
+        "algo.network.torso": _one_of("nature_cnn", "mlp"),
+        "algo.network.mlp_hidden": _int_at_least(1),
+        "algo.network.lstm_hidden": _int_at_least(1),
+        "algo.network.head_hidden": _int_at_least(1),
+        "algo.burn_in": _int_at_least(0),
+        "algo.n_step": _int_at_least(1),
+        "algo.seq_len": ((lambda v: v > a.n_step), f"an integer > algo.n_step={a.n_step}"),
+        "algo.overlap": ((lambda v: 0 <= v <= length // 2), f"an integer in [0, (burn_in + seq_len) // 2 = {length // 2}]"),
+        "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
+        "algo.rescale_eps": ((lambda v: v > 0), "a number > 0"),
+        "algo.priority_eta": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
+        "algo.priority_exponent": ((lambda v: v >= 0), "a number >= 0"),
+        "algo.importance_exponent": ((lambda v: v >= 0), "a number >= 0"),
+        "algo.replay_capacity": _int_at_least(1),
+        "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity), f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
+        "algo.samples_per_insert": ((lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"),
+        "algo.batch_size": _int_at_least(1),
+        "algo.learning_rate": ((lambda v: v > 0), "a number > 0"),
+        "algo.adam_eps": ((lambda v: v > 0), "a number > 0"),
+        "algo.grad_clip": ((lambda v: v >= 0), "a number >= 0 (0 = off)"),
+        "algo.target_update": _int_at_least(1),
+        "algo.publish_every": _int_at_least(1),
+        "algo.eps_base": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
+        "algo.eps_alpha": ((lambda v: v >= 0), "a number >= 0"),
+    }
+
+
+def _env_exists(kind: str, env_id: str) -> bool:
+    if kind == "atari":
+        from ale_py import roms
+
+        return env_id in roms.get_all_rom_ids()
+    if kind == "gym":
+        import gymnasium
+
+        return env_id in gymnasium.envs.registry
+    return True  # env.kind itself is reported
+
+
+def _env_hint(kind: str) -> str:
+    if kind == "atari":
+        return "an ALE ROM name in snake_case, e.g. pong, breakout, ms_pacman"
+    return "a registered gymnasium id, e.g. CartPole-v1"
+
+
+def _get(c: Config, dotted: str) -> Any:
+    obj: Any = c
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _cross_checks(c: Config) -> list[str]:
+    problems = []
+    if c.env.kind == "gym" and c.algo.network.torso == "nature_cnn":
+        problems.append("algo.network.torso=nature_cnn: gym envs give vector observations; use mlp (algo=r2d2_vector)")
+    if c.env.kind == "atari" and c.algo.network.torso == "mlp":
+        problems.append("algo.network.torso=mlp: Atari gives image observations; use nature_cnn")
+    length = c.algo.burn_in + c.algo.seq_len
+    steps_per_actor = c.workload.frames // (c.env.frameskip * c.actors)
+    if c.learner and c.policy == "r2d2" and c.workload.learner_updates > 0:
+        if sequences_per_actor(steps_per_actor, length, c.algo.overlap) < 1:
+            need = length * c.env.frameskip * c.actors
+            problems.append(
+                f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
+                f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
+            )
+    return problems
+
+
+def validate(cfg: DictConfig) -> Config:
+    """Typed, range-checked config; raises ConfigError naming every bad key and value."""
+    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
+    try:
+        conf: Config = OmegaConf.to_object(plain)
+    except Exception as e:  # omegaconf's ValidationError / MissingMandatoryValue
+        raise ConfigError(str(e)) from e
+    problems = [
+        f"{key}={_get(conf, key)!r}: allowed: {allowed}"
+        for key, (ok, allowed) in _rules(conf).items()
+        if not ok(_get(conf, key))
+    ]
+    if not problems:
+        problems = _cross_checks(conf)
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    return conf

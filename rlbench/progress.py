@@ -1,0 +1,50 @@
+"""Progress of one job: a tqdm bar on a terminal, periodic log lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+
+log = logging.getLogger("rlbench.progress")
+
+
+def eta_s(frames: int, frame_target: int, fps: float, updates: int, update_target: int, ups: float) -> float:
+    """Time left: the slower of the two halves of the task at their current rates."""
+    left = 0.0
+    for done, target, rate in ((frames, frame_target, fps), (updates, update_target, ups)):
+        if done < target:
+            left = max(left, (target - done) / rate if rate > 0 else math.inf)
+    return left
+
+
+class Progress:
+    def __init__(self, frame_target: int, update_target: int, mode: str = "auto", every_s: float = 10.0):
+        if mode == "auto":
+            mode = "bar" if sys.stderr.isatty() else "log"
+        self.frame_target, self.update_target, self.mode = frame_target, update_target, mode
+        self.every_s, self._last = every_s, 0.0
+        self._bar = None
+        if mode == "bar":
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
+
+    def update(self, frames: int, updates: int, metrics: dict) -> None:
+        fps, ups = metrics.get("fps", 0.0), metrics.get("learner_updates_per_s", 0.0)
+        left = eta_s(frames, self.frame_target, fps, updates, self.update_target, ups)
+        left_txt = "?" if math.isinf(left) else f"{left:.0f}s"
+        if self._bar is not None:
+            self._bar.n = min(frames, self.frame_target)
+            self._bar.set_postfix_str(f"fps={fps:.0f} updates={updates}/{self.update_target} left={left_txt}")
+            return
+        now = time.monotonic()
+        if now - self._last >= self.every_s:
+            self._last = now
+            log.info("frames %d/%d (%.0f%%) fps %.0f updates %d/%d time left %s", frames, self.frame_target,
+                     100.0 * frames / self.frame_target, fps, updates, self.update_target, left_txt)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

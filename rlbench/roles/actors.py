@@ -1,0 +1,59 @@
+"""The actors (SEED RL's thin actors): step the environments, ask central inference, repeat.
+
+One driver thread owns the vector env; the env's own C++ threads do the stepping. The
+role counts agent steps and frames, and keeps episode returns for the runner to log.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+
+from rlbench.envs.vector import VectorEnv
+from rlbench.roles.inference import InferenceServer
+from rlbench.telemetry.timing import OpTimer
+
+
+class ActorRole:
+    name = "actors"
+
+    def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
+                 frame_target: int, seed: int):
+        self.env, self.inference = env, inference
+        self.frame_target, self.seed = frame_target, seed
+        self.frameskip = env.frameskip
+        self.steps = 0  # agent steps completed (frames = steps * frameskip)
+        self.episode_returns: collections.deque = collections.deque()  # (frames, return), drained
+        self.episodes = 0
+        self._running_return = np.zeros(num_actors, dtype=np.float64)
+        self.timer = OpTimer("actors")
+        self.done = threading.Event()
+
+    @property
+    def frames(self) -> int:
+        return self.steps * self.frameskip
+
+    def run(self, stop: threading.Event) -> None:
+        with self.timer.op("env_step"):
+            batch = self.env.reset(seed=self.seed)
+        while not stop.is_set() and self.frames < self.frame_target:
+            with self.timer.op("inference"):
+                actions = self.inference.step(batch)
+            with self.timer.op("env_step"):
+                self.env.send(actions)
+                batch = self.env.recv()
+            self._account(batch)
+        self.done.set()
+
+    def _account(self, batch) -> None:
+        ids = batch.env_ids
+        self.steps += len(ids)
+        self._running_return[ids] += batch.reward
+        ended = ids[batch.done]
+        if ended.size:
+            for r in self._running_return[ended]:
+                self.episode_returns.append((self.frames, float(r)))
+            self.episodes += ended.size
+            self._running_return[ended] = 0.0

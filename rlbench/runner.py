@@ -1,0 +1,94 @@
+"""The runner: starts the role threads, watches them, logs metrics and progress.
+
+It is the main thread's loop: every tick it samples the roles' counters, logs step
+metrics, updates the progress display, re-raises the first role failure, and enforces
+the workload's time limit. However it leaves (done, error, Ctrl-C, SIGTERM), it sets the
+shared stop event and joins every role thread before returning.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from rlbench.progress import Progress
+
+log = logging.getLogger(__name__)
+
+
+class RoleFailed(RuntimeError):
+    """A role thread raised; the original exception is the __cause__."""
+
+
+class RoleThread(threading.Thread):
+    def __init__(self, role, stop: threading.Event):
+        super().__init__(name=role.name, daemon=True)
+        self.role, self.stop = role, stop
+        self.error: BaseException | None = None
+        self.started_at = self.ended_at = None
+
+    def run(self) -> None:
+        self.started_at = time.perf_counter()
+        try:
+            self.role.run(self.stop)
+        except BaseException as e:  # reported by the runner, never lost
+            self.error = e
+            self.stop.set()
+        finally:
+            self.ended_at = time.perf_counter()
+
+    def wall_s(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return (self.ended_at or time.perf_counter()) - self.started_at
+
+
+@dataclass
+class Window:
+    """Counters at the previous tick, for windowed rates."""
+
+    t: float
+    values: dict = field(default_factory=dict)
+
+    def rates(self, now: float, values: dict) -> dict:
+        dt = max(now - self.t, 1e-9)
+        out = {k: (values[k] - self.values.get(k, 0)) / dt for k in values}
+        self.t, self.values = now, dict(values)
+        return out
+
+
+def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progress,
+              tick_s: float = 1.0, max_runtime_s: float = 0.0) -> dict:
+    stop = threading.Event()
+    threads = [RoleThread(r, stop) for r in trainer.roles()]
+    t0 = time.perf_counter()
+    window = Window(t0)
+    for th in threads:
+        th.start()
+    try:
+        while any(th.is_alive() for th in threads):
+            stop.wait(tick_s)
+            _raise_role_error(threads)
+            now = time.perf_counter()
+            metrics = trainer.step_metrics(window, now)
+            log_metrics(metrics, trainer.actors.frames)
+            progress.update(trainer.actors.frames, trainer.updates(), metrics)
+            if max_runtime_s and now - t0 > max_runtime_s:
+                raise TimeoutError(f"workload.max_runtime_s={max_runtime_s} exceeded before the task finished")
+        _raise_role_error(threads)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(timeout=120)
+        progress.close()
+    runtime = time.perf_counter() - t0
+    return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads})
+
+
+def _raise_role_error(threads) -> None:
+    for th in threads:
+        if th.error is not None:
+            raise RoleFailed(f"role '{th.name}' failed: {th.error!r}") from th.error

@@ -1,0 +1,267 @@
+"""Background sampling of GPU (NVML), CPU package/DRAM (RAPL) and CPU utilisation (psutil).
+
+`TelemetrySampler` takes a first row in `start()`, then one row per period on a thread
+named "telemetry", and a last row in `stop()`, so the rows span exactly start..stop.
+Each source is sampled under its own guard: an exception is counted and its text kept in
+`errors`, that source's columns are missing from the row, and sampling goes on. A source
+failing `fail_after` times in a row is reported in the summary's reason strings.
+
+Row columns: t (clock seconds); per GPU i: gpu{i}_power_w, gpu{i}_energy_mj (cumulative),
+gpu{i}_util, gpu{i}_mem_util, gpu{i}_sm_clock_mhz, gpu{i}_mem_used_mb (MiB), gpu{i}_temp_c;
+cpu_util, proc_util, proc_cores_busy, cpu_pkg_energy_j, dram_energy_j (cumulative J),
+cpu_core{k}_util. Utilisations are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+import csv
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rlbench.telemetry.cpu import CpuSample, CpuSource
+from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC
+from rlbench.telemetry.nvml import GpuSample, NvmlSource
+from rlbench.telemetry.rapl import RaplSample, RaplSource
+from rlbench.telemetry.summary import Row, summarize
+
+Auto = Literal["auto"]
+MAX_KEPT_ERRORS = 100
+
+
+class GpuSourceLike(Protocol):
+    def sample(self) -> list[GpuSample]: ...
+
+
+class RaplSourceLike(Protocol):
+    def sample(self) -> RaplSample: ...
+
+
+class CpuSourceLike(Protocol):
+    def sample(self) -> CpuSample: ...
+
+
+def gpu_fields(samples: list[GpuSample]) -> Row:
+    """Row columns for the GPU samples of one pass."""
+    row: Row = {}
+    for s in samples:
+        p = f"gpu{s.index}_"
+        row |= {
+            p + "power_w": s.power_w, p + "energy_mj": s.energy_mj, p + "util": s.util,
+            p + "mem_util": s.mem_util, p + "sm_clock_mhz": s.sm_clock_mhz,
+            p + "mem_used_mb": s.mem_used_mb, p + "temp_c": s.temp_c,
+        }  # fmt: skip
+    return row
+
+
+def cpu_fields(s: CpuSample) -> Row:
+    """Row columns for one CPU sample, except the per-core ones."""
+    return {"cpu_util": s.util, "proc_util": s.proc_util, "proc_cores_busy": s.proc_cores_busy}
+
+
+def core_fields(s: CpuSample) -> Row:
+    """Per-hardware-thread system utilisation columns (last in a row)."""
+    return {f"cpu_core{k}_util": u for k, u in enumerate(s.per_core)}
+
+
+def rapl_fields(s: RaplSample) -> Row:
+    return {"cpu_pkg_energy_j": s.pkg_energy_j, "dram_energy_j": s.dram_energy_j}
+
+
+class TelemetrySampler:
+    """Samples all telemetry sources at `rate_hz` on a background thread; see module docstring.
+
+    Sources default to "auto" (built here, and closed by `stop()`); pass an object to
+    inject one (the caller keeps ownership) or None to disable it. `cpu_tdp_w` enables
+    the labelled linear CPU energy estimate, used only when RAPL gives no reading.
+    `clock` must be monotonic seconds; the thread paces itself with it.
+    """
+
+    def __init__(
+        self,
+        rate_hz: float = 10.0,
+        nvml: GpuSourceLike | Auto | None = "auto",
+        rapl: RaplSourceLike | Auto | None = "auto",
+        cpu: CpuSourceLike | Auto | None = "auto",
+        clock: Callable[[], float] = time.monotonic,
+        cpu_tdp_w: float | None = None,
+        cpu_idle_frac: float = DEFAULT_IDLE_FRAC,
+        fail_after: int = 5,
+        stop_timeout_s: float = 5.0,
+    ) -> None:
+        if rate_hz <= 0:
+            raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
+        self.period_s = 1.0 / rate_hz
+        self._owned: list[Any] = []
+        self.nvml = self._own(nvml, NvmlSource)
+        self.rapl = self._own(rapl, RaplSource)
+        self.cpu = self._own(cpu, lambda: CpuSource(clock=clock))
+        self._clock = clock
+        self.cpu_tdp_w, self.cpu_idle_frac = cpu_tdp_w, cpu_idle_frac
+        self._fail_after, self._stop_timeout_s = fail_after, stop_timeout_s
+        self._rows: list[Row] = []
+        self._errors: deque[str] = deque(maxlen=MAX_KEPT_ERRORS)
+        self.error_count = 0
+        self._failures: Counter[str] = Counter()  # per source, total
+        self._in_a_row: Counter[str] = Counter()  # per source, consecutive
+        self._last_error: dict[str, str] = {}
+        self.failure_reasons: dict[str, str] = {}  # sources that kept failing
+        self._lock = threading.Lock()  # guards rows and errors
+        self._sample_lock = threading.Lock()  # one pass at a time
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = False
+
+    def _own(self, given: Any, make: Callable[[], Any]) -> Any:
+        if not (isinstance(given, str) and given == "auto"):
+            return given
+        source = make()
+        self._owned.append(source)
+        return source
+
+    # ---- errors ---------------------------------------------------------------------
+    @property
+    def errors(self) -> list[str]:
+        """Texts of the most recent sampling exceptions (at most MAX_KEPT_ERRORS)."""
+        with self._lock:
+            return list(self._errors)
+
+    def _record_error(self, source: str, err: BaseException) -> None:
+        text = f"{source}: {type(err).__name__}: {err}"
+        with self._lock:
+            self._errors.append(text)
+            self.error_count += 1
+        self._failures[source] += 1
+        self._in_a_row[source] += 1
+        self._last_error[source] = text
+        if self._in_a_row[source] >= self._fail_after:
+            self.failure_reasons[source] = (
+                f"{source} sampling failed {self._in_a_row[source]} times in a row (last: {text})"
+            )
+
+    def _guarded(self, name: str, source: Any) -> Any:
+        """source.sample(), or None (recorded) when it raises or the source is disabled."""
+        if source is None:
+            return None
+        try:
+            result = source.sample()
+        except Exception as e:  # noqa: BLE001 - a source must never stop sampling
+            self._record_error(name, e)
+            return None
+        self._in_a_row[name] = 0
+        return result
+
+    # ---- sampling -------------------------------------------------------------------
+    def sample_now(self) -> None:
+        """Take one row now (thread-safe); never raises."""
+        with self._sample_lock:
+            try:
+                row = self._take_row()
+            except Exception as e:  # noqa: BLE001 - formatting bugs must not kill sampling
+                self._record_error("sampler", e)
+                return
+        with self._lock:
+            self._rows.append(row)
+
+    def _take_row(self) -> Row:
+        row: Row = {"t": self._clock()}
+        gpu = self._guarded("gpu", self.nvml)
+        cpu = self._guarded("cpu", self.cpu)
+        rapl = self._guarded("rapl", self.rapl)
+        if gpu is not None:
+            row |= gpu_fields(gpu)
+        if cpu is not None:
+            row |= cpu_fields(cpu)
+        if rapl is not None:
+            row |= rapl_fields(rapl)
+        if cpu is not None:
+            row |= core_fields(cpu)
+        return row
+
+    def _run(self) -> None:
+        """Thread body: one row per period until stopped, without bursts after a stall."""
+        next_t = self._clock() + self.period_s
+        while not self._stop.wait(max(next_t - self._clock(), 0.0)):
+            if not threading.main_thread().is_alive():
+                self._record_error("sampler", RuntimeError("main thread exited without stop()"))
+                return
+            self.sample_now()
+            next_t = max(next_t + self.period_s, self._clock())
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def start(self) -> TelemetrySampler:
+        """Take the first row and start the "telemetry" thread (a sampler runs once)."""
+        if self._started:
+            raise RuntimeError("TelemetrySampler already started; make a new one per run")
+        self._started = True
+        self.sample_now()
+        self._thread = threading.Thread(target=self._run, name="telemetry", daemon=False)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop and join the thread, take the last row, close owned sources (idempotent)."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(self._stop_timeout_s)
+        if thread.is_alive():
+            self._thread = thread
+            self._record_error("sampler", TimeoutError(f"thread still alive {self._stop_timeout_s}s after stop()"))
+            return
+        self.sample_now()
+        for source in self._owned:
+            if hasattr(source, "close"):
+                source.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> TelemetrySampler:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- results --------------------------------------------------------------------
+    def rows(self) -> list[Row]:
+        """Copies of all rows so far, at the full sampling rate."""
+        with self._lock:
+            return [dict(r) for r in self._rows]
+
+    def to_csv(self, path: str | Path) -> Path:
+        """Write the rows as CSV (columns: union in first-seen order; blank = None)."""
+        rows = self.rows()
+        columns = list(dict.fromkeys(k for r in rows for k in r))
+        path = Path(path)
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns, restval="")
+            writer.writeheader()
+            writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in rows)
+        return path
+
+    def summary(self) -> Row:
+        """The contract dict of rlbench.telemetry.summary (None + reasons where unknown)."""
+        notes_gpu = self._source_notes("gpu", self.nvml, ["degraded_reason"])
+        notes_cpu = self._source_notes("cpu", self.cpu, [])
+        notes_cpu += self._source_notes("rapl", self.rapl, ["reason", "dram_reason"])
+        if getattr(self.rapl, "dropped", 0):
+            notes_cpu.append(f"{self.rapl.dropped} RAPL deltas dropped (wrap with unknown max_energy_range_uj)")
+        notes_cpu += self._source_notes("sampler", True, [])
+        return summarize(self.rows(), notes_gpu, notes_cpu, self.cpu_tdp_w, self.cpu_idle_frac)
+
+    def _source_notes(self, name: str, source: Any, attrs: list[str]) -> list[str]:
+        """Degradation notes of one source: disabled, its own reasons, its sampling failures."""
+        if source is None:
+            return [f"{name} telemetry disabled"]
+        notes = [r for a in attrs if isinstance(r := getattr(source, a, None), str)]
+        if name in self.failure_reasons:
+            notes.append(self.failure_reasons[name])
+        elif self._failures[name]:
+            notes.append(f"{name} sampling raised {self._failures[name]} times (last: {self._last_error[name]})")
+        return notes

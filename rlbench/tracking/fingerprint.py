@@ -1,0 +1,62 @@
+"""Host fingerprint tags for a run: code version, host, CPU, library versions, accelerator."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"unknown ({e})"
+    if out.returncode != 0:
+        return f"unknown (not a git checkout: {out.stderr.strip()[:100]})"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                           capture_output=True, text=True, timeout=5).stdout.strip()
+    return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown (no /proc/cpuinfo model name)"
+
+
+def _version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def host_tags() -> dict[str, str]:
+    tags = {
+        "git_commit": git_commit(),
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "hardware_threads": str(os.cpu_count()),
+        "torch_version": torch.__version__,
+        "ale_py_version": _version("ale-py"),
+        "mlflow_version": _version("mlflow"),
+        "cuda_available": str(torch.cuda.is_available()),
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        tags["gpu_name"] = props.name
+        tags["gpu_sm_count"] = str(props.multi_processor_count)
+    return tags

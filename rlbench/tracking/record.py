@@ -1,0 +1,137 @@
+"""One job's MLflow run: params, tags, metrics, artifacts, and a truthful status.
+
+`JobRecord` is a context manager. On a clean exit the run ends FINISHED; on Ctrl-C or
+SIGTERM (JobKilled) it ends KILLED; on any other exception FAILED with the error text as a
+tag and the traceback as an artifact. Artifacts (resolved config, .hydra/, job log) are
+logged whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import traceback
+from pathlib import Path
+
+import mlflow
+from mlflow.entities import Metric
+from omegaconf import DictConfig, OmegaConf
+
+from rlbench.config.schema import TrackingConfig
+from rlbench.tracking.fingerprint import host_tags
+
+log = logging.getLogger(__name__)
+
+_PARAM_BATCH = 100  # MLflow's per-call limit
+
+
+class JobKilled(KeyboardInterrupt):
+    """Raised in the main thread by the SIGTERM handler."""
+
+
+def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = "null" if v is None else str(v)
+    return out
+
+
+def run_name_from(overrides: list[str]) -> str:
+    task = [o for o in overrides if not o.startswith("hydra")]
+    return " ".join(task) if task else "defaults"
+
+
+def open_experiment(tracking: TrackingConfig) -> str:
+    """Point MLflow at the configured store and return the experiment id (created if new)."""
+    if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
+        Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(tracking.uri)
+    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    if exp is not None:
+        return exp.experiment_id
+    location = tracking.artifact_location
+    if location and "://" not in location:
+        location = Path(location).resolve().as_uri()
+    return mlflow.create_experiment(tracking.experiment, artifact_location=location or None)
+
+
+class JobRecord:
+    def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
+                 output_dir: Path | None, extra_tags: dict | None = None):
+        self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
+        self.output_dir, self.extra_tags = output_dir, extra_tags or {}
+        self.run = None
+        self._client = None
+
+    def __enter__(self) -> "JobRecord":
+        experiment_id = open_experiment(self.tracking)
+        name = self.tracking.run_name or run_name_from(self.overrides)
+        self.run = mlflow.start_run(
+            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics
+        )
+        self._client = mlflow.MlflowClient()
+        resolved = OmegaConf.to_container(self.cfg, resolve=True)
+        params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
+        params["overrides"] = " ".join(self.overrides) or "(none)"
+        items = list(params.items())
+        for i in range(0, len(items), _PARAM_BATCH):
+            mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))
+        mlflow.set_tags({**host_tags(), **self.extra_tags})
+        return self
+
+    @property
+    def run_id(self) -> str:
+        return self.run.info.run_id
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        finite = {k: float(v) for k, v in metrics.items() if v is not None and v == v}
+        if finite:
+            mlflow.log_metrics(finite, step=step)
+
+    def log_series(self, key: str, values: list[tuple[float, int]]) -> None:
+        """Many values of one metric at once (e.g. episode returns with their frame step)."""
+        if values:
+            import time
+
+            now = int(time.time() * 1000)
+            self._client.log_batch(self.run_id, metrics=[Metric(key, v, now, s) for v, s in values])
+
+    def set_tags(self, tags: dict) -> None:
+        mlflow.set_tags(tags)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        status = "FINISHED"
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            status = "KILLED"
+            mlflow.set_tag("end_reason", "killed: " + (type(exc).__name__ if exc else "interrupt"))
+        elif exc_type is not None:
+            status = "FAILED"
+            mlflow.set_tag("error", f"{exc_type.__name__}: {exc}"[:5000])
+            self._log_text("".join(traceback.format_exception(exc_type, exc, tb)), "traceback.txt")
+        self._log_artifacts()
+        mlflow.end_run(status=status)
+        log.info("MLflow run %s ended %s", self.run_id, status)
+        return False
+
+    def _log_text(self, text: str, name: str) -> None:
+        try:
+            mlflow.log_text(text, name)
+        except Exception as e:  # never mask the job's own outcome
+            log.warning("could not log %s: %s", name, e)
+
+    def _log_artifacts(self) -> None:
+        self._log_text(OmegaConf.to_yaml(self.cfg, resolve=True), "config.yaml")
+        if self.output_dir is None:
+            return
+        try:
+            hydra_dir = self.output_dir / ".hydra"
+            if hydra_dir.is_dir():
+                mlflow.log_artifacts(str(hydra_dir), ".hydra")
+            for logfile in self.output_dir.glob("*.log"):
+                mlflow.log_artifact(str(logfile))
+        except Exception as e:
+            log.warning("could not log job artifacts: %s", e)

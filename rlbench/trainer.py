@@ -1,0 +1,139 @@
+"""The SEED-style R2D2 trainer, wired in one place.
+
+actors --StepBatch--> inference (network copy, per-actor state, unroll assembly)
+       --sequences--> replay <--sample/priorities-- learner --weights--> inference
+
+`build_trainer` is the only place the roles are created and connected; `train` runs them
+to the end of the workload and returns the job's final metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from rlbench.algo.network import R2D2Net
+from rlbench.algo.r2d2_math import actor_epsilons
+from rlbench.algo.replay import SequenceReplay
+from rlbench.algo.unrolls import UnrollAssembler
+from rlbench.config.schema import Config
+from rlbench.envs.vector import make_actors
+from rlbench.progress import Progress
+from rlbench.roles.actors import ActorRole
+from rlbench.roles.inference import InferenceServer
+from rlbench.roles.learner import LearnerRole
+from rlbench.runner import Window, run_roles
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+@dataclass
+class Trainer:
+    conf: Config
+    env: object
+    replay: SequenceReplay
+    inference: InferenceServer
+    actors: ActorRole
+    learner: LearnerRole | None
+    device: torch.device
+
+    def roles(self) -> list:
+        return [self.actors] + ([self.learner] if self.learner is not None else [])
+
+    def updates(self) -> int:
+        return self.learner.updates if self.learner is not None else 0
+
+    def step_metrics(self, window: Window, now: float) -> dict:
+        rates = window.rates(now, {"steps": self.actors.steps, "updates": self.updates()})
+        m = {
+            "fps": rates["steps"] * self.actors.frameskip,
+            "sps": rates["steps"],
+            "learner_updates_per_s": rates["updates"],
+            "frames": self.actors.frames,
+            "learner_updates": self.updates(),
+            "replay_size": self.replay.size,
+            **self.inference.stats(),
+        }
+        if self.learner is not None and self.learner.updates:
+            m["loss"] = self.learner.last_loss
+        return m
+
+    def final_metrics(self, runtime_s: float, role_wall_s: dict) -> dict:
+        actor_s = max(role_wall_s.get("actors", runtime_s), 1e-9)
+        learner_s = role_wall_s.get("learner", 0.0)
+        m = {
+            "runtime_s": runtime_s,
+            "fps": self.actors.frames / actor_s,
+            "sps": self.actors.steps / actor_s,
+            "frames": self.actors.frames,
+            "learner_updates": self.updates(),
+            "episodes": self.actors.episodes,
+            **self.inference.stats(),
+        }
+        if self.learner is not None:
+            m["learner_updates_per_s"] = self.updates() / learner_s if learner_s > 0 else float("nan")
+            m["loss"] = self.learner.last_loss
+        return m
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def build_trainer(conf: Config) -> Trainer:
+    algo, device = conf.algo, resolve_device(conf.device)
+    torch.manual_seed(conf.seed)
+    threads = conf.actor_threads or os.cpu_count() or 1
+    env = make_actors(conf.env, conf.actors, threads, conf.inference_batch)
+    length = algo.burn_in + algo.seq_len
+    obs_shape, n_act, hidden = env.obs_shape, env.num_actions, algo.network.lstm_hidden
+    assembler = UnrollAssembler(conf.actors, length, algo.overlap, obs_shape, env.obs_dtype, n_act, hidden)
+    replay = SequenceReplay.for_shapes(
+        algo.replay_capacity, length, obs_shape, env.obs_dtype, n_act, hidden,
+        alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed,
+    )
+    acting_net = R2D2Net(obs_shape, n_act, algo.network).to(device) if conf.policy == "r2d2" else None
+    epsilons = actor_epsilons(conf.actors, algo.eps_base, algo.eps_alpha)
+    inference = InferenceServer(acting_net, device, epsilons, assembler, replay, algo, conf.seed, conf.policy)
+    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed)
+    learner = None
+    if conf.learner and conf.policy == "r2d2":
+        learning_net = R2D2Net(obs_shape, n_act, algo.network).to(device)
+        learning_net.load_state_dict(acting_net.state_dict())
+        learner = LearnerRole(learning_net, algo, replay, inference, device, conf.workload.learner_updates, actors.done)
+    return Trainer(conf, env, replay, inference, actors, learner, device)
+
+
+def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None) -> dict:
+    """Run the whole task; returns the final metrics (runtime_s, fps, ...)."""
+    trainer = build_trainer(conf)
+    updates = conf.workload.learner_updates if trainer.learner is not None else 0
+    progress = Progress(conf.workload.frames, updates, conf.progress)
+
+    def log_tick(metrics: dict, step: int) -> None:
+        log_metrics(metrics, step)
+        _drain_episodes(trainer.actors, on_episode)
+
+    try:
+        final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s, conf.workload.max_runtime_s)
+        _drain_episodes(trainer.actors, on_episode)
+        return final
+    finally:
+        trainer.close()
+
+
+def _drain_episodes(actors: ActorRole, on_episode) -> None:
+    while actors.episode_returns:
+        frames, ret = actors.episode_returns.popleft()
+        if on_episode is not None:
+            on_episode(ret, frames)
+
+
+def last_returns_mean(returns: list[float], k: int = 20) -> float:
+    return float(np.mean(returns[-k:])) if returns else float("nan")
