@@ -10,6 +10,7 @@ Utilisations are fractions in [0, 1].
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -34,9 +35,7 @@ def tree_cpu_delta(prev: Mapping[ProcKey, float], cur: Mapping[ProcKey, float]) 
     return sum(max(cpu - prev.get(key, 0.0), 0.0) for key, cpu in cur.items())
 
 
-def tree_utilisation(
-    cpu_delta_s: float, wall_s: float, n_threads: int | None
-) -> tuple[float | None, float | None]:
+def tree_utilisation(cpu_delta_s: float, wall_s: float, n_threads: int | None) -> tuple[float | None, float | None]:
     """(fraction of all hardware threads, hardware threads busy) for a CPU-time delta."""
     if wall_s <= 0:
         return None, None
@@ -71,10 +70,8 @@ class CpuSource:
         """CPU seconds (user + system) of every live process in the tree."""
         times: dict[ProcKey, float] = {}
         procs = [self._proc]
-        try:
+        with contextlib.suppress(self._ps.Error):
             procs += self._proc.children(recursive=True)
-        except self._ps.Error:
-            pass
         for p in procs:
             try:
                 with p.oneshot():

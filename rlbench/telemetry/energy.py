@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+from typing import TypeGuard
 
 DEFAULT_IDLE_FRAC = 0.3
 """Assumed share of TDP a package draws at 0 % utilisation (a stated guess, not a measurement)."""
 
 
-def _valid(x: float | None) -> bool:
+def _valid(x: float | None) -> TypeGuard[float]:
     return x is not None and math.isfinite(x)
 
 
@@ -29,7 +30,7 @@ def integrate_power(times_s: Sequence[float], watts: Sequence[float | None]) -> 
     if len(times_s) != len(watts):
         raise ValueError(f"{len(times_s)} times but {len(watts)} power samples")
     total, segments = 0.0, 0
-    for (t0, p0), (t1, p1) in pairwise(zip(times_s, watts)):
+    for (t0, p0), (t1, p1) in pairwise(zip(times_s, watts, strict=True)):
         if t1 < t0:
             raise ValueError(f"times must not decrease ({t0} then {t1})")
         if _valid(p0) and _valid(p1):

@@ -8,10 +8,10 @@ The pynvml module is injectable so every path is testable without a GPU.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from rlbench.telemetry.energy import CounterAccumulator
@@ -101,7 +101,7 @@ def error_codes(module: Any) -> dict[int, str]:
     codes: dict[int, str] = {}
     for name in dir(module):
         if name.startswith("NVML_ERROR_"):
-            codes.setdefault(getattr(module, name), name[len("NVML_ERROR_"):].lower())
+            codes.setdefault(getattr(module, name), name[len("NVML_ERROR_") :].lower())
     return codes
 
 
@@ -271,7 +271,5 @@ class NvmlSource:
             self._shutdown()
 
     def _shutdown(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # shutting down must not raise
             self._mod.nvmlShutdown()
-        except Exception:  # noqa: BLE001 - shutting down must not raise
-            pass

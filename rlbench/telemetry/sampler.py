@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -44,27 +45,24 @@ class CpuSourceLike(Protocol):
     def sample(self) -> CpuSample: ...
 
 
+@cache
+def column_name(prefix: str, index: int, metric: str) -> str:
+    """A shared column name string ("gpu0_power_w"), so rows do not each hold copies."""
+    return f"{prefix}{index}_{metric}"
+
+
+GPU_METRICS = ("power_w", "energy_mj", "util", "mem_util", "sm_clock_mhz", "mem_used_mb", "temp_c")
+
+
 def gpu_fields(samples: list[GpuSample]) -> Row:
     """Row columns for the GPU samples of one pass."""
-    row: Row = {}
-    for s in samples:
-        p = f"gpu{s.index}_"
-        row |= {
-            p + "power_w": s.power_w, p + "energy_mj": s.energy_mj, p + "util": s.util,
-            p + "mem_util": s.mem_util, p + "sm_clock_mhz": s.sm_clock_mhz,
-            p + "mem_used_mb": s.mem_used_mb, p + "temp_c": s.temp_c,
-        }  # fmt: skip
-    return row
+    return {column_name("gpu", s.index, m): getattr(s, m) for s in samples for m in GPU_METRICS}
 
 
 def cpu_fields(s: CpuSample) -> Row:
-    """Row columns for one CPU sample, except the per-core ones."""
-    return {"cpu_util": s.util, "proc_util": s.proc_util, "proc_cores_busy": s.proc_cores_busy}
-
-
-def core_fields(s: CpuSample) -> Row:
-    """Per-hardware-thread system utilisation columns (last in a row)."""
-    return {f"cpu_core{k}_util": u for k, u in enumerate(s.per_core)}
+    """Row columns for one CPU sample; the per-core ones are named cpu_core{k}_util."""
+    row: Row = {"cpu_util": s.util, "proc_util": s.proc_util, "proc_cores_busy": s.proc_cores_busy}
+    return row | {column_name("cpu_core", k, "util"): u for k, u in enumerate(s.per_core)}
 
 
 def rapl_fields(s: RaplSample) -> Row:
@@ -142,17 +140,17 @@ class TelemetrySampler:
                 f"{source} sampling failed {self._in_a_row[source]} times in a row (last: {text})"
             )
 
-    def _guarded(self, name: str, source: Any) -> Any:
-        """source.sample(), or None (recorded) when it raises or the source is disabled."""
+    def _guarded(self, name: str, source: Any, fields: Callable[[Any], Row]) -> Row:
+        """fields(source.sample()); {} (recorded) when that raises or the source is disabled."""
         if source is None:
-            return None
+            return {}
         try:
-            result = source.sample()
+            row = fields(source.sample())
         except Exception as e:  # noqa: BLE001 - a source must never stop sampling
             self._record_error(name, e)
-            return None
+            return {}
         self._in_a_row[name] = 0
-        return result
+        return row
 
     # ---- sampling -------------------------------------------------------------------
     def sample_now(self) -> None:
@@ -168,24 +166,26 @@ class TelemetrySampler:
 
     def _take_row(self) -> Row:
         row: Row = {"t": self._clock()}
-        gpu = self._guarded("gpu", self.nvml)
-        cpu = self._guarded("cpu", self.cpu)
-        rapl = self._guarded("rapl", self.rapl)
-        if gpu is not None:
-            row |= gpu_fields(gpu)
-        if cpu is not None:
-            row |= cpu_fields(cpu)
-        if rapl is not None:
-            row |= rapl_fields(rapl)
-        if cpu is not None:
-            row |= core_fields(cpu)
-        return row
+        row |= self._guarded("gpu", self.nvml, gpu_fields)
+        cpu = self._guarded("cpu", self.cpu, cpu_fields)
+        row |= {k: v for k, v in cpu.items() if not k.startswith("cpu_core")}
+        row |= self._guarded("rapl", self.rapl, rapl_fields)
+        return row | cpu  # per-core columns end up last
 
     def _run(self) -> None:
-        """Thread body: one row per period until stopped, without bursts after a stall."""
+        """Thread body; an unexpected end is recorded, never silent."""
+        try:
+            self._loop()
+        except Exception as e:  # noqa: BLE001 - e.g. an injected clock that raises
+            reason = f"sampling thread ended: {type(e).__name__}: {e}"
+            self._record_error("sampler", RuntimeError(reason))
+            self.failure_reasons["sampler"] = reason
+
+    def _loop(self) -> None:
+        """One row per period until stopped, without bursts after a stall."""
         next_t = self._clock() + self.period_s
         while not self._stop.wait(max(next_t - self._clock(), 0.0)):
-            if not threading.main_thread().is_alive():
+            if not threading.main_thread().is_alive():  # interpreter exiting without stop()
                 self._record_error("sampler", RuntimeError("main thread exited without stop()"))
                 return
             self.sample_now()
@@ -204,17 +204,18 @@ class TelemetrySampler:
 
     def stop(self) -> None:
         """Stop and join the thread, take the last row, close owned sources (idempotent)."""
+        self._started = True  # a stopped sampler cannot be started
         thread, self._thread = self._thread, None
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join(self._stop_timeout_s)
-        if thread.is_alive():
-            self._thread = thread
-            self._record_error("sampler", TimeoutError(f"thread still alive {self._stop_timeout_s}s after stop()"))
-            return
-        self.sample_now()
-        for source in self._owned:
+        if thread is not None:
+            self._stop.set()
+            thread.join(self._stop_timeout_s)
+            if thread.is_alive():
+                self._thread = thread
+                self._record_error("sampler", TimeoutError(f"thread alive {self._stop_timeout_s}s after stop()"))
+                return
+            self.sample_now()
+        while self._owned:
+            source = self._owned.pop()
             if hasattr(source, "close"):
                 source.close()
 
@@ -248,6 +249,7 @@ class TelemetrySampler:
     def summary(self) -> Row:
         """The contract dict of rlbench.telemetry.summary (None + reasons where unknown)."""
         notes_gpu = self._source_notes("gpu", self.nvml, ["degraded_reason"])
+        notes_gpu += self._source_notes("sampler", True, [])
         notes_cpu = self._source_notes("cpu", self.cpu, [])
         notes_cpu += self._source_notes("rapl", self.rapl, ["reason", "dram_reason"])
         if getattr(self.rapl, "dropped", 0):

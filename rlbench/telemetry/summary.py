@@ -72,7 +72,8 @@ def gpu_device_energy(
 def row_gpu_power(row: Row, indices: Sequence[int]) -> float | None:
     """Summed GPU power of a row; None unless every GPU reported."""
     watts = [row.get(f"gpu{i}_power_w") for i in indices]
-    return sum(watts) if watts and None not in watts else None
+    known = [w for w in watts if w is not None]
+    return float(sum(known)) if known and len(known) == len(watts) else None
 
 
 def _join(notes: Sequence[str | None]) -> str | None:
@@ -99,7 +100,7 @@ def gpu_summary(rows: Sequence[Row], notes: Sequence[str | None] = ()) -> Row:
     utils = [r.get(f"gpu{i}_util") for r in rows for i in indices]
     return {
         "energy_gpu_j": sum(e for e, _ in measured) if measured else None,
-        "energy_source_gpu": max((s for _, s in measured), key=_WEAKNESS.get, default="none"),
+        "energy_source_gpu": max((s for _, s in measured), key=lambda s: _WEAKNESS[s], default="none"),
         "power_gpu_w_avg": mean_valid(power),
         "power_gpu_w_max": max_valid(power),
         "gpu_util_avg": mean_valid(utils),
@@ -132,7 +133,8 @@ def cpu_summary(
         source = "estimate" if energy is not None else "none"
         notes.append(
             f"cpu energy is an estimate: P = {cpu_tdp_w:g} W * ({idle_frac:g} + {1 - idle_frac:g} * cpu_util)"
-            if energy is not None else "too few cpu_util samples for the cpu energy estimate"
+            if energy is not None
+            else "too few cpu_util samples for the cpu energy estimate"
         )
     elif energy is None:
         notes.append("no RAPL readings and no cpu_tdp_w configured for an estimate")

@@ -1,0 +1,71 @@
+"""CPU utilisation: pure process-tree math, CpuSource on a fake psutil, a real smoke test."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rlbench.telemetry.cpu import CpuSource, tree_cpu_delta, tree_utilisation
+
+from .fakes import FakeClock, FakeProcess, FakePsutil
+
+
+def test_tree_cpu_delta_hand_values() -> None:
+    prev = {(1, 10.0): 5.0, (2, 11.0): 1.0, (3, 12.0): 4.0}
+    cur = {
+        (1, 10.0): 6.5,  # +1.5
+        (2, 11.0): 1.25,  # +0.25
+        # (3, 12.0) exited: its last interval is not seen
+        (3, 99.0): 0.5,  # pid 3 recycled: a new process, counted in full
+        (4, 13.0): 2.0,  # new child, counted in full
+    }
+    assert tree_cpu_delta(prev, cur) == pytest.approx(4.25)
+    assert tree_cpu_delta({(1, 1.0): 3.0}, {(1, 1.0): 2.0}) == 0.0  # never negative
+
+
+def test_tree_utilisation_hand_values() -> None:
+    assert tree_utilisation(3.0, 2.0, 8) == (pytest.approx(0.1875), pytest.approx(1.5))
+    assert tree_utilisation(3.0, 2.0, None) == (None, pytest.approx(1.5))
+    assert tree_utilisation(1.0, 0.0, 8) == (None, None)
+
+
+def test_cpu_source_on_fake_psutil() -> None:
+    child = FakeProcess(pid=11, created=2.0, user=1.0)
+    root = FakeProcess(pid=10, created=1.0, user=2.0, system=1.0, kids=[child])
+    ps, clock = FakePsutil(root, n_threads=4), FakeClock(100.0)
+    src = CpuSource(psutil_module=ps, pid=10, clock=clock)
+    ps.percpu = [100.0, 50.0, 0.0, 10.0]
+    root.user += 1.0  # +1.0
+    child.system += 0.5  # +0.5
+    grandchild = FakeProcess(pid=12, created=3.0, user=0.5)  # born in the interval
+    child.kids.append(grandchild)
+    clock.advance(1.0)
+    s = src.sample()
+    assert s.per_core == (1.0, 0.5, 0.0, 0.1)
+    assert s.util == pytest.approx(0.4)
+    assert s.proc_cores_busy == pytest.approx(2.0)
+    assert s.proc_util == pytest.approx(0.5)
+
+
+def test_exited_child_is_skipped() -> None:
+    child = FakeProcess(pid=11, created=2.0, user=1.0)
+    root = FakeProcess(pid=10, created=1.0, kids=[child])
+    clock = FakeClock()
+    src = CpuSource(psutil_module=FakePsutil(root, n_threads=2), pid=10, clock=clock)
+    child.gone = True
+    root.user += 0.5
+    clock.advance(0.5)
+    s = src.sample()
+    assert s.proc_cores_busy == pytest.approx(1.0) and s.proc_util == pytest.approx(0.5)
+
+
+def test_real_psutil_sees_this_process_busy() -> None:
+    src = CpuSource()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        pass
+    s = src.sample()
+    assert s.proc_cores_busy is not None and s.proc_cores_busy > 0.1  # ~1 thread busy (lenient for loaded hosts)
+    assert 0.0 <= s.proc_util <= 1.0 and 0.0 <= s.util <= 1.0
+    assert len(s.per_core) == src.n_threads

@@ -1,0 +1,101 @@
+"""R2D2 math against hand-computed values."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlbench.algo.r2d2_math import (
+    actor_epsilons,
+    importance_weights,
+    inverse_value_rescale,
+    mixed_priority,
+    n_step_double_q_targets,
+    n_step_returns,
+    sequence_starts,
+    sequences_per_actor,
+    value_rescale,
+)
+
+
+def test_value_rescale_hand_values():
+    x = torch.tensor([0.0, 3.0, -8.0, 99.0])
+    # h(3) = sqrt(4) - 1 + 0.003 = 1.003; h(-8) = -(3 - 1) - 0.008; h(99) = 10 - 1 + 0.099
+    expected = torch.tensor([0.0, 1.003, -2.008, 9.099])
+    assert torch.allclose(value_rescale(x, 1e-3), expected, atol=1e-6)
+
+
+def test_inverse_value_rescale_roundtrip_and_hand_value():
+    x = torch.linspace(-500, 500, 1001, dtype=torch.float64)
+    assert torch.allclose(inverse_value_rescale(value_rescale(x)), x, atol=1e-6)
+    assert inverse_value_rescale(torch.tensor([1.003], dtype=torch.float64)).item() == pytest.approx(3.0, abs=1e-9)
+
+
+def test_n_step_returns_without_episode_end():
+    # T=4, n=2, gamma=0.5, one column. G_0 = r1 + .5 r2 + .25 V2; G_1 = r2 + .5 r3 + .25 V3
+    r = torch.tensor([[0.0], [1.0], [2.0], [4.0]])
+    d = torch.zeros(4, 1, dtype=torch.bool)
+    v = torch.tensor([[10.0], [20.0], [40.0], [80.0]])
+    g = n_step_returns(r, d, v, n=2, discount=0.5)
+    assert g.squeeze(-1).tolist() == [1 + 1 + 10, 2 + 2 + 20]
+
+
+def test_n_step_returns_stops_at_episode_end():
+    # done[2]: obs_2 starts a new episode, so the transition 1->2 was terminal.
+    r = torch.tensor([[0.0], [1.0], [2.0], [4.0]])
+    d = torch.tensor([[False], [False], [True], [False]])
+    v = torch.tensor([[10.0], [20.0], [40.0], [80.0]])
+    g = n_step_returns(r, d, v, n=2, discount=0.5)
+    # G_0 = r1 + .5 r2 (final reward kept), no bootstrap; G_1 = r2 only, no bootstrap.
+    assert g.squeeze(-1).tolist() == [1 + 1, 2]
+
+
+def test_n_step_double_q_uses_online_argmax_and_target_value():
+    T, n, gamma, eps = 3, 1, 0.9, 1e-3
+    rewards = torch.tensor([[0.0], [1.0], [0.0]])
+    dones = torch.zeros(T, 1, dtype=torch.bool)
+    q_online = torch.tensor([[[0.0, 0.0]], [[5.0, 1.0]], [[0.0, 9.0]]])  # argmax at t=1: a0; t=2: a1
+    q_target = torch.tensor([[[0.0, 0.0]], [[2.0, 7.0]], [[3.0, 4.0]]])
+    got = n_step_double_q_targets(rewards, dones, q_online, q_target, n, gamma, eps)
+    v1 = inverse_value_rescale(torch.tensor(2.0), eps)  # target[a0], not max 7
+    v2 = inverse_value_rescale(torch.tensor(4.0), eps)  # target[a1]
+    expected = value_rescale(torch.stack([1.0 + gamma * v1, 0.0 + gamma * v2]), eps)
+    assert torch.allclose(got.squeeze(-1), expected)
+
+
+def test_n_step_rejects_short_sequence():
+    with pytest.raises(ValueError, match="too short"):
+        n_step_returns(torch.zeros(3, 1), torch.zeros(3, 1, dtype=torch.bool), torch.zeros(3, 1), 3, 0.9)
+
+
+def test_priority_mix():
+    td = torch.tensor([[1.0, 0.0], [3.0, 2.0], [2.0, 4.0]])  # [T=3, B=2]
+    got = mixed_priority(td, eta=0.9)
+    assert torch.allclose(got, torch.tensor([0.9 * 3 + 0.1 * 2, 0.9 * 4 + 0.1 * 2]))
+
+
+def test_importance_weights_normalised_by_batch_max():
+    w = importance_weights(np.array([0.5, 0.25, 0.125]), size=4, beta=1.0)
+    # (4 p)^-1 = [0.5, 1, 2] -> / 2
+    assert np.allclose(w, [0.25, 0.5, 1.0])
+
+
+def test_actor_epsilons_apex_schedule():
+    eps = actor_epsilons(8, base=0.4, alpha=7.0)
+    assert eps[0] == pytest.approx(0.4)
+    assert eps[-1] == pytest.approx(0.4**8)
+    assert eps[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert np.all(np.diff(eps) < 0)
+    assert actor_epsilons(1).tolist() == [0.4]
+
+
+def test_sequence_starts_with_overlap():
+    # length 6, overlap 2 -> stride 4: sequences [0,6), [4,10), [8,14)
+    assert sequence_starts(14, 6, 2) == [0, 4, 8]
+    assert sequence_starts(13, 6, 2) == [0, 4]
+    assert sequence_starts(5, 6, 2) == []
+    assert sequences_per_actor(14, 6, 2) == 3
+    assert sequences_per_actor(120, 120, 40) == 1
+    assert sequences_per_actor(200, 120, 40) == 2
+    assert math.isclose(sequences_per_actor(0, 6, 2), 0)

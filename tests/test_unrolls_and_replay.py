@@ -1,0 +1,91 @@
+"""Sequence assembly with burn-in overlap, and the prioritized sequence replay."""
+
+import numpy as np
+import pytest
+
+from rlbench.algo.r2d2_math import sequence_starts
+from rlbench.algo.replay import SequenceReplay
+from rlbench.algo.unrolls import UnrollAssembler
+
+
+def _feed(asm, steps, ids, state_of=lambda i, t: float(t)):
+    """Feed `steps` steps where every field encodes (actor, t); returns emitted sequences."""
+    out = []
+    for t in range(steps):
+        k = len(ids)
+        obs = np.array([[i * 1000 + t] for i in ids], dtype=np.int32)
+        need = asm.needs_state(ids)
+        hidden = asm.start_state.shape[-1]
+        state = np.array([np.full((2, hidden), state_of(i, t)) for i in ids], np.float32)[need]
+        seqs = asm.add(ids, obs, np.full(k, t), np.full(k, t - 1), np.full(k, t, np.float32),
+                       np.full(k, t % 7 == 0), np.zeros((k, 3), np.float32), state)
+        if seqs is not None:
+            out.append(seqs)
+    return out
+
+
+def test_overlapping_sequences_match_the_stream_and_carry_their_start_state():
+    length, overlap = 6, 2
+    asm = UnrollAssembler(3, length, overlap, (1,), np.int32, 3, 2)
+    emitted = _feed(asm, 14, np.array([0, 2]))
+    starts = sequence_starts(14, length, overlap)  # [0, 4, 8]
+    assert len(emitted) == len(starts)
+    for seqs, start in zip(emitted, starts):
+        assert len(seqs) == 2
+        for row, actor in enumerate([0, 2]):
+            assert seqs.obs[row, :, 0].tolist() == [actor * 1000 + start + j for j in range(length)]
+            assert seqs.action[row].tolist() == list(range(start, start + length))
+            assert seqs.done[row].tolist() == [(start + j) % 7 == 0 for j in range(length)]
+            assert np.all(seqs.state[row] == start)  # state recorded before its first step
+
+
+def test_actors_reporting_at_different_times_are_kept_apart():
+    asm = UnrollAssembler(2, 4, 0, (1,), np.int32, 3, 1)
+    assert _feed(asm, 3, np.array([0])) == []
+    out = _feed(asm, 4, np.array([1]))  # actor 1 completes first, actor 0 still at 3
+    assert len(out) == 1 and out[0].obs[0, :, 0].tolist() == [1000, 1001, 1002, 1003]
+    out = _feed(asm, 1, np.array([0]))
+    assert len(out) == 1 and out[0].obs[0, :, 0].tolist() == [0, 1, 2, 0]
+
+
+def test_overlap_above_half_is_refused():
+    with pytest.raises(ValueError, match="overlap"):
+        UnrollAssembler(1, 6, 4, (1,), np.int32, 3, 1)
+
+
+def _seqs(k, length=4, value=0):
+    asm = UnrollAssembler(k, length, 0, (2,), np.uint8, 3, 2)
+    ids = np.arange(k)
+    out = None
+    for t in range(length):
+        out = asm.add(ids, np.full((k, 2), value + t, np.uint8), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                      np.zeros(k, np.float32), np.zeros(k, bool), np.zeros((k, 3), np.float32),
+                      np.zeros((k, 2, 2), np.float32))
+    return out
+
+
+def test_replay_is_bounded_fifo():
+    rb = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0)
+    rb.insert(_seqs(2, value=10), np.ones(2))
+    rb.insert(_seqs(2, value=20), np.ones(2))
+    assert rb.size == 3 and rb.inserted == 4
+    stored = sorted(int(v) for v in rb._store["obs"][:, 0, 0])
+    assert stored == [10, 20, 20]  # the oldest sequence was overwritten
+
+
+def test_replay_samples_proportionally_and_weights_rare_samples_higher():
+    rb = SequenceReplay.for_shapes(2, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=1.0, seed=0)
+    rb.insert(_seqs(2), np.array([1.0, 9.0]))
+    slots, gens, batch, w = rb.sample(10_000)
+    share = np.mean(slots == 1)
+    assert share == pytest.approx(0.9, abs=0.02)
+    assert w[slots == 0].max() == pytest.approx(1.0) and w[slots == 1].max() == pytest.approx(1 / 9, rel=1e-4)
+
+
+def test_priority_update_skips_overwritten_slots():
+    rb = SequenceReplay.for_shapes(2, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=1.0, seed=0)
+    rb.insert(_seqs(2), np.array([1.0, 1.0]))
+    slots, gens, _, _ = rb.sample(2)
+    rb.insert(_seqs(2), np.array([5.0, 5.0]))  # both slots overwritten
+    rb.update_priorities(slots, gens, np.array([100.0, 100.0]))
+    assert np.allclose(rb._priority, [5.0, 5.0])
