@@ -66,7 +66,7 @@ class Trainer:
         return m
 
     def final_metrics(self, runtime_s: float, role_wall_s: dict) -> dict:
-        actor_s = max(role_wall_s.get("actors", runtime_s), 1e-9)
+        actor_s = max(self.actors.stepping_s(), 1e-9)
         learner_s = role_wall_s.get("learner", 0.0)
         m = {
             "runtime_s": runtime_s,
@@ -97,6 +97,7 @@ def build_trainer(conf: Config) -> Trainer:
     replay = SequenceReplay.for_shapes(
         algo.replay_capacity, length, obs_shape, env.obs_dtype, n_act, hidden,
         alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed,
+        prefault=algo.replay_prefault,
     )
     acting_net = R2D2Net(obs_shape, n_act, algo.network).to(device) if conf.policy == "r2d2" else None
     epsilons = actor_epsilons(conf.actors, algo.eps_base, algo.eps_alpha)

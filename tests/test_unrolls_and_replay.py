@@ -17,10 +17,8 @@ def _feed(asm, steps, ids, state_of=lambda i, t: float(t)):
         need = asm.needs_state(ids)
         hidden = asm.start_state.shape[-1]
         state = np.array([np.full((2, hidden), state_of(i, t)) for i in ids], np.float32)[need]
-        seqs = asm.add(ids, obs, np.full(k, t), np.full(k, t - 1), np.full(k, t, np.float32),
-                       np.full(k, t % 7 == 0), np.zeros((k, 3), np.float32), state)
-        if seqs is not None:
-            out.append(seqs)
+        asm.add(ids, obs, np.full(k, t), np.full(k, t - 1), np.full(k, t, np.float32),
+                np.full(k, t % 7 == 0), np.zeros((k, 3), np.float32), state, sink=lambda s: out.append(s.owned()))
     return out
 
 
@@ -56,12 +54,12 @@ def test_overlap_above_half_is_refused():
 def _seqs(k, length=4, value=0):
     asm = UnrollAssembler(k, length, 0, (2,), np.uint8, 3, 2)
     ids = np.arange(k)
-    out = None
+    out = []
     for t in range(length):
-        out = asm.add(ids, np.full((k, 2), value + t, np.uint8), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                      np.zeros(k, np.float32), np.zeros(k, bool), np.zeros((k, 3), np.float32),
-                      np.zeros((k, 2, 2), np.float32))
-    return out
+        asm.add(ids, np.full((k, 2), value + t, np.uint8), np.zeros(k, np.int64), np.zeros(k, np.int64),
+                np.zeros(k, np.float32), np.zeros(k, bool), np.zeros((k, 3), np.float32),
+                np.zeros((k, 2, 2), np.float32), sink=lambda s: out.append(s))
+    return out[0]
 
 
 def test_replay_is_bounded_fifo():
@@ -89,3 +87,15 @@ def test_priority_update_skips_overwritten_slots():
     rb.insert(_seqs(2), np.array([5.0, 5.0]))  # both slots overwritten
     rb.update_priorities(slots, gens, np.array([100.0, 100.0]))
     assert np.allclose(rb._priority, [5.0, 5.0])
+
+
+def test_replay_copies_wrapped_ring_pieces_in_time_order():
+    asm = UnrollAssembler(1, 6, 2, (1,), np.int32, 3, 1)
+    got = []
+    rb = SequenceReplay.for_shapes(4, 6, (1,), np.int32, 3, 1, alpha=1.0, beta=1.0, seed=0)
+    for t in range(14):
+        asm.add(np.array([0]), np.array([[t]], np.int32), np.array([t]), np.array([t - 1]),
+                np.zeros(1, np.float32), np.zeros(1, bool), np.zeros((1, 3), np.float32), None,
+                sink=lambda s: (got.append(s.owned()), rb.insert(s, np.ones(len(s)))))
+    assert [g.obs[0, :, 0].tolist() for g in got] == [list(range(s, s + 6)) for s in (0, 4, 8)]
+    assert rb._store["obs"][:3, :, 0].tolist() == [g.obs[0, :, 0].tolist() for g in got]

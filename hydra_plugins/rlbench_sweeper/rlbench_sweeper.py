@@ -5,6 +5,7 @@ this sweeper also runs rlbench's range checks on every composed job config and r
 all bad jobs at once, before any job, MLflow run, environment or process is created.
 """
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -34,5 +35,6 @@ class RlbenchSweeper(BasicSweeper):
                 validate(cfg)
             except ConfigError as e:
                 problems.append(f"job [{' '.join(overrides)}]: {e}")
-        if problems:
-            raise ConfigError("no job started; invalid jobs in the sweep:\n" + "\n".join(problems))
+        if problems:  # a plain message and exit 2, as for a single run (no Hydra traceback)
+            print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
+            sys.exit(2)

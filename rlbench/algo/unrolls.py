@@ -5,8 +5,12 @@ consecutive sequences of one actor overlap by `overlap` steps, so the next seque
 burn-in replays the end of the previous one. Every sequence carries the recurrent state
 the inference network had when it processed the sequence's first step.
 
-Buffers are preallocated per actor; a batch of steps for any subset of actors is written
-with one fancy-indexed copy per field, and completed sequences are returned as copies.
+Buffers are preallocated per actor and used as rings of `length` steps, so the overlap
+is never moved: the next sequence simply starts `stride` steps further round the ring.
+A batch of steps for any subset of actors is written with one fancy-indexed copy per
+field. Completed sequences go to a sink (the replay insert) before the ring moves on;
+their observations are handed over as per-row views (one or two pieces of the ring), so
+the big arrays are copied once, straight into replay, with no temporary.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 class Sequences:
     """A batch of k complete sequences, batch-major: [k, L, ...]."""
 
-    obs: np.ndarray
+    obs: np.ndarray | list  # [k, L, *obs_shape], or per row a tuple of views that concatenate to L steps
     action: np.ndarray  # action taken at obs_t
     prev_action: np.ndarray  # network input at t: the actor's previous action
     reward: np.ndarray  # reward arriving with obs_t
@@ -29,7 +33,13 @@ class Sequences:
     state: np.ndarray  # recurrent state before step 0: [k, 2, H] (h, c)
 
     def __len__(self) -> int:
-        return self.obs.shape[0]
+        return len(self.action)
+
+    def owned(self) -> "Sequences":
+        """A copy that owns all its arrays (obs pieces concatenated)."""
+        obs = self.obs if isinstance(self.obs, np.ndarray) else np.stack([np.concatenate(r) for r in self.obs])
+        return Sequences(obs.copy(), *(getattr(self, f).copy() for f in ("action", "prev_action", "reward",
+                                                                         "done", "q", "state")))
 
 
 class UnrollAssembler:
@@ -41,6 +51,7 @@ class UnrollAssembler:
         n, L = num_actors, length
         self.length, self.overlap, self.stride = L, overlap, L - overlap
         self.obs = np.zeros((n, L, *obs_shape), dtype=obs_dtype)
+        self.obs.fill(0)  # touch the pages now: a first touch on the actors' path is ~40x slower
         self.action = np.zeros((n, L), dtype=np.int64)
         self.prev_action = np.zeros((n, L), dtype=np.int64)
         self.reward = np.zeros((n, L), dtype=np.float32)
@@ -48,30 +59,36 @@ class UnrollAssembler:
         self.q = np.zeros((n, L, num_actions), dtype=np.float32)
         self.start_state = np.zeros((n, 2, state_size), dtype=np.float32)
         self.next_start_state = np.zeros((n, 2, state_size), dtype=np.float32)
-        self.pos = np.zeros(n, dtype=np.int64)
+        self.pos = np.zeros(n, dtype=np.int64)  # step index within the current sequence
+        self.base = np.zeros(n, dtype=np.int64)  # ring column of the current sequence's step 0
 
     def needs_state(self, ids: np.ndarray) -> np.ndarray:
         """Mask of the actors whose state at this step starts a sequence (saves transfers)."""
         p = self.pos[ids]
         return (p == 0) | (p == self.stride)
 
-    def add(self, ids, obs, action, prev_action, reward, done, q, state=None) -> Sequences | None:
-        """Append one step for actors `ids` (distinct). state: [k, 2, H] or rows for needs_state.
+    def add(self, ids, obs, action, prev_action, reward, done, q, state, sink) -> int:
+        """Append one step for actors `ids` (distinct); returns how many sequences completed.
 
-        `state` may hold only the rows selected by needs_state(ids) (in order), or all k rows.
-        Returns the sequences completed by this step, or None.
+        `state` ([k, 2, H]) may hold only the rows selected by needs_state(ids), in order, or
+        all k rows, or be None (no recurrent state). Completed sequences are passed to
+        `sink(Sequences)`, which must copy what it keeps before returning.
         """
         p = self.pos[ids]
-        self.obs[ids, p] = obs
-        self.action[ids, p] = action
-        self.prev_action[ids, p] = prev_action
-        self.reward[ids, p] = reward
-        self.done[ids, p] = done
-        self.q[ids, p] = q
+        col = (self.base[ids] + p) % self.length
+        self.obs[ids, col] = obs
+        self.action[ids, col] = action
+        self.prev_action[ids, col] = prev_action
+        self.reward[ids, col] = reward
+        self.done[ids, col] = done
+        self.q[ids, col] = q
         self._record_states(ids, p, state)
         self.pos[ids] = p + 1
         full = ids[p + 1 == self.length]
-        return self._emit(full) if full.size else None
+        if full.size:
+            sink(self._completed(full))
+            self._recycle(full)
+        return int(full.size)
 
     def _record_states(self, ids, p, state) -> None:
         need = (p == 0) | (p == self.stride)
@@ -83,20 +100,25 @@ class UnrollAssembler:
         self.start_state[ids_need[first]] = rows[first]
         self.next_start_state[ids_need[~first]] = rows[~first]
 
-    def _emit(self, ids: np.ndarray) -> Sequences:
-        out = Sequences(
-            obs=self.obs[ids].copy(),
-            action=self.action[ids].copy(),
-            prev_action=self.prev_action[ids].copy(),
-            reward=self.reward[ids].copy(),
-            done=self.done[ids].copy(),
-            q=self.q[ids].copy(),
-            state=self.start_state[ids].copy(),
+    def _completed(self, ids: np.ndarray) -> Sequences:
+        cols = (self.base[ids, None] + np.arange(self.length)) % self.length  # [k, L], in time order
+        rows = ids[:, None]
+        return Sequences(  # small fields: fancy-indexed copies; obs: views of the ring
+            obs=[self._ring_pieces(i, b) for i, b in zip(ids.tolist(), self.base[ids].tolist())],
+            action=self.action[rows, cols],
+            prev_action=self.prev_action[rows, cols],
+            reward=self.reward[rows, cols],
+            done=self.done[rows, cols],
+            q=self.q[rows, cols],
+            state=self.start_state[ids],
         )
-        keep = self.overlap
-        if keep:
-            for buf in (self.obs, self.action, self.prev_action, self.reward, self.done, self.q):
-                buf[ids, :keep] = buf[ids, self.length - keep :]
+
+    def _ring_pieces(self, i: int, b: int) -> tuple:
+        return (self.obs[i],) if b == 0 else (self.obs[i, b:], self.obs[i, :b])
+
+    def _recycle(self, ids: np.ndarray) -> None:
+        """Start each finished actor's next sequence `stride` steps further round its ring."""
+        if self.overlap:
             self.start_state[ids] = self.next_start_state[ids]
-        self.pos[ids] = keep
-        return out
+        self.base[ids] = (self.base[ids] + self.stride) % self.length
+        self.pos[ids] = self.overlap

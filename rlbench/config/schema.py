@@ -50,6 +50,7 @@ class AlgoConfig:
     priority_exponent: float = 0.9  # alpha
     importance_exponent: float = 0.6  # beta
     replay_capacity: int = 2000  # sequences kept (FIFO once full)
+    replay_prefault: bool = True  # touch replay memory at start, off the actors' path
     min_replay: int = 50  # sequences in replay before the learner starts
     samples_per_insert: float = 4.0  # replay ratio: trained steps per inserted step; 0 = unthrottled
     batch_size: int = 64

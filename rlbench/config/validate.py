@@ -128,9 +128,9 @@ def _cross_checks(c: Config) -> list[str]:
 
 def validate(cfg: DictConfig) -> Config:
     """Typed, range-checked config; raises ConfigError naming every bad key and value."""
-    plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"]) if "hydra" in cfg else cfg
     try:
-        conf: Config = OmegaConf.to_object(plain)
+        plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+        conf: Config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), plain))
     except Exception as e:  # omegaconf's ValidationError / MissingMandatoryValue
         raise ConfigError(str(e)) from e
     problems = [

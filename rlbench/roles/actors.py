@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import numpy as np
 
@@ -29,6 +30,8 @@ class ActorRole:
         self.episodes = 0
         self._running_return = np.zeros(num_actors, dtype=np.float64)
         self.timer = OpTimer("actors")
+        self.stepping_since: float | None = None  # perf_counter after the first reset
+        self.stepping_until: float | None = None
         self.done = threading.Event()
 
     @property
@@ -38,6 +41,7 @@ class ActorRole:
     def run(self, stop: threading.Event) -> None:
         with self.timer.op("env_step"):
             batch = self.env.reset(seed=self.seed)
+        self.stepping_since = time.perf_counter()
         while not stop.is_set() and self.frames < self.frame_target:
             with self.timer.op("inference"):
                 actions = self.inference.step(batch)
@@ -45,7 +49,14 @@ class ActorRole:
                 self.env.send(actions)
                 batch = self.env.recv()
             self._account(batch)
+        self.stepping_until = time.perf_counter()
         self.done.set()
+
+    def stepping_s(self) -> float:
+        """Seconds spent stepping (after the environments' first reset): fps = frames / this."""
+        if self.stepping_since is None:
+            return 0.0
+        return (self.stepping_until or time.perf_counter()) - self.stepping_since
 
     def _account(self, batch) -> None:
         ids = batch.env_ids

@@ -1,0 +1,105 @@
+"""Actor-path efficiency: rlbench's actors + central inference vs raw AtariVectorEnv.
+
+Both sides use the same AtariVectorEnv settings (envs, threads, batch, preprocessing).
+  raw:     random actions straight into env.send / env.recv
+  rlbench: ActorRole -> InferenceServer (policy=random: no network) -> unroll assembly ->
+           replay insert, learner off
+They run alternately, `--repeats` times each, for `--seconds` each; the ratio of the
+medians is printed last as `actor_path_efficiency=<x>` (target >= 0.9).
+
+    python pipelines/bench_actor_path.py --actors 40 --repeats 5 --seconds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+
+import numpy as np
+from hydra import compose, initialize_config_dir
+
+from rlbench.__main__ import CONF_DIR
+from rlbench.config.schema import register_configs
+from rlbench.config.validate import validate
+from rlbench.envs.vector import AtariActors
+from rlbench.trainer import build_trainer
+
+
+def config(args):
+    register_configs()
+    overrides = [f"env={args.env}", f"actors={args.actors}", f"inference_batch={args.inference_batch}",
+                 "policy=random", "learner=false", "workload.frames=1000000000000"]
+    if args.threads:
+        overrides.append(f"actor_threads={args.threads}")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return validate(compose(config_name="config", overrides=overrides))
+
+
+def raw_fps(conf, seconds: float) -> float:
+    actors = AtariActors(conf.env, conf.actors, conf.actor_threads or _threads(), conf.inference_batch)
+    env, rng = actors._env, np.random.default_rng(0)
+    env.reset(seed=conf.seed)  # not timed, on either side
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        env.send(rng.integers(0, actors.num_actions, env.batch_size))
+        _, _, _, _, info = env.recv()
+        steps += len(info["env_id"])
+    fps = steps * conf.env.frameskip / (time.perf_counter() - t0)
+    env.close()
+    return fps
+
+
+def rlbench_fps(conf, seconds: float) -> float:
+    trainer = build_trainer(conf)
+    stop = threading.Event()
+    role = trainer.actors
+    watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds))
+    watcher.start()
+    role.run(stop)
+    wall = time.perf_counter() - role.stepping_since
+    fps = role.frames / wall
+    watcher.join()
+    ops = {**role.timer.fractions(wall), **trainer.inference.timer.fractions(wall)}
+    print("  rlbench path time shares: " + ", ".join(f"{k} {v:.1%}" for k, v in ops.items()), flush=True)
+    trainer.close()
+    return fps
+
+
+def _stop_after_stepping(role, stop: threading.Event, seconds: float) -> None:
+    while role.stepping_since is None and not stop.wait(0.01):
+        pass
+    stop.wait(seconds)
+    stop.set()
+
+
+def _threads() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default="pong")
+    p.add_argument("--actors", type=int, default=40)
+    p.add_argument("--threads", type=int, default=0, help="actor threads; 0 = all hardware threads")
+    p.add_argument("--inference-batch", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    conf = config(args)
+    raw, ours = [], []
+    for i in range(args.repeats):
+        raw.append(raw_fps(conf, args.seconds))
+        ours.append(rlbench_fps(conf, args.seconds))
+        print(f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps", flush=True)
+    r, o = statistics.median(raw), statistics.median(ours)
+    print(f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
+          f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={conf.inference_batch or conf.actors})")
+    print(f"actor_path_efficiency={o / r:.3f}")
+
+
+if __name__ == "__main__":
+    main()

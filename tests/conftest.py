@@ -1,0 +1,59 @@
+"""Shared fixtures: compose() the real config, and a private MLflow store per test."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+from hydra import compose, initialize_config_dir
+
+from rlbench.__main__ import CONF_DIR
+from rlbench.config.schema import register_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def store(tmp_path) -> dict:
+    """Overrides that point tracking and Hydra's output at tmp_path."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    return {
+        "uri": uri,
+        "db": tmp_path / "mlflow.db",
+        "overrides": [
+            f"tracking.uri={uri}",
+            f"tracking.artifact_location={tmp_path}/artifacts",
+            "tracking.experiment=test",
+            "tracking.system_metrics=false",
+            f"hydra.run.dir={tmp_path}/out",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+    }
+
+
+@pytest.fixture
+def compose_cfg():
+    register_configs()
+
+    def _compose(overrides: list[str]):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=[o for o in overrides if not o.startswith("hydra.")])
+
+    return _compose
+
+
+def runs(uri: str, experiment: str = "test") -> list:
+    mlflow.set_tracking_uri(uri)
+    if mlflow.get_experiment_by_name(experiment) is None:
+        return []
+    return mlflow.search_runs(experiment_names=[experiment], output_format="list")
+
+
+def rlbench_cli(args: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "rlbench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=env, **kw)

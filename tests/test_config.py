@@ -1,0 +1,78 @@
+"""The config tree composes, every group validates, and bad input is refused early."""
+
+import time
+
+import pytest
+
+from rlbench.config.validate import ConfigError, validate
+from tests.conftest import rlbench_cli, runs
+
+
+@pytest.mark.parametrize("env", ["pong", "breakout", "cartpole"])
+@pytest.mark.parametrize("workload", ["smoke", "default", "large"])
+def test_every_group_composes_and_validates(compose_cfg, env, workload):
+    conf = validate(compose_cfg([f"env={env}", f"workload={workload}"]))
+    assert conf.workload.name == workload
+    assert conf.algo.network.torso == ("mlp" if env == "cartpole" else "nature_cnn")
+
+
+def test_cartpole_picks_its_algo_and_workload(compose_cfg):
+    conf = validate(compose_cfg(["env=cartpole"]))
+    assert conf.env.id == "CartPole-v1" and conf.workload.name == "cartpole" and conf.algo.burn_in == 4
+
+
+def test_defaults_are_pong_r2d2_reference(compose_cfg):
+    conf = validate(compose_cfg([]))
+    a = conf.algo
+    assert conf.env.id == "pong" and conf.env.frameskip == 4 and conf.env.stack == 4
+    assert (a.burn_in, a.seq_len, a.overlap, a.n_step, a.discount) == (40, 80, 40, 5, 0.997)
+    assert (a.priority_eta, a.priority_exponent, a.importance_exponent) == (0.9, 0.9, 0.6)
+    assert (a.target_update, a.learning_rate, a.adam_eps, a.batch_size) == (2500, 1e-4, 1e-3, 64)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [("actors=0", "actors=0"), ("actors=-3", "actors=-3"), ("workload.frames=0", "workload.frames=0"),
+     ("sm_limit=0", "sm_limit=0"), ("algo.overlap=100", "algo.overlap=100"),
+     ("actor_threads=100000", "actor_threads=100000")],
+)
+def test_validate_names_key_value_and_rule(compose_cfg, override, key):
+    with pytest.raises(ConfigError, match="allowed") as e:
+        validate(compose_cfg([override]))
+    assert key in str(e.value)
+
+
+def test_too_few_frames_for_one_sequence_is_refused(compose_cfg):
+    with pytest.raises(ConfigError, match=r"workload.frames=1000: too few .* allowed: >= 19200"):
+        validate(compose_cfg(["workload.frames=1000"]))
+
+
+BAD = {
+    "actors=0": ["actors=0", "allowed: an integer >= 1"],
+    "actors=-3": ["actors=-3", "allowed: an integer >= 1"],
+    "actors=abc": ["abc", "actors", "Integer"],
+    "actorz=4": ["actorz", "'4'", "allowed top-level keys", "did you mean 'actors'"],
+    "env=nosuchgame": ["nosuchgame", "Available options in 'env'", "pong"],
+    "workload.frames=0": ["workload.frames=0", "allowed: an integer >= 1"],
+    "sm_limit=0": ["sm_limit=0", "allowed: null (all) or an integer >= 1"],
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD))
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
+def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun):
+    # In the multirun, the bad value sits in a later job: nothing may start before it is found.
+    key = bad.split("=")[0]
+    if multirun and "." not in key and key in ("actors", "sm_limit"):
+        args = ["-m", f"{key}=4,{bad.split('=')[1]}"]
+    elif multirun:
+        args = ["-m", "seed=1,2", bad]
+    else:
+        args = [bad]
+    t0 = time.monotonic()
+    out = rlbench_cli(args + store["overrides"] + ["workload=smoke"], timeout=60)
+    assert out.returncode != 0
+    for fragment in BAD[bad]:
+        assert fragment in out.stderr + out.stdout, out.stderr
+    assert time.monotonic() - t0 < 30
+    assert not store["db"].exists() or runs(store["uri"]) == []
