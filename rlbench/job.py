@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ from omegaconf import DictConfig
 
 from rlbench.config.validate import validate
 from rlbench.tracking.record import JobKilled, JobRecord
+from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,16 @@ def sigterm_raises():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_dir: Path | None, plot: bool) -> None:
+    """telemetry.csv and .png into the run (also for a failed job); never masks its outcome."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = (output_dir or Path(tmp)) / "telemetry"
+            record.log_artifacts(telemetry.artifacts(folder, plot), "telemetry")
+    except Exception as e:
+        log.warning("could not log telemetry artifacts: %s", e)
+
+
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None) -> dict:
     conf = validate(cfg)
     device = resolve_device(conf.device)
@@ -46,8 +58,14 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir,
                                     {"device": str(device), "env_id": conf.env.id}) as record:
         log.info("MLflow run %s (%s): %s on %s", record.run_id, conf.tracking.uri, conf.env.id, device)
-        final = train(conf, record.log_metrics, on_episode=lambda r, f: returns.append((r, f)))
-        record.log_series("episode_return", returns)
+        telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
+        try:
+            final = train(conf, record.log_metrics, on_episode=lambda r, f: returns.append((r, f)),
+                          telemetry=telemetry, set_tags=record.set_tags)
+        finally:
+            record.log_series("episode_return", returns)
+            if telemetry is not None and telemetry.started is not None:
+                _log_telemetry_artifacts(record, telemetry, output_dir, conf.telemetry.plot)
         final["episode_return_mean20"] = last_returns_mean([r for r, _ in returns], 20)
         record.log_metrics(final, step=int(final["frames"]))
         final["run_id"] = record.run_id

@@ -26,14 +26,16 @@ class Progress:
         self.frame_target, self.update_target, self.mode = frame_target, update_target, mode
         self.every_s, self._last = every_s, 0.0
         self._bar = None
+        self._t0 = time.monotonic()
         if mode == "bar":
             from tqdm import tqdm
 
             self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
 
     def update(self, frames: int, updates: int, metrics: dict) -> None:
-        fps, ups = metrics.get("fps", 0.0), metrics.get("learner_updates_per_s", 0.0)
-        left = eta_s(frames, self.frame_target, fps, updates, self.update_target, ups)
+        fps = metrics.get("fps", 0.0)
+        elapsed = max(time.monotonic() - self._t0, 1e-9)  # averages: a window may hold no update
+        left = eta_s(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
         left_txt = "?" if math.isinf(left) else f"{left:.0f}s"
         if self._bar is not None:
             self._bar.n = min(frames, self.frame_target)

@@ -10,7 +10,7 @@ to the end of the workload and returns the job's final metrics.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,6 +26,7 @@ from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerRole
 from rlbench.runner import Window, run_roles
+from rlbench.telemetry.job_telemetry import JobTelemetry
 
 
 def resolve_device(name: str) -> torch.device:
@@ -43,9 +44,19 @@ class Trainer:
     actors: ActorRole
     learner: LearnerRole | None
     device: torch.device
+    role_walls: dict = field(default_factory=dict)  # role -> thread wall seconds, set at the end
 
     def roles(self) -> list:
         return [self.actors] + ([self.learner] if self.learner is not None else [])
+
+    def timers(self) -> list:
+        return [r.timer for r in (self.actors, self.inference, self.learner) if r is not None]
+
+    def op_walls(self) -> dict[str, float]:
+        """Wall time of each timed role; inference runs inside the actors' `inference` op."""
+        walls = dict(self.role_walls)
+        walls["inference"] = self.actors.timer.totals.get("inference", 0.0)
+        return walls
 
     def updates(self) -> int:
         return self.learner.updates if self.learner is not None else 0
@@ -66,6 +77,7 @@ class Trainer:
         return m
 
     def final_metrics(self, runtime_s: float, role_wall_s: dict) -> dict:
+        self.role_walls = dict(role_wall_s)
         actor_s = max(self.actors.stepping_s(), 1e-9)
         learner_s = role_wall_s.get("learner", 0.0)
         m = {
@@ -86,7 +98,7 @@ class Trainer:
         self.env.close()
 
 
-def build_trainer(conf: Config) -> Trainer:
+def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     algo, device = conf.algo, resolve_device(conf.device)
     torch.manual_seed(conf.seed)
     threads = conf.actor_threads or os.cpu_count() or 1
@@ -108,22 +120,38 @@ def build_trainer(conf: Config) -> Trainer:
         learning_net = R2D2Net(obs_shape, n_act, algo.network).to(device)
         learning_net.load_state_dict(acting_net.state_dict())
         learner = LearnerRole(learning_net, algo, replay, inference, device, conf.workload.learner_updates, actors.done)
+    for role in (actors, inference, learner):
+        if role is not None:
+            role.timer.gpu = gpu_busy
     return Trainer(conf, env, replay, inference, actors, learner, device)
 
 
-def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None) -> dict:
-    """Run the whole task; returns the final metrics (runtime_s, fps, ...)."""
-    trainer = build_trainer(conf)
+def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
+          telemetry: JobTelemetry | None = None, set_tags=lambda tags: None) -> dict:
+    """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
+    trainer = build_trainer(conf, gpu_busy=telemetry.gpu_busy if telemetry else None)
     updates = conf.workload.learner_updates if trainer.learner is not None else 0
     progress = Progress(conf.workload.frames, updates, conf.progress)
 
     def log_tick(metrics: dict, step: int) -> None:
+        if telemetry is not None:
+            metrics = {**metrics, **telemetry.tick(trainer.timers())}
         log_metrics(metrics, step)
         _drain_episodes(trainer.actors, on_episode)
 
     try:
-        final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s, conf.workload.max_runtime_s)
+        if telemetry is not None:
+            telemetry.start()
+        try:
+            final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s, conf.workload.max_runtime_s)
+        finally:
+            if telemetry is not None:
+                telemetry.stop()
         _drain_episodes(trainer.actors, on_episode)
+        if telemetry is not None:
+            metrics, tags = telemetry.final(final, trainer.timers(), trainer.op_walls())
+            final |= metrics
+            set_tags(tags)
         return final
     finally:
         trainer.close()

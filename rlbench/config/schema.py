@@ -82,11 +82,20 @@ class TrackingConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    enabled: bool = True  # false: no sampler, no energy or op metrics (overhead benchmark)
+    rate_hz: float = 10.0  # full-rate sampling of NVML, RAPL and psutil
+    cpu_tdp_w: Optional[float] = None  # enables a labelled CPU energy estimate where RAPL is unreadable
+    plot: bool = True  # telemetry.png artifact
+
+
+@dataclass
 class Config:
     env: EnvConfig = MISSING
     algo: AlgoConfig = MISSING
     workload: WorkloadConfig = MISSING
     tracking: TrackingConfig = MISSING
+    telemetry: TelemetryConfig = MISSING
     actors: int = 40  # environment instances (SEED actors)
     actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
@@ -103,6 +112,7 @@ GROUP_SCHEMAS = {
     "algo": AlgoConfig,
     "workload": WorkloadConfig,
     "tracking": TrackingConfig,
+    "telemetry": TelemetryConfig,
 }
 
 

@@ -70,7 +70,7 @@ class InferenceServer:
             done = torch.as_tensor(batch.done, device=self.device).unsqueeze(0)
         keep = (~done[0]).float().unsqueeze(-1)
         h, c = self.h[ids] * keep, self.c[ids] * keep
-        with self.timer.op("forward"), self.lock, torch.no_grad():
+        with self.timer.op("forward", device=True), self.lock, torch.no_grad():
             q, (h1, c1) = self.net(obs, prev, reward, done, (h, c))
         self.h[ids], self.c[ids] = h1, c1
         with self.timer.op("d2h_transfer"):

@@ -59,13 +59,13 @@ class LearnerRole:
         with self.timer.op("h2d_transfer"):
             batch = _to_time_major(seqs, self.device)
             w = torch.as_tensor(weights, device=self.device)
-        with self.timer.op("forward_backward"):
+        with self.timer.op("forward_backward", device=True):
             loss, priorities = self._loss(batch, w)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if self.algo.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
-        with self.timer.op("optimizer_step"):
+        with self.timer.op("optimizer_step", device=True):
             self.optimizer.step()
             self.updates += 1
             if self.updates % self.algo.target_update == 0:

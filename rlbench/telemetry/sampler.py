@@ -235,6 +235,11 @@ class TelemetrySampler:
         with self._lock:
             return [dict(r) for r in self._rows]
 
+    def latest(self) -> Row | None:
+        """The newest row (a copy), or None before the first sample."""
+        with self._lock:
+            return dict(self._rows[-1]) if self._rows else None
+
     def to_csv(self, path: str | Path) -> Path:
         """Write the rows as CSV (columns: union in first-seen order; blank = None)."""
         rows = self.rows()

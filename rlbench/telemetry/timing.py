@@ -3,6 +3,8 @@
 A role owns its OpTimer and is its only writer; the runner reads totals from another
 thread (float reads under the GIL are atomic). `with timer.op("env_step"): ...` adds the
 elapsed perf_counter time to that operation; `fractions(wall)` gives time shares.
+`with timer.op("forward", device=True)` also brackets the block with CUDA events when the
+role was given a CudaBusyTimer (rlbench.telemetry.gpu_busy).
 """
 
 from __future__ import annotations
@@ -13,17 +15,22 @@ from typing import Iterator
 
 
 class OpTimer:
-    def __init__(self, role: str):
+    def __init__(self, role: str, gpu=None):
         self.role = role
+        self.gpu = gpu  # CudaBusyTimer or None
         self.totals: dict[str, float] = {}
         self.counts: dict[str, int] = {}
         self.started = time.perf_counter()
 
     @contextmanager
-    def op(self, name: str) -> Iterator[None]:
+    def op(self, name: str, device: bool = False) -> Iterator[None]:
         t0 = time.perf_counter()
         try:
-            yield
+            if device and self.gpu is not None:
+                with self.gpu.span():
+                    yield
+            else:
+                yield
         finally:
             self.add(name, time.perf_counter() - t0)
 

@@ -70,6 +70,7 @@ class JobRecord:
     def __enter__(self) -> "JobRecord":
         experiment_id = open_experiment(self.tracking)
         name = self.tracking.run_name or run_name_from(self.overrides)
+        mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
         self.run = mlflow.start_run(
             experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics
         )
@@ -102,6 +103,10 @@ class JobRecord:
 
     def set_tags(self, tags: dict) -> None:
         mlflow.set_tags(tags)
+
+    def log_artifacts(self, paths: list[Path], folder: str | None = None) -> None:
+        for path in paths:
+            mlflow.log_artifact(str(path), folder)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED"

@@ -1,0 +1,119 @@
+"""The telemetry role of one job: the sampler thread, 1 Hz step metrics, the final energy
+and time-per-operation metrics, and the CSV and PNG artifacts.
+
+Metric names are the contract in docs/metrics.md. A value that cannot be known is not
+logged as a number: the job tags `null/<metric>` with the reason instead.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from rlbench.config.schema import TelemetryConfig
+from rlbench.telemetry.gpu_busy import make_busy_timer
+from rlbench.telemetry.ops import calibrate_annotation, op_metrics
+from rlbench.telemetry.sampler import TelemetrySampler
+from rlbench.telemetry.summary import SUMMARY_KEYS
+from rlbench.telemetry.timing import OpTimer
+
+_TAGS = ("energy_source_gpu", "energy_source_cpu")
+_REASONS = ("telemetry_gpu_reason", "telemetry_cpu_reason")
+
+
+def _gpu_sum(row: dict, metric: str) -> float | None:
+    vals = [v for k, v in row.items() if k.startswith("gpu") and k.endswith("_" + metric)]
+    return sum(vals) if vals and all(v is not None for v in vals) else None
+
+
+def _gpu_mean(row: dict, metric: str) -> float | None:
+    s = _gpu_sum(row, metric)
+    n = sum(1 for k in row if k.startswith("gpu") and k.endswith("_" + metric))
+    return s / n if s is not None else None
+
+
+class JobTelemetry:
+    name = "telemetry"
+
+    def __init__(self, cfg: TelemetryConfig, device):
+        self.cfg = cfg
+        self.gpu_busy, self.gpu_busy_reason = make_busy_timer(device)
+        self.sampler = TelemetrySampler(rate_hz=cfg.rate_hz, cpu_tdp_w=cfg.cpu_tdp_w)
+        self.inner_s, self.full_s = calibrate_annotation()
+        self.op_ticks: list[tuple[float, dict[str, dict[str, float]]]] = []  # (t, role -> op totals)
+        self._prev: dict | None = None
+        self.started = self.stopped = None
+
+    def start(self) -> None:
+        self.sampler.start()
+        self.started = time.monotonic()
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.stopped = time.monotonic()
+
+    def tick(self, timers: list[OpTimer]) -> dict:
+        """1 Hz step metrics from the newest sample; remembers op totals for the plot."""
+        self.op_ticks.append((time.monotonic(), {t.role: dict(t.totals) for t in timers}))
+        row = self.sampler.latest()
+        if row is None:
+            return {}
+        m = {"power_gpu_w": _gpu_sum(row, "power_w"), "gpu_util": _gpu_mean(row, "util"),
+             "cpu_util": row.get("cpu_util"), "proc_cores_busy": row.get("proc_cores_busy")}
+        prev, self._prev = self._prev, row
+        if prev and row.get("cpu_pkg_energy_j") is not None and prev.get("cpu_pkg_energy_j") is not None:
+            dt = row["t"] - prev["t"]
+            if dt > 0:
+                m["power_cpu_w"] = (row["cpu_pkg_energy_j"] - prev["cpu_pkg_energy_j"]) / dt
+        return {k: v for k, v in m.items() if v is not None}
+
+    def final(self, result: dict, timers: list[OpTimer], walls: dict[str, float]) -> tuple[dict, dict]:
+        """(metrics, tags) of the whole task; unknown values become `null/<name>` tags."""
+        summary = self.sampler.summary()
+        values = {k: summary[k] for k in SUMMARY_KEYS if k not in _TAGS + _REASONS}
+        tags = {k: str(summary[k]) for k in _TAGS}
+        reasons = {"gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
+                   "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured"}
+        values["perf_per_watt"] = self._perf_per_watt(result.get("fps"), summary)
+        frames = result.get("frames") or 0
+        e = summary["energy_per_task_j"]
+        values["joules_per_mframe"] = e / (frames / 1e6) if e is not None and frames else None
+        busy = self.gpu_busy.busy_s(wait=True) if self.gpu_busy is not None else None
+        values["gpu_busy_frac"] = busy / result["runtime_s"] if busy is not None else None
+        metrics = {k: v for k, v in values.items() if v is not None and not math.isnan(v)}
+        for k, v in values.items():
+            if v is None:
+                tags[f"null/{k}"] = self._why_null(k, reasons, summary)
+        metrics |= op_metrics(timers, walls, self.inner_s, self.full_s)
+        metrics["annotation_cost_us"] = self.full_s * 1e6
+        metrics["telemetry_samples"] = len(self.sampler.rows())
+        tags["telemetry_errors"] = str(self.sampler.error_count)
+        return metrics, tags
+
+    def _perf_per_watt(self, fps, summary) -> float | None:
+        """fps per average watt of the measured sources (an estimated CPU power is not one)."""
+        watts = [summary["power_gpu_w_avg"]]
+        if summary["energy_source_cpu"] == "rapl":
+            watts.append(summary["power_cpu_w_avg"])
+        watts = [w for w in watts if w]
+        return fps / sum(watts) if fps and watts else None
+
+    def _why_null(self, key: str, reasons: dict, summary: dict) -> str:
+        if key == "gpu_busy_frac":
+            return self.gpu_busy_reason or "no finished CUDA spans"
+        if "gpu" in key:
+            return reasons["gpu"]
+        if key in ("perf_per_watt", "joules_per_mframe", "energy_per_task_j"):
+            return f"no measured power: GPU: {reasons['gpu']}; CPU: {reasons['cpu']}"
+        return reasons["cpu"]
+
+    def artifacts(self, out_dir: Path, plot: bool = True) -> list[Path]:
+        """telemetry.csv (every sample) and telemetry.png (see rlbench.telemetry.plot)."""
+        from rlbench.telemetry.plot import plot_timeline
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]
+        if plot:
+            paths.append(plot_timeline(self.sampler.rows(), self.op_ticks, out_dir / "telemetry.png"))
+        return paths

@@ -1,0 +1,82 @@
+"""One PNG per job: power and utilisation over time, with each role's operations shaded.
+
+Top: GPU power (NVML) and CPU package power (RAPL) in W, where measured.
+Middle: GPU utilisation (NVML), system and process CPU utilisation, as fractions.
+Bottom: for the actors and the learner, the share of each tick spent in each operation
+(stacked, shaded), from the roles' op timers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def _series(rows: list[dict], key: str, t0: float):
+    pts = [(r["t"] - t0, r[key]) for r in rows if r.get(key) is not None]
+    return zip(*pts) if pts else ((), ())
+
+
+def _cpu_power(rows: list[dict], t0: float):
+    pts = []
+    for a, b in zip(rows, rows[1:]):
+        ea, eb = a.get("cpu_pkg_energy_j"), b.get("cpu_pkg_energy_j")
+        if ea is not None and eb is not None and b["t"] > a["t"]:
+            pts.append((b["t"] - t0, (eb - ea) / (b["t"] - a["t"])))
+    return zip(*pts) if pts else ((), ())
+
+
+def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[float]]]:
+    """Per-tick share of wall time in each op of `role`, from cumulative op totals."""
+    times, shares = [], {}
+    for (ta, a), (tb, b) in zip(op_ticks, op_ticks[1:]):
+        dt = tb - ta
+        if dt <= 0:
+            continue
+        times.append(tb)
+        prev, cur = a.get(role, {}), b.get(role, {})
+        for op in cur:
+            shares.setdefault(op, [0.0] * (len(times) - 1))
+        for op in shares:
+            shares[op].append(min(max((cur.get(op, 0.0) - prev.get(op, 0.0)) / dt, 0.0), 1.0))
+    return times, shares
+
+
+def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
+    t0 = rows[0]["t"] if rows else (op_ticks[0][0] if op_ticks else 0.0)
+    fig, (ax_p, ax_u, *ax_ops) = plt.subplots(4, 1, figsize=(10, 10), sharex=True)
+    gpu_keys = sorted({k for r in rows for k in r if k.startswith("gpu") and k.endswith("_power_w")})
+    for k in gpu_keys:
+        ax_p.plot(*_series(rows, k, t0), label=f"{k[:-8]} power (NVML)")
+    cpu_t, cpu_w = _cpu_power(rows, t0)
+    if cpu_t:
+        ax_p.plot(cpu_t, cpu_w, label="CPU package power (RAPL)")
+    if not gpu_keys and not cpu_t:
+        ax_p.text(0.5, 0.5, "no power measured on this host (see the run's null/* tags)",
+                  ha="center", va="center", transform=ax_p.transAxes)
+    ax_p.set_ylabel("W")
+    ax_p.set_title("power")
+    for k, label in [("cpu_util", "CPU, system"), ("proc_util", "CPU, this job")] + [
+        (k, f"{k[:-5]} util (NVML)") for k in sorted({k for r in rows for k in r if k.startswith("gpu") and k.endswith("_util") and "mem" not in k})
+    ]:
+        ax_u.plot(*_series(rows, k, t0), label=label)
+    ax_u.set_ylabel("fraction")
+    ax_u.set_ylim(0, 1.05)
+    for ax, role in zip(ax_ops, ("actors", "learner")):
+        times, shares = op_shares(op_ticks, role)
+        if times and shares:
+            ax.stackplot([t - t0 for t in times], *shares.values(), labels=list(shares), alpha=0.6, step="pre")
+        ax.set_ylabel(f"{role}\nshare of time")
+        ax.set_ylim(0, 1.05)
+    ax_ops[-1].set_xlabel("seconds since the task started")
+    for ax in (ax_p, ax_u, *ax_ops):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path

@@ -1,0 +1,45 @@
+"""Pure helpers: time left, op fractions with the annotation correction, op shading."""
+
+import math
+
+import pytest
+
+from rlbench.progress import eta_s
+from rlbench.telemetry.ops import calibrate_annotation, corrected_fractions, op_metrics
+from rlbench.telemetry.plot import op_shares
+from rlbench.telemetry.timing import OpTimer
+
+
+def test_eta_is_the_slower_half_of_the_task():
+    assert eta_s(50, 100, 10.0, 5, 10, 1.0) == pytest.approx(5.0)
+    assert eta_s(100, 100, 10.0, 5, 10, 0.5) == pytest.approx(10.0)
+    assert math.isinf(eta_s(0, 100, 0.0, 0, 10, 1.0))
+    assert eta_s(100, 100, 0.0, 10, 10, 0.0) == 0.0
+
+
+def test_corrected_fractions_remove_annotation_cost():
+    # 1000 annotations of env_step; each adds 1us inside the interval and 3us in all.
+    fr = corrected_fractions({"env_step": 0.501}, {"env_step": 1000}, wall_s=1.003, inner_s=1e-6, full_s=3e-6)
+    assert fr["env_step"] == pytest.approx(0.5)
+    assert fr["other"] == pytest.approx(0.5)
+
+
+def test_op_metrics_names_and_missing_walls():
+    t = OpTimer("learner")
+    t.add("forward_backward", 0.3)
+    t.add("wait", 0.1)
+    m = op_metrics([t, OpTimer("inference")], {"learner": 1.0}, 0.0, 0.0)
+    assert m == pytest.approx({"op_frac/learner/forward_backward": 0.3, "op_frac/learner/wait": 0.1,
+                               "op_frac/learner/other": 0.6})
+
+
+def test_calibration_measures_a_positive_cost_with_inner_part_smaller():
+    inner, full = calibrate_annotation(2000)
+    assert 0 < inner < full < 1e-3
+
+
+def test_op_shares_from_cumulative_totals():
+    ticks = [(0.0, {"actors": {}}), (1.0, {"actors": {"env_step": 0.5}}), (3.0, {"actors": {"env_step": 1.5, "inference": 0.4}})]
+    times, shares = op_shares(ticks, "actors")
+    assert times == [1.0, 3.0]
+    assert shares["env_step"] == pytest.approx([0.5, 0.5]) and shares["inference"] == pytest.approx([0.0, 0.2])
