@@ -49,6 +49,9 @@ def _load_psutil() -> Any:
     return psutil
 
 
+CHILDREN_TTL_S = 2.0
+
+
 class CpuSource:
     """Samples system per-core and process-tree CPU utilisation (non-blocking)."""
 
@@ -61,6 +64,8 @@ class CpuSource:
         self._ps = psutil_module or _load_psutil()
         self._proc = self._ps.Process(pid if pid is not None else os.getpid())
         self._clock = clock
+        self._children: list = []
+        self._children_at: float | None = None
         self.n_threads: int | None = self._ps.cpu_count(logical=True)
         self._ps.cpu_percent(percpu=True)  # prime: the next call measures from here
         self._prev_tree = self._tree_times()
@@ -69,10 +74,7 @@ class CpuSource:
     def _tree_times(self) -> dict[ProcKey, float]:
         """CPU seconds (user + system) of every live process in the tree."""
         times: dict[ProcKey, float] = {}
-        procs = [self._proc]
-        with contextlib.suppress(self._ps.Error):
-            procs += self._proc.children(recursive=True)
-        for p in procs:
+        for p in [self._proc, *self._child_processes()]:
             try:
                 with p.oneshot():
                     t = p.cpu_times()
@@ -80,6 +82,19 @@ class CpuSource:
             except self._ps.Error:  # exited or not ours to read
                 continue
         return times
+
+    def _child_processes(self) -> list:
+        """The tree below our process, listed again at most every CHILDREN_TTL_S seconds.
+
+        Listing walks every /proc/<pid>/stat of the host (~1 ms), most of a sample's cost;
+        a child that appears in between is counted from the next listing on.
+        """
+        now = self._clock()
+        if self._children_at is None or now - self._children_at >= CHILDREN_TTL_S:
+            with contextlib.suppress(self._ps.Error):
+                self._children = self._proc.children(recursive=True)
+            self._children_at = now
+        return self._children
 
     def sample(self) -> CpuSample:
         """Utilisation since the previous sample (or since construction)."""

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rlbench.telemetry.cpu import CpuSource, tree_cpu_delta, tree_utilisation
+from rlbench.telemetry.cpu import CHILDREN_TTL_S, CpuSource, tree_cpu_delta, tree_utilisation
 
 from .fakes import FakeClock, FakeProcess, FakePsutil
 
@@ -40,12 +40,26 @@ def test_cpu_source_on_fake_psutil() -> None:
     child.system += 0.5  # +0.5
     grandchild = FakeProcess(pid=12, created=3.0, user=0.5)  # born in the interval
     child.kids.append(grandchild)
-    clock.advance(1.0)
+    clock.advance(CHILDREN_TTL_S)  # the tree is listed again: the grandchild counts
     s = src.sample()
     assert s.per_core == (1.0, 0.5, 0.0, 0.1)
     assert s.util == pytest.approx(0.4)
-    assert s.proc_cores_busy == pytest.approx(2.0)
-    assert s.proc_util == pytest.approx(0.5)
+    assert s.proc_cores_busy == pytest.approx(2.0 / CHILDREN_TTL_S)
+    assert s.proc_util == pytest.approx(0.5 / CHILDREN_TTL_S)
+
+
+def test_children_are_listed_at_most_every_ttl() -> None:
+    root = FakeProcess(pid=10, created=1.0)
+    ps, clock = FakePsutil(root, n_threads=1), FakeClock(100.0)
+    src = CpuSource(psutil_module=ps, pid=10, clock=clock)
+    root.kids.append(FakeProcess(pid=11, created=2.0, user=1.0))
+    clock.advance(CHILDREN_TTL_S / 2)
+    assert src.sample().proc_cores_busy == pytest.approx(0.0)  # not listed yet
+    clock.advance(CHILDREN_TTL_S)
+    src.sample()
+    root.kids[0].user += 1.0
+    clock.advance(1.0)
+    assert src.sample().proc_cores_busy == pytest.approx(1.0)
 
 
 def test_exited_child_is_skipped() -> None:
