@@ -120,6 +120,8 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
         learning_net = R2D2Net(obs_shape, n_act, algo.network).to(device)
         learning_net.load_state_dict(acting_net.state_dict())
         learner = LearnerRole(learning_net, algo, replay, inference, device, conf.workload.learner_updates, actors.done)
+        if algo.rate_limit == "both":
+            actors.may_insert = learner.actors_may_insert
     for role in (actors, inference, learner):
         if role is not None:
             role.timer.gpu = gpu_busy

@@ -85,3 +85,20 @@ def test_cpu_estimate_is_labelled_as_an_estimate(compose_cfg, store):
     if src == "estimate":
         assert run.data.metrics["energy_cpu_j"] > 0
         assert "perf_per_watt" not in run.data.metrics or run.data.tags["energy_source_gpu"] != "none"
+
+
+def test_degraded_gpu_tags_the_run_and_keeps_what_was_measured(monkeypatch):
+    from rlbench.config.schema import TelemetryConfig
+    from rlbench.telemetry import job_telemetry
+
+    summary = {k: None for k in job_telemetry.SUMMARY_KEYS}
+    summary |= {"energy_gpu_j": 50.0, "energy_per_task_j": 50.0, "power_gpu_w_avg": 100.0,
+                "energy_source_gpu": "nvml_counter", "energy_source_cpu": "none",
+                "telemetry_gpu_reason": "GPU 0 lost after 12 samples (GPU is lost)"}
+    jt = job_telemetry.JobTelemetry(TelemetryConfig(), torch.device("cpu"))
+    monkeypatch.setattr(jt.sampler, "summary", lambda: summary)
+    metrics, tags = jt.final({"fps": 200.0, "frames": 1_000_000, "runtime_s": 1.0}, [], {})
+    assert tags["telemetry_gpu_reason"].startswith("GPU 0 lost")
+    assert metrics["energy_gpu_j"] == 50.0 and metrics["perf_per_watt"] == pytest.approx(2.0)
+    assert metrics["joules_per_mframe"] == pytest.approx(50.0)
+    assert "energy_cpu_j" not in metrics and tags["null/energy_cpu_j"]

@@ -99,3 +99,27 @@ def test_sequence_starts_with_overlap():
     assert sequences_per_actor(120, 120, 40) == 1
     assert sequences_per_actor(200, 120, 40) == 2
     assert math.isclose(sequences_per_actor(0, 6, 2), 0)
+
+
+def test_replay_ratio_holds_the_learner_back():
+    from rlbench.algo.rate_limit import learner_may_update
+
+    # spi 4, batch 32: after 16 inserted sequences the learner may do 2 updates, not 3.
+    assert learner_may_update(1, 32, inserted=16, size=16, min_replay=8, spi=4, actors_done=False)
+    assert not learner_may_update(2, 32, inserted=16, size=16, min_replay=8, spi=4, actors_done=False)
+    assert not learner_may_update(0, 32, inserted=7, size=7, min_replay=8, spi=4, actors_done=False)
+    assert learner_may_update(99, 32, inserted=1, size=1, min_replay=8, spi=4, actors_done=True)
+    assert learner_may_update(99, 32, inserted=16, size=16, min_replay=8, spi=0, actors_done=False)
+
+
+def test_replay_ratio_holds_actors_back_beyond_slack():
+    from rlbench.algo.rate_limit import actors_may_insert, learner_may_update
+
+    # 10 updates x 32 / spi 4 = 80 sequences used; + min_replay 8 + slack 4 = 88 allowed.
+    assert actors_may_insert(10, 32, inserted=88, min_replay=8, spi=4, slack=4)
+    assert not actors_may_insert(10, 32, inserted=89, min_replay=8, spi=4, slack=4)
+    # never both waiting: where actors wait, the learner may update
+    for inserted in range(0, 400, 7):
+        for updates in range(0, 40):
+            if not actors_may_insert(updates, 32, inserted, 8, 4, slack=4):
+                assert learner_may_update(updates, 32, inserted, min(inserted, 100), 8, 4, False)

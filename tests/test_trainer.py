@@ -80,3 +80,15 @@ def test_sigterm_ends_run_killed_and_leaves_no_process(store):
     assert not [p for p in family if p.is_running()]
     (run,) = runs(store["uri"])
     assert run.info.status == "KILLED"
+
+
+def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
+    """inference_batch < actors: each forward takes the first k ready envs, not all of them."""
+    from rlbench.trainer import train
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["workload=smoke", "actors=8", "inference_batch=4", "learner=false",
+                                 "telemetry.enabled=false", "progress=log", *store["overrides"]]))
+    final = train(conf)
+    assert final["inference_batch_mean"] == pytest.approx(4.0)
+    assert final["frames"] >= 24000

@@ -52,7 +52,8 @@ class AlgoConfig:
     replay_capacity: int = 2000  # sequences kept (FIFO once full)
     replay_prefault: bool = True  # touch replay memory at start, off the actors' path
     min_replay: int = 50  # sequences in replay before the learner starts
-    samples_per_insert: float = 4.0  # replay ratio: trained steps per inserted step; 0 = unthrottled
+    samples_per_insert: float = 4.0  # replay ratio: sequence samples per inserted sequence; 0 = unthrottled
+    rate_limit: str = "learner"  # who waits for the ratio: "learner" (SEED RL) or "both" (actors too)
     batch_size: int = 64
     learning_rate: float = 1e-4
     adam_eps: float = 1e-3

@@ -74,6 +74,7 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "algo.replay_capacity": _int_at_least(1),
         "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity), f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
         "algo.samples_per_insert": ((lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"),
+        "algo.rate_limit": _one_of("learner", "both"),
         "algo.batch_size": _int_at_least(1),
         "algo.learning_rate": ((lambda v: v > 0), "a number > 0"),
         "algo.adam_eps": ((lambda v: v > 0), "a number > 0"),

@@ -32,6 +32,7 @@ class ActorRole:
         self.timer = OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
+        self.may_insert = None  # rate_limit=both: a callable saying whether to step on
         self.done = threading.Event()
 
     @property
@@ -43,6 +44,10 @@ class ActorRole:
             batch = self.env.reset(seed=self.seed)
         self.stepping_since = time.perf_counter()
         while not stop.is_set() and self.frames < self.frame_target:
+            if self.may_insert is not None and not self.may_insert():
+                with self.timer.op("rate_limited"):
+                    stop.wait(0.001)
+                continue
             with self.timer.op("inference"):
                 actions = self.inference.step(batch)
             with self.timer.op("env_step"):

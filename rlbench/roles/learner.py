@@ -3,19 +3,20 @@
 Burn-in with the stored recurrent state (no gradient), double-Q n-step targets on rescaled
 values, importance-weighted loss, mixed max/mean |TD| priorities written back, a periodic
 target copy, and weights published to central inference every `publish_every` updates.
-The replay ratio (`samples_per_insert`) holds the learner back while actors are running.
+The replay ratio (`samples_per_insert`, rlbench.algo.rate_limit) holds the learner back
+while actors are running, and with `rate_limit=both` the actors too.
 """
 
 from __future__ import annotations
 
 import copy
 import threading
-import time
 
 import numpy as np
 import torch
 
 from rlbench.algo.r2d2_math import mixed_priority, n_step_double_q_targets
+from rlbench.algo.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.replay import SequenceReplay
 from rlbench.roles.inference import InferenceServer
 from rlbench.telemetry.timing import OpTimer
@@ -33,25 +34,33 @@ class LearnerRole:
         self.update_target = update_target  # the workload's learner_updates
         self.actors_done = actors_done
         self.updates = 0
+        self.finished = threading.Event()  # set when the learner leaves run(), for any reason
         self.last_loss = float("nan")
         self.timer = OpTimer("learner")
 
     def run(self, stop: threading.Event) -> None:
-        while not stop.is_set() and self.updates < self.update_target:
-            if not self._may_update():
-                with self.timer.op("wait"):
-                    stop.wait(0.005)
-                continue
-            self.last_loss = self.update()
+        try:
+            while not stop.is_set() and self.updates < self.update_target:
+                if not self._may_update():
+                    with self.timer.op("wait"):
+                        stop.wait(0.005)
+                    continue
+                self.last_loss = self.update()
+        finally:
+            self.finished.set()
 
     def _may_update(self) -> bool:
-        size = self.replay.size
-        if self.actors_done.is_set():
-            return size > 0
-        if size < min(self.algo.min_replay, self.replay.capacity):
-            return False
-        spi = self.algo.samples_per_insert
-        return spi <= 0 or (self.updates + 1) * self.algo.batch_size <= spi * self.replay.inserted
+        a = self.algo
+        return learner_may_update(self.updates, a.batch_size, self.replay.inserted, self.replay.size,
+                                  a.min_replay, a.samples_per_insert, self.actors_done.is_set())
+
+    def actors_may_insert(self) -> bool:
+        """For `rate_limit=both`: the actors' side of the replay ratio (see rlbench.algo.rate_limit)."""
+        if self.finished.is_set():
+            return True
+        a = self.algo
+        return actors_may_insert(self.updates, a.batch_size, self.replay.inserted, a.min_replay,
+                                 a.samples_per_insert, slack=len(self.inference.epsilons))
 
     def update(self) -> float:
         with self.timer.op("replay_sample"):

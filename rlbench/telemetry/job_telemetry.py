@@ -73,6 +73,7 @@ class JobTelemetry:
         summary = self.sampler.summary()
         values = {k: summary[k] for k in SUMMARY_KEYS if k not in _TAGS + _REASONS}
         tags = {k: str(summary[k]) for k in _TAGS}
+        tags |= {k: str(summary[k]) for k in _REASONS if summary[k]}  # e.g. a GPU lost mid-run
         reasons = {"gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
                    "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured"}
         values["perf_per_watt"] = self._perf_per_watt(result.get("fps"), summary)
