@@ -115,9 +115,9 @@ def test_replay_ratio_holds_the_learner_back():
 def test_replay_ratio_holds_actors_back_beyond_slack():
     from rlbench.algo.rate_limit import actors_may_insert, learner_may_update
 
-    # 10 updates x 32 / spi 4 = 80 sequences used; + min_replay 8 + slack 4 = 88 allowed.
-    assert actors_may_insert(10, 32, inserted=88, min_replay=8, spi=4, slack=4)
-    assert not actors_may_insert(10, 32, inserted=89, min_replay=8, spi=4, slack=4)
+    # 10 updates x 32 / spi 4 = 80 sequences used; + min_replay 8 + slack 4 = 92 allowed.
+    assert actors_may_insert(10, 32, inserted=92, min_replay=8, spi=4, slack=4)
+    assert not actors_may_insert(10, 32, inserted=93, min_replay=8, spi=4, slack=4)
     # never both waiting: where actors wait, the learner may update
     for inserted in range(0, 400, 7):
         for updates in range(0, 40):
