@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from rlbench.config.validate import validate
+from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.tracking.record import JobKilled, JobRecord
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.trainer import last_returns_mean, resolve_device, train
@@ -54,14 +55,20 @@ def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None) -> dict:
     conf = validate(cfg)
     device = resolve_device(conf.device)
+    compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)  # refuses before any run exists
+    threads = actor_hardware_threads(conf.env.kind, conf.actor_threads)
+    ratio = compute.grant.metrics(threads)
+    tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
+            "sm_backend": compute.grant.backend}
     returns: list[tuple[float, int]] = []
-    with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir,
-                                    {"device": str(device), "env_id": conf.env.id}) as record:
-        log.info("MLflow run %s (%s): %s on %s", record.run_id, conf.tracking.uri, conf.env.id, device)
+    with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, ratio) as record, compute:
+        log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss)",
+                 record.run_id, conf.tracking.uri, conf.env.id, device, ratio["cpu_gpu_ratio"], threads,
+                 compute.grant.granted, compute.grant.compute_unit)
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
             final = train(conf, record.log_metrics, on_episode=lambda r, f: returns.append((r, f)),
-                          telemetry=telemetry, set_tags=record.set_tags)
+                          telemetry=telemetry, set_tags=record.set_tags, compute=compute)
         finally:
             record.log_series("episode_return", returns)
             if telemetry is not None and telemetry.started is not None:

@@ -8,6 +8,7 @@ shared stop event and joins every role thread before returning.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -24,16 +25,19 @@ class RoleFailed(RuntimeError):
 
 
 class RoleThread(threading.Thread):
-    def __init__(self, role, stop: threading.Event):
+    """Runs one role; `scope()` is entered in the thread first (e.g. a CUDA green context)."""
+
+    def __init__(self, role, stop: threading.Event, scope=contextlib.nullcontext):
         super().__init__(name=role.name, daemon=True)
-        self.role, self.stop = role, stop
+        self.role, self.stop, self.scope = role, stop, scope
         self.error: BaseException | None = None
         self.started_at = self.ended_at = None
 
     def run(self) -> None:
         self.started_at = time.perf_counter()
         try:
-            self.role.run(self.stop)
+            with self.scope():
+                self.role.run(self.stop)
         except BaseException as e:  # reported by the runner, never lost
             self.error = e
             self.stop.set()
@@ -61,9 +65,9 @@ class Window:
 
 
 def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progress,
-              tick_s: float = 1.0, max_runtime_s: float = 0.0) -> dict:
+              tick_s: float = 1.0, max_runtime_s: float = 0.0, scope=contextlib.nullcontext) -> dict:
     stop = threading.Event()
-    threads = [RoleThread(r, stop) for r in trainer.roles()]
+    threads = [RoleThread(r, stop, scope) for r in trainer.roles()]
     t0 = time.perf_counter()
     window = Window(t0)
     for th in threads:

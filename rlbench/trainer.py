@@ -9,7 +9,7 @@ to the end of the workload and returns the job's final metrics.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +22,7 @@ from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.config.schema import Config
 from rlbench.envs.vector import make_actors
 from rlbench.progress import Progress
+from rlbench.resources import ComputeLimit, usable_cpus
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerRole
@@ -101,8 +102,9 @@ class Trainer:
 def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     algo, device = conf.algo, resolve_device(conf.device)
     torch.manual_seed(conf.seed)
-    threads = conf.actor_threads or os.cpu_count() or 1
-    env = make_actors(conf.env, conf.actors, threads, conf.inference_batch)
+    threads = conf.actor_threads or len(usable_cpus())
+    pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
+    env = make_actors(conf.env, conf.actors, threads, conf.inference_batch, pin)
     length = algo.burn_in + algo.seq_len
     obs_shape, n_act, hidden = env.obs_shape, env.num_actions, algo.network.lstm_hidden
     assembler = UnrollAssembler(conf.actors, length, algo.overlap, obs_shape, env.obs_dtype, n_act, hidden)
@@ -129,7 +131,8 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
 
 
 def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
-          telemetry: JobTelemetry | None = None, set_tags=lambda tags: None) -> dict:
+          telemetry: JobTelemetry | None = None, set_tags=lambda tags: None,
+          compute: ComputeLimit | None = None) -> dict:
     """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
     trainer = build_trainer(conf, gpu_busy=telemetry.gpu_busy if telemetry else None)
     updates = conf.workload.learner_updates if trainer.learner is not None else 0
@@ -145,7 +148,9 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
         if telemetry is not None:
             telemetry.start()
         try:
-            final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s, conf.workload.max_runtime_s)
+            scope = compute.thread_scope if compute is not None else contextlib.nullcontext
+            final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s,
+                              conf.workload.max_runtime_s, scope)
         finally:
             if telemetry is not None:
                 telemetry.stop()
@@ -154,6 +159,9 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
             metrics, tags = telemetry.final(final, trainer.timers(), trainer.op_walls())
             final |= metrics
             set_tags(tags)
+        final["actor_threads_used"] = trainer.env.threads_used
+        if compute is not None:
+            final |= compute.grant.metrics(trainer.env.threads_used)
         return final
     finally:
         trainer.close()

@@ -100,6 +100,7 @@ class Config:
     actors: int = 40  # environment instances (SEED actors)
     actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
+    sm_backend: str = "green_context"  # on CUDA: "green_context" or "mps" (needs the MPS daemon)
     inference_batch: int = 0  # 0 = wait for all actors; k < actors = forward the first k ready
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     seed: int = 1

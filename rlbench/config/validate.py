@@ -7,7 +7,6 @@ and checks every rule below; all violations are reported together, each as
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, Callable
 
@@ -15,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlbench.algo.r2d2_math import sequences_per_actor
 from rlbench.config.schema import Config
+from rlbench.resources import usable_cpus
 
 
 class ConfigError(ValueError):
@@ -34,15 +34,15 @@ def _one_of(*allowed: str) -> tuple[Callable[[Any], bool], str]:
 
 
 def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
-    host_threads = os.cpu_count() or 1
     a = c.algo
     length = a.burn_in + a.seq_len
     return {
         "actors": _int_at_least(1),
-        "actor_threads": _optional_in(1, host_threads),
+        "actor_threads": _optional_in(1, len(usable_cpus())),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
         "inference_batch": ((lambda v: 0 <= v <= c.actors), f"0 (all actors) or an integer in [1, actors={c.actors}]"),
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
+        "sm_backend": _one_of("green_context", "mps"),
         "policy": _one_of("r2d2", "random"),
         "progress": _one_of("auto", "bar", "log"),
         "env.kind": _one_of("atari", "gym"),
@@ -129,6 +129,18 @@ def _cross_checks(c: Config) -> list[str]:
     return problems
 
 
+def _host_checks(c: Config) -> list[str]:
+    """Limits this host cannot honour (sm_limit above its SMs or CPU threads, MPS without daemon)."""
+    from rlbench.resources import ComputeLimit, ResourceError
+    from rlbench.trainer import resolve_device
+
+    try:
+        ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
+    except ResourceError as e:
+        return [str(e)]
+    return []
+
+
 def validate(cfg: DictConfig) -> Config:
     """Typed, range-checked config; raises ConfigError naming every bad key and value."""
     try:
@@ -142,7 +154,7 @@ def validate(cfg: DictConfig) -> Config:
         if not ok(_get(conf, key))
     ]
     if not problems:
-        problems = _cross_checks(conf)
+        problems = _cross_checks(conf) + _host_checks(conf)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     return conf

@@ -43,7 +43,7 @@ class VectorEnv(Protocol):
 
 
 class AtariActors:
-    def __init__(self, cfg: EnvConfig, num_envs: int, threads: int, batch: int):
+    def __init__(self, cfg: EnvConfig, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
         from ale_py.vector_env import AtariVectorEnv
 
         self._env = AtariVectorEnv(
@@ -51,6 +51,7 @@ class AtariActors:
             num_envs,
             batch_size=batch if 0 < batch < num_envs else 0,
             num_threads=threads,
+            thread_affinity_offset=affinity_offset,
             img_height=cfg.img_size,
             img_width=cfg.img_size,
             stack_num=cfg.stack,
@@ -116,7 +117,8 @@ class GymActors:
         self._env.close()
 
 
-def make_actors(cfg: EnvConfig, num_envs: int, threads: int, batch: int) -> VectorEnv:
+def make_actors(cfg: EnvConfig, num_envs: int, threads: int, batch: int, affinity_offset: int = -1) -> VectorEnv:
+    """`affinity_offset` >= 0 pins the Atari threads to CPUs offset, offset + 1, ..."""
     if cfg.kind == "atari":
-        return AtariActors(cfg, num_envs, threads, batch)
+        return AtariActors(cfg, num_envs, threads, batch, affinity_offset)
     return GymActors(cfg, num_envs)

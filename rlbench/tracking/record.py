@@ -61,9 +61,10 @@ def open_experiment(tracking: TrackingConfig) -> str:
 
 class JobRecord:
     def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
-                 output_dir: Path | None, extra_tags: dict | None = None):
+                 output_dir: Path | None, extra_tags: dict | None = None, extra_params: dict | None = None):
         self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
         self.output_dir, self.extra_tags = output_dir, extra_tags or {}
+        self.extra_params = extra_params or {}
         self.run = None
         self._client = None
 
@@ -78,6 +79,7 @@ class JobRecord:
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
         params["overrides"] = " ".join(self.overrides) or "(none)"
+        params |= {k: str(v) for k, v in self.extra_params.items()}
         items = list(params.items())
         for i in range(0, len(items), _PARAM_BATCH):
             mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))

@@ -1,0 +1,161 @@
+"""Real resource limits for one job: actor CPU threads and the learner's compute units.
+
+- `actor_threads`: the vector env's thread pool size, with its threads pinned to CPUs
+  from the first one this process may use (ale-py's thread_affinity_offset).
+- `sm_limit`: the compute units the learner and inference may use.
+  * cuda + backend green_context: a CUDA green context of `sm_limit` SMs, made current for
+    the learner and inference threads (torch.cuda.green_contexts, beta). The driver rounds
+    SM counts up to a per-architecture granularity; requested and granted are recorded.
+  * cuda + backend mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = sm_limit / SMs, refused unless
+    an MPS control daemon is reachable (without one the variable silently does nothing).
+  * cpu: torch's intra-op threads capped at `sm_limit`, tagged compute_unit=cpu_thread.
+`cpu_gpu_ratio` = actor hardware threads / granted compute units (the study's metric).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class ResourceError(ValueError):
+    """A limit this host cannot honour; raised before any work starts."""
+
+
+@dataclass
+class ComputeGrant:
+    compute_unit: str  # "sm" or "cpu_thread"
+    backend: str  # "green_context", "mps", "cpu_threads" or "none" (all units)
+    requested: int | None  # null = all
+    granted: int
+    total: int
+
+    def metrics(self, actor_threads: int) -> dict:
+        return {"sm_granted": self.granted, "sm_total": self.total,
+                "cpu_gpu_ratio": cpu_gpu_ratio(actor_threads, self.granted)}
+
+
+def cpu_gpu_ratio(actor_threads: int, compute_units: int) -> float:
+    """The study's CPU/GPU ratio: CPU hardware threads for actors / compute units (SMs)."""
+    if actor_threads < 1 or compute_units < 1:
+        raise ValueError(f"cpu_gpu_ratio needs positive counts, got {actor_threads} / {compute_units}")
+    return actor_threads / compute_units
+
+
+def actor_hardware_threads(env_kind: str, actor_threads: int | None) -> int:
+    """CPU threads that step the environments: the Atari pool, or 1 (gym's sync vector env)."""
+    if env_kind != "atari":
+        return 1
+    return actor_threads or len(usable_cpus())
+
+
+def usable_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def sm_granularity(major: int) -> tuple[int, int]:
+    """(minimum, multiple) of an SM split on compute capability `major` (CUDA driver docs)."""
+    if major >= 9:
+        return 8, 8
+    if major == 8:
+        return 4, 2
+    return 2, 2
+
+
+def granted_sms(requested: int, total: int, major: int) -> int:
+    """SMs a green context of `requested` SMs gets: rounded up to the granularity, capped."""
+    minimum, multiple = sm_granularity(major)
+    return min(max(minimum, math.ceil(requested / multiple) * multiple), total)
+
+
+def mps_daemon_reachable(env: dict | None = None) -> tuple[bool, str]:
+    env = os.environ if env is None else env
+    pipe_dir = Path(env.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"))
+    control = pipe_dir / "control"
+    if control.exists():
+        return True, f"MPS control pipe at {control}"
+    return False, f"no MPS control daemon: {control} does not exist (start nvidia-cuda-mps-control -d)"
+
+
+class ComputeLimit:
+    """Applies `sm_limit` for one job; use as a context manager around the job.
+
+    `thread_scope()` wraps the body of every thread that runs learner or inference work
+    (a green context is current per thread). Process-wide state (torch's intra-op thread
+    count) is restored on exit, so jobs that share a process do not leak limits.
+    """
+
+    def __init__(self, sm_limit: int | None, device, backend: str = "green_context", torch_mod=None,
+                 env: dict | None = None):
+        import torch as _torch
+
+        self.torch = torch_mod or _torch
+        self.device, self.backend_name, self.env = device, backend, os.environ if env is None else env
+        self.sm_limit = sm_limit
+        self._ctx = None
+        self._saved_threads: int | None = None
+        self.grant = self._plan()
+
+    def _plan(self) -> ComputeGrant:
+        if getattr(self.device, "type", str(self.device)) != "cuda":
+            total = len(usable_cpus())
+            if self.sm_limit is not None and self.sm_limit > total:
+                raise ResourceError(f"sm_limit={self.sm_limit}: this host has {total} CPU threads for the "
+                                    f"learner and inference; allowed: null or 1..{total}")
+            n = self.sm_limit or total
+            return ComputeGrant("cpu_thread", "cpu_threads" if self.sm_limit else "none", self.sm_limit, n, total)
+        props = self.torch.cuda.get_device_properties(self.device)
+        total = props.multi_processor_count
+        if self.sm_limit is None:
+            return ComputeGrant("sm", "none", None, total, total)
+        if self.sm_limit > total:
+            raise ResourceError(f"sm_limit={self.sm_limit}: {props.name} has {total} SMs; allowed: null or 1..{total}")
+        if self.backend_name == "mps":
+            ok, why = mps_daemon_reachable(self.env)
+            if not ok:
+                raise ResourceError(f"sm_limit backend mps refused: {why}; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+                                    "would silently do nothing")
+            return ComputeGrant("sm", "mps", self.sm_limit, self.sm_limit, total)
+        return ComputeGrant("sm", "green_context", self.sm_limit, granted_sms(self.sm_limit, total, props.major), total)
+
+    def __enter__(self) -> "ComputeLimit":
+        g = self.grant
+        if g.backend == "cpu_threads":
+            self._saved_threads = self.torch.get_num_threads()
+            self.torch.set_num_threads(g.granted)
+        elif g.backend == "mps":
+            if self.torch.cuda.is_initialized():
+                raise ResourceError("sm_limit backend mps needs a fresh process: CUDA is already initialised "
+                                    "here (run sweeps with a launcher that starts one process per job)")
+            self.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, round(100 * g.granted / g.total)))
+        elif g.backend == "green_context":
+            from torch.cuda.green_contexts import GreenContext
+
+            index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
+            self._ctx = GreenContext.create(num_sms=g.requested, device_id=index)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved_threads is not None:
+            self.torch.set_num_threads(self._saved_threads)
+        if self.grant.backend == "mps":
+            self.env.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", None)
+
+    def thread_scope(self):
+        """Context manager for a role thread: its CUDA work runs inside the green context."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def scope():
+            if self._ctx is None:
+                yield
+                return
+            self._ctx.set_context()
+            try:
+                yield
+            finally:
+                self._ctx.pop_context()
+
+        return scope()
