@@ -19,8 +19,11 @@ from rlbench.config.schema import register_configs
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
+SWEEP_RESULT_KEYS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _entry(cfg: DictConfig) -> float:
+def _entry(cfg: DictConfig) -> dict:
     from rlbench.config.validate import ConfigError
     from rlbench.job import run_job
 
@@ -30,7 +33,7 @@ def _entry(cfg: DictConfig) -> float:
     except ConfigError as e:
         print(f"rlbench: {e}", file=sys.stderr)
         sys.exit(2)
-    return result["runtime_s"]
+    return {k: result.get(k) for k in SWEEP_RESULT_KEYS}  # what a sweep's summary shows
 
 
 def main() -> None:

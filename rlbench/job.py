@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
-from rlbench.tracking.record import JobKilled, JobRecord
+from rlbench.tracking.record import JobKilled, JobRecord, config_hash, mark_stale_runs, open_experiment
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
@@ -57,10 +57,13 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)  # refuses before any run exists
     threads = actor_hardware_threads(conf.env.kind, conf.actor_threads)
-    ratio = compute.grant.metrics(threads)
+    ratio = compute.grant.metrics(threads) | {"config_hash": config_hash(conf)}
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
             "sm_backend": compute.grant.backend}
     returns: list[tuple[float, int]] = []
+    open_experiment(conf.tracking)
+    if conf.tracking.parent_run_id is None:  # a sweep did this once for all its jobs
+        mark_stale_runs(conf.tracking)
     with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, ratio) as record, compute:
         log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss)",
                  record.run_id, conf.tracking.uri, conf.env.id, device, ratio["cpu_gpu_ratio"], threads,

@@ -90,6 +90,8 @@ class Trainer:
             "episodes": self.actors.episodes,
             **self.inference.stats(),
         }
+        if self.learner is not None and self.learner.intra_op_threads is not None:
+            m["learner_intra_op_threads"] = self.learner.intra_op_threads
         if self.learner is not None:
             m["learner_updates_per_s"] = self.updates() / learner_s if learner_s > 0 else float("nan")
             m["loss"] = self.learner.last_loss

@@ -53,7 +53,7 @@ def runs(uri: str, experiment: str = "test") -> list:
     return mlflow.search_runs(experiment_names=[experiment], output_format="list")
 
 
-def rlbench_cli(args: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
+def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "rlbench", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, **kw)

@@ -1,13 +1,11 @@
-"""Hydra's basic sweeper, plus rlbench's validation of every job before the first starts.
+"""rlbench's Hydra sweeper: Hydra's basic grid expansion, run the rlbench way.
 
-Hydra composes each job's config before launching (so a bad key or group fails early);
-this sweeper also runs rlbench's range checks on every composed job config and reports
-all bad jobs at once, before any job, MLflow run, environment or process is created.
+Every job is composed and validated before the first starts; the sweep gets one MLflow
+parent run; a failing job does not stop the others. The logic lives in rlbench.sweep.
 """
 
-import sys
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
@@ -24,17 +22,9 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 
 class RlbenchSweeper(BasicSweeper):
-    def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
-        from rlbench.config.validate import ConfigError, validate
+    def sweep(self, arguments: List[str]) -> Any:
+        from rlbench.job import sigterm_raises
+        from rlbench.sweep import run_sweep
 
-        loader = self.hydra_context.config_loader
-        problems = []
-        for overrides in batch:
-            cfg = loader.load_sweep_config(master_config=self.config, sweep_overrides=list(overrides))
-            try:
-                validate(cfg)
-            except ConfigError as e:
-                problems.append(f"job [{' '.join(overrides)}]: {e}")
-        if problems:  # a plain message and exit 2, as for a single run (no Hydra traceback)
-            print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
-            sys.exit(2)
+        with sigterm_raises():
+            return run_sweep(self, arguments)

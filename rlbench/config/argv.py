@@ -34,7 +34,7 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
             continue
         key, value = arg.split("=", 1)
         parts = key.split(".")
-        if parts[0] in groups and len(parts) == 1 or parts[0] == "hydra":
+        if parts[0] in groups and len(parts) == 1 or key.startswith("hydra"):
             continue
         parent = _schema_at(parts[:-1])
         if parent is None:

@@ -80,6 +80,8 @@ class TrackingConfig:
     run_name: Optional[str] = None  # null = made from the overrides
     log_every_s: float = 1.0  # period of step metrics
     system_metrics: bool = True  # MLflow's own system-metrics sampler (UI's system tab)
+    parent_run_id: Optional[str] = None  # set by the sweep for its jobs; null = a top-level run
+    stale_after_s: float = 300.0  # a RUNNING run without heartbeat this long is marked FAILED
 
 
 @dataclass
@@ -107,6 +109,7 @@ class Config:
     policy: str = "r2d2"  # "r2d2", or "random" for actor-path benchmarks (no network)
     learner: bool = True  # false = actors and inference only (benchmarks)
     progress: str = "auto"  # "bar", "log" or "auto" (bar on a terminal)
+    resume: bool = False  # sweeps: skip jobs whose identical config already has a FINISHED run
 
 
 GROUP_SCHEMAS = {

@@ -35,10 +35,12 @@ class LearnerRole:
         self.actors_done = actors_done
         self.updates = 0
         self.finished = threading.Event()  # set when the learner leaves run(), for any reason
+        self.intra_op_threads: int | None = None
         self.last_loss = float("nan")
         self.timer = OpTimer("learner")
 
     def run(self, stop: threading.Event) -> None:
+        self.intra_op_threads = torch.get_num_threads()  # what sm_limit granted on CPU, seen here
         try:
             while not stop.is_set() and self.updates < self.update_target:
                 if not self._may_update():

@@ -89,6 +89,8 @@ class JobTelemetry:
         metrics |= op_metrics(timers, walls, self.inner_s, self.full_s)
         metrics["annotation_cost_us"] = self.full_s * 1e6
         metrics["telemetry_samples"] = len(self.sampler.rows())
+        if self.sampler.thread_cpu_s is not None:
+            metrics["telemetry_cpu_s"] = self.sampler.thread_cpu_s
         tags["telemetry_errors"] = str(self.sampler.error_count)
         return metrics, tags
 

@@ -102,6 +102,7 @@ class TelemetrySampler:
         self._fail_after, self._stop_timeout_s = fail_after, stop_timeout_s
         self._rows: list[Row] = []
         self._errors: deque[str] = deque(maxlen=MAX_KEPT_ERRORS)
+        self.thread_cpu_s: float | None = None  # CPU seconds of the sampling thread, after stop()
         self.error_count = 0
         self._failures: Counter[str] = Counter()  # per source, total
         self._in_a_row: Counter[str] = Counter()  # per source, consecutive
@@ -173,13 +174,17 @@ class TelemetrySampler:
         return row | cpu  # per-core columns end up last
 
     def _run(self) -> None:
-        """Thread body; an unexpected end is recorded, never silent."""
+        """Thread body; an unexpected end is recorded, never silent. Its own CPU time is
+        kept in `thread_cpu_s`: the sampler's direct cost, free of run-to-run noise."""
+        t0 = time.thread_time()
         try:
             self._loop()
         except Exception as e:  # noqa: BLE001 - e.g. an injected clock that raises
             reason = f"sampling thread ended: {type(e).__name__}: {e}"
             self._record_error("sampler", RuntimeError(reason))
             self.failure_reasons["sampler"] = reason
+        finally:
+            self.thread_cpu_s = time.thread_time() - t0
 
     def _loop(self) -> None:
         """One row per period until stopped, without bursts after a stall."""

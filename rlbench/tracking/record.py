@@ -8,8 +8,11 @@ logged whatever the outcome.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-import tempfile
+import os
+import time
 import traceback
 from pathlib import Path
 
@@ -41,7 +44,9 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
 
 
 def run_name_from(overrides: list[str]) -> str:
-    task = [o for o in overrides if not o.startswith("hydra")]
+    """A run's name: its overrides, less where results go and how progress shows."""
+    skip = ("hydra", "tracking.", "progress=")
+    task = [o for o in overrides if not o.lstrip("+~").startswith(skip)]
     return " ".join(task) if task else "defaults"
 
 
@@ -59,6 +64,41 @@ def open_experiment(tracking: TrackingConfig) -> str:
     return mlflow.create_experiment(tracking.experiment, artifact_location=location or None)
 
 
+def config_hash(conf) -> str:
+    """Identity of a job's work: the typed config without tracking, progress and resume."""
+    from dataclasses import asdict
+
+    d = asdict(conf)
+    for key in ("tracking", "progress", "resume"):
+        d.pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
+    """Runs left RUNNING by a killed process (no heartbeat for stale_after_s) become FAILED."""
+    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    if exp is None:
+        return []
+    client, now, stale = mlflow.MlflowClient(), time.time(), []
+    for run in mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'",
+                                  output_format="list"):
+        if run.data.tags.get("rlbench.role") == "sweep":
+            last = run.info.start_time / 1000  # a parent has no heartbeat: judge by its children
+            children = mlflow.search_runs([exp.experiment_id], output_format="list",
+                                          filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
+            last = max([last] + [float(c.data.tags.get("heartbeat", 0)) for c in children])
+        else:
+            last = float(run.data.tags.get("heartbeat", run.info.start_time / 1000))
+        if now - last > tracking.stale_after_s:
+            client.set_tag(run.info.run_id, "end_reason",
+                           f"stale: no heartbeat for {now - last:.0f} s (process killed?); marked FAILED")
+            client.set_terminated(run.info.run_id, "FAILED")
+            stale.append(run.info.run_id)
+    if stale:
+        log.warning("marked %d stale RUNNING run(s) FAILED: %s", len(stale), ", ".join(stale))
+    return stale
+
+
 class JobRecord:
     def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
                  output_dir: Path | None, extra_tags: dict | None = None, extra_params: dict | None = None):
@@ -71,10 +111,18 @@ class JobRecord:
     def __enter__(self) -> "JobRecord":
         experiment_id = open_experiment(self.tracking)
         name = self.tracking.run_name or run_name_from(self.overrides)
+        hijack = os.environ.pop("MLFLOW_RUN_ID", None)  # would make start_run resume that run
+        if hijack:
+            log.warning("ignoring MLFLOW_RUN_ID=%s: every rlbench job opens its own run", hijack)
+        while mlflow.active_run() is not None:  # a clean MLflow state for each job of a worker
+            mlflow.end_run()
         mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
         self.run = mlflow.start_run(
-            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics
+            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
+            parent_run_id=self.tracking.parent_run_id,
         )
+        self._last_beat = 0.0
+        self.heartbeat()
         self._client = mlflow.MlflowClient()
         resolved = OmegaConf.to_container(self.cfg, resolve=True)
         params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
@@ -94,12 +142,18 @@ class JobRecord:
         finite = {k: float(v) for k, v in metrics.items() if v is not None and v == v}
         if finite:
             mlflow.log_metrics(finite, step=step)
+        self.heartbeat()
+
+    def heartbeat(self, every_s: float = 10.0) -> None:
+        """Tag `heartbeat` (unix seconds) at most every `every_s`; see mark_stale_runs."""
+        now = time.time()
+        if now - self._last_beat >= every_s:
+            mlflow.set_tag("heartbeat", f"{now:.0f}")
+            self._last_beat = now
 
     def log_series(self, key: str, values: list[tuple[float, int]]) -> None:
         """Many values of one metric at once (e.g. episode returns with their frame step)."""
         if values:
-            import time
-
             now = int(time.time() * 1000)
             self._client.log_batch(self.run_id, metrics=[Metric(key, v, now, s) for v, s in values])
 
@@ -112,6 +166,11 @@ class JobRecord:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED"
+        if exc is not None:
+            try:
+                exc.run_id = self.run_id  # lets a sweep's summary name the failed run
+            except AttributeError:
+                pass
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             status = "KILLED"
             mlflow.set_tag("end_reason", "killed: " + (type(exc).__name__ if exc else "interrupt"))

@@ -1,0 +1,166 @@
+"""A sweep (Hydra multirun) as rlbench runs it: validate all, one MLflow parent, isolated jobs.
+
+Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). Steps:
+1. expand the grid into jobs and compose + validate every job (exit 2 before job 0);
+2. mark runs left RUNNING by a killed process FAILED (heartbeat older than the limit);
+3. with `resume=true`, drop jobs whose identical config already has a FINISHED run;
+4. open the parent run (sweep id, grid, host) and give every job its id explicitly
+   (`tracking.parent_run_id`), run the jobs, one failing job not stopping the others;
+5. print and log the summary table; the parent ends FINISHED, FAILED (a job failed) or
+   KILLED (Ctrl-C / SIGTERM); the command exits non-zero when any job failed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import sys
+import time
+import uuid
+
+import mlflow
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.utils import JobStatus
+from omegaconf import OmegaConf
+
+from rlbench.config.validate import ConfigError, validate
+from rlbench.tracking.fingerprint import host_tags
+from rlbench.tracking.record import config_hash, mark_stale_runs, open_experiment, run_name_from
+
+log = logging.getLogger(__name__)
+
+SUMMARY_COLUMNS = ("job", "overrides", "status", "runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")
+
+
+def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    params = sweeper._parse_config() + list(arguments)
+    overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
+    return [list(job) for batch in sweeper.split_arguments(overrides, None) for job in batch]
+
+
+def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
+    """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
+    loader, confs, problems = sweeper.hydra_context.config_loader, [], []
+    for job in jobs:
+        try:
+            confs.append(validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=job)))
+        except ConfigError as e:
+            problems.append(f"job [{' '.join(job)}]: {e}")
+    if problems:
+        print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
+        sys.exit(2)
+    return confs
+
+
+def finished_hashes(tracking) -> set[str]:
+    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    if exp is None:
+        return set()
+    found = mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'",
+                               output_format="list")
+    return {r.data.params.get("config_hash") for r in found}
+
+
+def open_parent(tracking, name: str, jobs: list[list[str]], arguments: list[str]) -> str:
+    client = mlflow.MlflowClient()
+    run = client.create_run(open_experiment(tracking), run_name=name,
+                            tags={**host_tags(), "rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12]})
+    client.log_param(run.info.run_id, "grid", " ".join(arguments)[:6000] or "(none)")
+    client.log_param(run.info.run_id, "jobs", len(jobs))
+    return run.info.run_id
+
+
+def job_row(index: int, job: list[str], ret) -> dict:
+    row = dict.fromkeys(SUMMARY_COLUMNS)
+    row |= {"job": index, "overrides": " ".join(job)}
+    if ret is None:
+        return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
+    if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
+        return row | {"status": "FINISHED"} | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[3:]}
+    err = ret._return_value
+    return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
+
+
+def summary_text(rows: list[dict]) -> str:
+    def fmt(v):
+        return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    table = [SUMMARY_COLUMNS[:-1]] + [tuple(fmt(r[c]) for c in SUMMARY_COLUMNS[:-1]) for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table)
+
+
+def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
+    client = mlflow.MlflowClient()
+    columns = {c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}
+    client.log_table(parent_id, data=columns, artifact_file="summary.json")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS) + ["error"], extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    client.log_text(parent_id, buf.getvalue(), "summary.csv")
+    client.set_terminated(parent_id, status)
+
+
+def run_names(jobs: list[list[str]]) -> list[str]:
+    """Name each job by what differs between the jobs (e.g. `actors=40 sm_limit=8`)."""
+    values: dict[str, set] = {}
+    for job in jobs:
+        for o in job:
+            values.setdefault(o.split("=", 1)[0], set()).add(o)
+    varying = {k for k, v in values.items() if len(v) > 1}
+    names = [" ".join(o for o in job if o.split("=", 1)[0] in varying) for job in jobs]
+    return [n or run_name_from(job) for n, job in zip(names, jobs)]
+
+
+def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str]):
+    """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
+    between jobs); others (joblib, submitit) get all jobs at once and run them in parallel."""
+    total = len(names)
+    tagged = [(i, job, job + [f"tracking.parent_run_id={parent}", f"tracking.run_name='{names[i]}'"])
+              for i, job in todo]
+    if isinstance(launcher, BasicLauncher):
+        for n, (i, job, overrides) in enumerate(tagged):
+            print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
+                  flush=True)
+            yield i, job, launcher.launch([overrides], initial_job_idx=i)[0]
+        return
+    print(f"[rlbench sweep] launching {len(tagged)} jobs with {type(launcher).__name__}", flush=True)
+    for (i, job, _), ret in zip(tagged, launcher.launch([o for _, _, o in tagged], initial_job_idx=0)):
+        yield i, job, ret
+
+
+def run_sweep(sweeper, arguments: list[str]):
+    jobs = expand_jobs(sweeper, arguments)
+    confs = validate_jobs(sweeper, jobs)
+    tracking = confs[0].tracking
+    open_experiment(tracking)
+    mark_stale_runs(tracking)
+    done = finished_hashes(tracking) if confs[0].resume else set()
+    choices = sweeper.config.hydra.runtime.choices
+    name = f"{choices.get('experiment') or 'sweep'} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    parent = open_parent(tracking, name, jobs, arguments)
+    todo = [(i, job) for i, (job, conf) in enumerate(zip(jobs, confs)) if config_hash(conf) not in done]
+    rows = {i: job_row(i, job, None) for i, job in enumerate(jobs) if i not in dict(todo)}
+    status = "FAILED"
+    try:
+        for i, job, ret in launch(sweeper.launcher, todo, parent, run_names(jobs)):
+            rows[i] = job_row(i, job, ret)
+            if rows[i]["status"] == "FAILED":
+                log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
+        status = "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        rows = [rows[i] for i in sorted(rows)]
+        close_parent(parent, rows, status)
+        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}", flush=True)
+    if status == "FAILED":
+        failed = [r["overrides"] for r in rows if r["status"] == "FAILED"]
+        print(f"rlbench: {len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", file=sys.stderr)
+        sys.exit(1)
+    return rows

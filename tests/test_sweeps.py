@@ -1,0 +1,126 @@
+"""Sweeps: one parent per multirun, isolated failures, resume, KILLED on SIGTERM."""
+
+import signal
+import sys
+import time
+
+import mlflow
+import psutil
+import pytest
+
+from tests.conftest import ROOT, rlbench_cli, runs
+
+TINY = ["env=cartpole", "workload=smoke", "actors=2", "progress=log", "telemetry.rate_hz=2"]
+
+
+def _children(all_runs, parent):
+    return [r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+
+
+def _parents(all_runs):
+    return [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
+
+
+def test_multirun_gives_parent_and_finished_children(store):
+    # An exported MLFLOW_RUN_ID must not make the jobs resume some other run.
+    out = rlbench_cli(["-m", "seed=1,2,3", *TINY, *store["overrides"]], timeout=300,
+                      extra_env={"MLFLOW_RUN_ID": "0123456789abcdef0123456789abcdef"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    all_runs = runs(store["uri"])
+    (parent,) = _parents(all_runs)
+    kids = _children(all_runs, parent)
+    assert parent.info.status == "FINISHED" and len(kids) == 3
+    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]
+    for k in kids:
+        assert k.info.status == "FINISHED"
+        for key in ("cpu_gpu_ratio", "sm_granted", "sm_total"):
+            assert key in k.data.metrics, key
+        assert k.data.params["cpu_gpu_ratio"] and k.data.tags["compute_unit"] == "cpu_thread"
+    arts = [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)]
+    assert "summary.csv" in arts and "summary.json" in arts
+    assert "job  overrides" in out.stdout and out.stdout.count("FINISHED") >= 3
+
+
+def test_one_failing_job_does_not_stop_the_others(store):
+    # seed=2's job gets a time limit it cannot meet: it fails at run time, after validation.
+    args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.frames=60000", "workload.learner_updates=20",
+            *store["overrides"]]
+    out = rlbench_cli(args, timeout=600)
+    assert out.returncode != 0
+    all_runs = runs(store["uri"])
+    (parent,) = _parents(all_runs)
+    statuses = sorted(k.info.status for k in _children(all_runs, parent))
+    assert statuses == ["FAILED", "FINISHED", "FINISHED"]
+    assert parent.info.status == "FAILED"
+    failed = [k for k in _children(all_runs, parent) if k.info.status == "FAILED"][0]
+    assert "max_runtime_s" in failed.data.tags["error"]
+    assert "traceback.txt" in [a.path for a in mlflow.MlflowClient().list_artifacts(failed.info.run_id)]
+    assert "1 of 3 jobs failed: workload.max_runtime_s=0.001" in out.stderr
+
+
+def test_resume_skips_finished_jobs(store):
+    args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
+    assert rlbench_cli(args, timeout=300).returncode == 0
+    out = rlbench_cli(["-m", "seed=1,2,3", "resume=true", *TINY, *store["overrides"]], timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    kids = [r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") != "sweep"]
+    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]  # 1 and 2 not rerun
+    assert out.stdout.count("SKIPPED") == 2
+
+
+def test_out_of_range_limits_refused_before_job_0(store):
+    out = rlbench_cli(["-m", "sm_limit=1,64", *TINY, *store["overrides"]], timeout=60)
+    assert out.returncode == 2 and "sm_limit=64" in out.stderr and "no job started" in out.stderr
+    out = rlbench_cli(["-m", "actor_threads=1,999", *TINY, *store["overrides"]], timeout=60)
+    assert out.returncode == 2 and "actor_threads=999" in out.stderr
+    assert runs(store["uri"]) == []
+
+
+def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
+    args = ["-m", "seed=1,2", "env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000",
+            "progress=log", *store["overrides"]]
+    proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
+    try:
+        log = store["db"].parent / "multirun" / "0" / "__main__.log"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (log.exists() and "frames" in log.read_text()):
+            time.sleep(0.5)
+        family = proc.children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) != 0
+    finally:
+        if proc.is_running():
+            proc.kill()
+    assert not [p for p in family if p.is_running()]
+    all_runs = runs(store["uri"])
+    assert all_runs and not [r for r in all_runs if r.info.status == "RUNNING"]
+    (parent,) = _parents(all_runs)
+    assert parent.info.status == "KILLED"
+    assert [k.info.status for k in _children(all_runs, parent)] == ["KILLED"]
+
+
+def test_stale_running_run_is_marked_failed(store, compose_cfg):
+    from rlbench.config.validate import validate
+    from rlbench.tracking.record import mark_stale_runs, open_experiment
+
+    conf = validate(compose_cfg(store["overrides"] + ["tracking.stale_after_s=1"]))
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    run = client.create_run(open_experiment(conf.tracking), tags={"heartbeat": f"{time.time() - 60:.0f}"})
+    fresh = client.create_run(open_experiment(conf.tracking), tags={"heartbeat": f"{time.time() + 60:.0f}"})
+    assert mark_stale_runs(conf.tracking) == [run.info.run_id]
+    assert client.get_run(run.info.run_id).info.status == "FAILED"
+    assert client.get_run(fresh.info.run_id).info.status == "RUNNING"
+
+
+@pytest.mark.parametrize("launcher", ["parallel", "local_submitit"])
+def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
+    """4 jobs at once (joblib workers, or submitit's local executor as SLURM would run them)."""
+    args = ["-m", f"hydra/launcher={launcher}", "seed=1,2,3,4", *TINY, *store["overrides"]]
+    out = rlbench_cli(args, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    all_runs = runs(store["uri"])
+    (parent,) = _parents(all_runs)
+    kids = _children(all_runs, parent)
+    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3", "seed=4"]
+    assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"
