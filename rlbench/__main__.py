@@ -19,21 +19,22 @@ from rlbench.config.schema import register_configs
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
-SWEEP_RESULT_KEYS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")
-
-
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _entry(cfg: DictConfig) -> dict:
     from rlbench.config.validate import ConfigError
     from rlbench.job import run_job
 
     hc = HydraConfig.get()
+    if cfg.get("search") is not None and hc.mode.name == "RUN":
+        print("rlbench: search=... runs an Optuna study over many jobs: add -m "
+              "(python -m rlbench -m search=ratio)", file=sys.stderr)
+        sys.exit(2)
     try:
         result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir))
     except ConfigError as e:
         print(f"rlbench: {e}", file=sys.stderr)
         sys.exit(2)
-    return {k: result.get(k) for k in SWEEP_RESULT_KEYS}  # what a sweep's summary shows
+    return result  # the job's final metrics: a sweep's summary and a search's objectives read them
 
 
 def main() -> None:

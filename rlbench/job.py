@@ -24,6 +24,9 @@ from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
 
+# Set by an in-process search to receive every tick's metrics (it may raise JobPruned).
+INTERMEDIATE_HOOK = None
+
 
 @contextmanager
 def sigterm_raises():
@@ -52,6 +55,15 @@ def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_
         log.warning("could not log telemetry artifacts: %s", e)
 
 
+def _with_hook(log_metrics):
+    def log(metrics: dict, step: int) -> None:
+        log_metrics(metrics, step)
+        if INTERMEDIATE_HOOK is not None:
+            INTERMEDIATE_HOOK(metrics, step)
+
+    return log
+
+
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None) -> dict:
     conf = validate(cfg)
     device = resolve_device(conf.device)
@@ -70,7 +82,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
                  compute.grant.granted, compute.grant.compute_unit)
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
-            final = train(conf, record.log_metrics, on_episode=lambda r, f: returns.append((r, f)),
+            final = train(conf, _with_hook(record.log_metrics), on_episode=lambda r, f: returns.append((r, f)),
                           telemetry=telemetry, set_tags=record.set_tags, compute=compute)
         finally:
             record.log_series("episode_return", returns)

@@ -115,8 +115,10 @@ def test_stale_running_run_is_marked_failed(store, compose_cfg):
 
 @pytest.mark.parametrize("launcher", ["parallel", "local_submitit"])
 def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
-    """4 jobs at once (joblib workers, or submitit's local executor as SLURM would run them)."""
-    args = ["-m", f"hydra/launcher={launcher}", "seed=1,2,3,4", *TINY, *store["overrides"]]
+    """4 jobs at once (2 joblib workers running 2 jobs each, or submitit's local executor as
+    SLURM would run them), all writing to one SQLite store."""
+    workers = ["hydra.launcher.n_jobs=2"] if launcher == "parallel" else []
+    args = ["-m", f"hydra/launcher={launcher}", *workers, "seed=1,2,3,4", *TINY, *store["overrides"]]
     out = rlbench_cli(args, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])

@@ -24,7 +24,10 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 class RlbenchSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from rlbench.job import sigterm_raises
+        from rlbench.search import run_search
         from rlbench.sweep import run_sweep
 
         with sigterm_raises():
+            if self.config.get("search") is not None:
+                return run_search(self, arguments)
             return run_sweep(self, arguments)

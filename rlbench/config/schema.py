@@ -8,7 +8,7 @@ Range checks that types cannot express live in rlbench.config.validate.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -81,6 +81,7 @@ class TrackingConfig:
     log_every_s: float = 1.0  # period of step metrics
     system_metrics: bool = True  # MLflow's own system-metrics sampler (UI's system tab)
     parent_run_id: Optional[str] = None  # set by the sweep for its jobs; null = a top-level run
+    tags: Dict[str, str] = field(default_factory=dict)  # extra run tags (a search's study and trial)
     stale_after_s: float = 300.0  # a RUNNING run without heartbeat this long is marked FAILED
 
 
@@ -93,12 +94,32 @@ class TelemetryConfig:
 
 
 @dataclass
+class SearchConfig:
+    study: str = "ratio"  # Optuna study name; rerunning the command resumes it
+    storage: str = "sqlite:///mlruns/optuna.db"  # or postgresql://user:pw@host/db for many workers
+    n_trials: int = 12  # COMPLETE trials in total, across resumes
+    objectives: List[str] = field(default_factory=lambda: ["fps", "energy_per_task_j"])  # metric names
+    directions: List[str] = field(default_factory=lambda: ["maximize", "minimize"])  # one per objective
+    actors: List[int] = field(default_factory=lambda: [4, 256])  # [low, high], sampled log-uniformly
+    actor_threads: List[int] = field(default_factory=lambda: [1, 2])  # [low, high]
+    sm_limit: List[int] = field(default_factory=lambda: [1, 2])  # [low, high]: SMs, or CPU threads without CUDA
+    seed: int = 0  # sampler seed
+    retries: int = 1  # reruns of a trial whose worker died (found by heartbeat)
+    heartbeat_s: int = 30
+    max_failures: int = 10  # stop after this many failed trials in one run
+    workers: int = 1  # workers you start on this study; SQLite allows only 1
+    pruning: bool = False  # stop clearly dominated trials early on their intermediate fps (one objective only)
+    pruner_startup_trials: int = 3  # trials that always run to the end before pruning starts
+
+
+@dataclass
 class Config:
     env: EnvConfig = MISSING
     algo: AlgoConfig = MISSING
     workload: WorkloadConfig = MISSING
     tracking: TrackingConfig = MISSING
     telemetry: TelemetryConfig = MISSING
+    search: Optional[SearchConfig] = None  # search=ratio: an Optuna study instead of a grid
     actors: int = 40  # environment instances (SEED actors)
     actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
@@ -118,6 +139,7 @@ GROUP_SCHEMAS = {
     "workload": WorkloadConfig,
     "tracking": TrackingConfig,
     "telemetry": TelemetryConfig,
+    "search": SearchConfig,
 }
 
 

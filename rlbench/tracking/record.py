@@ -32,6 +32,10 @@ class JobKilled(KeyboardInterrupt):
     """Raised in the main thread by the SIGTERM handler."""
 
 
+class JobPruned(KeyboardInterrupt):
+    """Raised by a search's pruner from a job's tick: the job stops early and ends KILLED."""
+
+
 def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in cfg.items():
@@ -131,7 +135,7 @@ class JobRecord:
         items = list(params.items())
         for i in range(0, len(items), _PARAM_BATCH):
             mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))
-        mlflow.set_tags({**host_tags(), **self.extra_tags})
+        mlflow.set_tags({**host_tags(), **self.extra_tags, **self.tracking.tags})
         return self
 
     @property

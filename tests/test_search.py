@@ -1,0 +1,147 @@
+"""Optuna search: a real 4-trial study, resume to the total, FAIL on errors and NaN."""
+
+import math
+import signal
+import sys
+import time
+
+import optuna
+import psutil
+import pytest
+
+from rlbench.search import objective_values, recommend
+from tests.conftest import ROOT, rlbench_cli, runs
+
+TINY = ["env=cartpole", "workload=smoke", "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
+        "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
+
+
+def _search(store, tmp_path, n, *extra, timeout=600):
+    storage = f"search.storage=sqlite:///{tmp_path}/optuna.db"
+    return rlbench_cli(["-m", "search=ratio", f"search.n_trials={n}", storage, *TINY, *extra, *store["overrides"]],
+                       timeout=timeout)
+
+
+def _study(tmp_path):
+    return optuna.load_study(study_name="ratio", storage=f"sqlite:///{tmp_path}/optuna.db")
+
+
+def _states(study):
+    return sorted(t.state.name for t in study.trials)
+
+
+def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
+    out = _search(store, tmp_path, 4)
+    assert out.returncode == 0, out.stderr[-3000:]
+    study = _study(tmp_path)
+    assert _states(study) == ["COMPLETE"] * 4
+    all_runs = runs(store["uri"])
+    (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "study"]
+    kids = [r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert len(kids) == 4 and all(k.data.tags["optuna_study"] == "ratio" for k in kids)
+    assert sorted(k.data.tags["optuna_trial"] for k in kids) == ["0", "1", "2", "3"]
+    assert parent.info.status == "FINISHED" and "best_actors" in parent.data.tags
+    assert "best_fps" in parent.data.metrics and "recommended: actors=" in out.stdout
+    arts = {a.path for a in __import__("mlflow").MlflowClient().list_artifacts(parent.info.run_id)}
+    assert {"trials.csv", "pareto_front.png"} <= arts
+
+
+def test_failing_and_nan_trials_are_fail_and_the_study_completes(store, tmp_path):
+    # an objective that this host cannot measure (no GPU): every trial's value is missing -> FAIL
+    out = _search(store, tmp_path, 1, "search.objectives=[fps,gpu_busy_frac]", "search.directions=[maximize,maximize]",
+                  "search.max_failures=2")
+    assert out.returncode != 0 and "2 trials failed" in out.stderr + out.stdout
+    assert _states(_study(tmp_path)) == ["FAIL", "FAIL"]
+    # a job that raises (time limit) is FAIL too; then the study goes on and completes
+    out = _search(store, tmp_path, 1, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
+                  "workload.max_runtime_s=0.001", "search.max_failures=1")
+    assert out.returncode != 0
+    out = _search(store, tmp_path, 2, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second")
+    assert out.returncode == 0, out.stderr[-2000:]
+    second = optuna.load_study(study_name="second", storage=f"sqlite:///{tmp_path}/optuna.db")
+    assert _states(second) == ["COMPLETE", "COMPLETE", "FAIL"]
+
+
+def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
+    args = ["-m", "search=ratio", "search.n_trials=3", f"search.storage=sqlite:///{tmp_path}/optuna.db",
+            "search.heartbeat_s=1", *TINY, *store["overrides"]]
+    proc = psutil.Popen([sys.executable, "-m", "rlbench", *args, "workload.frames=400000000"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            try:
+                if _study(tmp_path).trials:
+                    break
+            except KeyError:
+                continue
+        time.sleep(4)
+        proc.send_signal(signal.SIGKILL)  # a worker dies mid-trial: no chance to clean up
+        proc.wait(timeout=30)
+    finally:
+        if proc.is_running():
+            proc.kill()
+    assert _states(_study(tmp_path)) == ["RUNNING"]
+    time.sleep(4)  # past the grace period (3 heartbeats)
+    out = rlbench_cli(args, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    states = _states(_study(tmp_path))
+    assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1
+
+
+def test_out_of_range_space_is_refused_before_the_first_trial(store, tmp_path):
+    out = _search(store, tmp_path, 2, "search.actor_threads=[1,64]", timeout=60)
+    assert out.returncode == 2 and "search.actor_threads=[1, 64]" in out.stderr
+    out = _search(store, tmp_path, 2, "search.workers=4", timeout=60)
+    assert out.returncode == 2 and "SQLite" in out.stderr
+    assert runs(store["uri"]) == []
+
+
+def test_objective_values_and_recommendation():
+    assert objective_values({"fps": 10.0, "e": 2.0}, ["fps", "e"]) == [10.0, 2.0]
+    assert objective_values({"fps": math.nan}, ["fps"]) is None
+    assert objective_values({"fps": 1.0}, ["fps", "e"]) is None
+    assert objective_values(None, ["fps"]) is None
+    T = type("T", (), {})
+    pts = []
+    for n, v in enumerate([(100.0, 50.0), (90.0, 10.0), (10.0, 1.0)]):
+        t = T()
+        t.number, t.values = n, v
+        pts.append(t)
+    assert recommend(pts, ["maximize", "minimize"]).number == 1  # the balanced point
+
+
+def test_reporter_prunes_a_dominated_trial():
+    from rlbench.search import make_reporter
+    from rlbench.tracking.record import JobPruned
+
+    class FakeTrial:
+        def __init__(self, threshold):
+            self.reports, self.threshold = [], threshold
+
+        def report(self, value, step):
+            self.reports.append((step, value))
+
+        def should_prune(self):
+            return self.reports[-1][1] < self.threshold
+
+    trial = FakeTrial(threshold=100.0)
+    report = make_reporter(trial)
+    report({"fps": 150.0}, 1000)
+    report({"fps": math.nan}, 2000)  # not reported
+    report({}, 3000)
+    with pytest.raises(JobPruned, match="fps 50 at frame 4000"):
+        report({"fps": 50.0}, 4000)
+    assert trial.reports == [(1000, 150.0), (4000, 50.0)]
+
+
+def test_pruning_study_counts_only_complete_trials(store, tmp_path):
+    out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
+                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=60000")
+    assert out.returncode == 0, out.stderr[-3000:]
+    states = _states(_study(tmp_path))
+    assert states.count("COMPLETE") == 3 and "FAIL" not in states
+    killed = [r for r in runs(store["uri"]) if r.info.status == "KILLED"]
+    assert len(killed) == states.count("PRUNED")  # a pruned trial's run ends KILLED, never FINISHED
+    out = _search(store, tmp_path, 3, "search.pruning=true", timeout=60)  # two objectives
+    assert out.returncode == 2 and "needs one objective" in out.stderr
