@@ -57,3 +57,29 @@ def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = 
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "rlbench", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, **kw)
+
+
+def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -> int:
+    """Start `python -m rlbench args`, SIGTERM it once its job logs progress (read from the
+    job's Hydra log, not the DB, which may be migrating); returns its exit code after
+    checking that no process it started outlives it."""
+    import signal
+    import time
+
+    import psutil
+
+    proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + timeout
+        while not (job_log.exists() and "frames" in job_log.read_text()):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the job never logged progress in {job_log}")
+            time.sleep(0.5)
+        family = proc.children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.is_running():
+            proc.kill()
+    assert not [p for p in family if p.is_running()], "a child process outlived the job"
+    return code

@@ -1,14 +1,11 @@
 """Sweeps: one parent per multirun, isolated failures, resume, KILLED on SIGTERM."""
 
-import signal
-import sys
 import time
 
 import mlflow
-import psutil
 import pytest
 
-from tests.conftest import ROOT, rlbench_cli, runs
+from tests.conftest import rlbench_cli, runs, sigterm_once_running
 
 TINY = ["env=cartpole", "workload=smoke", "actors=2", "progress=log", "telemetry.rate_hz=2"]
 
@@ -79,19 +76,7 @@ def test_out_of_range_limits_refused_before_job_0(store):
 def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
     args = ["-m", "seed=1,2", "env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000",
             "progress=log", *store["overrides"]]
-    proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
-    try:
-        log = store["db"].parent / "multirun" / "0" / "__main__.log"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (log.exists() and "frames" in log.read_text()):
-            time.sleep(0.5)
-        family = proc.children(recursive=True)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) != 0
-    finally:
-        if proc.is_running():
-            proc.kill()
-    assert not [p for p in family if p.is_running()]
+    assert sigterm_once_running(args, store["db"].parent / "multirun" / "0" / "__main__.log") != 0
     all_runs = runs(store["uri"])
     assert all_runs and not [r for r in all_runs if r.info.status == "RUNNING"]
     (parent,) = _parents(all_runs)

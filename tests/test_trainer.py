@@ -1,15 +1,10 @@
 """The real trainer: Atari smoke job in MLflow, CartPole learning, truthful statuses."""
 
-import signal
-import sys
-import time
-
 import mlflow
-import psutil
 import pytest
 
 from rlbench.job import run_job
-from tests.conftest import ROOT, runs
+from tests.conftest import runs, sigterm_once_running
 
 CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "inference_batch_mean",
             "inference_latency_ms", "runtime_s"]
@@ -61,23 +56,7 @@ def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
 def test_sigterm_ends_run_killed_and_leaves_no_process(store):
     args = ["env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000", "progress=log",
             *store["overrides"]]
-    proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
-    try:
-        log = store["db"].parent / "out" / "__main__.log"  # Hydra's job log; no DB access while it migrates
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if log.exists() and "frames" in log.read_text():
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail("the job never started its run")
-        family = proc.children(recursive=True)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) != 0
-    finally:
-        if proc.is_running():
-            proc.kill()
-    assert not [p for p in family if p.is_running()]
+    assert sigterm_once_running(args, store["db"].parent / "out" / "__main__.log", timeout=90) != 0
     (run,) = runs(store["uri"])
     assert run.info.status == "KILLED"
 
