@@ -101,7 +101,8 @@ class InferenceServer:
 
     def stats(self) -> dict:
         b = max(self.batches, 1)
-        return {"inference_batch_mean": self.batch_items / b, "inference_latency_ms": 1e3 * self.latency_s / b}
+        return {"inference_batch_mean": self.batch_items / b, "inference_latency_ms": 1e3 * self.latency_s / b,
+                "policy_version": self.policy_version}
 
 
 def initial_priorities(seqs: Sequences, algo) -> np.ndarray:
