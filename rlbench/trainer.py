@@ -38,7 +38,6 @@ def resolve_device(name: str) -> torch.device:
 
 @dataclass
 class Trainer:
-    conf: Config
     env: object
     replay: SequenceReplay
     inference: InferenceServer
@@ -88,6 +87,7 @@ class Trainer:
             "frames": self.actors.frames,
             "learner_updates": self.updates(),
             "episodes": self.actors.episodes,
+            "replay_memory_gb": self.replay.nbytes() / 1e9,
             **self.inference.stats(),
         }
         if self.learner is not None and self.learner.intra_op_threads is not None:
@@ -129,7 +129,7 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     for role in (actors, inference, learner):
         if role is not None:
             role.timer.gpu = gpu_busy
-    return Trainer(conf, env, replay, inference, actors, learner, device)
+    return Trainer(env, replay, inference, actors, learner, device)
 
 
 def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,

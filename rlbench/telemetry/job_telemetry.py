@@ -34,8 +34,6 @@ def _gpu_mean(row: dict, metric: str) -> float | None:
 
 
 class JobTelemetry:
-    name = "telemetry"
-
     def __init__(self, cfg: TelemetryConfig, device):
         self.cfg = cfg
         self.gpu_busy, self.gpu_busy_reason = make_busy_timer(device)
@@ -43,7 +41,7 @@ class JobTelemetry:
         self.inner_s, self.full_s = calibrate_annotation()
         self.op_ticks: list[tuple[float, dict[str, dict[str, float]]]] = []  # (t, role -> op totals)
         self._prev: dict | None = None
-        self.started = self.stopped = None
+        self.started: float | None = None  # set by start(); the job logs artifacts only after it
 
     def start(self) -> None:
         self.sampler.start()
@@ -51,7 +49,6 @@ class JobTelemetry:
 
     def stop(self) -> None:
         self.sampler.stop()
-        self.stopped = time.monotonic()
 
     def tick(self, timers: list[OpTimer]) -> dict:
         """1 Hz step metrics from the newest sample; remembers op totals for the plot."""
