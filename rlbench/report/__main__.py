@@ -1,0 +1,98 @@
+"""`python -m rlbench.report`: read a sweep, search or experiment from MLflow, write the report,
+and log it on the parent run (artifact folder `report/`). See rlbench/report/__init__.py."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import mlflow
+
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rlbench.report", description=__doc__)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--sweep", metavar="RUN_ID", help="parent run id of a sweep or a search")
+    which.add_argument("--study", metavar="NAME", help="an Optuna study's name (its parent run is found by tag)")
+    which.add_argument("--experiment", metavar="NAME", help="every job run of an MLflow experiment")
+    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI,
+                   help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_URI})")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<id>)")
+    p.add_argument("--knee-share", type=float, default=0.10,
+                   help="knee: more actors must gain at least this share of fps (default 0.10)")
+    p.add_argument("--tolerance", type=float, default=0.05,
+                   help="recommendation: trade up to this share of the best fps for less energy (default 0.05)")
+    p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
+    args = p.parse_args(argv)
+    for key in ("knee_share", "tolerance"):
+        if not 0 <= getattr(args, key) < 1:
+            p.error(f"--{key.replace('_', '-')}={getattr(args, key)}: must be in [0, 1)")
+    return args
+
+
+def study_parent(name: str) -> str:
+    found = mlflow.search_runs(search_all_experiments=True, output_format="list", max_results=1,
+                               filter_string=f"tags.optuna_study = '{name}' and tags.`rlbench.role` = 'study'")
+    if not found:
+        raise LookupError(f"--study {name!r}: no search parent run with that study at {mlflow.get_tracking_uri()}")
+    return found[0].info.run_id
+
+
+def load(args):
+    from rlbench.report.records import load_experiment, load_parent
+
+    if args.experiment:
+        return load_experiment(args.experiment)
+    parent = args.sweep or study_parent(args.study)
+    try:
+        study = load_parent(parent)
+    except mlflow.exceptions.MlflowException as e:
+        raise LookupError(f"--sweep {parent}: no such run at {mlflow.get_tracking_uri()} ({e.message[:200]})") from e
+    if not study.jobs and not study.missing:
+        raise LookupError(f"--sweep {parent}: run '{study.title}' has no child runs; give a sweep's or a search's "
+                          "parent run id (the sweep prints it: '[rlbench sweep] parent run <id>')")
+    return study
+
+
+def log_report(study, out: Path) -> str:
+    """Artifacts under `report/` on the parent; an experiment gets a run of its own (role report)."""
+    client = mlflow.MlflowClient()
+    run_id = study.parent_id
+    if run_id is None:
+        exp = mlflow.get_experiment_by_name(study.title.removeprefix("experiment "))
+        run_id = client.create_run(exp.experiment_id, run_name=f"report {study.title}",
+                                   tags={"rlbench.role": "report"}).info.run_id
+        client.set_terminated(run_id, "FINISHED")
+    client.log_artifacts(run_id, str(out), "report")
+    return run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlbench.report.build import build_report
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    args = parse(argv)
+    mlflow.set_tracking_uri(args.tracking_uri)
+    try:
+        study = load(args)
+    except LookupError as e:
+        print(f"rlbench report: {e}", file=sys.stderr)
+        return 2
+    out = args.out or Path("reports") / (study.parent_id or args.experiment)
+    result = build_report(study, out, args.knee_share, args.tolerance)
+    print(f"rlbench report: {study.title} ({len(study.finished)}/{len(study.jobs) + len(study.missing)} jobs finished)")
+    print("\n".join(f"  {line}" for line in result["lines"]))
+    for name, why in result["not_drawn"].items():
+        print(f"  figure {name} not drawn: {why}")
+    print(f"  written: {result['html']} and {len(result['figures'])} PNG(s) in {out}")
+    if not args.no_log:
+        print(f"  logged under report/ on run {log_report(study, out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

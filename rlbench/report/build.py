@@ -1,0 +1,33 @@
+"""Write a study's report: one PNG per figure, findings.json, and the self-contained report.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from rlbench.report.figures import all_figures
+from rlbench.report.findings import findings, verdict_lines
+from rlbench.report.html import png_bytes, render
+from rlbench.report.records import Study
+
+
+def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
+    """Returns {"html": path, "figures": {name: path}, "not_drawn": {name: reason}, "findings": dict, "lines": [...]}."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    found = findings(study, knee_share, tolerance)
+    lines = verdict_lines(found)
+    drawn = all_figures(study)
+    pngs, paths = {}, {}
+    for d in drawn:
+        if d.fig is not None:
+            pngs[d.name] = png_bytes(d.fig)
+            paths[d.name] = out_dir / f"{d.name}.png"
+            paths[d.name].write_bytes(pngs[d.name])
+            plt.close(d.fig)
+    not_drawn = {d.name: d.note for d in drawn if d.fig is None}
+    (out_dir / "findings.json").write_text(json.dumps(found | {"not_drawn": not_drawn}, indent=2, default=str))
+    page = out_dir / "report.html"
+    page.write_text(render(study, drawn, pngs, found, lines))
+    return {"html": page, "figures": paths, "not_drawn": not_drawn, "findings": found, "lines": lines}

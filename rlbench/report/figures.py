@@ -1,0 +1,232 @@
+"""The study's figures, redrawn from a `Study` (rlbench.report.records); one function each.
+
+Every function returns a `Drawn`: the figure, or None and the reason it could not be drawn
+(a value that was not measured is never drawn as zero). Each plotted series carries a gid
+`<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
+figure names the host, the units (env frames, not agent steps) and its baseline, and lists
+the jobs it could not plot (failed, killed, missing).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullLocator, ScalarFormatter  # noqa: E402
+
+from rlbench.report.records import JobRun, Study  # noqa: E402
+from rlbench.report.verdict import pareto  # noqa: E402
+
+GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
+
+
+@dataclass
+class Drawn:
+    name: str                 # file stem, e.g. fig3_actor_scaling
+    title: str
+    fig: Figure | None
+    note: str = ""            # why not drawn, or what was left out
+
+
+def series(jobs: list[JobRun], x_key: str, vary: str) -> dict[str, list[JobRun]]:
+    """Jobs with `x_key`, one series per combination of the other knobs that differ across
+    `jobs` (named by them, e.g. `sm_limit=8`; `all jobs` when nothing else differs)."""
+    jobs = [j for j in jobs if j.knob(x_key) is not None]
+    fixed = [k for k in GROUP_KEYS if k != vary and len({j.params.get(k) for j in jobs}) > 1]
+    groups: dict[str, list[JobRun]] = defaultdict(list)
+    for j in jobs:
+        groups[" ".join(f"{k}={j.params.get(k)}" for k in fixed) or "all jobs"].append(j)
+    return {g: sorted(js, key=lambda j: j.knob(x_key)) for g, js in groups.items()}
+
+
+def _fps_units(study: Study) -> str:
+    skip = f", frameskip {study.frameskip}" if study.frameskip else ""
+    return f"env frames/s{skip}"
+
+
+def _footer(fig: Figure, study: Study, extra: str = "") -> None:
+    left_out = [f"{j.name}: {j.status}" + (f" ({j.error[:60]})" if j.error else "") for j in study.not_finished]
+    left_out += study.missing
+    lines = [study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else []) + ([extra] if extra else [])
+    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom", wrap=True)
+
+
+def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> list[str]:
+    """One line per group; jobs without the metric are skipped, their reasons returned."""
+    missing = []
+    for g, js in groups.items():
+        pts = [(j.knob(x_key), j.value(metric)) for j in js]
+        have = [(x, y) for x, y in pts if y is not None]
+        missing += [f"{j.name}: {j.why_missing(metric)}" for j in js if j.value(metric) is None]
+        if transform and have:
+            have = transform(have)
+        if have:
+            xs, ys = zip(*have)
+            ax.plot(xs, ys, marker="o", label=f"{label} {g}".strip(), gid=f"{metric}|{g}")
+    return missing
+
+
+def _not_measured(ax, metric: str, missing: list[str]) -> None:
+    """An empty panel says which metric is missing and why (the first job's reason)."""
+    if not ax.lines:
+        why = missing[0].split(": ", 1)[-1] if missing else "no job logged it"
+        ax.text(0.5, 0.5, f"{metric}\nnot measured:\n" + textwrap.fill(why[:160], 48), ha="center", va="center",
+                fontsize=8, color="tab:red", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+
+
+def _log2_axis(ax, values) -> None:
+    """Log-2 x axis labelled with the swept values themselves (4, 40, 256, ...)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(set(values)))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _normalise_to_first(pts):
+    base = pts[0][1]
+    return [(x, y / base) for x, y in pts]
+
+
+def actor_scaling(study: Study) -> Drawn:
+    """The study's Figure 3: normalised runtime and power vs actors; perf/W and energy per task."""
+    name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
+    groups = series(study.finished, "actors", "actors")
+    if len({j.actors for js in groups.values() for j in js}) < 2:
+        return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    panels = [
+        (axes[0, 0], [("runtime_s", "", _normalise_to_first)], "runtime / runtime at fewest actors"),
+        (axes[0, 1], [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)], "average power (W)"),
+        (axes[1, 0], [("perf_per_watt", "", None)], f"perf per watt ({_fps_units(study)} / W)"),
+        (axes[1, 1], [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
+                      ("energy_cpu_j", "CPU pkg", None)], "energy per task (J)"),
+    ]
+    for ax, metrics, ylabel in panels:
+        missing = []
+        for metric, label, transform in metrics:
+            missing += _plot_metric(ax, groups, "actors", metric, label, transform)
+        ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
+        if ax.lines:
+            _log2_axis(ax, [j.actors for js in groups.values() for j in js])
+            ax.legend(fontsize=7)
+        _not_measured(ax, " / ".join(m for m, _, _ in metrics), missing)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates")
+    _footer(fig, study)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    return Drawn(name, title, fig)
+
+
+def sm_scaling(study: Study) -> Drawn:
+    """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio, fixed actors."""
+    name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
+    groups = series(study.finished, "sm_granted", "sm_limit")
+    if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
+        return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
+    unit = "SMs" if study.jobs[0].tags.get("compute_unit") == "sm" else "CPU intra-op threads"
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",
+                                                                            "CPU/GPU ratio (actor threads / units)")):
+        for g, js in groups.items():
+            base = max(js, key=lambda j: j.knob("sm_granted"))
+            pts = sorted((j.knob(x_key), j.value("runtime_s") / base.value("runtime_s")) for j in js)
+            ax.plot(*zip(*pts), marker="o", label=f"{g} (baseline {base.knob('sm_granted'):.0f} units)",
+                    gid=f"slowdown|{g}")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        if x_key == "cpu_gpu_ratio":
+            ax.axvline(1.0, color="tab:red", ls="--", lw=0.8, label="study's rule: ratio >= 1")
+        _log2_axis(ax, [j.knob(x_key) for js in groups.values() for j in js])
+        ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"{title} ({study.title})")
+    _footer(fig, study)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
+    return Drawn(name, title, fig)
+
+
+def operations(study: Study) -> Drawn:
+    """Time per operation, per job, as stacked bars (one panel per role)."""
+    name, title = "operations", "Time per operation (share of each role's wall time)"
+    jobs = [j for j in study.finished if any(k.startswith("op_frac/") for k in j.metrics)]
+    if not jobs:
+        return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
+    roles = ("actors", "inference", "learner")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 0.5 * len(jobs) + 3.5), sharey=True)
+    for ax, role in zip(axes, roles):
+        ops = sorted({k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")})
+        left = [0.0] * len(jobs)
+        for op in ops:
+            widths = [j.value(f"op_frac/{role}/{op}") or 0.0 for j in jobs]  # an op a job never ran: no time
+            bars = ax.barh([j.name for j in jobs], widths, left=left, label=op)
+            for patch in bars:
+                patch.set_gid(f"op_frac/{role}/{op}")
+            left = [a + b for a, b in zip(left, widths)]
+        ax.set(title=role, xlabel="share of wall time", xlim=(0, 1.05))
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
+    fig.suptitle(f"{title} ({study.title}); corrected for annotation cost")
+    _footer(fig, study)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    return Drawn(name, title, fig)
+
+
+def gpu_busy(study: Study) -> Drawn:
+    """GPU-busy fraction (CUDA events) beside NVML utilisation, per job."""
+    name, title = "gpu_busy", "GPU busy (CUDA events) vs NVML utilisation"
+    jobs = study.finished
+    if not any(j.value("gpu_busy_frac") is not None or j.value("gpu_util_avg") is not None for j in jobs):
+        reason = jobs[0].why_missing("gpu_busy_frac") if jobs else "no finished job"
+        return Drawn(name, title, None, f"not measured: {reason}")
+    fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
+    xs = range(len(jobs))
+    for off, metric in ((-0.2, "gpu_busy_frac"), (0.2, "gpu_util_avg")):
+        have = [(x + off, j.value(metric)) for x, j in zip(xs, jobs) if j.value(metric) is not None]
+        if have:
+            bars = ax.bar(*zip(*have), width=0.4, label=metric)
+            for patch in bars:
+                patch.set_gid(metric)
+    ax.set_xticks(list(xs), [j.name for j in jobs], rotation=30, ha="right", fontsize=7)
+    ax.set(ylabel="fraction of runtime", ylim=(0, 1.05))
+    ax.legend()
+    fig.suptitle(f"{title} ({study.title}); NVML counts any kernel running")
+    _footer(fig, study)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    return Drawn(name, title, fig)
+
+
+def pareto_front(study: Study) -> Drawn:
+    """A search's trials: fps vs energy per task, the non-dominated ones joined."""
+    name, title = "pareto_front", "Search: fps vs energy per task"
+    jobs = [j for j in study.finished if j.value("fps") is not None and j.value("energy_per_task_j") is not None]
+    if not jobs:
+        reason = study.finished[0].why_missing("energy_per_task_j") if study.finished else "no finished trial"
+        return Drawn(name, title, None, f"energy per task not measured: {reason}")
+    pts = [(j.value("fps"), j.value("energy_per_task_j")) for j in jobs]
+    front = sorted(pareto(pts), key=lambda i: pts[i][0])
+    fig, ax = plt.subplots(figsize=(7, 5))
+    ax.scatter(*zip(*pts), color="tab:grey", label="trials", gid="trials")
+    ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "o-", color="tab:red", label="Pareto front",
+            gid="pareto")
+    for j, (f, e) in zip(jobs, pts):
+        ax.annotate(f"{j.name} (ratio {j.knob('cpu_gpu_ratio') or float('nan'):.2g})", (f, e), fontsize=6)
+    ax.set(xlabel=f"fps ({_fps_units(study)}), higher is better", ylabel="energy per task (J), lower is better")
+    ax.legend()
+    fig.suptitle(f"{title} ({study.title})")
+    _footer(fig, study)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    return Drawn(name, title, fig)
+
+
+def all_figures(study: Study) -> list[Drawn]:
+    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study)]
+    if study.kind == "study":
+        figs.append(pareto_front(study))
+    return figs

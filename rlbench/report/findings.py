@@ -1,0 +1,56 @@
+"""The verdict for a whole study: knee per actor series, bound per job, recommended ratio.
+
+Glue between the records (rlbench.report.records) and the pure rules (rlbench.report.verdict);
+the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from rlbench.report.figures import series
+from rlbench.report.records import Study
+from rlbench.report.verdict import bottleneck, knee, recommend, study_rule
+
+
+def _int(v) -> int | None:
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return None
+
+
+def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
+    threads = _int(study.host.get("hardware_threads"))
+    knees = {}
+    for g, js in series(study.finished, "actors", "actors").items():
+        fps = {j.actors: j.value("fps") for j in js if j.value("fps") is not None}
+        if len(fps) >= 2:
+            k = knee(fps, knee_share)
+            knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads"}
+    bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
+    candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"),
+                   "energy_j": j.value("energy_per_task_j")} for j in study.finished]
+    rec = recommend(candidates, tolerance)
+    units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
+    unit = "SM" if any(j.tags.get("compute_unit") == "sm" for j in study.finished) else "CPU intra-op thread"
+    rule = study_rule(threads, _int(max(units)) if units else None, unit,
+                      [(c["ratio"], c["fps"]) for c in candidates if c["ratio"] is not None and c["fps"] is not None])
+    not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
+                for j in study.not_finished]
+    return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
+            "study_rule": rule, "not_finished": not_done, "missing": study.missing,
+            "knee_share": knee_share, "tolerance": tolerance}
+
+
+def verdict_lines(f: dict) -> list[str]:
+    """The verdict in plain sentences, in the order a reader asks."""
+    lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or ["knee: not computed (fewer than two "
+                                                                           "finished actor counts in every series)"]
+    lines += [f"bound ({name}): {b['text']}" for name, b in f["bottleneck"].items()]
+    rec = f["recommendation"]
+    lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with fps)")
+    lines.append(f["study_rule"])
+    lines += [f"NOT FINISHED ({d['status']}): {d['name']}: {d['reason']}" for d in f["not_finished"]]
+    lines += [f"MISSING: {m}" for m in f["missing"]]
+    return lines

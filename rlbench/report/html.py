@@ -1,0 +1,70 @@
+"""One self-contained HTML file: figures inlined as base64 PNG, the verdict, the job table."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+from rlbench.report.figures import Drawn
+from rlbench.report.records import JobRun, Study
+
+COLUMNS = (("actors", "actors"), ("actor threads", "actor_threads_used"), ("units granted", "sm_granted"),
+           ("CPU/GPU ratio", "cpu_gpu_ratio"), ("fps (env frames/s)", "fps"), ("runtime (s)", "runtime_s"),
+           ("energy per task (J)", "energy_per_task_j"), ("perf/W", "perf_per_watt"),
+           ("GPU power avg (W)", "power_gpu_w_avg"), ("GPU busy", "gpu_busy_frac"), ("NVML util", "gpu_util_avg"))
+
+STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
+td:first-child,th:first-child{text-align:left}.bad{background:#fdd}.na{color:#999}img{max-width:100%}
+li.warn{color:#a00}"""
+
+
+def png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _cell(job: JobRun, key: str) -> str:
+    v = job.value(key) if key != "actors" else job.actors
+    if v is None:
+        return f'<td class="na" title="{html.escape(job.why_missing(key))}">n/a</td>'
+    return f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{v}</td>"
+
+
+def job_table(study: Study, bounds: dict) -> str:
+    head = "<tr><th>job</th><th>status</th>" + "".join(f"<th>{h}</th>" for h, _ in COLUMNS) + "<th>bound</th></tr>"
+    rows = []
+    for j in study.jobs:
+        cls = "" if j.finished else ' class="bad"'
+        status = j.status + (f": {html.escape(j.error)}" if j.error and not j.finished else "")
+        bound = bounds.get(j.name, {}).get("kind", "-")
+        rows.append(f"<tr{cls}><td>{html.escape(j.name)}</td><td>{status}</td>"
+                    + "".join(_cell(j, k) for _, k in COLUMNS) + f"<td>{html.escape(bound)}</td></tr>")
+    rows += [f'<tr class="bad"><td colspan="{len(COLUMNS) + 3}">MISSING: {html.escape(m)}</td></tr>'
+             for m in study.missing]
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: dict, lines: list[str]) -> str:
+    verdict = "".join(f'<li{" class=warn" if l.startswith(("NOT FINISHED", "MISSING")) else ""}>{html.escape(l)}</li>'
+                      for l in lines)
+    figures = []
+    for d in drawn:
+        if d.name in pngs:
+            data = base64.b64encode(pngs[d.name]).decode()
+            figures.append(f'<h3>{html.escape(d.title)}</h3><img alt="{d.name}" src="data:image/png;base64,{data}">')
+        else:
+            figures.append(f"<h3>{html.escape(d.title)}</h3><p class=na>not drawn: {html.escape(d.note)}</p>")
+    units = (f"fps counts env frames (frameskip {study.frameskip}: one agent step = {study.frameskip} frames)"
+             if study.frameskip else "fps counts env frames")
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>rlbench report: {html.escape(study.title)}</title>
+<style>{STYLE}</style></head><body>
+<h1>rlbench report: {html.escape(study.title)}</h1>
+<p>{html.escape(study.kind)} {html.escape(study.parent_id or '')} on {html.escape(study.host_label())}.
+{html.escape(units)}. {len(study.finished)} of {len(study.jobs) + len(study.missing)} jobs finished.</p>
+<h2>Verdict</h2><ul>{verdict}</ul>
+<h2>Jobs</h2>{job_table(study, findings["bottleneck"])}
+<h2>Figures</h2>{''.join(figures)}
+</body></html>"""

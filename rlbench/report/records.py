@@ -1,0 +1,150 @@
+"""The MLflow record of a sweep, a search or an experiment, as the report reads it.
+
+Everything the figures and the verdict use comes from here, read with `mlflow.search_runs`:
+one `JobRun` per child run (its status, the knobs it ran with, its final metrics, and the
+`null/<metric>` reasons for values the job could not measure), and one `Study` around them
+(the parent run, the host, and the jobs that were planned but have no finished run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import mlflow
+
+HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
+
+
+@dataclass
+class JobRun:
+    run_id: str
+    name: str
+    status: str                      # FINISHED, FAILED, KILLED, RUNNING (stale or still going)
+    params: dict[str, str]
+    metrics: dict[str, float]
+    nulls: dict[str, str]            # metric -> why it was not measured (the job's null/ tags)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "FINISHED"
+
+    def value(self, key: str) -> float | None:
+        """A final metric, or None when the job did not log it (see `why_missing`)."""
+        v = self.metrics.get(key)
+        return v if v is not None and math.isfinite(v) else None
+
+    def why_missing(self, key: str) -> str:
+        if not self.finished:
+            return f"job {self.status}"
+        return self.nulls.get(key, "not logged by this job")
+
+    def knob(self, key: str) -> float | None:
+        """A numeric knob: the metric where the job logged one (granted, not requested), else the param."""
+        v = self.value(key)
+        if v is None:
+            try:
+                v = float(self.params.get(key))
+            except (TypeError, ValueError):
+                return None
+        return v
+
+    @property
+    def actors(self) -> int | None:
+        a = self.knob("actors")
+        return None if a is None else int(a)
+
+    @property
+    def error(self) -> str | None:
+        return self.tags.get("error") or self.tags.get("end_reason")
+
+
+@dataclass
+class Study:
+    kind: str                        # sweep, study (an Optuna search) or experiment
+    title: str
+    parent_id: str | None
+    host: dict[str, str]
+    jobs: list[JobRun]
+    missing: list[str]               # planned jobs with no run at all, as text
+    frameskip: int | None = None
+
+    @property
+    def finished(self) -> list[JobRun]:
+        return [j for j in self.jobs if j.finished]
+
+    @property
+    def not_finished(self) -> list[JobRun]:
+        return [j for j in self.jobs if not j.finished]
+
+    def host_label(self) -> str:
+        h = self.host
+        gpu = f", {h['gpu_name']} ({h.get('gpu_sm_count', '?')} SMs)" if h.get("gpu_name") else ", no CUDA GPU"
+        return f"{h.get('host', '?')}: {h.get('cpu_model', '?')}, {h.get('hardware_threads', '?')} HW threads{gpu}"
+
+
+def _job(run) -> JobRun:
+    tags = run.data.tags
+    return JobRun(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], status=run.info.status,
+                  params=dict(run.data.params), metrics=dict(run.data.metrics),
+                  nulls={k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")},
+                  tags={k: v for k, v in tags.items() if not k.startswith(("null/", "mlflow."))})
+
+
+def _host(tags: dict, jobs: list[JobRun]) -> dict[str, str]:
+    source = dict(tags)
+    for j in jobs:  # GPU tags are set by the jobs (the parent only has the launching host's)
+        source = {**j.tags, **source} if j.finished else source
+    return {k: source[k] for k in HOST_TAGS if k in source}
+
+
+def _missing(client, parent_id: str, jobs: list[JobRun], planned: int | None) -> list[str]:
+    """Jobs of the parent's summary that have no run, and planned jobs the summary never got."""
+    out, seen = [], {j.run_id for j in jobs}
+    try:
+        path = client.download_artifacts(parent_id, "summary.json")
+        with open(path) as f:
+            summary = json.load(f)
+        rows = [dict(zip(summary["columns"], r)) for r in summary["data"]]
+    except Exception:  # noqa: BLE001 - a killed sweep may have no summary yet
+        rows = []
+    for r in rows:
+        if not r.get("run_id") or r["run_id"] not in seen:
+            out.append(f"job {r.get('job')} [{r.get('overrides')}]: {r.get('status')}, no run in this sweep")
+    if planned is not None and len(jobs) + len(out) < planned:
+        out.append(f"{planned - len(jobs) - len(out)} of {planned} planned jobs never started (no run, no summary row)")
+    return out
+
+
+def load_parent(parent_id: str) -> Study:
+    """A sweep's or a search's parent run and its children."""
+    client = mlflow.MlflowClient()
+    parent = client.get_run(parent_id)
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+                                  max_results=50000)
+    jobs = sorted((_job(r) for r in children), key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
+    tags = parent.data.tags
+    kind = tags.get("rlbench.role", "sweep")
+    planned = parent.data.params.get("jobs")
+    return Study(kind=kind, title=parent.info.run_name or parent_id, parent_id=parent_id, host=_host(tags, jobs),
+                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None),
+                 frameskip=_frameskip(jobs))
+
+
+def load_experiment(name: str) -> Study:
+    """Every job run of an experiment (parents and reports left out), one study."""
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is None:
+        raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {mlflow.get_tracking_uri()}")
+    found = mlflow.MlflowClient().search_runs([exp.experiment_id], max_results=50000)
+    jobs = [_job(r) for r in found if "rlbench.role" not in r.data.tags]
+    jobs.sort(key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
+    return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
+                 missing=[], frameskip=_frameskip(jobs))
+
+
+def _frameskip(jobs: list[JobRun]) -> int | None:
+    skips = {j.params.get("env.frameskip") for j in jobs if j.params.get("env.frameskip")}
+    return int(skips.pop()) if len(skips) == 1 else None

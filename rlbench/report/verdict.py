@@ -1,0 +1,146 @@
+"""The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
+
+- `knee`: the smallest actor count after which adding actors gains less than `share` of fps.
+- `bottleneck`: what bounds one job (environment stepping, inference, learner, or waiting),
+  from its operation breakdown (`op_frac/<role>/<op>`) and how long the learner ran on after
+  the actors were done.
+- `recommend`: the CPU/GPU ratio to configure for, with its fps and energy per task.
+- `study_rule`: what the study's rule (CPU/GPU ratio >= 1) predicts for a host.
+- `pareto`: the non-dominated jobs for (max fps, min energy per task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Knee:
+    actors: int | None       # None: fewer than two points
+    fps: float | None
+    gain_after: float | None  # best relative fps gain of any larger actor count over the knee
+    reached: bool             # False: still gaining >= share at the largest actor count swept
+    text: str
+
+
+def knee(points: dict[int, float], share: float = 0.10) -> Knee:
+    """points: actors -> fps (env frames / s). The knee is the smallest actor count whose fps
+    no larger actor count beats by `share` or more."""
+    xs = sorted(points)
+    if len(xs) < 2:
+        return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
+    for i, a in enumerate(xs[:-1]):
+        best_after = max(points[b] for b in xs[i + 1:])
+        gain = best_after / points[a] - 1 if points[a] > 0 else float("inf")
+        if gain < share:
+            return Knee(a, points[a], gain, True,
+                        f"knee at {a} actors ({points[a]:.0f} fps): more actors gain at most {gain:+.1%} "
+                        f"(threshold {share:.0%})")
+    last, prev = xs[-1], xs[-2]
+    gain = points[last] / points[prev] - 1 if points[prev] > 0 else float("inf")
+    return Knee(last, points[last], None, False,
+                f"no knee within the swept range: {prev} -> {last} actors still gained {gain:+.1%} "
+                f"(threshold {share:.0%}); sweep further")
+
+
+BOUND_KINDS = ("environment stepping", "inference", "learner", "waiting")
+
+
+@dataclass
+class Bound:
+    kind: str                # one of BOUND_KINDS, or "unknown"
+    share: float | None      # the deciding share of time
+    evidence: dict[str, float] = field(default_factory=dict)
+    text: str = ""
+
+
+def bottleneck(m: dict[str, float], tail_limit: float = 0.5) -> Bound:
+    """What bounds a job. Two phases: while the actors step, their driver thread splits its
+    time between env stepping, the central inference call, being held back by the replay
+    ratio (the learner is behind) and untimed time (waiting); after the frame target, the job
+    only waits for the learner to reach its update target. If that learner tail is more than
+    `tail_limit` of the runtime, the learner bounds the task; otherwise the largest actor share."""
+    ops = {k.removeprefix("op_frac/actors/"): v for k, v in m.items() if k.startswith("op_frac/actors/")}
+    if not ops:
+        return Bound("unknown", None, {}, "no op_frac/actors/* metrics (telemetry off or job not finished)")
+    runtime, frames, fps = m.get("runtime_s"), m.get("frames"), m.get("fps")
+    evidence = {f"actors/{k}": v for k, v in sorted(ops.items())}
+    if "op_frac/learner/wait" in m:
+        evidence["learner busy"] = 1 - m["op_frac/learner/wait"]
+    if runtime and frames and fps:
+        tail = max(runtime - frames / fps, 0.0) / runtime
+        evidence["learner tail of runtime"] = tail
+        if tail > tail_limit:
+            return Bound("learner", tail, evidence,
+                         f"learner: the actors were done after {frames / fps:.1f} s of {runtime:.1f} s; the rest "
+                         f"({tail:.0%}) waited for learner updates")
+    shares = {"environment stepping": ops.get("env_step", 0.0), "inference": ops.get("inference", 0.0),
+              "learner": ops.get("rate_limited", 0.0), "waiting": ops.get("other", 0.0)}
+    kind = max(shares, key=shares.get)
+    why = {"environment stepping": "in the vector env's step", "inference": "in central inference",
+           "learner": "held back by the replay ratio until the learner caught up",
+           "waiting": "outside any timed operation (queues, Python overhead)"}[kind]
+    return Bound(kind, shares[kind], evidence, f"{kind}: actors spent {shares[kind]:.0%} of their time {why}")
+
+
+@dataclass
+class Recommendation:
+    name: str
+    ratio: float | None
+    fps: float
+    energy_j: float | None
+    text: str
+
+
+def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | None:
+    """jobs: dicts with name, ratio, fps, energy_j (None when not measured). The fastest job;
+    where every candidate's energy is known, the least energy per task among the jobs within
+    `tolerance` of the best fps (a few percent of speed for fewer joules)."""
+    ok = [j for j in jobs if j.get("fps") is not None]
+    if not ok:
+        return None
+    fastest = max(ok, key=lambda j: j["fps"])
+    near = [j for j in ok if j["fps"] >= (1 - tolerance) * fastest["fps"]]
+    if all(j.get("energy_j") is not None for j in near):
+        pick = min(near, key=lambda j: j["energy_j"])
+        how = (f"least energy per task among the jobs within {tolerance:.0%} of the best fps"
+               if len(near) > 1 else "fastest job")
+    else:
+        pick, how = fastest, "fastest job (energy per task not measured for all of them)"
+    energy = f"{pick['energy_j']:.0f} J per task" if pick.get("energy_j") is not None else "energy not measured"
+    ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
+    return Recommendation(pick["name"], pick.get("ratio"), pick["fps"], pick.get("energy_j"),
+                          f"CPU/GPU ratio {ratio} ({pick['name']}): {pick['fps']:.0f} fps, {energy}; {how}")
+
+
+def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
+               jobs: list[tuple[float, float]]) -> str:
+    """The study argues RL systems want CPU threads / SMs >= 1 (its 40-SM job, ratio 1, was only
+    6% slower than all 80 SMs). For this host: its ratio with every unit, how many units the
+    rule says are enough, and how close the swept jobs at ratio >= 1 came to the best fps.
+    jobs: (cpu_gpu_ratio, fps) of the finished jobs."""
+    if not hardware_threads or not units_total:
+        return "study's rule (ratio >= 1): not evaluated (host threads or compute units unknown)"
+    host_ratio = hardware_threads / units_total
+    text = (f"study's rule (ratio >= 1): this host has {hardware_threads} HW threads / {units_total} {unit}s = "
+            f"ratio {host_ratio:.3g} with every unit, so the rule predicts that {min(hardware_threads, units_total)} "
+            f"{unit}(s) are enough")
+    if not jobs:
+        return text + "; no finished job to check it against"
+    best = max(f for _, f in jobs)
+    at_one = [f for r, f in jobs if r >= 1]
+    if not at_one:
+        return text + f"; no job ran at ratio >= 1 (sweep sm_limit <= {hardware_threads} to test it)"
+    share = max(at_one) / best
+    return text + (f"; measured: the best job at ratio >= 1 reaches {share:.0%} of the best fps "
+                   + ("(consistent with the rule)" if share >= 0.9 else "(the rule does not hold here)"))
+
+
+def pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points (fps to maximise, energy to minimise) no other point dominates."""
+    front = []
+    for i, (f, e) in enumerate(points):
+        dominated = any(f2 >= f and e2 <= e and (f2 > f or e2 < e) for j, (f2, e2) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return front
