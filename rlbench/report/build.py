@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-
 from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings, verdict_lines
 from rlbench.report.html import png_bytes, render
@@ -25,7 +23,6 @@ def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, toleranc
             pngs[d.name] = png_bytes(d.fig)
             paths[d.name] = out_dir / f"{d.name}.png"
             paths[d.name].write_bytes(pngs[d.name])
-            plt.close(d.fig)
     not_drawn = {d.name: d.note for d in drawn if d.fig is None}
     (out_dir / "findings.json").write_text(json.dumps(found | {"not_drawn": not_drawn}, indent=2, default=str))
     page = out_dir / "report.html"

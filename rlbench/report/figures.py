@@ -4,7 +4,8 @@ Every function returns a `Drawn`: the figure, or None and the reason it could no
 (a value that was not measured is never drawn as zero). Each plotted series carries a gid
 `<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
 figure names the host, the units (env frames, not agent steps) and its baseline, and lists
-the jobs it could not plot (failed, killed, missing).
+the jobs it could not plot (failed, killed, missing). Figures are plain matplotlib `Figure`s
+(no pyplot): nothing global is touched, and a notebook shows them as PNG (html.png_bytes).
 """
 
 from __future__ import annotations
@@ -13,15 +14,11 @@ import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator, ScalarFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import NullLocator, ScalarFormatter  # noqa: E402
-
-from rlbench.report.records import JobRun, Study  # noqa: E402
-from rlbench.report.verdict import pareto  # noqa: E402
+from rlbench.report.records import JobRun, Study
+from rlbench.report.verdict import pareto
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
 
@@ -101,7 +98,8 @@ def actor_scaling(study: Study) -> Drawn:
     groups = series(study.finished, "actors", "actors")
     if len({j.actors for js in groups.values() for j in js}) < 2:
         return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    fig = Figure(figsize=(11, 8.5))
+    axes = fig.subplots(2, 2)
     panels = [
         (axes[0, 0], [("runtime_s", "", _normalise_to_first)], "runtime / runtime at fewest actors"),
         (axes[0, 1], [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)], "average power (W)"),
@@ -132,14 +130,15 @@ def sm_scaling(study: Study) -> Drawn:
     if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
     unit = "SMs" if study.jobs[0].tags.get("compute_unit") == "sm" else "CPU intra-op threads"
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8))
+    fig = Figure(figsize=(11, 4.8))
+    axes = fig.subplots(1, 2)
     for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",
                                                                             "CPU/GPU ratio (actor threads / units)")):
         for g, js in groups.items():
             base = max(js, key=lambda j: j.knob("sm_granted"))
             pts = sorted((j.knob(x_key), j.value("runtime_s") / base.value("runtime_s")) for j in js)
             ax.plot(*zip(*pts), marker="o", label=f"{g} (baseline {base.knob('sm_granted'):.0f} units)",
-                    gid=f"slowdown|{g}")
+                    gid=f"slowdown_vs_{x_key}|{g}")
         ax.axhline(1.0, color="grey", lw=0.8)
         if x_key == "cpu_gpu_ratio":
             ax.axvline(1.0, color="tab:red", ls="--", lw=0.8, label="study's rule: ratio >= 1")
@@ -160,7 +159,8 @@ def operations(study: Study) -> Drawn:
     if not jobs:
         return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
     roles = ("actors", "inference", "learner")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 0.5 * len(jobs) + 3.5), sharey=True)
+    fig = Figure(figsize=(15, 0.5 * len(jobs) + 3.5))
+    axes = fig.subplots(1, 3, sharey=True)
     for ax, role in zip(axes, roles):
         ops = sorted({k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")})
         left = [0.0] * len(jobs)
@@ -185,7 +185,8 @@ def gpu_busy(study: Study) -> Drawn:
     if not any(j.value("gpu_busy_frac") is not None or j.value("gpu_util_avg") is not None for j in jobs):
         reason = jobs[0].why_missing("gpu_busy_frac") if jobs else "no finished job"
         return Drawn(name, title, None, f"not measured: {reason}")
-    fig, ax = plt.subplots(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
+    fig = Figure(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
+    ax = fig.subplots()
     xs = range(len(jobs))
     for off, metric in ((-0.2, "gpu_busy_frac"), (0.2, "gpu_util_avg")):
         have = [(x + off, j.value(metric)) for x, j in zip(xs, jobs) if j.value(metric) is not None]
@@ -211,7 +212,8 @@ def pareto_front(study: Study) -> Drawn:
         return Drawn(name, title, None, f"energy per task not measured: {reason}")
     pts = [(j.value("fps"), j.value("energy_per_task_j")) for j in jobs]
     front = sorted(pareto(pts), key=lambda i: pts[i][0])
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig = Figure(figsize=(7, 5))
+    ax = fig.subplots()
     ax.scatter(*zip(*pts), color="tab:grey", label="trials", gid="trials")
     ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "o-", color="tab:red", label="Pareto front",
             gid="pareto")

@@ -27,7 +27,7 @@ def png_bytes(fig) -> bytes:
 
 
 def _cell(job: JobRun, key: str) -> str:
-    v = job.value(key) if key != "actors" else job.actors
+    v = job.knob(key)
     if v is None:
         return f'<td class="na" title="{html.escape(job.why_missing(key))}">n/a</td>'
     return f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{v}</td>"

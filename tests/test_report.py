@@ -1,0 +1,198 @@
+"""rlbench report: figures whose plotted values are the MLflow metrics, failed and missing jobs
+shown as such, the CLI, and the analysis notebook, on synthetic runs and on a tiny real sweep."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from rlbench.report import build_report, findings, load_parent
+from rlbench.report import figures as F
+from tests.conftest import ROOT, rlbench_cli
+
+HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
+
+
+def _child(client, exp, parent, name, params, metrics, status="FINISHED", tags=None):
+    run = client.create_run(exp, run_name=name, tags={"mlflow.parentRunId": parent, "compute_unit": "sm",
+                                                      **HOST, **(tags or {})})
+    for k, v in params.items():
+        client.log_param(run.info.run_id, k, v)
+    for k, v in metrics.items():
+        client.log_metric(run.info.run_id, k, v)
+    client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
+
+
+def _metrics(fps, runtime, watts, sm, env=0.3, inf=0.6):
+    return {"fps": fps, "runtime_s": runtime, "frames": fps * runtime, "power_gpu_w_avg": watts,
+            "energy_per_task_j": watts * runtime, "energy_gpu_j": watts * runtime, "perf_per_watt": fps / watts,
+            "gpu_busy_frac": 0.2, "gpu_util_avg": 0.6, "sm_granted": sm, "sm_total": 80.0,
+            "op_frac/actors/env_step": env, "op_frac/actors/inference": inf, "op_frac/actors/rate_limited": 0.05,
+            "op_frac/actors/other": 1 - env - inf - 0.05, "op_frac/learner/wait": 0.4,
+            "op_frac/learner/forward_backward": 0.6}
+
+
+@pytest.fixture
+def synthetic(store):
+    """A DGX-1-like actor sweep plus an SM point, one FAILED job and one planned job with no run."""
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("test", artifact_location=str(store["db"].parent / "artifacts"))
+    parent = client.create_run(exp, run_name="actor sweep", tags={"rlbench.role": "sweep", **HOST}).info.run_id
+    client.log_param(parent, "jobs", 6)
+    ids = {}
+    for actors, sm_limit, sm, fps, runtime, watts in [(4, "None", 80, 1000.0, 600.0, 70.0), (40, "None", 80, 5800.0, 110.0, 150.0),
+                                                      (256, "None", 80, 6000.0, 100.0, 160.0), (40, "40", 40, 5500.0, 117.0, 140.0)]:
+        name = f"actors={actors} sm_limit={sm_limit}"
+        ids[name] = _child(client, exp, parent, name, {"actors": actors, "sm_limit": sm_limit, "env.frameskip": 4,
+                                                       "cpu_gpu_ratio": 40 / sm}, _metrics(fps, runtime, watts, sm)
+                           | {"cpu_gpu_ratio": 40 / sm})
+    ids["failed"] = _child(client, exp, parent, "actors=64 sm_limit=None", {"actors": 64, "sm_limit": "None"}, {},
+                           status="FAILED", tags={"error": "RuntimeError: boom"})
+    rows = [[i, f"actors={a}", "FINISHED", ids.get(f"actors={a} sm_limit=None")] for i, a in enumerate((4, 40, 256))]
+    rows += [[3, "actors=64", "FAILED", ids["failed"]], [4, "actors=128", "KILLED", None]]
+    client.log_dict(parent, {"columns": ["job", "overrides", "status", "run_id"], "data": rows}, "summary.json")
+    client.set_terminated(parent, "FAILED")
+    return parent, ids
+
+
+def _lines(drawn, prefix):
+    return {ln.get_gid(): (list(ln.get_xdata()), list(ln.get_ydata())) for ax in drawn.fig.axes for ln in ax.lines
+            if (ln.get_gid() or "").startswith(prefix)}
+
+
+def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthetic):
+    parent, _ = synthetic
+    study = load_parent(parent)
+    fig3 = F.actor_scaling(study)
+    runtime = _lines(fig3, "runtime_s|")["runtime_s|sm_limit=None"]
+    assert runtime == ([4.0, 40.0, 256.0], pytest.approx([1.0, 110 / 600, 100 / 600]))
+    power = _lines(fig3, "power_gpu_w_avg|")["power_gpu_w_avg|sm_limit=None"]
+    assert power[1] == [70.0, 150.0, 160.0]
+    energy = _lines(fig3, "energy_per_task_j|")["energy_per_task_j|sm_limit=None"]
+    assert energy[1] == pytest.approx([70 * 600.0, 150 * 110.0, 160 * 100.0])
+    assert all(64.0 not in x for x, _ in _lines(fig3, "").values())
+    footer = " ".join(t.get_text() for t in fig3.fig.texts)
+    assert "actors=64 sm_limit=None: FAILED (RuntimeError: boom)" in footer and "actors=128" in footer
+    assert "Tesla V100 (80 SMs)" in footer and "40 HW threads" in footer
+    assert "frameskip 4" in fig3.fig.axes[2].get_ylabel()
+
+
+def test_figure4_slowdown_against_the_most_units(synthetic):
+    study = load_parent(synthetic[0])
+    fig4 = F.sm_scaling(study)
+    curves = _lines(fig4, "slowdown")
+    assert curves["slowdown_vs_sm_granted|actors=40"] == ([40.0, 80.0], pytest.approx([117 / 110, 1.0]))
+    assert curves["slowdown_vs_cpu_gpu_ratio|actors=40"] == ([0.5, 1.0], pytest.approx([1.0, 117 / 110]))
+
+
+def test_verdict_and_html_report_failed_and_missing_jobs(synthetic, tmp_path):
+    study = load_parent(synthetic[0])
+    found = findings(study)
+    (k,) = found["knee"].values()
+    assert k["actors"] == 40 and "this host has 40 HW threads" in k["text"]
+    assert found["bottleneck"]["actors=4 sm_limit=None"]["kind"] == "inference"
+    assert [d["status"] for d in found["not_finished"]] == ["FAILED"]
+    assert any("actors=128" in m and "KILLED" in m for m in found["missing"])
+    out = build_report(study, tmp_path / "report")
+    page = out["html"].read_text()
+    assert "FAILED: RuntimeError: boom" in page and "MISSING: job 4 [actors=128]" in page
+    assert not re.search(r'(src|href)="(http|//)', page) and page.count("data:image/png;base64,") == 4
+    assert set(out["figures"]) == {"fig3_actor_scaling", "fig4_sm_scaling", "operations", "gpu_busy"}
+    ops = F.operations(study)
+    widths = [p.get_width() for p in ops.fig.axes[0].patches if p.get_gid() == "op_frac/actors/env_step"]
+    assert widths == pytest.approx([0.3] * 4)
+
+
+def test_search_pareto_front(store):
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("test")
+    parent = client.create_run(exp, run_name="study ratio", tags={"rlbench.role": "study", **HOST}).info.run_id
+    for i, (fps, energy) in enumerate([(100.0, 50.0), (90.0, 40.0), (80.0, 45.0)]):
+        _child(client, exp, parent, f"trial {i}", {"actors": 4 * (i + 1)},
+               {"fps": fps, "energy_per_task_j": energy, "cpu_gpu_ratio": 1.0})
+    drawn = F.pareto_front(load_parent(parent))
+    (front,) = _lines(drawn, "pareto").values()
+    assert front == ([90.0, 100.0], [40.0, 50.0])
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """A real 2x2 sweep (actors x sm_limit) of seconds-long CartPole jobs."""
+    tmp = tmp_path_factory.mktemp("sweep")
+    uri = f"sqlite:///{tmp}/mlflow.db"
+    out = rlbench_cli(["-m", "actors=2,4", "sm_limit=1,2", "env=cartpole", "workload=smoke", "progress=log",
+                       "telemetry.rate_hz=2", f"tracking.uri={uri}", f"tracking.artifact_location={tmp}/artifacts",
+                       "tracking.experiment=test", "tracking.system_metrics=false", f"hydra.sweep.dir={tmp}/multirun"],
+                      timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
+    return uri, parent, tmp
+
+
+def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(tiny_sweep):
+    uri, parent, tmp = tiny_sweep
+    out = subprocess.run([sys.executable, "-m", "rlbench.report", "--sweep", parent, "--tracking-uri", uri,
+                          "--out", str(tmp / "report")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "recommended: CPU/GPU ratio" in out.stdout and "gpu_busy not drawn: not measured" in out.stdout
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient()
+    logged = {a.path for a in client.list_artifacts(parent, "report")}
+    assert {"report/report.html", "report/fig3_actor_scaling.png", "report/fig4_sm_scaling.png",
+            "report/operations.png", "report/findings.json"} <= logged
+    # The plotted values against the runs as MLflow returns them, read independently.
+    kids = {r.info.run_name: r for r in mlflow.search_runs(experiment_names=["test"], output_format="list")
+            if r.data.tags.get("mlflow.parentRunId") == parent}
+    assert len(kids) == 4 and all(r.info.status == "FINISHED" for r in kids.values())
+    study = load_parent(parent)
+    for gid, (xs, ys) in _lines(F.actor_scaling(study), "runtime_s|").items():
+        sm = gid.split("sm_limit=")[1]
+        rt = [kids[f"actors={a} sm_limit={sm}"].data.metrics["runtime_s"] for a in (2, 4)]
+        assert (xs, ys) == ([2.0, 4.0], pytest.approx([1.0, rt[1] / rt[0]]))
+    for gid, (xs, ys) in _lines(F.sm_scaling(study), "slowdown_vs_sm_granted|").items():
+        a = gid.split("actors=")[1]
+        rt = [kids[f"actors={a} sm_limit={s}"].data.metrics["runtime_s"] for s in (1, 2)]
+        assert (xs, ys) == ([1.0, 2.0], pytest.approx([rt[0] / rt[1], 1.0]))
+    ops = F.operations(study)
+    for p in ops.fig.axes[0].patches:
+        if p.get_gid() == "op_frac/actors/inference":
+            name = ops.fig.axes[0].get_yticklabels()[round(p.get_y() + p.get_height() / 2)].get_text()
+            assert p.get_width() == pytest.approx(kids[name].data.metrics["op_frac/actors/inference"])
+    found = json.loads((tmp / "report" / "findings.json").read_text())
+    assert set(found["bottleneck"]) == set(kids) and found["not_finished"] == [] and found["missing"] == []
+
+
+def test_report_cli_refuses_a_job_run_and_an_unknown_id(tiny_sweep):
+    uri, parent, _ = tiny_sweep
+    mlflow.set_tracking_uri(uri)
+    job = next(r for r in mlflow.search_runs(experiment_names=["test"], output_format="list")
+               if r.data.tags.get("mlflow.parentRunId") == parent)
+    for run_id, says in ((job.info.run_id, "has no child runs"), ("0" * 32, "no such run")):
+        out = subprocess.run([sys.executable, "-m", "rlbench.report", "--sweep", run_id, "--tracking-uri", uri,
+                              "--no-log", "--out", "/tmp/never"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and says in out.stderr, out.stderr[-2000:]
+
+
+def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
+    import nbclient
+    import nbformat
+
+    uri, parent, _ = tiny_sweep
+    monkeypatch.setenv("RLBENCH_TRACKING_URI", uri)
+    monkeypatch.setenv("RLBENCH_SWEEP", parent)
+    nb = nbformat.read(ROOT / "notebooks" / "analysis.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert parent in text and "4 of 4 jobs finished" in text and "recommended: CPU/GPU ratio" in text
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 3  # figures 3 and 4 and the operations; GPU busy is not measured here

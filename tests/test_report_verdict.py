@@ -1,0 +1,88 @@
+"""The verdict's rules against synthetic numbers with a known answer."""
+
+import pytest
+
+from rlbench.report.verdict import bottleneck, knee, pareto, recommend, study_rule
+
+
+def test_knee_is_where_more_actors_stop_paying():
+    # The study's shape: 4 -> 40 gives 5.8x, 40 -> 256 only a few percent more.
+    k = knee({4: 1000.0, 40: 5800.0, 256: 6000.0}, share=0.10)
+    assert (k.actors, k.reached) == (40, True) and k.gain_after == pytest.approx(6000 / 5800 - 1)
+
+
+def test_knee_looks_past_a_dip():
+    # 64 is slower than 40 but 256 is not 10% above 40 either: the knee is 40.
+    assert knee({4: 1000.0, 40: 3000.0, 64: 2900.0, 256: 3100.0}, share=0.10).actors == 40
+    # ...while a big gain after the dip moves it on.
+    assert knee({4: 1000.0, 40: 3000.0, 64: 2900.0, 256: 4000.0}, share=0.10).actors == 256
+
+
+def test_no_knee_inside_the_sweep_says_so():
+    k = knee({4: 1000.0, 8: 1900.0, 16: 3000.0}, share=0.10)
+    assert not k.reached and "no knee" in k.text and "+57.9%" in k.text
+
+
+def test_knee_share_is_configurable():
+    pts = {4: 1000.0, 40: 5800.0, 256: 6000.0}
+    assert knee(pts, share=0.02).actors == 256 and not knee(pts, share=0.02).reached
+    assert knee({4: 100.0}, 0.1).actors is None
+
+
+def _ops(env, inf, rate, other, **extra):
+    return {"op_frac/actors/env_step": env, "op_frac/actors/inference": inf, "op_frac/actors/rate_limited": rate,
+            "op_frac/actors/other": other, "op_frac/learner/wait": 0.5, **extra}
+
+
+@pytest.mark.parametrize("ops, kind", [
+    (_ops(0.7, 0.2, 0.05, 0.05), "environment stepping"),
+    (_ops(0.2, 0.7, 0.05, 0.05), "inference"),
+    (_ops(0.1, 0.2, 0.6, 0.1), "learner"),
+    (_ops(0.1, 0.2, 0.1, 0.6), "waiting"),
+])
+def test_bound_from_the_actors_time(ops, kind):
+    # Actors stepped the whole runtime: 1e6 frames at 1e4 fps in 100 s.
+    b = bottleneck(ops | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
+    assert b.kind == kind and b.share == max(ops[k] for k in ops if k.startswith("op_frac/actors/"))
+    assert b.evidence["learner tail of runtime"] == pytest.approx(0.0)
+
+
+def test_learner_tail_bounds_the_task():
+    # Actors done after 20 s of 100 s: the learner's updates set the runtime.
+    b = bottleneck(_ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4})
+    assert b.kind == "learner" and b.share == pytest.approx(0.8) and "20.0 s of 100.0 s" in b.text
+
+
+def test_bound_unknown_without_breakdown():
+    assert bottleneck({"fps": 10.0}).kind == "unknown"
+
+
+def test_recommend_trades_a_little_speed_for_energy():
+    jobs = [{"name": "a", "ratio": 0.5, "fps": 1000.0, "energy_j": 900.0},
+            {"name": "b", "ratio": 1.0, "fps": 970.0, "energy_j": 600.0},
+            {"name": "c", "ratio": 2.0, "fps": 800.0, "energy_j": 400.0}]
+    rec = recommend(jobs, tolerance=0.05)
+    assert rec.name == "b" and rec.ratio == 1.0 and rec.energy_j == 600.0
+    assert recommend(jobs, tolerance=0.0).name == "a"
+
+
+def test_recommend_without_energy_takes_the_fastest_and_says_so():
+    jobs = [{"name": "a", "ratio": 0.5, "fps": 1000.0, "energy_j": None},
+            {"name": "b", "ratio": 1.0, "fps": 990.0, "energy_j": None}]
+    rec = recommend(jobs)
+    assert rec.name == "a" and rec.energy_j is None and "not measured" in rec.text
+    assert recommend([]) is None
+
+
+def test_study_rule_on_a_dgx1_like_host():
+    # 40 threads / 80 SMs: the rule says 40 SMs are enough; 40-SM job 6% slower (the study).
+    text = study_rule(40, 80, "SM", [(0.5, 1000.0), (1.0, 940.0), (20.0, 300.0)])
+    assert "ratio 0.5 with every unit" in text and "40 SM(s) are enough" in text
+    assert "reaches 94% of the best fps (consistent" in text
+    assert "no job ran at ratio >= 1" in study_rule(40, 80, "SM", [(0.5, 1000.0)])
+    assert "not evaluated" in study_rule(None, 80, "SM", [])
+
+
+def test_pareto_front():
+    pts = [(100.0, 50.0), (90.0, 40.0), (80.0, 45.0), (100.0, 60.0)]
+    assert pareto(pts) == [0, 1]
