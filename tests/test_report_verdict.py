@@ -57,18 +57,19 @@ def test_bound_unknown_without_breakdown():
     assert bottleneck({"fps": 10.0}).kind == "unknown"
 
 
-def test_recommend_trades_a_little_speed_for_energy():
-    jobs = [{"name": "a", "ratio": 0.5, "fps": 1000.0, "energy_j": 900.0},
-            {"name": "b", "ratio": 1.0, "fps": 970.0, "energy_j": 600.0},
-            {"name": "c", "ratio": 2.0, "fps": 800.0, "energy_j": 400.0}]
+def test_recommend_trades_a_little_time_for_energy():
+    jobs = [{"name": "a", "ratio": 0.5, "runtime_s": 100.0, "fps": 1000.0, "energy_j": 900.0},
+            {"name": "b", "ratio": 1.0, "runtime_s": 104.0, "fps": 970.0, "energy_j": 600.0},
+            {"name": "c", "ratio": 2.0, "runtime_s": 125.0, "fps": 800.0, "energy_j": 400.0}]
     rec = recommend(jobs, tolerance=0.05)
-    assert rec.name == "b" and rec.ratio == 1.0 and rec.energy_j == 600.0
+    assert rec.name == "b" and rec.ratio == 1.0 and rec.energy_j == 600.0 and "task in 104.0 s" in rec.text
     assert recommend(jobs, tolerance=0.0).name == "a"
 
 
-def test_recommend_without_energy_takes_the_fastest_and_says_so():
-    jobs = [{"name": "a", "ratio": 0.5, "fps": 1000.0, "energy_j": None},
-            {"name": "b", "ratio": 1.0, "fps": 990.0, "energy_j": None}]
+def test_recommend_without_energy_takes_the_shortest_task_and_says_so():
+    # b has the higher fps, but a finishes the task first (the learner tail decides).
+    jobs = [{"name": "a", "ratio": 2.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
+            {"name": "b", "ratio": 1.0, "runtime_s": 60.0, "fps": 1000.0, "energy_j": None}]
     rec = recommend(jobs)
     assert rec.name == "a" and rec.energy_j is None and "not measured" in rec.text
     assert recommend([]) is None
@@ -76,10 +77,11 @@ def test_recommend_without_energy_takes_the_fastest_and_says_so():
 
 def test_study_rule_on_a_dgx1_like_host():
     # 40 threads / 80 SMs: the rule says 40 SMs are enough; 40-SM job 6% slower (the study).
-    text = study_rule(40, 80, "SM", [(0.5, 1000.0), (1.0, 940.0), (20.0, 300.0)])
+    text = study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 106.0), (20.0, 300.0)])
     assert "ratio 0.5 with every unit" in text and "40 SM(s) are enough" in text
-    assert "reaches 94% of the best fps (consistent" in text
-    assert "no job ran at ratio >= 1" in study_rule(40, 80, "SM", [(0.5, 1000.0)])
+    assert "took +6% longer than the fastest (consistent" in text
+    assert "does not hold" in study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 150.0)])
+    assert "no job ran at ratio >= 1" in study_rule(40, 80, "SM", [(0.5, 100.0)])
     assert "not evaluated" in study_rule(None, 80, "SM", [])
 
 

@@ -29,13 +29,13 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
             k = knee(fps, knee_share)
             knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads"}
     bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
-    candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"),
+    candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"), "runtime_s": j.value("runtime_s"),
                    "energy_j": j.value("energy_per_task_j")} for j in study.finished]
     rec = recommend(candidates, tolerance)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     unit = "SM" if any(j.tags.get("compute_unit") == "sm" for j in study.finished) else "CPU intra-op thread"
     rule = study_rule(threads, _int(max(units)) if units else None, unit,
-                      [(c["ratio"], c["fps"]) for c in candidates if c["ratio"] is not None and c["fps"] is not None])
+                      [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None])
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
@@ -49,7 +49,7 @@ def verdict_lines(f: dict) -> list[str]:
                                                                            "finished actor counts in every series)"]
     lines += [f"bound ({name}): {b['text']}" for name, b in f["bottleneck"].items()]
     rec = f["recommendation"]
-    lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with fps)")
+    lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")
     lines.append(f["study_rule"])
     lines += [f"NOT FINISHED ({d['status']}): {d['name']}: {d['reason']}" for d in f["not_finished"]]
     lines += [f"MISSING: {m}" for m in f["missing"]]

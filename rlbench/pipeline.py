@@ -1,0 +1,64 @@
+"""One-command experiment pipelines: run a sweep or a search, then its report.
+
+The scripts in pipelines/ are thin: each names its rlbench overrides (full and `--quick`)
+and calls `run_pipeline`. Steps: run `python -m rlbench -m <overrides>` as a child process
+(its output streams through), take the parent run id it prints, and run `rlbench.report`
+on that parent. A sweep with failed jobs still gets its report (the failures are in it) and
+the pipeline then exits 1; a command refused before any job (exit 2) gets no report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
+
+
+def merge(base: list[str], extra: list[str]) -> list[str]:
+    """Overrides `base` then `extra`; a key given in `extra` replaces the same key in `base`."""
+    keys = {o.split("=", 1)[0].lstrip("+~") for o in extra}
+    return [o for o in base if o.split("=", 1)[0].lstrip("+~") not in keys] + list(extra)
+
+
+def tracking_uri(overrides: list[str]) -> str:
+    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "tracking.uri"]
+    return given[-1] if given else os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+
+
+def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
+    """Runs the multirun, echoing its output; returns its exit code and the parent run id."""
+    cmd = [sys.executable, "-m", "rlbench", "-m", *overrides]
+    print("[pipeline] " + " ".join(cmd), flush=True)
+    parent = None
+    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            parent = (m := PARENT_LINE.search(line)) and m.group(1) or parent
+    return proc.returncode, parent
+
+
+def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=f"pipelines/{name}.py", description=f"{name}: run it, then its report.")
+    p.add_argument("--quick", action="store_true", help="a few-minute variant for a 2-core CPU machine")
+    p.add_argument("--report-out", type=Path, default=None, help="report folder (default: reports/<parent run id>)")
+    p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. env=breakout tracking.uri=...")
+    args = p.parse_args(argv)
+    overrides = merge(quick if args.quick else full, args.overrides)
+    uri = tracking_uri(overrides)
+    overrides = merge(overrides, [f"tracking.uri={uri}"])
+    code, parent = run_sweep_command(overrides)
+    if parent is None:
+        print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
+        return code or 1
+    from rlbench.report.__main__ import main as report
+
+    report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(args.report_out)] if args.report_out else [])
+    report_code = report(report_args)
+    return code or report_code

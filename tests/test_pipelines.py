@@ -1,0 +1,35 @@
+"""pipelines/: one command runs the experiment and ends with its report on the parent run."""
+
+import re
+import subprocess
+import sys
+
+import mlflow
+
+from rlbench.pipeline import merge, tracking_uri
+from tests.conftest import ROOT
+
+
+def test_extra_overrides_replace_the_pipelines_own():
+    assert merge(["experiment=sm_sweep_cpu", "actors=8", "workload=smoke"], ["actors=2", "env=cartpole"]) == \
+        ["experiment=sm_sweep_cpu", "workload=smoke", "actors=2", "env=cartpole"]
+    assert tracking_uri(["tracking.uri=sqlite:///x.db"]) == "sqlite:///x.db"
+
+
+def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
+    cmd = [sys.executable, "pipelines/sm_sweep.py", "--quick", "--report-out", str(tmp_path / "report"),
+           "env=cartpole", "actors=2", "telemetry.rate_hz=2", *store["overrides"]]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
+    assert "rlbench report: sm_sweep_cpu" in out.stdout and "(2/2 jobs finished)" in out.stdout
+    mlflow.set_tracking_uri(store["uri"])
+    logged = {a.path for a in mlflow.MlflowClient().list_artifacts(parent, "report")}
+    assert {"report/report.html", "report/fig4_sm_scaling.png"} <= logged
+    assert (tmp_path / "report" / "report.html").exists()
+
+
+def test_pipeline_refused_before_any_job_gets_no_report(store):
+    out = subprocess.run([sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "no report" in out.stderr and "actors" in out.stderr
