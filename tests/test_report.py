@@ -14,6 +14,7 @@ import pytest
 
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
+from rlbench.report.__main__ import main as report_main
 from tests.conftest import ROOT, rlbench_cli
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
@@ -111,17 +112,31 @@ def test_verdict_and_html_report_failed_and_missing_jobs(synthetic, tmp_path):
     assert widths == pytest.approx([0.3] * 4)
 
 
-def test_search_pareto_front(store):
+def test_search_pareto_front(store, tmp_path):
     mlflow.set_tracking_uri(store["uri"])
     client = mlflow.MlflowClient()
     exp = client.create_experiment("test")
-    parent = client.create_run(exp, run_name="study ratio", tags={"rlbench.role": "study", **HOST}).info.run_id
+    parent = client.create_run(exp, run_name="study ratio", tags={"rlbench.role": "study", "optuna_study": "ratio",
+                                                                   **HOST}).info.run_id
     for i, (fps, energy) in enumerate([(100.0, 50.0), (90.0, 40.0), (80.0, 45.0)]):
         _child(client, exp, parent, f"trial {i}", {"actors": 4 * (i + 1)},
                {"fps": fps, "energy_per_task_j": energy, "cpu_gpu_ratio": 1.0})
     drawn = F.pareto_front(load_parent(parent))
     (front,) = _lines(drawn, "pareto").values()
     assert front == ([90.0, 100.0], [40.0, 50.0])
+    # The CLI finds the search's parent by its study name and logs the front on it.
+    assert report_main(["--study", "ratio", "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
+    assert "report/pareto_front.png" in {a.path for a in client.list_artifacts(parent, "report")}
+
+
+def test_experiment_report_gets_its_own_run(synthetic, store, tmp_path, capsys):
+    assert report_main(["--experiment", "test", "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
+    assert "experiment test (4/5 jobs finished)" in capsys.readouterr().out  # the parent is not a job
+    found = mlflow.search_runs(experiment_names=["test"], output_format="list",
+                               filter_string="tags.`rlbench.role` = 'report'")
+    assert len(found) == 1 and found[0].info.status == "FINISHED"
+    assert "report/report.html" in {a.path for a in mlflow.MlflowClient().list_artifacts(found[0].info.run_id, "report")}
+    assert report_main(["--experiment", "nope", "--tracking-uri", store["uri"], "--no-log"]) == 2
 
 
 @pytest.fixture(scope="module")
