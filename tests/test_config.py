@@ -55,6 +55,7 @@ BAD = {
     "env=nosuchgame": ["nosuchgame", "Available options in 'env'", "pong"],
     "workload.frames=0": ["workload.frames=0", "allowed: an integer >= 1"],
     "sm_limit=0": ["sm_limit=0", "allowed: null (all) or an integer >= 1"],
+    "search.n_trials=3": ["'search.n_trials' (value '3')", "search group, which is not selected", "search=ratio"],
 }
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from rlbench.config.schema import Config
 
+# Groups that conf/config.yaml leaves null: their keys exist only once one is selected.
+NULL_GROUPS = {"search": "search=ratio"}
+
 def _schema_at(path: list[str]):
     """The dataclass at a dotted path of Config, or None if the path leaves the schema."""
 
@@ -36,6 +39,9 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
         parts = key.split(".")
         if parts[0] in groups and len(parts) == 1 or key.startswith("hydra"):
             continue
+        if parts[0] in NULL_GROUPS and len(parts) > 1 and not any(a.split("=", 1)[0] == parts[0] for a in argv):
+            return (f"'{key}' (value '{value}') is a key of the {parts[0]} group, which is not selected "
+                    f"({parts[0]}=null by default); select it first, e.g. {NULL_GROUPS[parts[0]]}")
         parent = _schema_at(parts[:-1])
         if parent is None:
             continue  # a deeper path Hydra checks itself
