@@ -47,6 +47,15 @@ def job_table(study: Study, bounds: dict) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def not_measured(study: Study) -> str:
+    """Each table column some finished job could not measure, with the distinct reasons."""
+    items = []
+    for head, key in COLUMNS:
+        reasons = sorted({j.why_missing(key) for j in study.finished if j.knob(key) is None})
+        items += [f"<li>{html.escape(head)} ({key}): {html.escape(r)}</li>" for r in reasons]
+    return f"<p>n/a means not measured:</p><ul>{''.join(items)}</ul>" if items else ""
+
+
 def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: dict, lines: list[str]) -> str:
     verdict = "".join(f'<li{" class=warn" if l.startswith(("NOT FINISHED", "MISSING")) else ""}>{html.escape(l)}</li>'
                       for l in lines)
@@ -65,6 +74,6 @@ def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: d
 <p>{html.escape(study.kind)} {html.escape(study.parent_id or '')} on {html.escape(study.host_label())}.
 {html.escape(units)}. {len(study.finished)} of {len(study.jobs) + len(study.missing)} jobs finished.</p>
 <h2>Verdict</h2><ul>{verdict}</ul>
-<h2>Jobs</h2>{job_table(study, findings["bottleneck"])}
+<h2>Jobs</h2>{job_table(study, findings["bottleneck"])}{not_measured(study)}
 <h2>Figures</h2>{''.join(figures)}
 </body></html>"""
