@@ -54,6 +54,14 @@ def _footer(fig: Figure, study: Study, extra: str = "") -> None:
     fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom", wrap=True)
 
 
+def _finish(drawn: Drawn, study: Study, suptitle: str, bottom: float, top: float) -> Drawn:
+    """Title, host and left-out jobs at the foot, and the layout between them."""
+    drawn.fig.suptitle(suptitle)
+    _footer(drawn.fig, study)
+    drawn.fig.tight_layout(rect=(0, bottom, 1, top))
+    return drawn
+
+
 def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> list[str]:
     """One line per group; jobs without the metric are skipped, their reasons returned."""
     missing = []
@@ -117,10 +125,8 @@ def actor_scaling(study: Study) -> Drawn:
             ax.legend(fontsize=7)
         _not_measured(ax, " / ".join(m for m, _, _ in metrics), missing)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates")
-    _footer(fig, study)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
-    return Drawn(name, title, fig)
+    sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
+    return _finish(Drawn(name, title, fig), study, sub, bottom=0.06, top=0.97)
 
 
 def sm_scaling(study: Study) -> Drawn:
@@ -146,10 +152,7 @@ def sm_scaling(study: Study) -> Drawn:
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{title} ({study.title})")
-    _footer(fig, study)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    return Drawn(name, title, fig)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.06, top=0.95)
 
 
 def operations(study: Study) -> Drawn:
@@ -172,10 +175,8 @@ def operations(study: Study) -> Drawn:
             left = [a + b for a, b in zip(left, widths)]
         ax.set(title=role, xlabel="share of wall time", xlim=(0, 1.05))
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
-    fig.suptitle(f"{title} ({study.title}); corrected for annotation cost")
-    _footer(fig, study)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    return Drawn(name, title, fig)
+    sub = f"{title} ({study.title}); corrected for annotation cost"
+    return _finish(Drawn(name, title, fig), study, sub, bottom=0.05, top=0.95)
 
 
 def gpu_busy(study: Study) -> Drawn:
@@ -197,10 +198,8 @@ def gpu_busy(study: Study) -> Drawn:
     ax.set_xticks(list(xs), [j.name for j in jobs], rotation=30, ha="right", fontsize=7)
     ax.set(ylabel="fraction of runtime", ylim=(0, 1.05))
     ax.legend()
-    fig.suptitle(f"{title} ({study.title}); NVML counts any kernel running")
-    _footer(fig, study)
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    return Drawn(name, title, fig)
+    sub = f"{title} ({study.title}); NVML counts any kernel running"
+    return _finish(Drawn(name, title, fig), study, sub, bottom=0.08, top=0.95)
 
 
 def pareto_front(study: Study) -> Drawn:
@@ -221,10 +220,7 @@ def pareto_front(study: Study) -> Drawn:
         ax.annotate(f"{j.name} (ratio {j.knob('cpu_gpu_ratio') or float('nan'):.2g})", (f, e), fontsize=6)
     ax.set(xlabel=f"fps ({_fps_units(study)}), higher is better", ylabel="energy per task (J), lower is better")
     ax.legend()
-    fig.suptitle(f"{title} ({study.title})")
-    _footer(fig, study)
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
-    return Drawn(name, title, fig)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.08, top=0.95)
 
 
 def all_figures(study: Study) -> list[Drawn]:
