@@ -122,8 +122,8 @@ def load_parent(parent_id: str) -> Study:
     """A sweep's or a search's parent run and its children."""
     client = mlflow.MlflowClient()
     parent = client.get_run(parent_id)
-    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
-                                  max_results=50000)
+    children = mlflow.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+                                  output_format="list")
     jobs = sorted((_job(r) for r in children), key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
     tags = parent.data.tags
     kind = tags.get("rlbench.role", "sweep")
@@ -138,7 +138,7 @@ def load_experiment(name: str) -> Study:
     exp = mlflow.get_experiment_by_name(name)
     if exp is None:
         raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {mlflow.get_tracking_uri()}")
-    found = mlflow.MlflowClient().search_runs([exp.experiment_id], max_results=50000)
+    found = mlflow.search_runs([exp.experiment_id], output_format="list")
     jobs = [_job(r) for r in found if "rlbench.role" not in r.data.tags]
     jobs.sort(key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
     return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,

@@ -73,14 +73,17 @@ def bottleneck(m: dict[str, float], tail_limit: float = 0.5) -> Bound:
         if tail > tail_limit:
             return Bound("learner", tail, evidence,
                          f"learner: the actors were done after {frames / fps:.1f} s of {runtime:.1f} s; the rest "
-                         f"({tail:.0%}) waited for learner updates")
+                         f"({tail:.0%}) waited for learner updates (learner busy "
+                         f"{evidence.get('learner busy', float('nan')):.0%} of its time)")
     shares = {"environment stepping": ops.get("env_step", 0.0), "inference": ops.get("inference", 0.0),
               "learner": ops.get("rate_limited", 0.0), "waiting": ops.get("other", 0.0)}
     kind = max(shares, key=shares.get)
+    detail = ", ".join(f"{k} {v:.0%}" for k, v in evidence.items())
     why = {"environment stepping": "in the vector env's step", "inference": "in central inference",
            "learner": "held back by the replay ratio until the learner caught up",
            "waiting": "outside any timed operation (queues, Python overhead)"}[kind]
-    return Bound(kind, shares[kind], evidence, f"{kind}: actors spent {shares[kind]:.0%} of their time {why}")
+    return Bound(kind, shares[kind], evidence,
+                 f"{kind}: actors spent {shares[kind]:.0%} of their time {why} ({detail})")
 
 
 @dataclass
