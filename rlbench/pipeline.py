@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
 
 
@@ -28,8 +27,17 @@ def merge(base: list[str], extra: list[str]) -> list[str]:
 
 
 def tracking_uri(overrides: list[str]) -> str:
-    given = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "tracking.uri"]
-    return given[-1] if given else os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
+    """The store the jobs will use, resolved as they resolve it: the config composed with the
+    tracking and experiment overrides (presets, MLFLOW_TRACKING_URI, tracking.uri=...)."""
+    from hydra import compose, initialize_config_dir
+
+    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.schema import register_configs
+
+    register_configs()
+    keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] in ("tracking", "experiment")]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=keep).tracking.uri
 
 
 def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
@@ -50,15 +58,16 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     p.add_argument("--report-out", type=Path, default=None, help="report folder (default: reports/<parent run id>)")
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. env=breakout tracking.uri=...")
     args = p.parse_args(argv)
+    out = args.report_out.resolve() if args.report_out else None
+    os.chdir(ROOT)  # relative store paths (sqlite:///mlruns/...) mean the same to the jobs and the report
     overrides = merge(quick if args.quick else full, args.overrides)
     uri = tracking_uri(overrides)
-    overrides = merge(overrides, [f"tracking.uri={uri}"])
     code, parent = run_sweep_command(overrides)
     if parent is None:
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
         return code or 1
     from rlbench.report.__main__ import main as report
 
-    report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(args.report_out)] if args.report_out else [])
+    report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(out)] if out else [])
     report_code = report(report_args)
     return code or report_code

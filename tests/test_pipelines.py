@@ -13,7 +13,13 @@ from tests.conftest import ROOT
 def test_extra_overrides_replace_the_pipelines_own():
     assert merge(["experiment=sm_sweep_cpu", "actors=8", "workload=smoke"], ["actors=2", "env=cartpole"]) == \
         ["experiment=sm_sweep_cpu", "workload=smoke", "actors=2", "env=cartpole"]
-    assert tracking_uri(["tracking.uri=sqlite:///x.db"]) == "sqlite:///x.db"
+
+
+
+def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
+    assert tracking_uri(["actors=2,4", "tracking.uri=sqlite:///x.db"]) == "sqlite:///x.db"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking_uri(["experiment=actor_sweep"]) == "sqlite:///mlruns/mlflow.db"
 
 
 def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
