@@ -59,7 +59,7 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. env=breakout tracking.uri=...")
     args = p.parse_args(argv)
     out = args.report_out.resolve() if args.report_out else None
-    os.chdir(ROOT)  # relative store paths (sqlite:///mlruns/...) mean the same to the jobs and the report
+    os.chdir(ROOT)  # relative stores (sqlite:///mlruns/...) mean the same to the jobs and the report
     overrides = merge(quick if args.quick else full, args.overrides)
     uri = tracking_uri(overrides)
     code, parent = run_sweep_command(overrides)

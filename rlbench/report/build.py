@@ -12,7 +12,8 @@ from rlbench.report.records import Study
 
 
 def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
-    """Returns {"html": path, "figures": {name: path}, "not_drawn": {name: reason}, "findings": dict, "lines": [...]}."""
+    """Returns {"html": path, "figures": {name: path}, "not_drawn": {name: reason},
+    "findings": dict, "lines": [verdict sentences]}."""
     out_dir.mkdir(parents=True, exist_ok=True)
     found = findings(study, knee_share, tolerance)
     lines = verdict_lines(found)

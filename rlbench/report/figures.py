@@ -47,10 +47,10 @@ def _fps_units(study: Study) -> str:
     return f"env frames/s{skip}"
 
 
-def _footer(fig: Figure, study: Study, extra: str = "") -> None:
+def _footer(fig: Figure, study: Study) -> None:
     left_out = [f"{j.name}: {j.status}" + (f" ({j.error[:60]})" if j.error else "") for j in study.not_finished]
     left_out += study.missing
-    lines = [study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else []) + ([extra] if extra else [])
+    lines = [study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
     fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom", wrap=True)
 
 
