@@ -74,8 +74,8 @@ class WorkloadConfig:
 
 @dataclass
 class TrackingConfig:
-    uri: str = "sqlite:///mlruns/mlflow.db"  # relative paths are taken from the project root
-    artifact_location: str = "mlruns/artifacts"  # for new experiments; relative to project root
+    uri: str = "sqlite:///mlruns/mlflow.db"  # or http(s)://server; presets read MLFLOW_TRACKING_URI first
+    artifact_location: Optional[str] = "mlruns/artifacts"  # new experiments; a local path is unused with a server
     experiment: str = "rlbench"
     run_name: Optional[str] = None  # null = made from the overrides
     log_every_s: float = 1.0  # period of step metrics
