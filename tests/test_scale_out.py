@@ -1,0 +1,186 @@
+"""Beyond one machine, with real servers on loopback: a PostgreSQL and an `mlflow server`
+(backend store in that PostgreSQL, proxied artifacts), started once per session.
+
+- a 4-job sweep through submitit's local executor (as SLURM runs jobs) logs to the server;
+- the SLURM launcher hands sbatch an array with the configured resources (sbatch stubbed);
+- 2 search workers on one PostgreSQL study complete exactly n_trials, none twice, none lost;
+- a worker SIGKILLed mid-trial: its trial goes stale, is failed and retried once, the study completes;
+- tracking server or study storage unreachable: preflight error naming the URL, exit 2, no job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import optuna
+import psutil
+import pytest
+
+from rlbench.preflight import masked
+from tests.conftest import ROOT, rlbench_cli, runs
+from tests.servers import PG_PASSWORD, free_port
+
+pytestmark = pytest.mark.integration
+
+TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16", "actors=2",
+        "progress=log", "telemetry.rate_hz=2"]
+SEARCH = [*(o for o in TINY if not o.startswith("actors=")), "search=ratio", "search.objectives=[fps]",
+          "search.directions=[maximize]", "search.actors=[2,8]", "search.actor_threads=[1,1]",
+          "search.sm_limit=[1,2]", "search.workers=2"]
+
+
+def _children(all_runs, parent_id):
+    return [r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
+
+
+def _by_role(all_runs, role):
+    return [r for r in all_runs if r.data.tags.get("rlbench.role") == role]
+
+
+def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow_server):
+    args = ["-m", "hydra/launcher=local_submitit", "seed=1,2,3,4", *TINY, *server_store["overrides"]]
+    out = rlbench_cli(args, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    all_runs = runs(mlflow_server.url, server_store["experiment"])
+    (parent,) = _by_role(all_runs, "sweep")
+    kids = _children(all_runs, parent.info.run_id)
+    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3", "seed=4"]
+    assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"
+    assert len(all_runs) == 5
+    # artifacts went through the server (proxied), into its --artifacts-destination
+    assert kids[0].info.artifact_uri.startswith("mlflow-artifacts:")
+    assert "config.yaml" in [a.path for a in mlflow.MlflowClient().list_artifacts(kids[0].info.run_id)]
+    assert list(mlflow_server.artifacts.rglob("summary.csv")) and list(mlflow_server.artifacts.rglob("config.yaml"))
+
+
+def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tmp_path):
+    """No cluster here: a stand-in `sbatch` keeps the script submitit hands it, then refuses."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nfor a in "$@"; do [ -f "$a" ] && cp "$a" {tmp_path}/job.sh; done\n'
+                                    'echo "sbatch: error: no cluster (test stand-in)" >&2\nexit 1\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    args = ["-m", "hydra/launcher=slurm", "experiment=actor_sweep", "hydra.launcher.partition=debug",
+            "hydra.launcher.mem_gb=32", "hydra.launcher.timeout_min=30", "env=cartpole", "workload=smoke",
+            *store["overrides"]]
+    out = rlbench_cli(args, timeout=120, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert out.returncode != 0 and "no cluster (test stand-in)" in out.stderr
+    script = (tmp_path / "job.sh").read_text()
+    for line in ("--array=0-7%8", "--partition=debug", "--cpus-per-task=16", "--gpus-per-node=1", "--mem=32GB",
+                 "--time=30", "--job-name=rlbench"):
+        assert f"#SBATCH {line}\n" in script, line
+    (parent,) = _by_role(runs(store["uri"]), "sweep")  # nothing ran: the parent says so
+    assert parent.info.status == "FAILED"
+
+
+def _worker(args: list[str], log: Path) -> psutil.Popen:
+    with open(log, "w") as f:
+        return psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT, stdout=f, stderr=f,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "1"})
+
+
+def _wait(procs: list[psutil.Popen], timeout: float) -> list[int]:
+    try:
+        return [p.wait(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            if p.is_running():
+                _kill_tree(p)
+
+
+def _kill_tree(proc: psutil.Popen) -> None:
+    family = proc.children(recursive=True) + [proc]
+    for p in family:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(family, timeout=30)
+
+
+def _check_runs_match_trials(study, server_url: str, experiment: str) -> None:
+    """One FINISHED run per COMPLETE trial, with that trial's params: no mix-up, none twice."""
+    all_runs = runs(server_url, experiment)
+    (parent,) = _by_role(all_runs, "study")
+    kids = {r.info.run_id: r for r in _children(all_runs, parent.info.run_id)}
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert sorted(t.user_attrs["run_id"] for t in done) == sorted(
+        rid for rid, r in kids.items() if r.info.status == "FINISHED")
+    for t in done:
+        run = kids[t.user_attrs["run_id"]]
+        assert run.data.tags["optuna_trial"] == str(t.number)
+        assert {k: int(run.data.params[k]) for k in t.params} == t.params
+    assert parent.info.status == "FINISHED"
+
+
+def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, mlflow_server, tmp_path):
+    storage = postgres.create_db("study_two_workers")
+    args = ["-m", *SEARCH, "search.n_trials=4", f"search.storage={storage}", "search.heartbeat_s=2",
+            *server_store["overrides"]]
+    logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
+    procs = [_worker(args + [f"hydra.sweep.dir={tmp_path}/w{i}"], logs[i]) for i in range(2)]
+    codes = _wait(procs, timeout=400)
+    texts = [log.read_text() for log in logs]
+    assert codes == [0, 0], "\n----\n".join(t[-3000:] for t in texts)
+    study = optuna.load_study(study_name="ratio", storage=storage)
+    assert sorted(t.state.name for t in study.trials) == ["COMPLETE"] * 4
+    assert sorted(t.number for t in study.trials) == [0, 1, 2, 3]
+    assert all("[rlbench search] trial" in t for t in texts), "both workers ran trials"
+    _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
+
+
+def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store, postgres, mlflow_server, tmp_path):
+    storage = postgres.create_db("study_killed_worker")
+    args = ["-m", *SEARCH, "search.n_trials=2", f"search.storage={storage}", "search.heartbeat_s=1",
+            *server_store["overrides"]]
+    # the victim's trial would run for hours: it is surely mid-trial when killed
+    victim = _worker(args + [f"hydra.sweep.dir={tmp_path}/victim", "workload.frames=400000000"], tmp_path / "victim.log")
+    survivor = _worker(args + [f"hydra.sweep.dir={tmp_path}/survivor"], tmp_path / "survivor.log")
+    try:
+        deadline = time.monotonic() + 180
+        while not any("frames" in p.read_text() for p in (tmp_path / "victim").rglob("__main__.log")):
+            assert time.monotonic() < deadline and victim.poll() is None, (tmp_path / "victim.log").read_text()[-3000:]
+            time.sleep(0.5)
+        _kill_tree(victim)  # no chance to clean up: its trial stays RUNNING, its heartbeat stops
+        (code,) = _wait([survivor], timeout=300)
+    finally:
+        _wait([victim, survivor], timeout=1)
+    assert code == 0, (tmp_path / "survivor.log").read_text()[-3000:]
+    study = optuna.load_study(study_name="ratio", storage=storage)
+    states = sorted(t.state.name for t in study.trials)
+    assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+    (failed,) = [t for t in study.trials if t.state.name == "FAIL"]
+    retried = [t for t in study.trials
+               if optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) == failed.number]
+    assert len(retried) == 1 and retried[0].state.name == "COMPLETE" and retried[0].params == failed.params
+    _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
+
+
+def test_tracking_server_down_no_job_started(tmp_path):
+    down = f"http://mlflow:pw-xyz@127.0.0.1:{free_port()}"  # nothing listens there
+    common = [*TINY, f"tracking.uri={down}", "tracking.experiment=down", f"hydra.sweep.dir={tmp_path}/multirun",
+              f"hydra.run.dir={tmp_path}/out"]
+    for args in (["-m", "seed=1,2", *common], ["-m", *SEARCH[:-1], f"search.storage=sqlite:///{tmp_path}/o.db", *common],
+                 common):
+        out = rlbench_cli(args, timeout=120)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert masked(down) in out.stderr and "not reachable" in out.stderr and "pw-xyz" not in out.stderr
+        assert "GET /health failed" in out.stderr and "no job started" in out.stderr
+    assert not (tmp_path / "multirun").exists()  # no Hydra job of the sweep or search began
+    assert not (tmp_path / "o.db").exists() and "MLflow run" not in (tmp_path / "out" / "__main__.log").read_text()
+
+
+def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server, tmp_path):
+    storage = postgres.url("no_such_db")
+    out = rlbench_cli(["-m", *SEARCH, f"search.storage={storage}", *server_store["overrides"]], timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert masked(storage) in out.stderr and PG_PASSWORD not in out.stderr and '"no_such_db" does not exist' in out.stderr
+    assert runs(mlflow_server.url, server_store["experiment"]) == []
+    assert not (tmp_path / "multirun").exists()
