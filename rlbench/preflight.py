@@ -98,8 +98,9 @@ def check_database(url: str, role: str) -> None:
     """One connection to a SQLAlchemy URL (role: what the database is for, for the message)."""
     import sqlalchemy
 
-    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+    if url.startswith("sqlite:///"):  # a file on this host: its folder is all it needs
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        return
     shown = masked(url)
     try:
         parsed = sqlalchemy.engine.make_url(url)

@@ -21,17 +21,17 @@ import optuna
 import psutil
 import pytest
 
-from rlbench.preflight import masked
+from rlbench.preflight import PreflightError, check, masked
 from tests.conftest import ROOT, rlbench_cli, runs
 from tests.servers import PG_PASSWORD, free_port
 
-pytestmark = pytest.mark.integration
-
-TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16", "actors=2",
+# The tiniest real jobs. One intra-op thread each (sm_limit=1): several jobs share this host's
+# cores at once, and oversubscribed torch threads would make each take minutes, not seconds.
+TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16", "actors=2", "sm_limit=1",
         "progress=log", "telemetry.rate_hz=2"]
-SEARCH = [*(o for o in TINY if not o.startswith("actors=")), "search=ratio", "search.objectives=[fps]",
+SEARCH = [*(o for o in TINY if not o.startswith(("actors=", "sm_limit="))), "search=ratio", "search.objectives=[fps]",
           "search.directions=[maximize]", "search.actors=[2,8]", "search.actor_threads=[1,1]",
-          "search.sm_limit=[1,2]", "search.workers=2"]
+          "search.sm_limit=[1,1]", "search.workers=2"]
 
 
 def _children(all_runs, parent_id):
@@ -42,6 +42,7 @@ def _by_role(all_runs, role):
     return [r for r in all_runs if r.data.tags.get("rlbench.role") == role]
 
 
+@pytest.mark.integration
 def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow_server):
     args = ["-m", "hydra/launcher=local_submitit", "seed=1,2,3,4", *TINY, *server_store["overrides"]]
     out = rlbench_cli(args, timeout=600)
@@ -58,6 +59,7 @@ def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow
     assert list(mlflow_server.artifacts.rglob("summary.csv")) and list(mlflow_server.artifacts.rglob("config.yaml"))
 
 
+@pytest.mark.integration
 def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tmp_path):
     """No cluster here: a stand-in `sbatch` keeps the script submitit hands it, then refuses."""
     bin_dir = tmp_path / "bin"
@@ -120,6 +122,7 @@ def _check_runs_match_trials(study, server_url: str, experiment: str) -> None:
     assert parent.info.status == "FINISHED"
 
 
+@pytest.mark.integration
 def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_two_workers")
     args = ["-m", *SEARCH, "search.n_trials=4", f"search.storage={storage}", "search.heartbeat_s=2",
@@ -136,6 +139,7 @@ def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, ml
     _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
 
 
+@pytest.mark.integration
 def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_killed_worker")
     args = ["-m", *SEARCH, "search.n_trials=2", f"search.storage={storage}", "search.heartbeat_s=1",
@@ -163,6 +167,7 @@ def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store
     _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
 
 
+@pytest.mark.integration
 def test_tracking_server_down_no_job_started(tmp_path):
     down = f"http://mlflow:pw-xyz@127.0.0.1:{free_port()}"  # nothing listens there
     common = [*TINY, f"tracking.uri={down}", "tracking.experiment=down", f"hydra.sweep.dir={tmp_path}/multirun",
@@ -177,6 +182,7 @@ def test_tracking_server_down_no_job_started(tmp_path):
     assert not (tmp_path / "o.db").exists() and "MLflow run" not in (tmp_path / "out" / "__main__.log").read_text()
 
 
+@pytest.mark.integration
 def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.url("no_such_db")
     out = rlbench_cli(["-m", *SEARCH, f"search.storage={storage}", *server_store["overrides"]], timeout=120)
@@ -184,3 +190,45 @@ def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server
     assert masked(storage) in out.stderr and PG_PASSWORD not in out.stderr and '"no_such_db" does not exist' in out.stderr
     assert runs(mlflow_server.url, server_store["experiment"]) == []
     assert not (tmp_path / "multirun").exists()
+
+
+def test_tracking_uri_precedence_command_line_then_env_then_preset(compose_cfg, monkeypatch):
+    from rlbench.config.validate import validate
+    from rlbench.tracking.record import artifact_location
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert validate(compose_cfg([])).tracking.uri == "sqlite:///mlruns/mlflow.db"
+    server = validate(compose_cfg(["tracking=server"])).tracking
+    assert server.uri == "http://127.0.0.1:5000" and artifact_location(server) is None
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://10.0.0.7:5000")
+    for preset in ("local", "server"):
+        tracking = validate(compose_cfg([f"tracking={preset}"])).tracking
+        assert tracking.uri == "http://10.0.0.7:5000"
+        assert artifact_location(tracking) is None  # mlruns/artifacts would exist on this host only: proxied
+    assert validate(compose_cfg(["tracking.uri=sqlite:///x/m.db"])).tracking.uri == "sqlite:///x/m.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    with pytest.raises(Exception, match="tracking.uri='': allowed: an MLflow tracking URI"):
+        validate(compose_cfg([]))
+
+
+def test_preflight_names_the_url_masks_the_password_and_says_what_failed(tmp_path):
+    assert masked("postgresql+psycopg2://bob:hunter2@db:5432/optuna") == "postgresql+psycopg2://bob:***@db:5432/optuna"
+    assert masked("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    check(f"sqlite:///{tmp_path}/new/mlflow.db", f"sqlite:///{tmp_path}/new2/optuna.db")  # local: nothing to reach
+    assert (tmp_path / "new").is_dir()
+    port = free_port()
+    with pytest.raises(PreflightError) as e:
+        check(storage=f"postgresql+psycopg2://bob:hunter2@127.0.0.1:{port}/optuna")
+    assert f"bob:***@127.0.0.1:{port}/optuna not reachable: connect failed" in str(e.value)
+    assert "hunter2" not in str(e.value)
+    with pytest.raises(PreflightError, match=f"http://127.0.0.1:{port} not reachable: GET /health failed"):
+        check(f"http://127.0.0.1:{port}")
+
+
+def test_several_workers_need_postgresql():
+    from rlbench.config.schema import SearchConfig
+    from rlbench.search import check_space
+
+    problems = check_space(SearchConfig(storage="mysql://u:pw@h/db", workers=3, sm_limit=[1, 1]), host_units=2)
+    assert any("search.workers=3 with storage mysql://u:***@h/db: allowed: a PostgreSQL URL" in p for p in problems)
+    assert not check_space(SearchConfig(storage="postgresql://u:pw@h/db", workers=3, sm_limit=[1, 1]), host_units=2)
