@@ -199,9 +199,9 @@ DONE, WAIT = "done", "wait"
 
 
 def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
-    """Under the study lock: fail stale trials (queueing their retries), then a new trial if
-    COMPLETE + RUNNING trials leave room below n_trials; else DONE or WAIT (others' running
-    trials fill the quota, and one of them may still fail)."""
+    """Under the study lock: fail stale trials (queueing their retries), then a trial with its
+    params if COMPLETE + RUNNING trials leave room below n_trials; else DONE or WAIT (others'
+    running trials fill the quota, and one of them may still fail)."""
     with lock:
         optuna.storages.fail_stale_trials(study)
         n = state_counts(study)
@@ -214,7 +214,7 @@ def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
         # its first heartbeat before the lock opens: a trial without one is never found stale,
         # so a worker dying right here would otherwise hold its slot forever
         study._storage.record_heartbeat(trial._trial_id)
-        return trial
+        return trial, suggest(trial, s)  # the sampler sees every running trial's params
 
 
 def find_or_open_parent(tracking, study_name: str) -> str:
@@ -274,17 +274,17 @@ def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], p
     while True:
         if failures >= s.max_failures:
             raise SearchError(f"{failures} trials failed in this run (search.max_failures={s.max_failures}); stopping")
-        trial = claim_trial(study, s, lock)
-        if trial == DONE:
+        claimed = claim_trial(study, s, lock)
+        if claimed == DONE:
             return
-        if trial == WAIT:
+        if claimed == WAIT:
             if not waiting:
                 print("[rlbench search] the quota is taken by running trials (other workers); waiting", flush=True)
             waiting = True
             time.sleep(min(max(s.heartbeat_s, 1), 10))
             continue
-        waiting = False
-        overrides = trial_overrides(job, suggest(trial, s), s.study, trial.number, parent, tracking_uri)
+        waiting, (trial, params) = False, claimed
+        overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
         failures += not run_trial(launcher, study, trial, s, overrides)
 
 

@@ -135,7 +135,7 @@ class MlflowServer:
         """SIGTERM the server's whole process group (uvicorn workers too), SIGKILL if it lingers."""
         if self.proc is None or self.proc.poll() is not None and not _group_alive(self.proc.pid):
             return
-        for sig, wait_s in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.proc.pid, sig)
             except ProcessLookupError:
