@@ -51,26 +51,31 @@ def is_http(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
 
-def _auth_headers() -> dict[str, str]:
-    """MLflow's own client credentials (MLFLOW_TRACKING_TOKEN, or USERNAME and PASSWORD)."""
-    token, user = os.environ.get("MLFLOW_TRACKING_TOKEN"), os.environ.get("MLFLOW_TRACKING_USERNAME")
+def _request(url: str) -> urllib.request.Request:
+    """A GET with MLflow's client credentials: user:password in the URL, else MLFLOW_TRACKING_TOKEN,
+    else MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (urllib itself ignores URL userinfo)."""
+    parts = urllib.parse.urlsplit(url)
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
+    user = parts.username or os.environ.get("MLFLOW_TRACKING_USERNAME")
+    password = parts.password if parts.username else os.environ.get("MLFLOW_TRACKING_PASSWORD", "")
+    token = None if parts.username else os.environ.get("MLFLOW_TRACKING_TOKEN")
+    headers = {}
     if token:
-        return {"Authorization": f"Bearer {token}"}
-    if user:
-        pair = f"{user}:{os.environ.get('MLFLOW_TRACKING_PASSWORD', '')}".encode()
-        return {"Authorization": "Basic " + base64.b64encode(pair).decode()}
-    return {}
+        headers["Authorization"] = f"Bearer {token}"
+    elif user:
+        pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password or '')}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    return urllib.request.Request(bare, headers=headers)
 
 
 def _get(url: str, what: str, shown: str, timeout: float) -> bytes:
-    request = urllib.request.Request(url, headers=_auth_headers())
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as r:
+        with urllib.request.urlopen(_request(url), timeout=timeout) as r:
             return r.read()
     except urllib.error.HTTPError as e:
         detail = f"HTTP {e.code} {e.reason}"
-    except (urllib.error.URLError, OSError) as e:
-        detail = str(getattr(e, "reason", e))
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        detail = _scrub(str(getattr(e, "reason", e)), url)
     raise PreflightError(f"MLflow tracking server {shown} not reachable: {what} failed: {detail}. "
                          "Start it (docs/scale-out.md) or point tracking.uri / MLFLOW_TRACKING_URI elsewhere; "
                          "no job started")
