@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import logging
 import math
 import sys
@@ -151,10 +152,13 @@ def make_sampler(s: SearchConfig, offset: int) -> optuna.samplers.BaseSampler:
 def open_study(s: SearchConfig) -> optuna.Study:
     if s.storage.startswith("sqlite:///") and not s.storage.startswith("sqlite:////"):
         Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the old name warns)
+    takes = inspect.signature(optuna.storages.RDBStorage).parameters
+    callback = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
     storage = optuna.storages.RDBStorage(
         s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
-        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=s.retries),
         engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
+        **{callback: optuna.storages.RetryFailedTrialCallback(max_retry=s.retries)},
     )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
     return optuna.create_study(study_name=s.study, storage=storage, load_if_exists=True, pruner=pruner,

@@ -146,7 +146,56 @@ def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, ml
     _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
 
 
+class _FakeLauncher:
+    """A job that takes a random moment and sometimes fails: only the claiming logic is tested."""
+
+    def __init__(self, seed: int):
+        import random
+
+        self.rng = random.Random(seed)
+
+    def launch(self, overrides, initial_job_idx):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        time.sleep(self.rng.uniform(0.0, 0.2))
+        if self.rng.random() < 0.2:
+            return [JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("injected failure"))]
+        return [JobReturn(status=JobStatus.COMPLETED, _return_value={"fps": self.rng.random(), "run_id": "r"})]
+
+
+def _claiming_worker(storage: str, seed: int) -> None:
+    from rlbench.config.schema import SearchConfig
+    from rlbench.search import StudyLock, open_study, run_trials
+
+    s = SearchConfig(storage=storage, n_trials=12, objectives=["fps"], directions=["maximize"], workers=4,
+                     heartbeat_s=1, max_failures=100, sm_limit=[1, 1])
+    lock = StudyLock(storage, s.study)
+    with lock:
+        study = open_study(s)
+    run_trials(_FakeLauncher(seed), study, s, [], "parent", lock, "http://unused")
+
+
 @pytest.mark.integration
+def test_four_claiming_workers_stop_at_exactly_n_trials(postgres):
+    """4 processes racing on one study, with failures: COMPLETE ends at n_trials, never above."""
+    import multiprocessing
+
+    storage = postgres.create_db("study_claims")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_claiming_worker, args=(storage, seed)) for seed in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=180)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    trials = optuna.load_study(study_name="ratio", storage=storage).trials
+    states = [t.state.name for t in trials]
+    assert states.count("COMPLETE") == 12 and set(states) <= {"COMPLETE", "FAIL"}
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+
+
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_killed_worker")
     args = ["-m", *SEARCH, "search.n_trials=2", f"search.storage={storage}", "search.heartbeat_s=1",
