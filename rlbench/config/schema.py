@@ -107,7 +107,7 @@ class SearchConfig:
     retries: int = 1  # reruns of a trial whose worker died (found by heartbeat)
     heartbeat_s: int = 30
     max_failures: int = 10  # stop after this many failed trials in one run
-    workers: int = 1  # workers you start on this study; SQLite allows only 1
+    workers: int = 1  # workers you start on this study; SQLite allows only 1, more need PostgreSQL
     pruning: bool = False  # stop clearly dominated trials early on their intermediate fps (one objective only)
     pruner_startup_trials: int = 3  # trials that always run to the end before pruning starts
 
