@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from rlbench import preflight
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.tracking.record import JobKilled, JobRecord, config_hash, mark_stale_runs, open_experiment
@@ -73,8 +74,11 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
             "sm_backend": compute.grant.backend}
     returns: list[tuple[float, int]] = []
+    single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
+    if single:
+        preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists
     open_experiment(conf.tracking)
-    if conf.tracking.parent_run_id is None:  # a sweep did this once for all its jobs
+    if single:
         mark_stale_runs(conf.tracking)
     with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, ratio) as record, compute:
         log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss)",

@@ -9,11 +9,21 @@ continues it and stops once `search.n_trials` trials are COMPLETE in total. A tr
 job fails or gives a non-finite objective is FAIL. Trials heartbeat while they run; one
 whose worker died is failed at the next start (optuna.storages.fail_stale_trials) and
 retried `search.retries` times (RetryFailedTrialCallback).
+
+Many workers (N shells or a SLURM array, docs/scale-out.md) share one study in PostgreSQL.
+Each worker takes a trial only under the study's lock (a PostgreSQL advisory lock): it
+fails stale trials, counts COMPLETE and RUNNING trials, and asks for a new trial only when
+they leave room below `search.n_trials`; otherwise it waits, since a running trial of
+another worker may still fail (then this worker takes its place) or go stale (then its
+heartbeat-found retry is queued WAITING and the next ask pops it). So the study ends with
+exactly n_trials COMPLETE, no trial run twice and none lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import inspect
 import logging
 import math
 import sys
@@ -25,6 +35,7 @@ import mlflow
 import optuna
 
 from rlbench.config.schema import SearchConfig
+from rlbench.preflight import masked
 from rlbench.resources import usable_cpus
 from rlbench.tracking.record import JobPruned
 
@@ -46,6 +57,13 @@ def check_space(search: SearchConfig, host_units: int) -> list[str]:
     if s.storage.startswith("sqlite") and s.workers > 1:
         problems.append(f"search.workers={s.workers} with SQLite storage {s.storage}: SQLite cannot take several "
                         "workers' writes reliably; use a PostgreSQL URL (postgresql://...)")
+    elif s.workers > 1 and not s.storage.startswith("postgresql"):
+        problems.append(f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
+                        "(postgresql+psycopg2://user:password@host:5432/db), whose lock keeps workers from "
+                        "running more than search.n_trials")
+    if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
+        problems.append(f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
+                        f"search.n_trials={s.n_trials}: allowed: integers >= 1")
     if len(s.objectives) != len(s.directions) or not s.objectives:
         problems.append(f"search.objectives={list(s.objectives)} and search.directions={list(s.directions)}: "
                         "allowed: one direction per objective, at least one objective")
@@ -76,18 +94,75 @@ def objective_values(result: dict | None, objectives: list[str]) -> list[float] 
     return [float(v) for v in values]
 
 
+class StudyLock:
+    """Serializes a study's bookkeeping across its workers: a PostgreSQL advisory lock.
+
+    Session-level, on a connection of its own: a worker that dies holding it (SIGKILL) drops
+    the connection and PostgreSQL releases the lock. Other storages take one worker
+    (check_space), so there the lock does nothing."""
+
+    def __init__(self, storage_url: str, study_name: str):
+        self._url, self._conn = storage_url, None
+        digest = hashlib.sha256(f"rlbench optuna study {study_name}".encode()).digest()
+        self._key = int.from_bytes(digest[:8], "big", signed=True)
+        self.enabled = storage_url.startswith("postgresql")
+
+    def _connect(self):
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(self._url, poolclass=sqlalchemy.pool.NullPool,
+                                          connect_args={"connect_timeout": 10})
+        self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+
+    def _execute(self, sql: str) -> None:
+        import sqlalchemy
+
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._connect()
+        self._conn.execute(sqlalchemy.text(sql), {"key": self._key})
+
+    def __enter__(self) -> "StudyLock":
+        if self.enabled:
+            try:
+                self._execute("SELECT pg_advisory_lock(:key)")
+            except Exception:  # a connection dropped while idle (a long trial): one fresh one
+                self.close()
+                self._execute("SELECT pg_advisory_lock(:key)")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled and self._conn is not None:
+            self._execute("SELECT pg_advisory_unlock(:key)")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+
+def make_sampler(s: SearchConfig, offset: int) -> optuna.samplers.BaseSampler:
+    """The sampler for the next ask, seeded by the study's trial count: reproducible, and no two
+    workers start from the same random stream (which would give them the same params)."""
+    if len(s.objectives) == 1:
+        return optuna.samplers.TPESampler(seed=s.seed + offset, constant_liar=s.workers > 1)
+    return optuna.samplers.NSGAIISampler(seed=s.seed + offset)
+
+
 def open_study(s: SearchConfig) -> optuna.Study:
     if s.storage.startswith("sqlite:///") and not s.storage.startswith("sqlite:////"):
         Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the old name warns)
+    takes = inspect.signature(optuna.storages.RDBStorage).parameters
+    callback = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
     storage = optuna.storages.RDBStorage(
         s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
-        failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=s.retries),
+        engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
+        **{callback: optuna.storages.RetryFailedTrialCallback(max_retry=s.retries)},
     )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
     return optuna.create_study(study_name=s.study, storage=storage, load_if_exists=True, pruner=pruner,
-                               directions=list(s.directions),
-                               sampler=optuna.samplers.TPESampler(seed=s.seed) if len(s.objectives) == 1
-                               else optuna.samplers.NSGAIISampler(seed=s.seed))
+                               directions=list(s.directions), sampler=make_sampler(s, 0))
 
 
 class Heartbeat:
@@ -117,6 +192,35 @@ def complete(study: optuna.Study) -> list:
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
 
+def state_counts(study: optuna.Study) -> dict[str, int]:
+    counts = dict.fromkeys(("COMPLETE", "RUNNING", "WAITING", "FAIL", "PRUNED"), 0)
+    for t in study.get_trials(deepcopy=False):
+        counts[t.state.name] += 1
+    return counts
+
+
+DONE, WAIT = "done", "wait"
+
+
+def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
+    """Under the study lock: fail stale trials (queueing their retries), then a trial with its
+    params if COMPLETE + RUNNING trials leave room below n_trials; else DONE or WAIT (others'
+    running trials fill the quota, and one of them may still fail)."""
+    with lock:
+        optuna.storages.fail_stale_trials(study)
+        n = state_counts(study)
+        if n["COMPLETE"] >= s.n_trials:
+            return DONE
+        if n["COMPLETE"] + n["RUNNING"] >= s.n_trials:
+            return WAIT
+        study.sampler = make_sampler(s, sum(n.values()))
+        trial = study.ask()  # pops a WAITING retry first, else a new trial
+        # its first heartbeat before the lock opens: a trial without one is never found stale,
+        # so a worker dying right here would otherwise hold its slot forever
+        study._storage.record_heartbeat(trial._trial_id)
+        return trial, suggest(trial, s)  # the sampler sees every running trial's params
+
+
 def find_or_open_parent(tracking, study_name: str) -> str:
     """The study's one MLflow parent run: reused when the study resumes."""
     from rlbench.tracking.fingerprint import host_tags
@@ -133,9 +237,9 @@ def find_or_open_parent(tracking, study_name: str) -> str:
     return run.info.run_id
 
 
-def trial_overrides(job: list[str], params: dict, study: str, number: int, parent: str) -> list[str]:
+def trial_overrides(job: list[str], params: dict, study: str, number: int, parent: str, uri: str) -> list[str]:
     name = " ".join(f"{k}={v}" for k, v in params.items())
-    return [*job, *(f"{k}={v}" for k, v in params.items()), f"tracking.parent_run_id={parent}",
+    return [*job, *(f"{k}={v}" for k, v in params.items()), f"tracking.uri='{uri}'", f"tracking.parent_run_id={parent}",
             f"tracking.run_name='trial {number}: {name}'", f"+tracking.tags.optuna_study={study}",
             f"+tracking.tags.optuna_trial={number}"]
 
@@ -167,39 +271,53 @@ def make_reporter(trial):
     return report
 
 
-def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], parent: str) -> None:
-    """ask -> one real job -> tell, until n_trials are COMPLETE (failures capped)."""
-    failures = 0
-    while len(complete(study)) < s.n_trials:
+def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], parent: str, lock: StudyLock,
+               tracking_uri: str) -> None:
+    """claim -> one real job -> tell, until n_trials are COMPLETE in the study (failures capped)."""
+    failures, waiting = 0, False
+    while True:
         if failures >= s.max_failures:
             raise SearchError(f"{failures} trials failed in this run (search.max_failures={s.max_failures}); stopping")
-        trial = study.ask()
-        params = suggest(trial, s)
-        print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {params}",
-              flush=True)
-        try:
-            with Heartbeat(study, trial, s.heartbeat_s), pruning_hook(trial, s):
-                ret = launcher.launch([trial_overrides(job, params, s.study, trial.number, parent)],
-                                      initial_job_idx=trial.number)[0]
-        except JobPruned as e:
-            print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        claimed = claim_trial(study, s, lock)
+        if claimed == DONE:
+            return
+        if claimed == WAIT:
+            if not waiting:
+                print("[rlbench search] the quota is taken by running trials (other workers); waiting", flush=True)
+            waiting = True
+            time.sleep(min(max(s.heartbeat_s, 1), 10))
             continue
-        except KeyboardInterrupt:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            raise
-        ok = ret.status.name == "COMPLETED"
-        values = objective_values(ret.return_value if ok else None, s.objectives)
-        if values is None:
-            why = ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite"
-            log.error("trial %d FAIL: %s", trial.number, why)
-            trial.set_user_attr("fail_reason", str(why)[:500])
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            failures += 1
-            continue
-        trial.set_user_attr("run_id", ret.return_value.get("run_id"))
-        trial.set_user_attr("cpu_gpu_ratio", ret.return_value.get("cpu_gpu_ratio"))
-        study.tell(trial, values)
+        waiting, (trial, params) = False, claimed
+        overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
+        failures += not run_trial(launcher, study, trial, s, overrides)
+
+
+def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, overrides: list[str]) -> bool:
+    """One trial's job, heartbeating; tells the study its outcome. False when the trial FAILed."""
+    print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}",
+          flush=True)
+    try:
+        with Heartbeat(study, trial, s.heartbeat_s), pruning_hook(trial, s):
+            ret = launcher.launch([overrides], initial_job_idx=trial.number)[0]
+    except JobPruned as e:
+        print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return True
+    except KeyboardInterrupt:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
+    ok = ret.status.name == "COMPLETED"
+    values = objective_values(ret.return_value if ok else None, s.objectives)
+    if values is None:
+        why = ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite"
+        log.error("trial %d FAIL: %s", trial.number, why)
+        trial.set_user_attr("fail_reason", str(why)[:500])
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return False
+    trial.set_user_attr("run_id", ret.return_value.get("run_id"))
+    trial.set_user_attr("cpu_gpu_ratio", ret.return_value.get("cpu_gpu_ratio"))
+    study.tell(trial, values)
+    return True
 
 
 def recommend(front: list, directions: list[str]):
@@ -278,7 +396,7 @@ def run_search(sweeper, arguments: list[str]) -> None:
     import tempfile
 
     from rlbench.resources import ComputeLimit
-    from rlbench.sweep import expand_jobs, validate_jobs
+    from rlbench.sweep import expand_jobs, preflight_or_exit, validate_jobs
     from rlbench.tracking.record import mark_stale_runs
     from rlbench.trainer import resolve_device
 
@@ -295,16 +413,21 @@ def run_search(sweeper, arguments: list[str]) -> None:
             + ([] if in_process or not s.pruning else
                ["search.pruning=true needs jobs in this process (the basic launcher), not "
                 f"{type(sweeper.launcher).__name__}"]))
-    study = open_study(s)
-    stale = optuna.storages.fail_stale_trials(study)
-    mark_stale_runs(conf.tracking)
-    parent = find_or_open_parent(conf.tracking, s.study)
-    mlflow.MlflowClient().update_run(parent, status="RUNNING")
-    print(f"[rlbench search] study '{s.study}' in {s.storage}: {len(complete(study))}/{s.n_trials} complete"
+    preflight_or_exit(conf.tracking.uri, s.storage)
+    lock = StudyLock(s.storage, s.study)
+    with lock:  # workers starting together: one creates the tables, the study and the parent run
+        study = open_study(s)
+        failed_before = state_counts(study)["FAIL"]
+        optuna.storages.fail_stale_trials(study)
+        stale = state_counts(study)["FAIL"] - failed_before
+        mark_stale_runs(conf.tracking)
+        parent = find_or_open_parent(conf.tracking, s.study)
+        mlflow.MlflowClient().update_run(parent, status="RUNNING")
+    print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
           + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
     status = "FAILED"
     try:
-        run_trials(sweeper.launcher, study, s, jobs[0], parent)
+        run_trials(sweeper.launcher, study, s, jobs[0], parent, lock, conf.tracking.uri)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -313,6 +436,7 @@ def run_search(sweeper, arguments: list[str]) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             text = report(study, s, parent, Path(tmp))
         mlflow.MlflowClient().set_terminated(parent, status)
+        lock.close()
         print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}", flush=True)
 
 

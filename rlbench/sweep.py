@@ -55,6 +55,17 @@ def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
     return confs
 
 
+def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
+    """Tracking server (and study storage) reachable, or exit 2 before any job or run exists."""
+    from rlbench.preflight import PreflightError, check
+
+    try:
+        check(tracking_uri, storage)
+    except PreflightError as e:
+        print(f"rlbench: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
 def finished_hashes(tracking) -> set[str]:
     exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is None:
@@ -116,12 +127,17 @@ def run_names(jobs: list[list[str]]) -> list[str]:
     return [n or run_name_from(job) for n, job in zip(names, jobs)]
 
 
-def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str]):
+def child_overrides(tracking_uri: str, parent: str, name: str) -> list[str]:
+    """What every job of a sweep gets: its parent, its name, and the parent's store, pinned so
+    that a job on another host (SLURM) reports to the same server whatever its environment."""
+    return [f"tracking.uri='{tracking_uri}'", f"tracking.parent_run_id={parent}", f"tracking.run_name='{name}'"]
+
+
+def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking_uri: str):
     """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
     between jobs); others (joblib, submitit) get all jobs at once and run them in parallel."""
     total = len(names)
-    tagged = [(i, job, job + [f"tracking.parent_run_id={parent}", f"tracking.run_name='{names[i]}'"])
-              for i, job in todo]
+    tagged = [(i, job, job + child_overrides(tracking_uri, parent, names[i])) for i, job in todo]
     if isinstance(launcher, BasicLauncher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
@@ -137,6 +153,7 @@ def run_sweep(sweeper, arguments: list[str]):
     jobs = expand_jobs(sweeper, arguments)
     confs = validate_jobs(sweeper, jobs)
     tracking = confs[0].tracking
+    preflight_or_exit(tracking.uri)
     open_experiment(tracking)
     mark_stale_runs(tracking)
     done = finished_hashes(tracking) if confs[0].resume else set()
@@ -147,7 +164,7 @@ def run_sweep(sweeper, arguments: list[str]):
     rows = {i: job_row(i, job, None) for i, job in enumerate(jobs) if i not in dict(todo)}
     status = "FAILED"
     try:
-        for i, job, ret in launch(sweeper.launcher, todo, parent, run_names(jobs)):
+        for i, job, ret in launch(sweeper.launcher, todo, parent, run_names(jobs), tracking.uri):
             rows[i] = job_row(i, job, ret)
             if rows[i]["status"] == "FAILED":
                 log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])

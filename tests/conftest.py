@@ -83,3 +83,56 @@ def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -
             proc.kill()
     assert not [p for p in family if p.is_running()], "a child process outlived the job"
     return code
+
+
+# --- real servers on loopback (tests/servers.py), started once per session -----------------
+
+def _unavailable(reason: str):
+    """Skip where a server cannot be installed or started; in CI that is a failure."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    from tests.servers import Postgres, Unavailable
+
+    try:
+        import psycopg2  # noqa: F401  (the driver rlbench's PostgreSQL URLs use)
+
+        pg = Postgres().start()
+    except (ImportError, Unavailable, OSError, subprocess.TimeoutExpired) as e:
+        _unavailable(f"no PostgreSQL server here: {e}")
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(postgres, tmp_path_factory):
+    """`mlflow server` on 127.0.0.1 with its backend store in PostgreSQL, proxied artifacts in tmp."""
+    from tests.servers import MlflowServer, Unavailable
+
+    try:
+        server = MlflowServer(postgres.create_db("mlflow"), tmp_path_factory.mktemp("mlflow-server")).start()
+    except (Unavailable, OSError) as e:
+        _unavailable(f"no mlflow server here: {e}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server_store(mlflow_server, tmp_path, request) -> dict:
+    """Like `store`, but every job logs to the shared server, in an experiment of this test's own."""
+    experiment = f"test-{request.node.name}-{os.getpid()}"
+    return {
+        "uri": mlflow_server.url,
+        "experiment": experiment,
+        "overrides": [
+            f"tracking.uri={mlflow_server.url}",
+            f"tracking.experiment={experiment}",
+            "tracking.system_metrics=false",
+            f"hydra.run.dir={tmp_path}/out",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+    }

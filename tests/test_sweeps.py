@@ -103,7 +103,9 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
     """4 jobs at once (2 joblib workers running 2 jobs each, or submitit's local executor as
     SLURM would run them), all writing to one SQLite store."""
     workers = ["hydra.launcher.n_jobs=2"] if launcher == "parallel" else []
-    args = ["-m", f"hydra/launcher={launcher}", *workers, "seed=1,2,3,4", *TINY, *store["overrides"]]
+    # sm_limit=1: one torch intra-op thread per job; 4 jobs each with all cores' threads take
+    # minutes instead of seconds on a 2-core host
+    args = ["-m", f"hydra/launcher={launcher}", *workers, "seed=1,2,3,4", *TINY, "sm_limit=1", *store["overrides"]]
     out = rlbench_cli(args, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])

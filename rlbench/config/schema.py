@@ -74,8 +74,8 @@ class WorkloadConfig:
 
 @dataclass
 class TrackingConfig:
-    uri: str = "sqlite:///mlruns/mlflow.db"  # relative paths are taken from the project root
-    artifact_location: str = "mlruns/artifacts"  # for new experiments; relative to project root
+    uri: str = "sqlite:///mlruns/mlflow.db"  # or http(s)://server; presets read MLFLOW_TRACKING_URI first
+    artifact_location: Optional[str] = "mlruns/artifacts"  # new experiments; a local path is unused with a server
     experiment: str = "rlbench"
     run_name: Optional[str] = None  # null = made from the overrides
     log_every_s: float = 1.0  # period of step metrics
@@ -107,7 +107,7 @@ class SearchConfig:
     retries: int = 1  # reruns of a trial whose worker died (found by heartbeat)
     heartbeat_s: int = 30
     max_failures: int = 10  # stop after this many failed trials in one run
-    workers: int = 1  # workers you start on this study; SQLite allows only 1
+    workers: int = 1  # workers you start on this study; SQLite allows only 1, more need PostgreSQL
     pruning: bool = False  # stop clearly dominated trials early on their intermediate fps (one objective only)
     pruner_startup_trials: int = 3  # trials that always run to the end before pruning starts
 

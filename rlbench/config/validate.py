@@ -56,6 +56,9 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "workload.frames": _int_at_least(1),
         "workload.learner_updates": _int_at_least(0),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
+        "tracking.uri": ((lambda v: bool(v and v.strip())),
+                         "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
+                         "http(s)://host:port, postgresql://..."),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
         "algo.network.torso": _one_of("nature_cnn", "mlp"),

@@ -62,10 +62,24 @@ def open_experiment(tracking: TrackingConfig) -> str:
     exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
         return exp.experiment_id
+    try:
+        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking))
+    except mlflow.exceptions.MlflowException:
+        exp = mlflow.get_experiment_by_name(tracking.experiment)  # another worker created it meanwhile
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def artifact_location(tracking: TrackingConfig) -> str | None:
+    """Where a new experiment keeps artifacts. With a tracking server a local path would exist
+    only on this host: None lets the server proxy them (`mlflow server --artifacts-destination`)."""
     location = tracking.artifact_location
-    if location and "://" not in location:
-        location = Path(location).resolve().as_uri()
-    return mlflow.create_experiment(tracking.experiment, artifact_location=location or None)
+    if not location or "://" in location:
+        return location or None
+    if tracking.uri.startswith(("http://", "https://")):
+        return None
+    return Path(location).resolve().as_uri()
 
 
 def config_hash(conf) -> str:
