@@ -57,6 +57,13 @@ def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow
     assert kids[0].info.artifact_uri.startswith("mlflow-artifacts:")
     assert "config.yaml" in [a.path for a in mlflow.MlflowClient().list_artifacts(kids[0].info.run_id)]
     assert list(mlflow_server.artifacts.rglob("summary.csv")) and list(mlflow_server.artifacts.rglob("config.yaml"))
+    # The report works unchanged against the server, and logs through it onto the parent.
+    from rlbench.report.__main__ import main as report
+
+    assert report(["--sweep", parent.info.run_id, "--tracking-uri", mlflow_server.url, "--out",
+                   str(mlflow_server.artifacts.parent / "report")]) == 0
+    assert "report/report.html" in [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id, "report")]
+    assert list(mlflow_server.artifacts.rglob("report.html"))
 
 
 @pytest.mark.integration
