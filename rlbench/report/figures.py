@@ -173,8 +173,9 @@ def operations(study: Study) -> Drawn:
             for patch in bars:
                 patch.set_gid(f"op_frac/{role}/{op}")
             left = [a + b for a, b in zip(left, widths)]
-        ax.set(title=role, xlabel="share of wall time", xlim=(0, 1.05))
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
+        ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05))
+        if ops:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
     sub = f"{title} ({study.title}); corrected for annotation cost"
     return _finish(Drawn(name, title, fig), study, sub, bottom=0.05, top=0.95)
 
