@@ -22,7 +22,6 @@ import uuid
 import mlflow
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
-from omegaconf import OmegaConf
 
 from rlbench.config.validate import ConfigError, validate
 from rlbench.tracking.fingerprint import host_tags

@@ -1,0 +1,91 @@
+"""Optuna search for the CPU/GPU balance: `python -m rlbench -m search=ratio`.
+
+Optuna >= 4 driven directly through ask/tell (hydra-optuna-sweeper pins optuna < 3). Every
+trial is one real rlbench job, launched by the sweep's Hydra launcher, and its MLflow run
+is a child of the study's parent run, tagged with the study and trial number.
+
+Resuming: the study lives in `search.storage` under `search.study`; rerunning the command
+continues it and stops once `search.n_trials` trials are COMPLETE in total. A trial whose
+job fails or gives a non-finite objective is FAIL. Trials heartbeat while they run; one
+whose worker died is failed at the next start (optuna.storages.fail_stale_trials) and
+retried `search.retries` times (RetryFailedTrialCallback).
+
+Many workers (N shells or a SLURM array, docs/scale-out.md) share one study in PostgreSQL.
+Each worker takes a trial only under the study's lock (a PostgreSQL advisory lock): it
+fails stale trials, counts COMPLETE and RUNNING trials, and asks for a new trial only when
+they leave room below `search.n_trials`; otherwise it waits, since a running trial of
+another worker may still fail (then this worker takes its place) or go stale (then its
+heartbeat-found retry is queued WAITING and the next ask pops it). So the study ends with
+exactly n_trials COMPLETE, no trial run twice and none lost.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import mlflow
+import optuna
+
+from rlbench.preflight import masked
+from rlbench.search.parent import find_or_open_parent, recommend, report
+from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
+from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
+from rlbench.search.trials import make_reporter, run_trials
+
+__all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
+           "objective_values", "open_study", "recommend", "run_search", "run_trials", "suggest"]
+
+
+def run_search(sweeper, arguments: list[str]) -> None:
+    """The sweeper's entry when `search` is configured (see the module docstring)."""
+    from rlbench.resources import ComputeLimit
+    from rlbench.sweep import expand_jobs, preflight_or_exit, validate_jobs
+    from rlbench.tracking.record import mark_stale_runs
+    from rlbench.trainer import resolve_device
+
+    jobs = expand_jobs(sweeper, arguments)
+    if len(jobs) != 1:
+        _refuse([f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
+                 "actor_threads and sm_limit"])
+    conf = validate_jobs(sweeper, jobs)[0]
+    s = conf.search
+    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+    in_process = isinstance(sweeper.launcher, BasicLauncher)
+    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + energy_check(conf)
+            + ([] if in_process or not s.pruning else
+               ["search.pruning=true needs jobs in this process (the basic launcher), not "
+                f"{type(sweeper.launcher).__name__}"]))
+    preflight_or_exit(conf.tracking.uri, s.storage)
+    lock = StudyLock(s.storage, s.study)
+    with lock:  # workers starting together: one creates the tables, the study and the parent run
+        study = open_study(s)
+        failed_before = state_counts(study)["FAIL"]
+        optuna.storages.fail_stale_trials(study)
+        stale = state_counts(study)["FAIL"] - failed_before
+        mark_stale_runs(conf.tracking)
+        parent = find_or_open_parent(conf.tracking, s.study)
+        mlflow.MlflowClient().update_run(parent, status="RUNNING")
+    print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
+          + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
+    status = "FAILED"
+    try:
+        run_trials(sweeper.launcher, study, s, jobs[0], parent, lock, conf.tracking.uri)
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        with tempfile.TemporaryDirectory() as tmp:
+            text = report(study, s, parent, Path(tmp))
+        mlflow.MlflowClient().set_terminated(parent, status)
+        lock.close()
+        print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}", flush=True)
+
+
+def _refuse(problems: list[str]) -> None:
+    if problems:
+        print("rlbench: search not started:\n  " + "\n  ".join(problems), file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,100 @@
+"""One worker's loop: claim a trial, run its real job through the Hydra launcher (heartbeating,
+optionally pruned on intermediate fps), tell the study the outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+
+import optuna
+
+from rlbench.config.schema import SearchConfig
+from rlbench.search.space import SearchError, objective_values
+from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
+from rlbench.tracking.record import JobPruned
+
+log = logging.getLogger(__name__)
+
+def trial_overrides(job: list[str], params: dict, study: str, number: int, parent: str, uri: str) -> list[str]:
+    name = " ".join(f"{k}={v}" for k, v in params.items())
+    return [*job, *(f"{k}={v}" for k, v in params.items()), f"tracking.uri='{uri}'", f"tracking.parent_run_id={parent}",
+            f"tracking.run_name='trial {number}: {name}'", f"+tracking.tags.optuna_study={study}",
+            f"+tracking.tags.optuna_trial={number}"]
+
+
+@contextlib.contextmanager
+def pruning_hook(trial: optuna.Trial, s: SearchConfig):
+    """While a trial's job runs in this process: report its fps each tick, prune if dominated."""
+    from rlbench import job
+
+    if not s.pruning:
+        yield
+        return
+    job.INTERMEDIATE_HOOK = make_reporter(trial)
+    try:
+        yield
+    finally:
+        job.INTERMEDIATE_HOOK = None
+
+
+def make_reporter(trial):
+    def report(metrics: dict, step: int) -> None:
+        fps = metrics.get("fps")
+        if fps is None or not math.isfinite(fps) or step <= 0:
+            return
+        trial.report(fps, step)
+        if trial.should_prune():
+            raise JobPruned(f"fps {fps:.0f} at frame {step} is below the pruner's threshold")
+
+    return report
+
+
+def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], parent: str, lock: StudyLock,
+               tracking_uri: str) -> None:
+    """claim -> one real job -> tell, until n_trials are COMPLETE in the study (failures capped)."""
+    failures, waiting = 0, False
+    while True:
+        if failures >= s.max_failures:
+            raise SearchError(f"{failures} trials failed in this run (search.max_failures={s.max_failures}); stopping")
+        claimed = claim_trial(study, s, lock)
+        if claimed == DONE:
+            return
+        if claimed == WAIT:
+            if not waiting:
+                print("[rlbench search] the quota is taken by running trials (other workers); waiting", flush=True)
+            waiting = True
+            time.sleep(min(max(s.heartbeat_s, 1), 10))
+            continue
+        waiting, (trial, params) = False, claimed
+        overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
+        failures += not run_trial(launcher, study, trial, s, overrides)
+
+
+def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, overrides: list[str]) -> bool:
+    """One trial's job, heartbeating; tells the study its outcome. False when the trial FAILed."""
+    print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}",
+          flush=True)
+    try:
+        with Heartbeat(study, trial, s.heartbeat_s), pruning_hook(trial, s):
+            ret = launcher.launch([overrides], initial_job_idx=trial.number)[0]
+    except JobPruned as e:
+        print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return True
+    except KeyboardInterrupt:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise
+    ok = ret.status.name == "COMPLETED"
+    values = objective_values(ret.return_value if ok else None, s.objectives)
+    if values is None:
+        why = ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite"
+        log.error("trial %d FAIL: %s", trial.number, why)
+        trial.set_user_attr("fail_reason", str(why)[:500])
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return False
+    trial.set_user_attr("run_id", ret.return_value.get("run_id"))
+    trial.set_user_attr("cpu_gpu_ratio", ret.return_value.get("cpu_gpu_ratio"))
+    study.tell(trial, values)
+    return True
