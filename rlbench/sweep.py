@@ -25,7 +25,7 @@ from hydra.core.utils import JobStatus
 
 from rlbench.config.validate import ConfigError, validate
 from rlbench.tracking.fingerprint import host_tags
-from rlbench.tracking.record import config_hash, mark_stale_runs, open_experiment, run_name_from
+from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment, run_name_from
 
 log = logging.getLogger(__name__)
 

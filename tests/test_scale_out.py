@@ -260,7 +260,7 @@ def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server
 
 def test_tracking_uri_precedence_command_line_then_env_then_preset(compose_cfg, monkeypatch):
     from rlbench.config.validate import validate
-    from rlbench.tracking.record import artifact_location
+    from rlbench.tracking.store import artifact_location
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert validate(compose_cfg([])).tracking.uri == "sqlite:///mlruns/mlflow.db"

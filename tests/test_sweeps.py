@@ -86,7 +86,7 @@ def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
 
 def test_stale_running_run_is_marked_failed(store, compose_cfg):
     from rlbench.config.validate import validate
-    from rlbench.tracking.record import mark_stale_runs, open_experiment
+    from rlbench.tracking.store import mark_stale_runs, open_experiment
 
     conf = validate(compose_cfg(store["overrides"] + ["tracking.stale_after_s=1"]))
     mlflow.set_tracking_uri(store["uri"])

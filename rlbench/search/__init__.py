@@ -42,7 +42,7 @@ def run_search(sweeper, arguments: list[str]) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring)."""
     from rlbench.resources import ComputeLimit
     from rlbench.sweep import expand_jobs, preflight_or_exit, validate_jobs
-    from rlbench.tracking.record import mark_stale_runs
+    from rlbench.tracking.store import mark_stale_runs
     from rlbench.trainer import resolve_device
 
     jobs = expand_jobs(sweeper, arguments)

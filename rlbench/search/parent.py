@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 def find_or_open_parent(tracking, study_name: str) -> str:
     """The study's one MLflow parent run: reused when the study resumes."""
     from rlbench.tracking.fingerprint import host_tags
-    from rlbench.tracking.record import open_experiment
+    from rlbench.tracking.store import open_experiment
 
     exp_id = open_experiment(tracking)
     client = mlflow.MlflowClient()

@@ -11,6 +11,7 @@ from rlbench.config.schema import SearchConfig
 from rlbench.preflight import masked
 from rlbench.resources import usable_cpus
 
+
 class SearchError(ValueError):
     """A search that cannot run as configured; raised before the first trial."""
 

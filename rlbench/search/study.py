@@ -15,6 +15,7 @@ import optuna
 from rlbench.config.schema import SearchConfig
 from rlbench.search.space import make_sampler, suggest
 
+
 class StudyLock:
     """Serializes a study's bookkeeping across its workers: a PostgreSQL advisory lock.
 

@@ -1,0 +1,91 @@
+"""The tracking store around the jobs: the experiment, a job's identity, stale runs.
+
+- `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
+  the experiment, created with an artifact location that suits the store;
+- `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
+- `mark_stale_runs`: runs left RUNNING by a killed process, found by their heartbeat tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+
+import mlflow
+
+from rlbench.config.schema import TrackingConfig
+
+log = logging.getLogger(__name__)
+
+
+def run_name_from(overrides: list[str]) -> str:
+    """A run's name: its overrides, less where results go and how progress shows."""
+    skip = ("hydra", "tracking.", "progress=")
+    task = [o for o in overrides if not o.lstrip("+~").startswith(skip)]
+    return " ".join(task) if task else "defaults"
+
+
+def open_experiment(tracking: TrackingConfig) -> str:
+    """Point MLflow at the configured store and return the experiment id (created if new)."""
+    if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
+        Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(tracking.uri)
+    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking))
+    except mlflow.exceptions.MlflowException:
+        exp = mlflow.get_experiment_by_name(tracking.experiment)  # another worker created it meanwhile
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def artifact_location(tracking: TrackingConfig) -> str | None:
+    """Where a new experiment keeps artifacts. With a tracking server a local path would exist
+    only on this host: None lets the server proxy them (`mlflow server --artifacts-destination`)."""
+    location = tracking.artifact_location
+    if not location or "://" in location:
+        return location or None
+    if tracking.uri.startswith(("http://", "https://")):
+        return None
+    return Path(location).resolve().as_uri()
+
+
+def config_hash(conf) -> str:
+    """Identity of a job's work: the typed config without tracking, progress and resume."""
+    from dataclasses import asdict
+
+    d = asdict(conf)
+    for key in ("tracking", "progress", "resume"):
+        d.pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
+    """Runs left RUNNING by a killed process (no heartbeat for stale_after_s) become FAILED."""
+    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    if exp is None:
+        return []
+    client, now, stale = mlflow.MlflowClient(), time.time(), []
+    for run in mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'",
+                                  output_format="list"):
+        if run.data.tags.get("rlbench.role") == "sweep":
+            last = run.info.start_time / 1000  # a parent has no heartbeat: judge by its children
+            children = mlflow.search_runs([exp.experiment_id], output_format="list",
+                                          filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
+            last = max([last] + [float(c.data.tags.get("heartbeat", 0)) for c in children])
+        else:
+            last = float(run.data.tags.get("heartbeat", run.info.start_time / 1000))
+        if now - last > tracking.stale_after_s:
+            client.set_tag(run.info.run_id, "end_reason",
+                           f"stale: no heartbeat for {now - last:.0f} s (process killed?); marked FAILED")
+            client.set_terminated(run.info.run_id, "FAILED")
+            stale.append(run.info.run_id)
+    if stale:
+        log.warning("marked %d stale RUNNING run(s) FAILED: %s", len(stale), ", ".join(stale))
+    return stale
