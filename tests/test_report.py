@@ -83,6 +83,10 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     assert "actors=64 sm_limit=None: FAILED (RuntimeError: boom)" in footer and "actors=128" in footer
     assert "Tesla V100 (80 SMs)" in footer and "40 HW threads" in footer
     assert "frameskip 4" in fig3.fig.axes[2].get_ylabel()
+    # No job measured CPU energy: the panel says so rather than drawing a zero.
+    notes = " ".join(t.get_text() for t in fig3.fig.axes[3].texts)
+    assert "energy_cpu_j: not measured (not logged by this job)" in notes
+    assert not _lines(fig3, "energy_cpu_j|")
 
 
 def test_figure4_slowdown_against_the_most_units(synthetic):

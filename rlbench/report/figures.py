@@ -115,14 +115,19 @@ def actor_scaling(study: Study) -> Drawn:
         (axes[1, 1], [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
                       ("energy_cpu_j", "CPU pkg", None)], "energy per task (J)"),
     ]
+    n_jobs = sum(len(js) for js in groups.values())
     for ax, metrics, ylabel in panels:
-        missing = []
+        missing, absent = [], []
         for metric, label, transform in metrics:
-            missing += _plot_metric(ax, groups, "actors", metric, label, transform)
+            lost = _plot_metric(ax, groups, "actors", metric, label, transform)
+            missing += lost
+            absent += [f"{metric}: not measured ({lost[0].split(': ', 1)[-1][:70]})"] if len(lost) == n_jobs else []
         ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
         if ax.lines:
             _log2_axis(ax, [j.actors for js in groups.values() for j in js])
             ax.legend(fontsize=7)
+            if absent:  # a series of this panel that no job measured: say so, never draw it as zero
+                ax.text(0.01, 0.01, "\n".join(absent), fontsize=6, color="tab:red", transform=ax.transAxes)
         _not_measured(ax, " / ".join(m for m, _, _ in metrics), missing)
         ax.grid(alpha=0.3)
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
