@@ -200,6 +200,15 @@ def test_report_cli_refuses_a_job_run_and_an_unknown_id(tiny_sweep):
         assert out.returncode == 2 and says in out.stderr, out.stderr[-2000:]
 
 
+def test_report_of_a_server_that_is_down_says_so_at_once(capsys):
+    from tests.servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert report_main(["--sweep", "0" * 32, "--tracking-uri", url, "--no-log"]) == 2
+    err = capsys.readouterr().err
+    assert f"MLflow tracking server {url} not reachable: GET /health failed" in err
+
+
 def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     import nbclient
     import nbformat

@@ -96,6 +96,12 @@ def test_stale_running_run_is_marked_failed(store, compose_cfg):
     assert mark_stale_runs(conf.tracking) == [run.info.run_id]
     assert client.get_run(run.info.run_id).info.status == "FAILED"
     assert client.get_run(fresh.info.run_id).info.status == "RUNNING"
+    # A search's parent (no heartbeat of its own) lives while a worker's trial heartbeats.
+    exp = open_experiment(conf.tracking)
+    study = client.create_run(exp, start_time=int((time.time() - 60) * 1000), tags={"rlbench.role": "study"})
+    client.create_run(exp, tags={"mlflow.parentRunId": study.info.run_id, "heartbeat": f"{time.time() + 60:.0f}"})
+    assert mark_stale_runs(conf.tracking) == []
+    assert client.get_run(study.info.run_id).info.status == "RUNNING"
 
 
 @pytest.mark.parametrize("launcher", ["parallel", "local_submitit"])

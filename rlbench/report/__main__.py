@@ -43,8 +43,11 @@ def study_parent(name: str) -> str:
 
 
 def load(args):
+    """The study to report on; LookupError (or PreflightError) with the reason when there is none."""
+    from rlbench.preflight import check
     from rlbench.report.records import load_experiment, load_parent
 
+    check(args.tracking_uri)  # a server that is down: the jobs' message now, not minutes of client retries
     if args.experiment:
         return load_experiment(args.experiment)
     parent = args.sweep or study_parent(args.study)
@@ -72,6 +75,7 @@ def log_report(study, out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rlbench.preflight import PreflightError
     from rlbench.report.build import build_report
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     mlflow.set_tracking_uri(args.tracking_uri)
     try:
         study = load(args)
-    except LookupError as e:
+    except (LookupError, PreflightError) as e:
         print(f"rlbench report: {e}", file=sys.stderr)
         return 2
     out = args.out or Path("reports") / (study.parent_id or args.experiment)

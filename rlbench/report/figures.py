@@ -140,7 +140,7 @@ def sm_scaling(study: Study) -> Drawn:
     groups = series(study.finished, "sm_granted", "sm_limit")
     if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
-    unit = "SMs" if study.jobs[0].tags.get("compute_unit") == "sm" else "CPU intra-op threads"
+    unit = f"{study.compute_unit}s"
     fig = Figure(figsize=(11, 4.8))
     axes = fig.subplots(1, 2)
     for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",

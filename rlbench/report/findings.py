@@ -34,9 +34,8 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
                    "energy_j": j.value("energy_per_task_j")} for j in study.finished]
     rec = recommend(candidates, tolerance)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
-    unit = "SM" if any(j.tags.get("compute_unit") == "sm" for j in study.finished) else "CPU intra-op thread"
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    rule = study_rule(threads, _int(max(units)) if units else None, unit, timed)
+    rule = study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,

@@ -69,7 +69,17 @@ class Study:
     host: dict[str, str]
     jobs: list[JobRun]
     missing: list[str]               # planned jobs with no run at all, as text
-    frameskip: int | None = None
+
+    @property
+    def frameskip(self) -> int | None:
+        """The jobs' frameskip (env frames per agent step) when they share one."""
+        skips = {j.params.get("env.frameskip") for j in self.jobs if j.params.get("env.frameskip")}
+        return int(skips.pop()) if len(skips) == 1 else None
+
+    @property
+    def compute_unit(self) -> str:
+        """What `sm_limit` granted in the finished jobs: SMs on CUDA, else CPU intra-op threads."""
+        return "SM" if any(j.tags.get("compute_unit") == "sm" for j in self.finished) else "CPU intra-op thread"
 
     @property
     def finished(self) -> list[JobRun]:
@@ -91,6 +101,10 @@ def _job(run) -> JobRun:
                   params=dict(run.data.params), metrics=dict(run.data.metrics),
                   nulls={k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")},
                   tags={k: v for k, v in tags.items() if not k.startswith(("null/", "mlflow."))})
+
+
+def _ordered(jobs) -> list[JobRun]:
+    return sorted(jobs, key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
 
 
 def _host(tags: dict, jobs: list[JobRun]) -> dict[str, str]:
@@ -124,13 +138,12 @@ def load_parent(parent_id: str) -> Study:
     parent = client.get_run(parent_id)
     children = mlflow.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
                                   output_format="list")
-    jobs = sorted((_job(r) for r in children), key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
+    jobs = _ordered(_job(r) for r in children)
     tags = parent.data.tags
     kind = tags.get("rlbench.role", "sweep")
     planned = parent.data.params.get("jobs")
     return Study(kind=kind, title=parent.info.run_name or parent_id, parent_id=parent_id, host=_host(tags, jobs),
-                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None),
-                 frameskip=_frameskip(jobs))
+                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None))
 
 
 def load_experiment(name: str) -> Study:
@@ -139,12 +152,7 @@ def load_experiment(name: str) -> Study:
     if exp is None:
         raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {mlflow.get_tracking_uri()}")
     found = mlflow.search_runs([exp.experiment_id], output_format="list")
-    jobs = [_job(r) for r in found if "rlbench.role" not in r.data.tags]
-    jobs.sort(key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
+    jobs = _ordered(_job(r) for r in found if "rlbench.role" not in r.data.tags)
     return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
-                 missing=[], frameskip=_frameskip(jobs))
+                 missing=[])
 
-
-def _frameskip(jobs: list[JobRun]) -> int | None:
-    skips = {j.params.get("env.frameskip") for j in jobs if j.params.get("env.frameskip")}
-    return int(skips.pop()) if len(skips) == 1 else None

@@ -74,7 +74,7 @@ def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
     client, now, stale = mlflow.MlflowClient(), time.time(), []
     for run in mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'",
                                   output_format="list"):
-        if run.data.tags.get("rlbench.role") == "sweep":
+        if run.data.tags.get("rlbench.role") in ("sweep", "study"):
             last = run.info.start_time / 1000  # a parent has no heartbeat: judge by its children
             children = mlflow.search_runs([exp.experiment_id], output_format="list",
                                           filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
