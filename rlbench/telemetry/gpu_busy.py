@@ -3,17 +3,63 @@
 NVML's "utilisation" is the share of sample periods in which any kernel ran, which the
 study (and RL-Scope) show overstates how busy the GPU really is. Here every span of device
 work (inference forward, learner forward/backward and optimizer step) is bracketed by two
-CUDA events on the current stream; `busy_s()` sums the elapsed time of finished spans, and
-`gpu_busy_frac = busy_s / wall`. Spans on one stream do not overlap, so the sum is not
-double counted; a span also contains any idle gaps between its own kernels, so the figure
-is an upper bound of kernel time within those spans.
+CUDA events on the current stream; `busy_s()` is the length of the union of the spans of all
+threads, and `gpu_busy_frac = busy_s / wall`. Spans of different threads interleave on the
+stream (central inference opens a span while the learner's is open), so summing their lengths
+would count the shared time twice. A span also contains any idle gaps between its own
+kernels, so the figure is an upper bound of kernel time within those spans.
+
+Times are `ref.elapsed_time(event)` in ms, `ref` being the first span's start event.
+`IntervalUnion` sweeps spans in increasing start order and is exact only in that order, yet
+spans finish out of order (a long span opened before a short one ends after it). So a
+finished span is counted only once it starts before every unfinished one (still open, or
+ended but not yet reached by the device); the others are held back. This is exact because on
+one stream event timestamps grow in record order: a span opened later, or one whose start the
+device has not reached yet, starts at or after every event already complete, so every span
+counted later starts at or after every span counted now. A span is registered, under the
+lock, as its start is recorded, so none is missed.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+class IntervalUnion:
+    """Length of the union of intervals, swept in increasing order of start.
+
+    `extend` sorts a batch by start; every later batch must start at or after the latest
+    start already added, otherwise the union would be undercounted.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.covered_until = -math.inf  # the sweep frontier: all before it is counted
+
+    def add(self, start: float, end: float) -> None:
+        """Adds the part of [start, end] beyond the frontier (starts must not decrease)."""
+        if end <= self.covered_until:
+            return
+        self.total += end - max(start, self.covered_until)
+        self.covered_until = end
+
+    def extend(self, intervals: Iterable[tuple[float, float]]) -> None:
+        for start, end in sorted(intervals):
+            self.add(start, end)
+
+
+@dataclass
+class _Span:
+    start: Any  # CUDA event, recorded
+    end: Any = None  # CUDA event, set once recorded
+
+    def finished(self) -> bool:
+        return self.end is not None and self.end.query()
 
 
 class CudaBusyTimer:
@@ -24,35 +70,50 @@ class CudaBusyTimer:
 
             cuda = torch.cuda
         self._cuda, self.device = cuda, device
-        self._pending: list = []
-        self._busy_ms = 0.0
+        self._ref = None  # the first span's start event: time zero of every span
+        self._pending: list[_Span] = []  # started and not counted yet
+        self._union = IntervalUnion()
         self._lock = threading.Lock()
 
     @contextmanager
     def span(self) -> Iterator[None]:
-        start = self._cuda.Event(enable_timing=True)
+        span = _Span(self._cuda.Event(enable_timing=True))
         end = self._cuda.Event(enable_timing=True)
-        start.record()
+        with self._lock:  # recorded and registered at once: busy_s sees every started span
+            span.start.record()
+            if self._ref is None:
+                self._ref = span.start
+            self._pending.append(span)
         try:
             yield
         finally:
             end.record()
             with self._lock:
-                self._pending.append((start, end))
+                span.end = end
 
     def busy_s(self, wait: bool = False) -> float:
-        """Seconds of finished spans; with wait=True, synchronises on every pending span."""
+        """Seconds covered by counted spans; with wait=True, synchronises on every ended span."""
         with self._lock:
-            still = []
-            for start, end in self._pending:
-                if wait:
-                    end.synchronize()
-                if end.query():
-                    self._busy_ms += start.elapsed_time(end)
-                else:
-                    still.append((start, end))
-            self._pending = still
-            return self._busy_ms / 1e3
+            if wait:
+                for span in self._pending:
+                    if span.end is not None:
+                        span.end.synchronize()
+            self._count_ready()
+            return self._union.total / 1e3
+
+    def _count_ready(self) -> None:
+        """Counts the finished spans that start before every unfinished one; keeps the rest."""
+        finished, unfinished = [], []
+        for span in self._pending:  # one query per span: the device runs on meanwhile
+            (finished if span.finished() else unfinished).append(span)
+        # an unfinished span whose start is not complete starts after every complete event
+        bound = min((self._ms(s.start) for s in unfinished if s.start.query()), default=math.inf)
+        timed = [(self._ms(s.start), self._ms(s.end), s) for s in finished]
+        self._union.extend((start, end) for start, end, _ in timed if start < bound)
+        self._pending = unfinished + [s for start, _, s in timed if start >= bound]
+
+    def _ms(self, event) -> float:
+        return self._ref.elapsed_time(event)
 
 
 def make_busy_timer(device) -> tuple[CudaBusyTimer | None, str | None]:

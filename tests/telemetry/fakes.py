@@ -1,4 +1,5 @@
-"""Test doubles: a fake `pynvml` module, a fake powercap sysfs tree, a fake psutil, a clock.
+"""Test doubles: a fake `pynvml` module, a fake powercap sysfs tree, a fake psutil, a clock,
+a fake `torch.cuda` with timed events.
 
 FakeNvml mirrors the names of real nvidia-ml-py (NVMLError and its NVMLError_* subclasses,
 NVML_ERROR_* values, nvml* functions, NVML_CLOCK_SM, NVML_TEMPERATURE_GPU);
@@ -9,6 +10,7 @@ test_nvml.py checks each name and value against the installed pynvml.
 from __future__ import annotations
 
 import errno
+import math
 import string
 from collections import Counter
 from collections.abc import Iterator
@@ -314,3 +316,39 @@ class FakeClock:
 
     def advance(self, dt: float) -> None:
         self.t += dt
+
+
+# ---- torch.cuda events ---------------------------------------------------------------------
+class FakeCudaEvent:
+    """torch.cuda.Event stand-in: takes the timeline's `now` (ms) when recorded."""
+
+    def __init__(self, cuda: FakeCuda, enable_timing: bool = False) -> None:
+        assert enable_timing
+        self.cuda, self.t = cuda, None
+
+    def record(self) -> None:
+        assert self.cuda.now >= self.cuda.last_ms, "one stream: timestamps grow in record order"
+        self.t = self.cuda.last_ms = self.cuda.now
+
+    def query(self) -> bool:
+        return self.t is not None and self.t <= self.cuda.done_ms
+
+    def synchronize(self) -> None:
+        if self.t is not None:
+            self.cuda.done_ms = max(self.cuda.done_ms, self.t)
+
+    def elapsed_time(self, end: FakeCudaEvent) -> float:
+        if not (self.query() and end.query()):
+            raise RuntimeError("CUDA error: device not ready")  # as torch, for incomplete events
+        return end.t - self.t
+
+
+class FakeCuda:
+    """torch.cuda stand-in with one stream. Events recorded now carry `now` (ms; tests keep it
+    non-decreasing); those up to `done_ms` are complete (the device's progress)."""
+
+    def __init__(self, done_ms: float = math.inf) -> None:
+        self.now, self.last_ms, self.done_ms = 0.0, -math.inf, done_ms
+
+    def Event(self, enable_timing: bool = False) -> FakeCudaEvent:
+        return FakeCudaEvent(self, enable_timing)
