@@ -22,6 +22,7 @@ from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.record import JobKilled, JobRecord
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
+from rlbench.config.derived import task_replay_ratio
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ def _with_hook(log_metrics):
 
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None) -> dict:
     conf = validate(cfg)
+    cfg.workload.learner_updates = conf.workload.learner_updates  # resolved (null: from the replay ratio)
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)  # refuses before any run exists
     threads = actor_hardware_threads(conf.env.kind, conf.actor_threads)
@@ -75,6 +77,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
             "sm_backend": compute.grant.backend}
     returns: list[tuple[float, int]] = []
+    eval_returns: list[tuple[float, int]] = []
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
         preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists
@@ -88,12 +91,19 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
             final = train(conf, _with_hook(record.log_metrics), on_episode=lambda r, f: returns.append((r, f)),
-                          telemetry=telemetry, set_tags=record.set_tags, compute=compute)
+                          telemetry=telemetry, set_tags=record.set_tags, compute=compute,
+                          on_eval_episode=lambda r, f: eval_returns.append((r, f)))
         finally:
             record.log_series("episode_return", returns)
+            record.log_series("eval_return", eval_returns)
             if telemetry is not None and telemetry.started is not None:
                 _log_telemetry_artifacts(record, telemetry, output_dir, conf.telemetry.plot)
         final["episode_return_mean20"] = last_returns_mean([r for r, _ in returns], 20)
+        final["eval_return_mean20"] = last_returns_mean([r for r, _ in eval_returns], 20)
+        if not eval_returns:
+            record.set_tags({"null/eval_return_mean20": "eval_envs=0" if not conf.eval_envs else
+                             "no evaluation episode ended within the task"})
+        final["task_replay_ratio"] = task_replay_ratio(conf)
         record.log_metrics(final, step=int(final["frames"]))
         final["run_id"] = record.run_id
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])

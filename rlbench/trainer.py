@@ -16,9 +16,10 @@ import numpy as np
 import torch
 
 from rlbench.algo.network import R2D2Net
-from rlbench.algo.r2d2_math import actor_epsilons
+from rlbench.algo.r2d2_math import actor_epsilons, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
+from rlbench.config.derived import frame_stack, replay_capacity, sequence_bytes, task_learner_updates
 from rlbench.config.schema import Config
 from rlbench.envs.vector import make_actors
 from rlbench.progress import Progress
@@ -72,6 +73,8 @@ class Trainer:
             "replay_size": self.replay.size,
             **self.inference.stats(),
         }
+        if self.replay.inserted:
+            m["replay_ratio"] = self.replay.sampled / self.replay.inserted
         if self.learner is not None and self.learner.updates:
             m["loss"] = self.learner.last_loss
         return m
@@ -87,9 +90,13 @@ class Trainer:
             "frames": self.actors.frames,
             "learner_updates": self.updates(),
             "episodes": self.actors.episodes,
+            "eval_frames": self.actors.eval_frames,
             "replay_memory_gb": self.replay.nbytes() / 1e9,
+            "replay_capacity": self.replay.capacity,
             **self.inference.stats(),
         }
+        if self.replay.inserted:  # sampled / inserted sequences (unknown before the first insert)
+            m["replay_ratio"] = self.replay.sampled / self.replay.inserted
         if self.learner is not None and self.learner.intra_op_threads is not None:
             m["learner_intra_op_threads"] = self.learner.intra_op_threads
         if self.learner is not None:
@@ -106,19 +113,24 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     torch.manual_seed(conf.seed)
     threads = conf.actor_threads or len(usable_cpus())
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
-    env = make_actors(conf.env, conf.actors, threads, conf.inference_batch, pin)
-    length = algo.burn_in + algo.seq_len
+    n_eval = conf.eval_envs if conf.policy == "r2d2" else 0  # eval measures a learned policy
+    env = make_actors(conf.env, conf.actors + n_eval, threads, conf.inference_batch, pin)
+    length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     obs_shape, n_act, hidden = env.obs_shape, env.num_actions, algo.network.lstm_hidden
-    assembler = UnrollAssembler(conf.actors, length, algo.overlap, obs_shape, env.obs_dtype, n_act, hidden)
+    stack = frame_stack(conf)
+    assembler = UnrollAssembler(conf.actors, length, overlap, obs_shape, env.obs_dtype, n_act, hidden, stack)
+    capacity = replay_capacity(conf, sequence_bytes(conf, obs_shape, env.obs_dtype, n_act))
     replay = SequenceReplay.for_shapes(
-        algo.replay_capacity, length, obs_shape, env.obs_dtype, n_act, hidden,
+        capacity, length, obs_shape, env.obs_dtype, n_act, hidden, stack,
         alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed,
         prefault=algo.replay_prefault,
     )
     acting_net = R2D2Net(obs_shape, n_act, algo.network).to(device) if conf.policy == "r2d2" else None
-    epsilons = actor_epsilons(conf.actors, algo.eps_base, algo.eps_alpha)
-    inference = InferenceServer(acting_net, device, epsilons, assembler, replay, algo, conf.seed, conf.policy)
-    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed)
+    epsilons = np.concatenate([actor_epsilons(conf.actors, algo.eps_base, algo.eps_alpha),
+                               np.full(n_eval, conf.eval_epsilon)])
+    inference = InferenceServer(acting_net, device, epsilons, assembler, replay, algo, conf.seed, conf.policy,
+                                num_train=conf.actors)
+    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed, n_eval)
     learner = None
     if conf.learner and conf.policy == "r2d2":
         learning_net = R2D2Net(obs_shape, n_act, algo.network).to(device)
@@ -134,7 +146,7 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
 
 def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
           telemetry: JobTelemetry | None = None, set_tags=lambda tags: None,
-          compute: ComputeLimit | None = None) -> dict:
+          compute: ComputeLimit | None = None, on_eval_episode=None) -> dict:
     """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
     trainer = build_trainer(conf, gpu_busy=telemetry.gpu_busy if telemetry else None)
     updates = conf.workload.learner_updates if trainer.learner is not None else 0
@@ -144,7 +156,7 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
         if telemetry is not None:
             metrics = {**metrics, **telemetry.tick(trainer.timers())}
         log_metrics(metrics, step)
-        _drain_episodes(trainer.actors, on_episode)
+        _drain_episodes(trainer.actors, on_episode, on_eval_episode)
 
     try:
         if telemetry is not None:
@@ -156,7 +168,7 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
         finally:
             if telemetry is not None:
                 telemetry.stop()
-        _drain_episodes(trainer.actors, on_episode)
+        _drain_episodes(trainer.actors, on_episode, on_eval_episode)
         if telemetry is not None:
             metrics, tags = telemetry.final(final, trainer.timers(), trainer.op_walls())
             final |= metrics
@@ -169,11 +181,12 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
         trainer.close()
 
 
-def _drain_episodes(actors: ActorRole, on_episode) -> None:
-    while actors.episode_returns:
-        frames, ret = actors.episode_returns.popleft()
-        if on_episode is not None:
-            on_episode(ret, frames)
+def _drain_episodes(actors: ActorRole, on_episode, on_eval_episode=None) -> None:
+    for returns, callback in ((actors.episode_returns, on_episode), (actors.eval_returns, on_eval_episode)):
+        while returns:
+            frames, ret = returns.popleft()
+            if callback is not None:
+                callback(ret, frames)
 
 
 def last_returns_mean(returns: list[float], k: int = 20) -> float:

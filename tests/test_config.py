@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from rlbench.algo.r2d2_math import unroll_layout
 from rlbench.config.validate import ConfigError, validate
 from tests.conftest import rlbench_cli, runs
 
@@ -25,7 +26,9 @@ def test_defaults_are_pong_r2d2_reference(compose_cfg):
     conf = validate(compose_cfg([]))
     a = conf.algo
     assert conf.env.id == "pong" and conf.env.frameskip == 4 and conf.env.stack == 4
-    assert (a.burn_in, a.seq_len, a.overlap, a.n_step, a.discount) == (40, 80, 40, 5, 0.997)
+    assert (a.burn_in, a.seq_len, a.overlap, a.n_step, a.discount) == (40, 80, None, 5, 0.997)
+    assert unroll_layout(a.burn_in, a.seq_len, a.overlap) == (121, 41)  # SEED RL: burn-in + 80 + 1, tiled
+    assert (a.samples_per_insert, conf.env.reward_clipping, conf.eval_epsilon) == (1.5, False, 0.001)
     assert (a.priority_eta, a.priority_exponent, a.importance_exponent) == (0.9, 0.9, 0.6)
     assert (a.target_update, a.learning_rate, a.adam_eps, a.batch_size) == (2500, 1e-4, 1e-3, 64)
 
@@ -43,7 +46,7 @@ def test_validate_names_key_value_and_rule(compose_cfg, override, key):
 
 
 def test_too_few_frames_for_one_sequence_is_refused(compose_cfg):
-    with pytest.raises(ConfigError, match=r"workload.frames=1000: too few .* allowed: >= 19200"):
+    with pytest.raises(ConfigError, match=r"workload.frames=1000: too few .* allowed: >= 19360"):
         validate(compose_cfg(["workload.frames=1000"]))
 
 

@@ -14,7 +14,9 @@ from rlbench.algo.r2d2_math import (
     n_step_double_q_targets,
     n_step_returns,
     sequence_starts,
+    sequence_loss,
     sequences_per_actor,
+    unroll_layout,
     value_rescale,
 )
 
@@ -33,12 +35,13 @@ def test_inverse_value_rescale_roundtrip_and_hand_value():
 
 
 def test_n_step_returns_without_episode_end():
-    # T=4, n=2, gamma=0.5, one column. G_0 = r1 + .5 r2 + .25 V2; G_1 = r2 + .5 r3 + .25 V3
+    # T=4 (3 trained steps + 1), n=2, gamma=0.5. G_0 = r1 + .5 r2 + .25 V2; G_1 = r2 + .5 r3 + .25 V3;
+    # G_2 is truncated to one step (SEED RL pads the end): r3 + .5 V3.
     r = torch.tensor([[0.0], [1.0], [2.0], [4.0]])
     d = torch.zeros(4, 1, dtype=torch.bool)
     v = torch.tensor([[10.0], [20.0], [40.0], [80.0]])
     g = n_step_returns(r, d, v, n=2, discount=0.5)
-    assert g.squeeze(-1).tolist() == [1 + 1 + 10, 2 + 2 + 20]
+    assert g.squeeze(-1).tolist() == [1 + 1 + 10, 2 + 2 + 20, 4 + 40]
 
 
 def test_n_step_returns_stops_at_episode_end():
@@ -47,8 +50,69 @@ def test_n_step_returns_stops_at_episode_end():
     d = torch.tensor([[False], [False], [True], [False]])
     v = torch.tensor([[10.0], [20.0], [40.0], [80.0]])
     g = n_step_returns(r, d, v, n=2, discount=0.5)
-    # G_0 = r1 + .5 r2 (final reward kept), no bootstrap; G_1 = r2 only, no bootstrap.
-    assert g.squeeze(-1).tolist() == [1 + 1, 2]
+    # G_0 = r1 + .5 r2 (final reward kept), no bootstrap; G_1 = r2 only; G_2 = r3 + .5 V3 (new episode).
+    assert g.squeeze(-1).tolist() == [1 + 1, 2, 4 + 40]
+
+
+def test_n_step_returns_pad_the_sequence_end_with_truncated_returns():
+    # T=5 (4 trained steps + 1), n=3, gamma=0.5: every trained step gets a target.
+    r = torch.tensor([[0.0], [1.0], [2.0], [4.0], [8.0]])
+    v = torch.tensor([[10.0], [20.0], [40.0], [80.0], [160.0]])
+    g = n_step_returns(r, torch.zeros(5, 1, dtype=torch.bool), v, n=3, discount=0.5)
+    # G_0 = 1 + .5*2 + .25*4 + .125 V3; G_1 = 2 + .5*4 + .25*8 + .125 V4;
+    # G_2 (2 steps left) = 4 + .5*8 + .25 V4; G_3 (1 step left) = 8 + .5 V4.
+    assert g.squeeze(-1).tolist() == [3 + 10, 6 + 20, 8 + 40, 8 + 80]
+
+
+def test_n_step_returns_done_inside_the_last_n_steps():
+    # As above, but obs_4 starts a new episode: nothing after r4 is bootstrapped.
+    r = torch.tensor([[0.0], [1.0], [2.0], [4.0], [8.0]])
+    d = torch.tensor([[False], [False], [False], [False], [True]])
+    v = torch.tensor([[10.0], [20.0], [40.0], [80.0], [160.0]])
+    g = n_step_returns(r, d, v, n=3, discount=0.5)
+    # G_0 = 1 + 1 + 1 + .125 V3 (no end in (0, 3]); G_1 = 2 + 2 + 2; G_2 = 4 + 4; G_3 = 8.
+    assert g.squeeze(-1).tolist() == [3 + 10, 6, 8, 8]
+
+
+def _seed_rl_bellman_target(rewards, done, q_next, gamma, n):
+    """SEED RL's recursion (common/utils.py n_step_bellman_target), restated for the test.
+
+    rewards/done/q_next [T, B] where index t holds r_{t+1}, done_{t+1}, V(obs_{t+1})."""
+    target = torch.cat([torch.zeros_like(q_next[:1]), q_next] + [q_next[-1:] / gamma**k for k in range(1, n)])
+    done = torch.cat([done] + [torch.zeros_like(done[:1])] * n).float()
+    rewards = torch.cat([rewards] + [torch.zeros_like(rewards[:1])] * n)
+    for _ in range(n):
+        rewards, done = rewards[:-1], done[:-1]
+        target = rewards + gamma * (1.0 - done) * target[1:]
+    return target
+
+
+def test_n_step_returns_equal_seed_rls_padded_bellman_targets():
+    gen = torch.Generator().manual_seed(0)
+    T, B, n, gamma = 12, 6, 5, 0.97
+    r = torch.randn(T, B, generator=gen, dtype=torch.float64)
+    d = torch.rand(T, B, generator=gen) < 0.15
+    v = torch.randn(T, B, generator=gen, dtype=torch.float64)
+    ours = n_step_returns(r, d, v, n, gamma)
+    theirs = _seed_rl_bellman_target(r[1:], d[1:], v[1:], gamma, n)
+    assert ours.shape == (T - 1, B)
+    assert torch.allclose(ours, theirs, atol=1e-12)
+
+
+def test_sequence_loss_sums_over_time_then_weights_the_batch_mean():
+    td = torch.tensor([[1.0, 2.0], [3.0, 0.0]])  # [T=2, B=2]
+    w = torch.tensor([1.0, 0.5])
+    # per sequence 0.5 * (1 + 9) = 5 and 0.5 * 4 = 2; batch: (1 * 5 + 0.5 * 2) / 2 = 3
+    assert sequence_loss(td, w).item() == pytest.approx(3.0)
+
+
+def test_unroll_layout_tiles_the_stream():
+    length, overlap = unroll_layout(40, 80, None)
+    assert (length, overlap) == (121, 41)
+    starts = sequence_starts(1000, length, overlap)
+    trained = [range(s + 40, s + 40 + 80) for s in starts]  # steps that get a target
+    assert all(a.stop == b.start for a, b in zip(trained, trained[1:]))  # no gap, no double
+    assert unroll_layout(4, 16, 8) == (21, 8)
 
 
 def test_n_step_double_q_uses_online_argmax_and_target_value():
@@ -60,13 +124,13 @@ def test_n_step_double_q_uses_online_argmax_and_target_value():
     got = n_step_double_q_targets(rewards, dones, q_online, q_target, n, gamma, eps)
     v1 = inverse_value_rescale(torch.tensor(2.0), eps)  # target[a0], not max 7
     v2 = inverse_value_rescale(torch.tensor(4.0), eps)  # target[a1]
-    expected = value_rescale(torch.stack([1.0 + gamma * v1, 0.0 + gamma * v2]), eps)
+    expected = value_rescale(torch.stack([1.0 + gamma * v1, 0.0 + gamma * v2]), eps)  # T - 1 = 2 targets
     assert torch.allclose(got.squeeze(-1), expected)
 
 
 def test_n_step_rejects_short_sequence():
     with pytest.raises(ValueError, match="too short"):
-        n_step_returns(torch.zeros(3, 1), torch.zeros(3, 1, dtype=torch.bool), torch.zeros(3, 1), 3, 0.9)
+        n_step_returns(torch.zeros(1, 1), torch.zeros(1, 1, dtype=torch.bool), torch.zeros(1, 1), 3, 0.9)
 
 
 def test_priority_mix():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from rlbench.algo.r2d2_math import sequence_starts
+from rlbench.algo.r2d2_math import sequence_starts, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
 
@@ -31,7 +31,7 @@ def test_overlapping_sequences_match_the_stream_and_carry_their_start_state():
     for seqs, start in zip(emitted, starts):
         assert len(seqs) == 2
         for row, actor in enumerate([0, 2]):
-            assert seqs.obs[row, :, 0].tolist() == [actor * 1000 + start + j for j in range(length)]
+            assert seqs.frames[row, :, 0].tolist() == [actor * 1000 + start + j for j in range(length)]
             assert seqs.action[row].tolist() == list(range(start, start + length))
             assert seqs.done[row].tolist() == [(start + j) % 7 == 0 for j in range(length)]
             assert np.all(seqs.state[row] == start)  # state recorded before its first step
@@ -41,9 +41,9 @@ def test_actors_reporting_at_different_times_are_kept_apart():
     asm = UnrollAssembler(2, 4, 0, (1,), np.int32, 3, 1)
     assert _feed(asm, 3, np.array([0])) == []
     out = _feed(asm, 4, np.array([1]))  # actor 1 completes first, actor 0 still at 3
-    assert len(out) == 1 and out[0].obs[0, :, 0].tolist() == [1000, 1001, 1002, 1003]
+    assert len(out) == 1 and out[0].frames[0, :, 0].tolist() == [1000, 1001, 1002, 1003]
     out = _feed(asm, 1, np.array([0]))
-    assert len(out) == 1 and out[0].obs[0, :, 0].tolist() == [0, 1, 2, 0]
+    assert len(out) == 1 and out[0].frames[0, :, 0].tolist() == [0, 1, 2, 0]
 
 
 def test_overlap_above_half_is_refused():
@@ -67,7 +67,7 @@ def test_replay_is_bounded_fifo():
     rb.insert(_seqs(2, value=10), np.ones(2))
     rb.insert(_seqs(2, value=20), np.ones(2))
     assert rb.size == 3 and rb.inserted == 4
-    stored = sorted(int(v) for v in rb._store["obs"][:, 0, 0])
+    stored = sorted(int(v) for v in rb._store["frames"][:, 0, 0])
     assert stored == [10, 20, 20]  # the oldest sequence was overwritten
 
 
@@ -97,5 +97,40 @@ def test_replay_copies_wrapped_ring_pieces_in_time_order():
         asm.add(np.array([0]), np.array([[t]], np.int32), np.array([t]), np.array([t - 1]),
                 np.zeros(1, np.float32), np.zeros(1, bool), np.zeros((1, 3), np.float32), None,
                 sink=lambda s: (got.append(s.owned()), rb.insert(s, np.ones(len(s)))))
-    assert [g.obs[0, :, 0].tolist() for g in got] == [list(range(s, s + 6)) for s in (0, 4, 8)]
-    assert rb._store["obs"][:3, :, 0].tolist() == [g.obs[0, :, 0].tolist() for g in got]
+    assert [g.frames[0, :, 0].tolist() for g in got] == [list(range(s, s + 6)) for s in (0, 4, 8)]
+    assert rb._store["frames"][:3, :, 0].tolist() == [g.frames[0, :, 0].tolist() for g in got]
+
+
+def test_trained_steps_of_consecutive_sequences_tile_the_stream():
+    """SEED RL's layout: burn_in + seq_len + 1 steps, overlap burn_in + 1: every step after the
+    first burn-in is trained in exactly one sequence (and bootstraps the one before)."""
+    burn_in, seq_len = 3, 5
+    length, overlap = unroll_layout(burn_in, seq_len, None)
+    asm = UnrollAssembler(1, length, overlap, (1,), np.int32, 3, 1)
+    emitted = _feed(asm, 40, np.array([0]))
+    trained = [t for s in emitted for t in s.frames[0, burn_in:burn_in + seq_len, 0].tolist()]
+    assert trained == list(range(burn_in, burn_in + len(emitted) * seq_len))
+    for a, b in zip(emitted, emitted[1:]):  # the extra last step is the next sequence's first trained step
+        assert a.frames[0, -1, 0] == b.frames[0, burn_in, 0]
+
+
+def test_sampling_copies_outside_the_lock_and_drops_rows_overwritten_meanwhile():
+    rb = SequenceReplay.for_shapes(2, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=1.0, seed=0)
+    rb.insert(_seqs(2, value=10), np.array([1.0, 1.0]))
+
+    class InsertDuringCopy(np.ndarray):
+        """The frames store: while the learner copies rows, an actor inserts (same thread: with
+        the lock held by sample(), this would deadlock and the acquire below would time out)."""
+
+        def __getitem__(self, key):
+            if isinstance(key, np.ndarray):  # the learner's fancy-indexed copy
+                assert rb.lock.acquire(timeout=5), "sample() held the replay lock during its copy"
+                rb.lock.release()
+                rb.insert(_seqs(1, value=50), np.array([1.0]))  # overwrites slot 0
+            return super().__getitem__(key)
+
+    rb._store["frames"] = rb._store["frames"].view(InsertDuringCopy)
+    slots, gens, batch, w = rb.sample(64)
+    assert rb.dropped == int(64 - len(slots)) > 0
+    assert set(slots.tolist()) == {1}  # only the row nobody overwrote survives
+    assert np.all(np.asarray(batch.frames)[:, 0, 0] == 10) and len(w) == len(batch) == len(slots)

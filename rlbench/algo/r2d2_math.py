@@ -26,22 +26,32 @@ def inverse_value_rescale(x: torch.Tensor, eps: float = 1e-3) -> torch.Tensor:
 def n_step_returns(
     rewards: torch.Tensor, dones: torch.Tensor, bootstrap: torch.Tensor, n: int, discount: float
 ) -> torch.Tensor:
-    """n-step returns G_t for t in [0, T - n).
+    """n-step returns G_t for every t in [0, T - 1), truncated at the end as SEED RL does.
 
-    rewards, dones, bootstrap: [T, B]. bootstrap[t] is the (unrescaled) value of obs_t.
-    G_t = sum_{k=1..n} discount^(k-1) r_{t+k} [no episode end in (t, t+k)]
-          + discount^n V(obs_{t+n}) [no episode end in (t, t+n]].
-    Returns [T - n, B].
+    rewards, dones, bootstrap: [T, B] (the trained steps plus one more to bootstrap from).
+    bootstrap[t] is the (unrescaled) value of obs_t. With horizon m_t = min(n, T - 1 - t):
+    G_t = sum_{k=1..m_t} discount^(k-1) r_{t+k} [no episode end in (t, t+k)]
+          + discount^m_t V(obs_{t+m_t}) [no episode end in (t, t+m_t]].
+    So the last n - 1 targets use 1..n-1-step returns bootstrapped from the last step
+    (SEED RL's utils.n_step_bellman_target), and every one of the T - 1 steps has a target.
+    Returns [T - 1, B].
     """
-    steps = rewards.shape[0] - n
+    T = rewards.shape[0]
+    steps = T - 1
     if steps <= 0:
-        raise ValueError(f"sequence of {rewards.shape[0]} steps is too short for n_step={n}")
+        raise ValueError(f"sequence of {T} steps is too short: need the trained steps plus 1 to bootstrap")
+    t = torch.arange(steps, device=rewards.device)
+    horizon = torch.clamp(T - 1 - t, max=n)  # m_t
     alive = torch.ones_like(rewards[:steps])
     ret = torch.zeros_like(rewards[:steps])
     for k in range(1, n + 1):
-        ret = ret + (discount ** (k - 1)) * alive * rewards[k : k + steps]
-        alive = alive * (1.0 - dones[k : k + steps].to(rewards.dtype))
-    return ret + (discount**n) * alive * bootstrap[n : n + steps]
+        valid = (k <= horizon).to(rewards.dtype).unsqueeze(-1)  # [steps, 1]
+        idx = torch.clamp(t + k, max=T - 1)
+        ret = ret + (discount ** (k - 1)) * alive * valid * rewards[idx]
+        alive = alive * (1.0 - valid * dones[idx].to(rewards.dtype))
+    last = t + horizon
+    scale = (discount ** horizon.to(rewards.dtype)).unsqueeze(-1)
+    return ret + scale * alive * bootstrap[last]
 
 
 def n_step_double_q_targets(
@@ -53,7 +63,7 @@ def n_step_double_q_targets(
     discount: float,
     eps: float = 1e-3,
 ) -> torch.Tensor:
-    """Rescaled n-step double-Q targets, [T - n, B].
+    """Rescaled n-step double-Q targets, [T - 1, B] (truncated n-step at the end).
 
     q_online, q_target: [T, B, A] in rescaled space. The bootstrap action is the online
     argmax; its value is read from the target network and unrescaled before discounting.
@@ -61,6 +71,24 @@ def n_step_double_q_targets(
     best = q_online.argmax(dim=-1, keepdim=True)
     bootstrap = inverse_value_rescale(q_target.gather(-1, best).squeeze(-1), eps)
     return value_rescale(n_step_returns(rewards, dones, bootstrap, n, discount), eps)
+
+
+def sequence_loss(td: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """SEED RL's R2D2 loss: per sequence 0.5 * SUM over time of td^2, then the mean over the
+    batch of importance weight x that. td [T, B], weights [B] -> scalar."""
+    return (weights * 0.5 * td.pow(2).sum(dim=0)).mean()
+
+
+def unroll_layout(burn_in: int, seq_len: int, overlap: int | None) -> tuple[int, int]:
+    """(length, overlap) of the stored sequences, as SEED RL cuts its unrolls.
+
+    A sequence holds burn_in + seq_len + 1 steps: the burn-in, the seq_len trained steps and
+    one more to bootstrap the last target from. overlap None = burn_in + 1, so consecutive
+    sequences of one actor share exactly the burn-in plus that step and their trained steps
+    tile the stream (stride = seq_len).
+    """
+    length = burn_in + seq_len + 1
+    return length, burn_in + 1 if overlap is None else overlap
 
 
 def mixed_priority(abs_td: torch.Tensor, eta: float = 0.9) -> torch.Tensor:

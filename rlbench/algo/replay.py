@@ -1,8 +1,13 @@
 """Prioritized sequence replay (R2D2): bounded FIFO storage, proportional sampling.
 
-The replay role owns its lock: inference inserts, the learner samples and updates
-priorities, each under the lock. Sampling is proportional to priority^alpha; a priority
-update for a slot that was overwritten since it was sampled is ignored (slot generations).
+The replay owns its lock, and nobody holds it longer than bookkeeping plus an insert:
+inference inserts (the copy into the slots happens under the lock, with the slots'
+generations bumped), the learner picks slots and reads their generations under the lock,
+copies the rows OUTSIDE it, then re-reads the generations and drops the rows an insert
+overwrote meanwhile. So the actors' inserts never wait for the learner's big copy.
+Sampling is proportional to priority^alpha; a priority update for a slot that was
+overwritten since it was sampled is ignored (slot generations). Observations are stored
+as one frame per step plus the sequence's stack head (rlbench.algo.frames).
 """
 
 from __future__ import annotations
@@ -11,10 +16,11 @@ import threading
 
 import numpy as np
 
+from rlbench.algo.frames import frame_shape
 from rlbench.algo.r2d2_math import importance_weights
 from rlbench.algo.unrolls import Sequences
 
-_FIELDS = ("obs", "action", "prev_action", "reward", "done", "q", "state")
+_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "q", "state")
 
 
 class SequenceReplay:
@@ -33,14 +39,18 @@ class SequenceReplay:
         self._next = 0
         self.size = 0
         self.inserted = 0  # sequences ever inserted
-        self.sampled = 0  # sequences ever sampled
+        self.sampled = 0  # sequences ever handed to the learner
+        self.dropped = 0  # sampled rows overwritten while they were copied (dropped from their batch)
         self._rng = np.random.default_rng(seed)
         self.lock = threading.Lock()
 
-    @classmethod
-    def for_shapes(cls, capacity, length, obs_shape, obs_dtype, num_actions, state_size, **kw):
-        example = Sequences(
-            obs=np.zeros((1, length, *obs_shape), obs_dtype),
+    @staticmethod
+    def example(length, obs_shape, obs_dtype, num_actions, state_size, stack=1) -> Sequences:
+        """One zero sequence with the stored shapes and dtypes."""
+        frame = frame_shape(obs_shape, stack)
+        return Sequences(
+            frames=np.zeros((1, length, *frame), obs_dtype),
+            head=np.zeros((1, stack - 1, *frame), obs_dtype),
             action=np.zeros((1, length), np.int64),
             prev_action=np.zeros((1, length), np.int64),
             reward=np.zeros((1, length), np.float32),
@@ -48,7 +58,16 @@ class SequenceReplay:
             q=np.zeros((1, length, num_actions), np.float32),
             state=np.zeros((1, 2, state_size), np.float32),
         )
-        return cls(capacity, example, **kw)
+
+    @classmethod
+    def bytes_per_sequence(cls, *shapes, **kw) -> int:
+        """Bytes one stored sequence takes (same arguments as `example`)."""
+        ex = cls.example(*shapes, **kw)
+        return sum(getattr(ex, f).nbytes for f in _FIELDS)
+
+    @classmethod
+    def for_shapes(cls, capacity, length, obs_shape, obs_dtype, num_actions, state_size, stack=1, **kw):
+        return cls(capacity, cls.example(length, obs_shape, obs_dtype, num_actions, state_size, stack), **kw)
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._store.values())
@@ -57,10 +76,10 @@ class SequenceReplay:
         k = len(seqs)
         with self.lock:
             slots = (self._next + np.arange(k)) % self.capacity
+            self._generation[slots] += 1  # before the copy: a sample copying these rows now drops them
             for f in _FIELDS:
                 self._copy_in(f, slots, getattr(seqs, f))
             self._priority[slots] = np.maximum(priorities, 1e-6) ** self.alpha
-            self._generation[slots] += 1
             self._next = int((self._next + k) % self.capacity)
             self.size = min(self.size + k, self.capacity)
             self.inserted += k
@@ -76,17 +95,23 @@ class SequenceReplay:
             self._store[field][slots] = values
 
     def sample(self, batch_size: int):
-        """Returns (slots, generations, Sequences, importance weights [B])."""
-        with self.lock:
+        """Returns (slots, generations, Sequences, importance weights) of the rows that survived
+        their copy: normally batch_size, fewer when inserts overwrote rows during the copy."""
+        with self.lock:  # bookkeeping only
             if self.size == 0:
                 raise RuntimeError("sample() on an empty replay")
             p = self._priority[: self.size]
             probs = p / p.sum()
             slots = self._rng.choice(self.size, size=batch_size, p=probs)
-            batch = Sequences(**{f: self._store[f][slots] for f in _FIELDS})
+            gens = self._generation[slots].copy()
             weights = importance_weights(probs[slots], self.size, self.beta)
-            self.sampled += batch_size
-            return slots, self._generation[slots].copy(), batch, weights
+        rows = {f: self._store[f][slots] for f in _FIELDS}  # the big copy, outside the lock
+        with self.lock:
+            live = self._generation[slots] == gens
+        self.dropped += int((~live).sum())
+        self.sampled += int(live.sum())
+        batch = Sequences(**{f: v[live] for f, v in rows.items()}) if not live.all() else Sequences(**rows)
+        return slots[live], gens[live], batch, weights[live]
 
     def update_priorities(self, slots, generations, priorities) -> None:
         with self.lock:

@@ -1,16 +1,18 @@
 """Central unroll assembly (SEED RL keeps it beside inference, not in the actors).
 
-Each actor's stream of steps is cut into sequences of `length` = burn_in + seq_len steps;
-consecutive sequences of one actor overlap by `overlap` steps, so the next sequence's
-burn-in replays the end of the previous one. Every sequence carries the recurrent state
-the inference network had when it processed the sequence's first step.
+Each actor's stream of steps is cut into sequences of `length` = burn_in + seq_len + 1
+steps; consecutive sequences of one actor overlap by `overlap` steps (SEED RL: burn_in + 1),
+so the next sequence's burn-in replays the end of the previous one and the trained steps
+tile the stream. Every sequence carries the recurrent state the inference network had when
+it processed the sequence's first step, and the older frames of that step's observation
+stack (rlbench.algo.frames): observations are kept as one newest frame per step.
 
 Buffers are preallocated per actor and used as rings of `length` steps, so the overlap
 is never moved: the next sequence simply starts `stride` steps further round the ring.
 A batch of steps for any subset of actors is written with one fancy-indexed copy per
 field. Completed sequences go to a sink (the replay insert) before the ring moves on;
-their observations are handed over as per-row views (one or two pieces of the ring), so
-the big arrays are copied once, straight into replay, with no temporary.
+their frames are handed over as per-row views (one or two pieces of the ring), so the big
+arrays are copied once, straight into replay, with no temporary.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlbench.algo.frames import frame_shape, split_stack
+
 
 @dataclass
 class Sequences:
     """A batch of k complete sequences, batch-major: [k, L, ...]."""
 
-    obs: np.ndarray | list  # [k, L, *obs_shape], or per row a tuple of views that concatenate to L steps
+    frames: np.ndarray | list  # newest frame per step [k, L, *frame], or per row views that concatenate to L
+    head: np.ndarray  # older frames of step 0's stack [k, stack - 1, *frame] (empty for stack 1)
     action: np.ndarray  # action taken at obs_t
     prev_action: np.ndarray  # network input at t: the actor's previous action
     reward: np.ndarray  # reward arriving with obs_t
@@ -36,22 +41,26 @@ class Sequences:
         return len(self.action)
 
     def owned(self) -> "Sequences":
-        """A copy that owns all its arrays (obs pieces concatenated)."""
-        obs = self.obs if isinstance(self.obs, np.ndarray) else np.stack([np.concatenate(r) for r in self.obs])
-        return Sequences(obs.copy(), *(getattr(self, f).copy() for f in ("action", "prev_action", "reward",
-                                                                         "done", "q", "state")))
+        """A copy that owns all its arrays (frame pieces concatenated)."""
+        f = self.frames
+        frames = f.copy() if isinstance(f, np.ndarray) else np.stack([np.concatenate(r) for r in f])
+        return Sequences(frames, *(getattr(self, n).copy() for n in ("head", "action", "prev_action", "reward",
+                                                                     "done", "q", "state")))
 
 
 class UnrollAssembler:
     """Per-actor rolling buffers that emit overlapping sequences."""
 
-    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size):
+    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1):
         if not 0 <= overlap <= length // 2:
             raise ValueError(f"overlap={overlap} must be in [0, length // 2 = {length // 2}]")
         n, L = num_actors, length
-        self.length, self.overlap, self.stride = L, overlap, L - overlap
-        self.obs = np.zeros((n, L, *obs_shape), dtype=obs_dtype)
-        self.obs.fill(0)  # touch the pages now: a first touch on the actors' path is ~40x slower
+        self.length, self.overlap, self.stride, self.stack = L, overlap, L - overlap, stack
+        frame = frame_shape(obs_shape, stack)
+        self.frames = np.zeros((n, L, *frame), dtype=obs_dtype)
+        self.frames.fill(0)  # touch the pages now: a first touch on the actors' path is ~40x slower
+        self.start_head = np.zeros((n, stack - 1, *frame), dtype=obs_dtype)
+        self.next_start_head = np.zeros_like(self.start_head)
         self.action = np.zeros((n, L), dtype=np.int64)
         self.prev_action = np.zeros((n, L), dtype=np.int64)
         self.reward = np.zeros((n, L), dtype=np.float32)
@@ -76,7 +85,9 @@ class UnrollAssembler:
         """
         p = self.pos[ids]
         col = (self.base[ids] + p) % self.length
-        self.obs[ids, col] = obs
+        newest, heads = split_stack(obs, self.stack)
+        self.frames[ids, col] = newest
+        self._record_heads(ids, p, heads)
         self.action[ids, col] = action
         self.prev_action[ids, col] = prev_action
         self.reward[ids, col] = reward
@@ -89,6 +100,13 @@ class UnrollAssembler:
             sink(self._completed(full))
             self._recycle(full)
         return int(full.size)
+
+    def _record_heads(self, ids, p, heads) -> None:
+        if self.stack == 1:
+            return
+        first, later = ids[p == 0], ids[p == self.stride]
+        self.start_head[first] = heads[p == 0]
+        self.next_start_head[later] = heads[p == self.stride]
 
     def _record_states(self, ids, p, state) -> None:
         need = (p == 0) | (p == self.stride)
@@ -103,8 +121,9 @@ class UnrollAssembler:
     def _completed(self, ids: np.ndarray) -> Sequences:
         cols = (self.base[ids, None] + np.arange(self.length)) % self.length  # [k, L], in time order
         rows = ids[:, None]
-        return Sequences(  # small fields: fancy-indexed copies; obs: views of the ring
-            obs=[self._ring_pieces(i, b) for i, b in zip(ids.tolist(), self.base[ids].tolist())],
+        return Sequences(  # small fields: fancy-indexed copies; frames: views of the ring
+            frames=[self._ring_pieces(i, b) for i, b in zip(ids.tolist(), self.base[ids].tolist())],
+            head=self.start_head[ids],
             action=self.action[rows, cols],
             prev_action=self.prev_action[rows, cols],
             reward=self.reward[rows, cols],
@@ -114,11 +133,12 @@ class UnrollAssembler:
         )
 
     def _ring_pieces(self, i: int, b: int) -> tuple:
-        return (self.obs[i],) if b == 0 else (self.obs[i, b:], self.obs[i, :b])
+        return (self.frames[i],) if b == 0 else (self.frames[i, b:], self.frames[i, :b])
 
     def _recycle(self, ids: np.ndarray) -> None:
         """Start each finished actor's next sequence `stride` steps further round its ring."""
         if self.overlap:
             self.start_state[ids] = self.next_start_state[ids]
+            self.start_head[ids] = self.next_start_head[ids]
         self.base[ids] = (self.base[ids] + self.stride) % self.length
         self.pos[ids] = self.overlap

@@ -24,7 +24,7 @@ class EnvConfig:
     noop_max: int = 30  # random no-ops at each reset (Atari)
     sticky_actions: float = 0.0  # repeat_action_probability (Atari)
     episodic_life: bool = False  # end an episode at each life loss (Atari)
-    reward_clipping: bool = True  # clip rewards to [-1, 1] (Atari)
+    reward_clipping: bool = False  # clip rewards to [-1, 1] (Atari); off: R2D2 uses value rescaling instead
     max_episode_frames: int = 108_000  # frames before truncation (Atari, = 30 min of play)
 
 
@@ -41,18 +41,27 @@ class AlgoConfig:
     name: str = "r2d2"
     network: NetworkConfig = field(default_factory=NetworkConfig)
     burn_in: int = 40  # steps that only warm the recurrent state up
-    seq_len: int = 80  # trained steps per replayed sequence
-    overlap: int = 40  # steps shared by consecutive sequences of one actor
+    seq_len: int = 80  # trained steps per replayed sequence (SEED RL: unroll_length 80 for R2D2 on Atari)
+    # Stored sequences hold burn_in + seq_len + 1 steps (the last only bootstraps the last targets).
+    # Steps shared by consecutive sequences of one actor; null = burn_in + 1 (SEED RL), so the
+    # trained steps tile each actor's stream: every step is trained in exactly one sequence.
+    overlap: Optional[int] = None
     n_step: int = 5
     discount: float = 0.997
     rescale_eps: float = 1e-3  # epsilon of the value-rescaling function h
     priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
     priority_exponent: float = 0.9  # alpha
     importance_exponent: float = 0.6  # beta
-    replay_capacity: int = 2000  # sequences kept (FIFO once full)
+    # Sequences kept (FIFO once full). SEED RL's flag default is 1e3 and its Atari GCP script
+    # uses 1e5; 2000 Atari sequences are 1.8 GB here (frames stored once, stacks rebuilt).
+    replay_capacity: int = 2000
+    replay_memory_gb: Optional[float] = None  # instead of replay_capacity: as many sequences as fit in this
     replay_prefault: bool = True  # touch replay memory at start, off the actors' path
     min_replay: int = 50  # sequences in replay before the learner starts
-    samples_per_insert: float = 4.0  # replay ratio: sequence samples per inserted sequence; 0 = unthrottled
+    # Replay ratio: sequence samples per inserted sequence (the trained steps tile the stream, so
+    # per observation the same); 0 = unthrottled. 1.5 = SEED RL's R2D2 `replay_ratio` flag
+    # ("an interpretation of the R2D2 paper using the end of section 2.3").
+    samples_per_insert: float = 1.5
     rate_limit: str = "learner"  # who waits for the ratio: "learner" (SEED RL) or "both" (actors too)
     batch_size: int = 64
     learning_rate: float = 1e-4
@@ -68,7 +77,9 @@ class AlgoConfig:
 class WorkloadConfig:
     name: str = MISSING
     frames: int = MISSING  # env frames every job must generate (agent steps x frameskip)
-    learner_updates: int = MISSING  # learner updates every job must finish
+    # Learner updates every job must finish; null = what the frames and the algorithm's replay
+    # ratio imply: frames / frameskip / seq_len * samples_per_insert / batch_size (rounded).
+    learner_updates: Optional[int] = None
     max_runtime_s: float = 0.0  # safety limit: a job still running after this fails; 0 = none
 
 
@@ -129,6 +140,11 @@ class Config:
     seed: int = 1
     policy: str = "r2d2"  # "r2d2", or "random" for actor-path benchmarks (no network)
     learner: bool = True  # false = actors and inference only (benchmarks)
+    # Greedy evaluation (SEED RL's eval envs): environments beside the actors acting with
+    # eval_epsilon through the same central inference, never trained on, not counted in
+    # `actors`, fps or the task's frames (their frames are `eval_frames`). 0 = none.
+    eval_envs: int = 2
+    eval_epsilon: float = 0.001  # SEED RL's eval_epsilon
     progress: str = "auto"  # "bar", "log" or "auto" (bar on a terminal)
     resume: bool = False  # sweeps: skip jobs whose identical config already has a FINISHED run
 

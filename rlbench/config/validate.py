@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlbench.algo.r2d2_math import sequences_per_actor
+from rlbench.algo.r2d2_math import sequences_per_actor, unroll_layout
+from rlbench.config.derived import replay_capacity, sequence_bytes, task_learner_updates
 from rlbench.config.schema import Config
 from rlbench.resources import usable_cpus
 
@@ -35,7 +36,7 @@ def _one_of(*allowed: str) -> tuple[Callable[[Any], bool], str]:
 
 def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
     a = c.algo
-    length = a.burn_in + a.seq_len
+    length, _ = unroll_layout(a.burn_in, a.seq_len, a.overlap)
     return {
         "actors": _int_at_least(1),
         "actor_threads": _optional_in(1, len(usable_cpus())),
@@ -46,7 +47,6 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "policy": _one_of("r2d2", "random"),
         "progress": _one_of("auto", "bar", "log"),
         "env.kind": _one_of("atari", "gym"),
-        "env.id": (lambda v: _env_exists(c.env.kind, v), _env_hint(c.env.kind)),
         "env.frameskip": _int_at_least(1),
         "env.stack": _int_at_least(1),
         "env.img_size": _int_at_least(36),
@@ -54,7 +54,10 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "env.sticky_actions": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "env.max_episode_frames": _int_at_least(1),
         "workload.frames": _int_at_least(1),
-        "workload.learner_updates": _int_at_least(0),
+        "workload.learner_updates": ((lambda v: v is None or v >= 0),
+                                     "null (follows from frames and algo.samples_per_insert) or an integer >= 0"),
+        "eval_envs": _int_at_least(0),
+        "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
         "tracking.uri": ((lambda v: bool(v and v.strip())),
                          "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
@@ -67,15 +70,19 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "algo.network.head_hidden": _int_at_least(1),
         "algo.burn_in": _int_at_least(0),
         "algo.n_step": _int_at_least(1),
-        "algo.seq_len": ((lambda v: v > a.n_step), f"an integer > algo.n_step={a.n_step}"),
-        "algo.overlap": ((lambda v: 0 <= v <= length // 2), f"an integer in [0, (burn_in + seq_len) // 2 = {length // 2}]"),
+        "algo.seq_len": _int_at_least(1),
+        "algo.overlap": ((lambda v: v is None or a.burn_in + 1 <= v <= length // 2),
+                         f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
+                         f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]"),
         "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
         "algo.rescale_eps": ((lambda v: v > 0), "a number > 0"),
         "algo.priority_eta": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
         "algo.priority_exponent": ((lambda v: v >= 0), "a number >= 0"),
         "algo.importance_exponent": ((lambda v: v >= 0), "a number >= 0"),
         "algo.replay_capacity": _int_at_least(1),
-        "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity), f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
+        "algo.replay_memory_gb": ((lambda v: v is None or v > 0), "null (use algo.replay_capacity) or gigabytes > 0"),
+        "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity or a.replay_memory_gb is not None),
+                            f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
         "algo.samples_per_insert": ((lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"),
         "algo.rate_limit": _one_of("learner", "both"),
         "algo.batch_size": _int_at_least(1),
@@ -87,24 +94,6 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "algo.eps_base": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "algo.eps_alpha": ((lambda v: v >= 0), "a number >= 0"),
     }
-
-
-def _env_exists(kind: str, env_id: str) -> bool:
-    if kind == "atari":
-        from ale_py import roms
-
-        return env_id in roms.get_all_rom_ids()
-    if kind == "gym":
-        import gymnasium
-
-        return env_id in gymnasium.envs.registry
-    return True  # env.kind itself is reported
-
-
-def _env_hint(kind: str) -> str:
-    if kind == "atari":
-        return "an ALE ROM name in snake_case, e.g. pong, breakout, ms_pacman"
-    return "a registered gymnasium id, e.g. CartPole-v1"
 
 
 def _get(c: Config, dotted: str) -> Any:
@@ -120,16 +109,52 @@ def _cross_checks(c: Config) -> list[str]:
         problems.append("algo.network.torso=nature_cnn: gym envs give vector observations; use mlp (algo=r2d2_vector)")
     if c.env.kind == "atari" and c.algo.network.torso == "mlp":
         problems.append("algo.network.torso=mlp: Atari gives image observations; use nature_cnn")
-    length = c.algo.burn_in + c.algo.seq_len
+    length, overlap = unroll_layout(c.algo.burn_in, c.algo.seq_len, c.algo.overlap)
     steps_per_actor = c.workload.frames // (c.env.frameskip * c.actors)
-    if c.learner and c.policy == "r2d2" and c.workload.learner_updates > 0:
-        if sequences_per_actor(steps_per_actor, length, c.algo.overlap) < 1:
+    if c.workload.learner_updates is None and c.algo.samples_per_insert <= 0:
+        problems.append("workload.learner_updates=None: it follows from the replay ratio, but "
+                        "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates")
+    if c.learner and c.policy == "r2d2" and c.workload.learner_updates != 0:
+        if sequences_per_actor(steps_per_actor, length, overlap) < 1:
             need = length * c.env.frameskip * c.actors
             problems.append(
                 f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
                 f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
             )
     return problems
+
+
+def _env_checks(c: Config) -> list[str]:
+    """The env can be made (any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
+    from rlbench.envs.spec import check_env
+
+    reason = check_env(c.env)  # "env.id=<id>: <why>, <what is allowed>"
+    return [reason] if reason else []
+
+
+def _replay_memory_checks(c: Config) -> list[str]:
+    """Replay must fit in the memory this host has free now (it is allocated up front)."""
+    import psutil
+
+    from rlbench.envs.spec import env_spec
+
+    if not (c.learner and c.policy == "r2d2"):
+        return []
+    spec = env_spec(c.env)
+    per_seq = sequence_bytes(c, spec.obs_shape, spec.obs_dtype, spec.num_actions)
+    capacity = replay_capacity(c, per_seq)
+    free = psutil.virtual_memory().available
+    key = (f"algo.replay_memory_gb={c.algo.replay_memory_gb}" if c.algo.replay_memory_gb is not None
+           else f"algo.replay_capacity={c.algo.replay_capacity}")
+    if capacity < 1:
+        return [f"{key}: holds no sequence of {per_seq / 1e6:.3f} MB; allowed: at least one sequence"]
+    if capacity * per_seq > free:
+        return [f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
+                f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
+                f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)"]
+    if c.algo.min_replay > capacity:
+        return [f"algo.min_replay={c.algo.min_replay}: allowed: at most the replay capacity ({capacity} sequences)"]
+    return []
 
 
 def _host_checks(c: Config) -> list[str]:
@@ -157,7 +182,10 @@ def validate(cfg: DictConfig) -> Config:
         if not ok(_get(conf, key))
     ]
     if not problems:
-        problems = _cross_checks(conf) + _host_checks(conf)
+        problems = _cross_checks(conf) + _env_checks(conf) + _host_checks(conf)
+    if not problems:
+        problems = _replay_memory_checks(conf)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    conf.workload.learner_updates = task_learner_updates(conf)  # resolved: every consumer sees the number
     return conf

@@ -1,7 +1,9 @@
 """The actors (SEED RL's thin actors): step the environments, ask central inference, repeat.
 
 One driver thread owns the vector env; the env's own C++ threads do the stepping. The
-role counts agent steps and frames, and keeps episode returns for the runner to log.
+role counts agent steps and frames of the training actors (ids < num_train) and keeps their
+episode returns, and those of the evaluation environments apart (`eval_returns`), for the
+runner to log. Evaluation steps count neither in `steps`/`frames` nor in the frame target.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ class ActorRole:
     name = "actors"
 
     def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
-                 frame_target: int, seed: int):
+                 frame_target: int, seed: int, eval_envs: int = 0):
         self.env, self.inference = env, inference
-        self.frame_target, self.seed = frame_target, seed
+        self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
         self.frameskip = env.frameskip
-        self.steps = 0  # agent steps completed (frames = steps * frameskip)
+        self.steps = 0  # training actors' agent steps (frames = steps * frameskip)
+        self.eval_steps = 0
         self.episode_returns: collections.deque = collections.deque()  # (frames, return), drained
+        self.eval_returns: collections.deque = collections.deque()  # (frames, return) of eval envs, drained
         self.episodes = 0
-        self._running_return = np.zeros(num_actors, dtype=np.float64)
+        self._running_return = np.zeros(num_actors + eval_envs, dtype=np.float64)
         self.timer = OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
@@ -63,13 +67,19 @@ class ActorRole:
             return 0.0
         return (self.stepping_until or time.perf_counter()) - self.stepping_since
 
+    @property
+    def eval_frames(self) -> int:
+        return self.eval_steps * self.frameskip
+
     def _account(self, batch) -> None:
         ids = batch.env_ids
-        self.steps += len(ids)
+        trained = int((ids < self.num_train).sum())
+        self.steps += trained
+        self.eval_steps += len(ids) - trained
         self._running_return[ids] += batch.reward
         ended = ids[batch.done]
         if ended.size:
-            for r in self._running_return[ended]:
-                self.episode_returns.append((self.frames, float(r)))
-            self.episodes += ended.size
+            for i, r in zip(ended.tolist(), self._running_return[ended].tolist()):
+                (self.episode_returns if i < self.num_train else self.eval_returns).append((self.frames, r))
+            self.episodes += int((ended < self.num_train).sum())
             self._running_return[ended] = 0.0

@@ -1,8 +1,11 @@
 """Central inference (SEED RL): one batched forward for the actors that are ready.
 
 Owns the acting copy of the network (guarded by its lock; the learner publishes weights
-into it), every actor's recurrent state, previous action and exploration epsilon, and the
-unroll assembler whose completed sequences it inserts into replay with initial priorities.
+into it), every environment's recurrent state, previous action and exploration epsilon, and
+the unroll assembler whose completed sequences it inserts into replay with initial
+priorities. Environment ids >= `num_train` are evaluation environments (SEED RL's eval
+envs): they act through the same forward with their own epsilon, and are never assembled
+into sequences or inserted into replay.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from rlbench.telemetry.timing import OpTimer
 
 class InferenceServer:
     def __init__(self, net, device, epsilons, assembler: UnrollAssembler, replay: SequenceReplay,
-                 algo, seed: int, policy: str = "r2d2"):
+                 algo, seed: int, policy: str = "r2d2", num_train: int | None = None):
         self.net, self.device, self.algo, self.policy = net, device, algo, policy
-        self.epsilons = epsilons
+        self.epsilons = epsilons  # one per environment: training actors first, then eval envs
+        self.num_train = len(epsilons) if num_train is None else num_train
         self.assembler, self.replay = assembler, replay
         n = len(epsilons)
         self.h, self.c = net.initial_state(n, device) if net is not None else (None, None)
@@ -48,19 +52,26 @@ class InferenceServer:
     def step(self, batch: StepBatch) -> np.ndarray:
         t0 = time.perf_counter()
         ids = batch.env_ids
-        q, states = self._forward(batch) if self.policy == "r2d2" else self._no_forward(batch)
+        train = ids < self.num_train
+        q, states = self._forward(batch, train) if self.policy == "r2d2" else self._no_forward(batch)
         actions = self._explore(ids, q)
-        t_add, inserting = time.perf_counter(), self._insert_s
-        self.assembler.add(ids, batch.obs, actions, self.prev_action[ids], batch.reward,
-                           batch.done, q, states, sink=self._insert)
-        self.timer.add("unroll_assembly", time.perf_counter() - t_add - (self._insert_s - inserting))
+        self._assemble(batch, actions, q, states, train)
         self.prev_action[ids] = actions
         self.batches += 1
         self.batch_items += len(ids)
         self.latency_s += time.perf_counter() - t0
         return actions
 
-    def _forward(self, batch: StepBatch):
+    def _assemble(self, batch: StepBatch, actions, q, states, train: np.ndarray) -> None:
+        """The training environments' step into the unroll assembler (its sink inserts)."""
+        t0, inserting = time.perf_counter(), self._insert_s
+        rows = slice(None) if train.all() else train
+        ids = batch.env_ids[rows]
+        self.assembler.add(ids, batch.obs[rows], actions[rows], self.prev_action[ids], batch.reward[rows],
+                           batch.done[rows], q[rows], states, sink=self._insert)
+        self.timer.add("unroll_assembly", time.perf_counter() - t0 - (self._insert_s - inserting))
+
+    def _forward(self, batch: StepBatch, train: np.ndarray):
         ids_np = batch.env_ids
         with self.timer.op("h2d_transfer"):
             ids = torch.as_tensor(ids_np, device=self.device)
@@ -74,7 +85,9 @@ class InferenceServer:
             q, (h1, c1) = self.net(obs, prev, reward, done, (h, c))
         self.h[ids], self.c[ids] = h1, c1
         with self.timer.op("d2h_transfer"):
-            need = torch.as_tensor(self.assembler.needs_state(ids_np), device=self.device)
+            need_np = np.zeros(len(ids_np), bool)
+            need_np[train] = self.assembler.needs_state(ids_np[train])
+            need = torch.as_tensor(need_np, device=self.device)
             states = torch.stack([h[need], c[need]], dim=1).cpu().numpy()
             return q[0].cpu().numpy(), states
 
@@ -113,5 +126,5 @@ def initial_priorities(seqs: Sequences, algo) -> np.ndarray:
     action = torch.from_numpy(seqs.action).transpose(0, 1)
     q, reward, done, action = q[algo.burn_in:], reward[algo.burn_in:], done[algo.burn_in:], action[algo.burn_in:]
     targets = n_step_double_q_targets(reward, done, q, q, algo.n_step, algo.discount, algo.rescale_eps)
-    taken = q[: targets.shape[0]].gather(-1, action[: targets.shape[0]].unsqueeze(-1)).squeeze(-1)
+    taken = q[:-1].gather(-1, action[:-1].unsqueeze(-1)).squeeze(-1)  # the seq_len trained steps
     return mixed_priority((targets - taken).abs(), algo.priority_eta).numpy()

@@ -15,7 +15,8 @@ import threading
 import numpy as np
 import torch
 
-from rlbench.algo.r2d2_math import mixed_priority, n_step_double_q_targets
+from rlbench.algo.frames import rebuild_stacks
+from rlbench.algo.r2d2_math import mixed_priority, n_step_double_q_targets, sequence_loss
 from rlbench.algo.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.replay import SequenceReplay
 from rlbench.roles.inference import InferenceServer
@@ -62,14 +63,19 @@ class LearnerRole:
             return True
         a = self.algo
         return actors_may_insert(self.updates, a.batch_size, self.replay.inserted, a.min_replay,
-                                 a.samples_per_insert, slack=len(self.inference.epsilons))
+                                 a.samples_per_insert, slack=self.inference.num_train)
 
     def update(self) -> float:
         with self.timer.op("replay_sample"):
             slots, gens, seqs, weights = self.replay.sample(self.algo.batch_size)
+        if not len(slots):  # every row was overwritten while it was copied: sample again
+            return self.last_loss
         with self.timer.op("h2d_transfer"):
             batch = _to_time_major(seqs, self.device)
             w = torch.as_tensor(weights, device=self.device)
+        with self.timer.op("stack_rebuild", device=True):
+            batch["obs"] = rebuild_stacks(batch.pop("head"), batch.pop("frames"), batch["done"]).transpose(0, 1)
+            batch["done"] = batch["done"].transpose(0, 1)
         with self.timer.op("forward_backward", device=True):
             loss, priorities = self._loss(batch, w)
             self.optimizer.zero_grad(set_to_none=True)
@@ -89,6 +95,8 @@ class LearnerRole:
         return float(loss.detach())
 
     def _loss(self, b: dict, weights: torch.Tensor):
+        """SEED RL's R2D2 loss on [burn_in + seq_len + 1] steps: burn-in from the stored state
+        (no gradient), seq_len trained steps, the last step only bootstraps."""
         a, bi = self.algo, self.algo.burn_in
         state = (b["state"][:, 0], b["state"][:, 1])
         inputs = [b["obs"], b["prev_action"], b["reward"], b["done"]]
@@ -102,17 +110,17 @@ class LearnerRole:
         targets = n_step_double_q_targets(
             b["reward"][bi:], b["done"][bi:], q_online.detach(), q_target, a.n_step, a.discount, a.rescale_eps
         )
-        steps = targets.shape[0]
-        taken = q_online[:steps].gather(-1, b["action"][bi : bi + steps].unsqueeze(-1)).squeeze(-1)
+        taken = q_online[:-1].gather(-1, b["action"][bi:-1].unsqueeze(-1)).squeeze(-1)  # [seq_len, B]
         td = targets - taken
-        loss = (0.5 * td.pow(2).mean(dim=0) * weights).mean()
-        return loss, mixed_priority(td.detach().abs(), a.priority_eta)
+        return sequence_loss(td, weights), mixed_priority(td.detach().abs(), a.priority_eta)
 
 
 def _to_time_major(seqs, device) -> dict:
-    out = {}
-    for name in ("obs", "prev_action", "reward", "done", "action"):
-        t = torch.from_numpy(np.ascontiguousarray(getattr(seqs, name))).to(device, non_blocking=True)
-        out[name] = t.transpose(0, 1)
+    """Sampled sequences as tensors on the device: frames and head batch-major (the stacks
+    are rebuilt there, so only one frame per step crosses), the rest time-major [T, B]."""
+    out = {n: torch.from_numpy(np.ascontiguousarray(getattr(seqs, n))).to(device, non_blocking=True)
+           for n in ("frames", "head", "prev_action", "reward", "done", "action")}
+    for name in ("prev_action", "reward", "action"):
+        out[name] = out[name].transpose(0, 1)
     out["state"] = torch.from_numpy(seqs.state).to(device)
     return out

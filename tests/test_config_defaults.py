@@ -1,0 +1,207 @@
+"""Every default is written once (the schema), and the composed Atari config is the README's.
+
+The YAML presets under conf/ extend the dataclasses in rlbench/config/schema.py; a preset
+that restates a schema default writes it twice, and the two copies drift apart. The README's
+"### Atari settings" are checked three ways: in the composed config for pong and breakout,
+in the README text itself, and in the ale-py AtariVectorEnv that rlbench builds from them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from rlbench.config.schema import GROUP_SCHEMAS, Config
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SCHEMA_ENTRY = re.compile(r"^/schema/(\w+)@(\w+)$")  # `- /schema/<group>@<package>: base`
+
+
+def _schema_defaults(cls: type) -> dict:
+    return OmegaConf.to_container(OmegaConf.structured(cls), resolve=False)
+
+
+def _restated(node: dict, defaults: dict, prefix: str = "") -> list[str]:
+    """`key=value` for every leaf of `node` equal to its schema default (MISSING ones excluded)."""
+    found = []
+    for key, value in node.items():
+        default = defaults.get(key, "???")
+        if isinstance(value, dict) and isinstance(default, dict):
+            found += _restated(value, default, f"{prefix}{key}.")
+        elif default != "???" and value == default and isinstance(value, bool) == isinstance(default, bool):
+            found.append(f"{prefix}{key}={value!r}")
+    return found
+
+
+def _schema_nodes(text: str) -> list[tuple[str, dict, dict]]:
+    """(schema name, the node of the file that extends it, the schema's defaults) of a conf/ YAML text."""
+    body = OmegaConf.to_container(OmegaConf.create(text), resolve=False) or {}
+    entries = body.pop("defaults", [])
+    nodes = []
+    if "schema" in entries:  # conf/config.yaml: its top-level scalars against Config's
+        top = {k: v for k, v in _schema_defaults(Config).items() if not isinstance(v, dict)}
+        nodes.append(("Config", {k: v for k, v in body.items() if k != "hydra"}, top))
+    for entry in entries:
+        match = SCHEMA_ENTRY.match(next(iter(entry))) if isinstance(entry, dict) else None
+        if match:
+            group, package = match.groups()
+            schema = GROUP_SCHEMAS[group]
+            node = body if package == "_here_" else body.get(package, {})
+            nodes.append((schema.__name__, node, _schema_defaults(schema)))
+    return nodes
+
+
+def restated_defaults(text: str) -> list[str]:
+    """The schema defaults a conf/ YAML text writes again; [] if it extends no schema."""
+    return [kv for _, node, defaults in _schema_nodes(text) for kv in _restated(node, defaults)]
+
+
+YAML_FILES = sorted(CONF.rglob("*.yaml"))
+
+
+def test_every_schema_is_extended_by_a_checked_yaml():
+    """The walk finds conf/config.yaml and every group's presets (else the next test is vacuous)."""
+    seen = {name for p in YAML_FILES for name, _, _ in _schema_nodes(p.read_text())}
+    assert seen == {"Config", *(cls.__name__ for cls in GROUP_SCHEMAS.values())}
+
+
+def test_no_yaml_restates_a_schema_default():
+    """A value equal to the schema default belongs in the schema only."""
+    twice = [f"{p.relative_to(ROOT)}: {kv} (the schema default)" for p in YAML_FILES
+             for kv in restated_defaults(p.read_text())]
+    assert not twice, "written twice, delete from the YAML:\n" + "\n".join(twice)
+
+
+def test_the_check_catches_a_restated_default():
+    """The checker itself: restated defaults (nested, 40 for 40.0, in config.yaml, under a
+    package) are caught; a preset's own values and MISSING fields (id) are not."""
+    text = """
+defaults:
+  - /schema/algo@_here_: base
+  - _self_
+burn_in: 4
+grad_clip: 40
+network:
+  lstm_hidden: 512
+  torso: mlp
+"""
+    assert restated_defaults(text) == ["grad_clip=40", "network.lstm_hidden=512"]
+    assert restated_defaults("defaults:\n  - schema\nactors: 40\nseed: 7\n") == ["actors=40"]
+    env = "defaults:\n  - /schema/env@env: base\nenv:\n  id: pong\n  stack: 4\n  episodic_life: true\n"
+    assert restated_defaults(env) == ["stack=4"]
+
+
+# --- the README's Atari settings ------------------------------------------------------------
+
+# key in env: (value, how README.md's "### Atari settings" says it)
+ATARI = {
+    "reward_clipping": (False, "no reward clipping"),
+    "frameskip": (4, "frameskip 4"),
+    "stack": (4, "4 stacked frames"),
+    "img_size": (84, "84x84 grey"),
+    "noop_max": (30, "`env.noop_max=30`"),
+    "sticky_actions": (0.0, "no sticky actions (`env.sticky_actions=0`)"),
+    "episodic_life": (False, "full episodes (no life-loss terminals)"),
+    "max_episode_frames": (108_000, "truncated at 108,000 frames"),
+}
+MINIMAL_ACTIONS = {"pong": 6, "breakout": 4}
+
+
+def _readme_atari_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("### Atari settings", 1)[1].split("\n#", 1)[0]
+
+
+@pytest.mark.parametrize("game", ["pong", "breakout"])
+def test_composed_atari_config_is_the_readmes(compose_cfg, game):
+    """The real config for pong and breakout has every setting the README states."""
+    env = compose_cfg([f"env={game}"]).env
+    assert (env.kind, env.id) == ("atari", game)
+    assert {k: env[k] for k in ATARI} == {k: v for k, (v, _) in ATARI.items()}
+
+
+def test_readme_states_the_atari_settings():
+    """The README says what the config holds (one phrase per setting), and the action set."""
+    section = " ".join(_readme_atari_section().split())
+    missing = [p for _, p in ATARI.values() if " ".join(p.split()) not in section]
+    assert not missing and "minimal action set" in section, f"README Atari settings lack {missing}"
+
+
+def _minimal_action_set(game: str) -> int:
+    import ale_py
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(ale_py.roms.get_rom_path(game))
+    return len(ale.getMinimalActionSet())
+
+
+@pytest.fixture
+def ale_kwargs(monkeypatch) -> dict:
+    """The keyword arguments rlbench passes to ale-py's AtariVectorEnv (the real env is built)."""
+    import ale_py.vector_env
+
+    seen: dict = {}
+    real = ale_py.vector_env.AtariVectorEnv
+
+    class Spy(real):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(ale_py.vector_env, "AtariVectorEnv", Spy)
+    return seen
+
+
+@pytest.mark.parametrize("game", ["pong", "breakout"])
+def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
+    """The AtariVectorEnv built from the real config: obs, minimal action set, truncation by
+    frames (200 frames / frameskip 4 = 50 steps), no life-loss terminals, FIRE at reset."""
+    from rlbench.envs.vector import AtariActors
+
+    env_cfg = compose_cfg([f"env={game}", "env.max_episode_frames=200"]).env
+    actors = AtariActors(env_cfg, num_envs=2, threads=1, batch=0)
+    try:
+        assert actors.obs_shape == (4, 84, 84)
+        assert actors.num_actions == _minimal_action_set(game) == MINIMAL_ACTIONS[game]
+        assert ale_kwargs["repeat_action_probability"] == 0.0 and ale_kwargs["noop_max"] == 30
+        assert ale_kwargs["reward_clipping"] is False and ale_kwargs["episodic_life"] is False
+        assert not ale_kwargs.get("full_action_space", False) and ale_kwargs.get("use_fire_reset", True)
+
+        first = actors.reset(seed=0)
+        done_at, moved = [], False
+        for step in range(1, 61):  # NOOPs: Pong scores no 21 points and Breakout launches no new ball
+            actors.send(np.zeros(2, np.int64))
+            batch = actors.recv()
+            moved |= bool((batch.obs[:, -1] != first.obs[:, -1]).any())
+            if batch.done.any():
+                done_at.append((step, batch.done.tolist()))
+        # Breakout loses its first life at about step 20: with episodic_life it would end there.
+        assert done_at[:1] == [(50, [True, True])], done_at
+        assert moved, "the screen never changed: no FIRE at reset (Breakout's ball waits for it)"
+    finally:
+        actors.close()
+
+
+def test_atari_rewards_are_not_clipped(compose_cfg):
+    """The real Atari config with a game that scores > 1 early (Space Invaders: 5 to 30 per
+    alien; Pong and Breakout's early points are 1 either way): the reward arrives unclipped."""
+    from rlbench.envs.vector import AtariActors
+
+    actors = AtariActors(compose_cfg(["env=pong", "env.id=space_invaders"]).env, num_envs=2, threads=1, batch=0)
+    rng = np.random.default_rng(0)
+    try:
+        actors.reset(seed=0)
+        for _ in range(500):
+            actors.send(rng.integers(0, actors.num_actions, 2))
+            reward = actors.recv().reward
+            if reward.any():
+                break
+        assert reward.max() > 1, f"rewards {reward}: clipped to [-1, 1]"
+    finally:
+        actors.close()
