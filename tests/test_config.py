@@ -37,7 +37,8 @@ def test_defaults_are_pong_r2d2_reference(compose_cfg):
     "override, key",
     [("actors=0", "actors=0"), ("actors=-3", "actors=-3"), ("workload.frames=0", "workload.frames=0"),
      ("sm_limit=0", "sm_limit=0"), ("algo.overlap=100", "algo.overlap=100"),
-     ("actor_threads=100000", "actor_threads=100000")],
+     ("actor_threads=100000", "actor_threads=100000"), ("algo.overlap=10", "algo.overlap=10"),
+     ("eval_envs=-1", "eval_envs=-1"), ("algo.replay_memory_gb=0", "algo.replay_memory_gb=0")],
 )
 def test_validate_names_key_value_and_rule(compose_cfg, override, key):
     with pytest.raises(ConfigError, match="allowed") as e:
@@ -80,3 +81,32 @@ def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun):
         assert fragment in out.stderr + out.stdout, out.stderr
     assert time.monotonic() - t0 < 30
     assert not store["db"].exists() or runs(store["uri"]) == []
+
+
+def test_replay_that_would_not_fit_in_free_memory_is_refused_with_the_numbers(compose_cfg):
+    with pytest.raises(ConfigError, match=r"algo.replay_capacity=1000000: replay needs [\d.]+ GB \(1000000 "
+                                          r"sequences x 0.88\d MB\) but this host has [\d.]+ GB free; allowed: at most"):
+        validate(compose_cfg(["algo.replay_capacity=1000000"]))
+
+
+def test_replay_memory_budget_sets_the_capacity(compose_cfg):
+    from rlbench.config.derived import replay_capacity, sequence_bytes
+    from rlbench.envs.spec import env_spec
+
+    conf = validate(compose_cfg(["algo.replay_memory_gb=0.5"]))
+    spec = env_spec(conf.env)
+    per_seq = sequence_bytes(conf, spec.obs_shape, spec.obs_dtype, spec.num_actions)
+    # 121 frames + 3 head frames of 84x84 bytes, plus actions, rewards, dones, Q values and the LSTM state
+    assert per_seq == 124 * 84 * 84 + 121 * (8 + 8 + 4 + 1 + 6 * 4) + 2 * 512 * 4
+    assert replay_capacity(conf, per_seq) == int(0.5e9 // per_seq) == 565
+
+
+def test_learner_updates_follow_from_frames_and_the_replay_ratio(compose_cfg):
+    from rlbench.config.derived import task_replay_ratio
+
+    conf = validate(compose_cfg([]))  # default workload: 200k frames, learner_updates null
+    assert conf.workload.learner_updates == round(200_000 / 4 / 80 * 1.5 / 64) == 15
+    assert task_replay_ratio(conf) == pytest.approx(15 * 64 / 625)
+    assert validate(compose_cfg(["workload=large"])).workload.learner_updates == round(10_000_000 / 4 / 80 * 1.5 / 64)
+    with pytest.raises(ConfigError, match="algo.samples_per_insert=0"):
+        validate(compose_cfg(["algo.samples_per_insert=0"]))
