@@ -17,12 +17,12 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from rlbench import preflight
+from rlbench.config.derived import task_replay_ratio
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.record import JobKilled, JobRecord
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
-from rlbench.config.derived import task_replay_ratio
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from rlbench.algo.network import R2D2Net
 from rlbench.algo.r2d2_math import actor_epsilons, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
-from rlbench.config.derived import frame_stack, replay_capacity, sequence_bytes, task_learner_updates
+from rlbench.config.derived import frame_stack, replay_capacity, sequence_bytes
 from rlbench.config.schema import Config
 from rlbench.envs.vector import make_actors
 from rlbench.progress import Progress

@@ -1,5 +1,6 @@
 """R2D2 math against hand-computed values."""
 
+import itertools
 import math
 
 import numpy as np
@@ -111,7 +112,7 @@ def test_unroll_layout_tiles_the_stream():
     assert (length, overlap) == (121, 41)
     starts = sequence_starts(1000, length, overlap)
     trained = [range(s + 40, s + 40 + 80) for s in starts]  # steps that get a target
-    assert all(a.stop == b.start for a, b in zip(trained, trained[1:]))  # no gap, no double
+    assert all(a.stop == b.start for a, b in itertools.pairwise(trained))  # no gap, no double
     assert unroll_layout(4, 16, 8) == (21, 8)
 
 

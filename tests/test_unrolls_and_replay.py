@@ -1,5 +1,7 @@
 """Sequence assembly with burn-in overlap, and the prioritized sequence replay."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -110,7 +112,7 @@ def test_trained_steps_of_consecutive_sequences_tile_the_stream():
     emitted = _feed(asm, 40, np.array([0]))
     trained = [t for s in emitted for t in s.frames[0, burn_in:burn_in + seq_len, 0].tolist()]
     assert trained == list(range(burn_in, burn_in + len(emitted) * seq_len))
-    for a, b in zip(emitted, emitted[1:]):  # the extra last step is the next sequence's first trained step
+    for a, b in itertools.pairwise(emitted):  # the extra last step is the next sequence's first trained step
         assert a.frames[0, -1, 0] == b.frames[0, burn_in, 0]
 
 
@@ -130,7 +132,7 @@ def test_sampling_copies_outside_the_lock_and_drops_rows_overwritten_meanwhile()
             return super().__getitem__(key)
 
     rb._store["frames"] = rb._store["frames"].view(InsertDuringCopy)
-    slots, gens, batch, w = rb.sample(64)
+    slots, _gens, batch, w = rb.sample(64)
     assert rb.dropped == int(64 - len(slots)) > 0
     assert set(slots.tolist()) == {1}  # only the row nobody overwrote survives
     assert np.all(np.asarray(batch.frames)[:, 0, 0] == 10) and len(w) == len(batch) == len(slots)
