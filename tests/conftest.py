@@ -29,6 +29,7 @@ def store(tmp_path) -> dict:
             f"tracking.artifact_location={tmp_path}/artifacts",
             "tracking.experiment=test",
             "tracking.system_metrics=false",
+            "eval_envs=0",  # tests of evaluation set it back; tiny jobs with 2 actors would step twice the envs
             f"hydra.run.dir={tmp_path}/out",
             f"hydra.sweep.dir={tmp_path}/multirun",
         ],
@@ -132,6 +133,7 @@ def server_store(mlflow_server, tmp_path, request) -> dict:
             f"tracking.uri={mlflow_server.url}",
             f"tracking.experiment={experiment}",
             "tracking.system_metrics=false",
+            "eval_envs=0",  # tests of evaluation set it back; tiny jobs with 2 actors would step twice the envs
             f"hydra.run.dir={tmp_path}/out",
             f"hydra.sweep.dir={tmp_path}/multirun",
         ],

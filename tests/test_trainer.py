@@ -12,7 +12,7 @@ CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "in
 
 
 def test_atari_smoke_job_is_recorded(compose_cfg, store):
-    cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"], "eval_envs=2"])
     final = run_job(cfg, overrides=["workload=smoke", "actors=4"])
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED" and run.info.run_name == "workload=smoke actors=4"
@@ -38,7 +38,7 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
 def test_r2d2_learns_cartpole(compose_cfg, store):
     """Same trainer as Atari; fixed seed; budget ~1.5 min on 2 cores. The bar is on the greedy
     evaluation envs (epsilon 0.001), not on the exploring actors."""
-    cfg = compose_cfg(["env=cartpole", "seed=1", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(["env=cartpole", "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
     final = run_job(cfg, overrides=["env=cartpole"])
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
