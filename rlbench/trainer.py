@@ -19,8 +19,9 @@ from rlbench.algo.network import R2D2Net
 from rlbench.algo.r2d2_math import actor_epsilons, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
-from rlbench.config.derived import frame_stack, replay_capacity, sequence_bytes
+from rlbench.config.derived import replay_capacity, sequence_bytes
 from rlbench.config.schema import Config
+from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import make_actors
 from rlbench.progress import Progress
 from rlbench.resources import ComputeLimit, usable_cpus
@@ -117,9 +118,13 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     env = make_actors(conf.env, conf.actors + n_eval, threads, conf.inference_batch, pin)
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     obs_shape, n_act, hidden = env.obs_shape, env.num_actions, algo.network.lstm_hidden
-    stack = frame_stack(conf)
+    spec = env_spec(conf.env)  # what validate sized replay with; the built env must agree with it
+    if (tuple(obs_shape), n_act) != (spec.obs_shape, spec.num_actions):
+        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(obs_shape)} and {n_act} actions, "
+                           f"its probed spec {spec.obs_shape} and {spec.num_actions}")
+    stack = spec.stack
     assembler = UnrollAssembler(conf.actors, length, overlap, obs_shape, env.obs_dtype, n_act, hidden, stack)
-    capacity = replay_capacity(conf, sequence_bytes(conf, obs_shape, env.obs_dtype, n_act))
+    capacity = replay_capacity(conf, sequence_bytes(conf, spec))
     replay = SequenceReplay.for_shapes(
         capacity, length, obs_shape, env.obs_dtype, n_act, hidden, stack,
         alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed,

@@ -16,6 +16,10 @@ from rlbench.config.schema import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# A seconds-long CartPole job (the smoke workload's 24000 frames take ~16 s of CartPole on 2 cores):
+# 3000 frames, the learner starts after 16 sequences and makes the smoke workload's 2 updates.
+CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16"]
+
 
 @pytest.fixture
 def store(tmp_path) -> dict:

@@ -95,7 +95,7 @@ def test_replay_memory_budget_sets_the_capacity(compose_cfg):
 
     conf = validate(compose_cfg(["algo.replay_memory_gb=0.5"]))
     spec = env_spec(conf.env)
-    per_seq = sequence_bytes(conf, spec.obs_shape, spec.obs_dtype, spec.num_actions)
+    per_seq = sequence_bytes(conf, spec)
     # 121 frames + 3 head frames of 84x84 bytes, plus actions, rewards, dones, Q values and the LSTM state
     assert per_seq == 124 * 84 * 84 + 121 * (8 + 8 + 4 + 1 + 6 * 4) + 2 * 512 * 4
     assert replay_capacity(conf, per_seq) == int(0.5e9 // per_seq) == 565

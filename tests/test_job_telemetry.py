@@ -8,7 +8,7 @@ import torch
 
 from rlbench.job import run_job
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
-from tests.conftest import runs
+from tests.conftest import CARTPOLE_TINY, runs
 
 
 class FakeEvent:
@@ -50,7 +50,7 @@ def test_no_busy_timer_on_cpu_with_reason():
 
 
 def test_real_job_records_energy_honestly_without_gpu(compose_cfg, store):
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "actors=4", "progress=log", *store["overrides"]])
+    cfg = compose_cfg([*CARTPOLE_TINY, "actors=4", "progress=log", *store["overrides"]])
     before = {t.name for t in threading.enumerate()}
     final = run_job(cfg, overrides=["env=cartpole", "workload=smoke"])
     assert {t.name for t in threading.enumerate()} - before == set()  # sampler joined
@@ -76,7 +76,7 @@ def test_real_job_records_energy_honestly_without_gpu(compose_cfg, store):
 
 
 def test_cpu_estimate_is_labelled_as_an_estimate(compose_cfg, store):
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "actors=2", "progress=log", "telemetry.cpu_tdp_w=100",
+    cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.cpu_tdp_w=100",
                        *store["overrides"]])
     run_job(cfg)
     (run,) = runs(store["uri"])

@@ -7,7 +7,7 @@ import sys
 import mlflow
 
 from rlbench.pipeline import merge, tracking_uri
-from tests.conftest import ROOT
+from tests.conftest import CARTPOLE_TINY, ROOT
 
 
 def test_extra_overrides_replace_the_pipelines_own():
@@ -24,7 +24,7 @@ def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
 
 def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
     cmd = [sys.executable, "pipelines/sm_sweep.py", "--quick", "--report-out", str(tmp_path / "report"),
-           "env=cartpole", "actors=2", "telemetry.rate_hz=2", *store["overrides"]]
+           *CARTPOLE_TINY, "actors=2", "telemetry.rate_hz=2", *store["overrides"]]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)

@@ -14,7 +14,7 @@ import pytest
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
 from rlbench.report.__main__ import main as report_main
-from tests.conftest import ROOT, rlbench_cli
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
 
@@ -147,7 +147,7 @@ def tiny_sweep(tmp_path_factory):
     """A real 2x2 sweep (actors x sm_limit) of seconds-long CartPole jobs."""
     tmp = tmp_path_factory.mktemp("sweep")
     uri = f"sqlite:///{tmp}/mlflow.db"
-    out = rlbench_cli(["-m", "actors=2,4", "sm_limit=1,2", "env=cartpole", "workload=smoke", "progress=log",
+    out = rlbench_cli(["-m", "actors=2,4", "sm_limit=1,2", *CARTPOLE_TINY, "progress=log", "eval_envs=0",
                        "telemetry.rate_hz=2", f"tracking.uri={uri}", f"tracking.artifact_location={tmp}/artifacts",
                        "tracking.experiment=test", "tracking.system_metrics=false", f"hydra.sweep.dir={tmp}/multirun"],
                       timeout=300)

@@ -111,10 +111,10 @@ def test_mps_refuses_without_daemon_and_sets_percentage_with_one(tmp_path):
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPU threads to compare 1 with 2")
 def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     from rlbench.job import run_job
-    from tests.conftest import runs
+    from tests.conftest import CARTPOLE_TINY, runs
 
     for n in (1, 2):
-        cfg = compose_cfg(["env=cartpole", "workload=smoke", "actors=2", f"sm_limit={n}", "progress=log",
+        cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", f"sm_limit={n}", "progress=log",
                            "telemetry.enabled=false", *store["overrides"]])
         final = run_job(cfg, overrides=[f"sm_limit={n}"])
         assert final["learner_intra_op_threads"] == n

@@ -22,13 +22,12 @@ import psutil
 import pytest
 
 from rlbench.preflight import PreflightError, check, masked
-from tests.conftest import ROOT, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs
 from tests.servers import PG_PASSWORD, free_port
 
 # The tiniest real jobs. One intra-op thread each (sm_limit=1): several jobs share this host's
 # cores at once, and oversubscribed torch threads would make each take minutes, not seconds.
-TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16", "actors=2", "sm_limit=1",
-        "progress=log", "telemetry.rate_hz=2"]
+TINY = [*CARTPOLE_TINY, "actors=2", "sm_limit=1", "progress=log", "telemetry.rate_hz=2"]
 SEARCH = [*(o for o in TINY if not o.startswith(("actors=", "sm_limit="))), "search=ratio", "search.objectives=[fps]",
           "search.directions=[maximize]", "search.actors=[2,8]", "search.actor_threads=[1,1]",
           "search.sm_limit=[1,1]", "search.workers=2"]

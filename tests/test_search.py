@@ -10,9 +10,9 @@ import psutil
 import pytest
 
 from rlbench.search import objective_values, recommend
-from tests.conftest import ROOT, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs
 
-TINY = ["env=cartpole", "workload=smoke", "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
+TINY = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
         "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
 
 
@@ -137,7 +137,7 @@ def test_reporter_prunes_a_dominated_trial():
 
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
-                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=60000")
+                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=12000")
     assert out.returncode == 0, out.stderr[-3000:]
     states = _states(_study(tmp_path))
     assert states.count("COMPLETE") == 3 and "FAIL" not in states

@@ -5,9 +5,9 @@ import time
 import mlflow
 import pytest
 
-from tests.conftest import rlbench_cli, runs, sigterm_once_running
+from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs, sigterm_once_running
 
-TINY = ["env=cartpole", "workload=smoke", "actors=2", "progress=log", "telemetry.rate_hz=2"]
+TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
 
 
 def _children(all_runs, parent):
@@ -40,7 +40,7 @@ def test_multirun_gives_parent_and_finished_children(store):
 
 def test_one_failing_job_does_not_stop_the_others(store):
     # seed=2's job gets a time limit it cannot meet: it fails at run time, after validation.
-    args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.frames=60000", "workload.learner_updates=20",
+    args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.learner_updates=20",
             *store["overrides"]]
     out = rlbench_cli(args, timeout=600)
     assert out.returncode != 0
@@ -106,16 +106,18 @@ def test_stale_running_run_is_marked_failed(store, compose_cfg):
 
 @pytest.mark.parametrize("launcher", ["parallel", "local_submitit"])
 def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
-    """4 jobs at once (2 joblib workers running 2 jobs each, or submitit's local executor as
-    SLURM would run them), all writing to one SQLite store."""
+    """Jobs at once, all writing to one SQLite store: 2 joblib workers running 2 jobs each, or
+    submitit's local executor running 2 jobs as SLURM would (each in a process of its own)."""
     workers = ["hydra.launcher.n_jobs=2"] if launcher == "parallel" else []
+    seeds = ["seed=1", "seed=2", "seed=3", "seed=4"] if launcher == "parallel" else ["seed=1", "seed=2"]
     # sm_limit=1: one torch intra-op thread per job; 4 jobs each with all cores' threads take
     # minutes instead of seconds on a 2-core host
-    args = ["-m", f"hydra/launcher={launcher}", *workers, "seed=1,2,3,4", *TINY, "sm_limit=1", *store["overrides"]]
+    args = ["-m", f"hydra/launcher={launcher}", *workers, f"seed={','.join(s[5:] for s in seeds)}", *TINY, "sm_limit=1",
+            *store["overrides"]]
     out = rlbench_cli(args, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = _parents(all_runs)
     kids = _children(all_runs, parent)
-    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3", "seed=4"]
+    assert sorted(k.info.run_name for k in kids) == seeds
     assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"

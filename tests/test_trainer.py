@@ -4,7 +4,7 @@ import mlflow
 import pytest
 
 from rlbench.job import run_job
-from tests.conftest import runs, sigterm_once_running
+from tests.conftest import CARTPOLE_TINY, runs, sigterm_once_running
 
 CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "inference_batch_mean",
             "inference_latency_ms", "runtime_s", "eval_frames", "replay_ratio", "task_replay_ratio",
@@ -54,7 +54,7 @@ def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
         raise RuntimeError("injected learner failure")
 
     monkeypatch.setattr(learner.LearnerRole, "update", boom)
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "actors=2", "progress=log", *store["overrides"]])
+    cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", "progress=log", *store["overrides"]])
     with pytest.raises(Exception, match="injected learner failure"):
         run_job(cfg)
     (run,) = runs(store["uri"])

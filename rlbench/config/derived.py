@@ -11,6 +11,7 @@ import numpy as np
 from rlbench.algo.r2d2_math import unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.config.schema import Config
+from rlbench.envs.spec import EnvSpec
 
 
 def task_learner_updates(conf: Config) -> int:
@@ -30,17 +31,12 @@ def task_replay_ratio(conf: Config) -> float:
     return task_learner_updates(conf) * conf.algo.batch_size / sequences
 
 
-def sequence_bytes(conf: Config, obs_shape, obs_dtype, num_actions: int) -> int:
+def sequence_bytes(conf: Config, spec: EnvSpec) -> int:
     """Bytes of one stored sequence in replay (frames once per step, the stack head, the rest)."""
     a = conf.algo
     length, _ = unroll_layout(a.burn_in, a.seq_len, a.overlap)
-    return SequenceReplay.bytes_per_sequence(length, tuple(obs_shape), np.dtype(obs_dtype), num_actions,
-                                             a.network.lstm_hidden, stack=frame_stack(conf))
-
-
-def frame_stack(conf: Config) -> int:
-    """Frames stacked along the observation's first axis (Atari); 1 = the observation is one frame."""
-    return conf.env.stack if conf.env.kind == "atari" else 1
+    return SequenceReplay.bytes_per_sequence(length, tuple(spec.obs_shape), np.dtype(spec.obs_dtype),
+                                             spec.num_actions, a.network.lstm_hidden, stack=spec.stack)
 
 
 def replay_capacity(conf: Config, bytes_per_sequence: int) -> int:

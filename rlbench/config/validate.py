@@ -141,7 +141,7 @@ def _replay_memory_checks(c: Config) -> list[str]:
     if not (c.learner and c.policy == "r2d2"):
         return []
     spec = env_spec(c.env)
-    per_seq = sequence_bytes(c, spec.obs_shape, spec.obs_dtype, spec.num_actions)
+    per_seq = sequence_bytes(c, spec)
     capacity = replay_capacity(c, per_seq)
     free = psutil.virtual_memory().available
     key = (f"algo.replay_memory_gb={c.algo.replay_memory_gb}" if c.algo.replay_memory_gb is not None
