@@ -21,8 +21,7 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _entry(cfg: DictConfig) -> dict:
-    from rlbench.config.validate import ConfigError
-    from rlbench.job import run_job
+    from rlbench.config.validate import ConfigError, validate
 
     hc = HydraConfig.get()
     if cfg.get("search") is not None and hc.mode.name == "RUN":
@@ -30,6 +29,9 @@ def _entry(cfg: DictConfig) -> dict:
               "(python -m rlbench -m search=ratio)", file=sys.stderr)
         sys.exit(2)
     try:
+        validate(cfg)  # a bad config is refused before torch and MLflow are imported (about a second)
+        from rlbench.job import run_job
+
         result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir))
     except ConfigError as e:
         print(f"rlbench: {e}", file=sys.stderr)

@@ -8,10 +8,7 @@ environment or thread exists.
 from __future__ import annotations
 
 import logging
-import signal
 import tempfile
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -20,8 +17,9 @@ from rlbench import preflight
 from rlbench.config.derived import task_replay_ratio
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
+from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
-from rlbench.tracking.record import JobKilled, JobRecord
+from rlbench.tracking.record import JobRecord
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
@@ -29,23 +27,6 @@ log = logging.getLogger(__name__)
 
 # Set by an in-process search to receive every tick's metrics (it may raise JobPruned).
 INTERMEDIATE_HOOK = None
-
-
-@contextmanager
-def sigterm_raises():
-    """In the main thread, turn SIGTERM into JobKilled so the job ends KILLED and cleans up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _handler(signum, frame):
-        raise JobKilled(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, _handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_dir: Path | None, plot: bool) -> None:

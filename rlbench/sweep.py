@@ -23,35 +23,12 @@ import mlflow
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 
-from rlbench.config.validate import ConfigError, validate
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment, run_name_from
 
 log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ("job", "overrides", "status", "runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")
-
-
-def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    params = sweeper._parse_config() + list(arguments)
-    overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
-    return [list(job) for batch in sweeper.split_arguments(overrides, None) for job in batch]
-
-
-def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
-    """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
-    loader, confs, problems = sweeper.hydra_context.config_loader, [], []
-    for job in jobs:
-        try:
-            confs.append(validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=job)))
-        except ConfigError as e:
-            problems.append(f"job [{' '.join(job)}]: {e}")
-    if problems:
-        print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
-        sys.exit(2)
-    return confs
 
 
 def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
@@ -148,9 +125,8 @@ def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list
         yield i, job, ret
 
 
-def run_sweep(sweeper, arguments: list[str]):
-    jobs = expand_jobs(sweeper, arguments)
-    confs = validate_jobs(sweeper, jobs)
+def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list):
+    """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid)."""
     tracking = confs[0].tracking
     preflight_or_exit(tracking.uri)
     open_experiment(tracking)

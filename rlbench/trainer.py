@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from rlbench.algo.network import R2D2Net
-from rlbench.algo.r2d2_math import actor_epsilons, unroll_layout
+from rlbench.algo.r2d2_sequences import actor_epsilons, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.config.derived import replay_capacity, sequence_bytes

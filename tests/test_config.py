@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from rlbench.algo.r2d2_math import unroll_layout
+from rlbench.algo.r2d2_sequences import unroll_layout
 from rlbench.config.validate import ConfigError, validate
 from tests.conftest import rlbench_cli, runs
 

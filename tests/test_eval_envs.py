@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from rlbench.algo.network import R2D2Net
-from rlbench.algo.r2d2_math import unroll_layout
+from rlbench.algo.r2d2_sequences import unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.config.schema import AlgoConfig, NetworkConfig

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from rlbench.algo.frames import rebuild_stacks, split_stack
-from rlbench.algo.r2d2_math import sequence_starts, unroll_layout
+from rlbench.algo.r2d2_sequences import sequence_starts, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.config.schema import AlgoConfig, EnvConfig

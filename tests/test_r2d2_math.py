@@ -8,17 +8,19 @@ import pytest
 import torch
 
 from rlbench.algo.r2d2_math import (
-    actor_epsilons,
-    importance_weights,
     inverse_value_rescale,
     mixed_priority,
     n_step_double_q_targets,
     n_step_returns,
-    sequence_starts,
     sequence_loss,
+    value_rescale,
+)
+from rlbench.algo.r2d2_sequences import (
+    actor_epsilons,
+    importance_weights,
+    sequence_starts,
     sequences_per_actor,
     unroll_layout,
-    value_rescale,
 )
 
 

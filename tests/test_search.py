@@ -113,7 +113,7 @@ def test_objective_values_and_recommendation():
 
 def test_reporter_prunes_a_dominated_trial():
     from rlbench.search import make_reporter
-    from rlbench.tracking.record import JobPruned
+    from rlbench.signals import JobPruned
 
     class FakeTrial:
         def __init__(self, threshold):

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rlbench.algo.r2d2_math import sequence_starts, unroll_layout
+from rlbench.algo.r2d2_sequences import sequence_starts, unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.algo.unrolls import UnrollAssembler
 

@@ -23,11 +23,16 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 class RlbenchSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
-        from rlbench.job import sigterm_raises
-        from rlbench.search import run_search
-        from rlbench.sweep import run_sweep
+        from rlbench.config.grid import expand_jobs, validate_jobs
+        from rlbench.signals import sigterm_raises
 
         with sigterm_raises():
             if self.config.get("search") is not None:
+                from rlbench.search import run_search
+
                 return run_search(self, arguments)
-            return run_sweep(self, arguments)
+            jobs = expand_jobs(self, arguments)
+            confs = validate_jobs(self, jobs)  # exits 2 before torch and MLflow are imported
+            from rlbench.sweep import run_sweep
+
+            return run_sweep(self, arguments, jobs, confs)

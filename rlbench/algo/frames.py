@@ -11,8 +11,12 @@ actors saw them. With stack = 1 (vector observations) the observation is its own
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def split_stack(obs: np.ndarray, stack: int) -> tuple[np.ndarray, np.ndarray]:
@@ -30,6 +34,8 @@ def rebuild_stacks(head: torch.Tensor, frames: torch.Tensor, done: torch.Tensor)
     """Observations [B, L, stack, *frame] from head [B, stack - 1, *frame], frames [B, L, *frame]
     and done [B, L] (True where the step is the first of an episode). With an empty head
     (stack 1) the frames are the observations."""
+    import torch  # here, not at the top: replay and config validation use this module's numpy half
+
     k = head.shape[1] + 1
     if k == 1:
         return frames

@@ -8,8 +8,8 @@ inference and the learner see identical inputs for identical stored data.
 from __future__ import annotations
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from rlbench.config.schema import NetworkConfig
 

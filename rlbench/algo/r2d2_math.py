@@ -1,4 +1,7 @@
-"""R2D2's pure math: value rescaling, n-step double-Q targets, priorities, epsilons.
+"""R2D2's pure math on tensors: value rescaling, n-step double-Q targets, the loss, priorities.
+
+The numpy half (how streams are cut into sequences, epsilons, IS weights) is in
+rlbench/algo/r2d2_sequences.py, free of torch so that validating a config stays fast.
 
 Conventions (time-major, as in SEED RL): arrays are [T, B, ...]. At step t the agent sees
 obs_t together with `rewards[t]` (the reward for action a_{t-1}) and `dones[t]` (True when
@@ -8,7 +11,6 @@ episode). Truncation counts as an episode end, as in SEED RL's actors.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 
@@ -79,51 +81,6 @@ def sequence_loss(td: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (weights * 0.5 * td.pow(2).sum(dim=0)).mean()
 
 
-def unroll_layout(burn_in: int, seq_len: int, overlap: int | None) -> tuple[int, int]:
-    """(length, overlap) of the stored sequences, as SEED RL cuts its unrolls.
-
-    A sequence holds burn_in + seq_len + 1 steps: the burn-in, the seq_len trained steps and
-    one more to bootstrap the last target from. overlap None = burn_in + 1, so consecutive
-    sequences of one actor share exactly the burn-in plus that step and their trained steps
-    tile the stream (stride = seq_len).
-    """
-    length = burn_in + seq_len + 1
-    return length, burn_in + 1 if overlap is None else overlap
-
-
 def mixed_priority(abs_td: torch.Tensor, eta: float = 0.9) -> torch.Tensor:
     """Sequence priority eta * max_t |td| + (1 - eta) * mean_t |td|; abs_td [T, B] -> [B]."""
     return eta * abs_td.max(dim=0).values + (1.0 - eta) * abs_td.mean(dim=0)
-
-
-def importance_weights(probs: np.ndarray, size: int, beta: float) -> np.ndarray:
-    """w_i = (size * P(i))^-beta, normalised by the batch maximum (weights in (0, 1])."""
-    w = (size * np.asarray(probs, dtype=np.float64)) ** (-beta)
-    return (w / w.max()).astype(np.float32)
-
-
-def actor_epsilons(num_actors: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
-    """Ape-X per-actor exploration: eps_i = base^(1 + alpha i / (N - 1)); N = 1 gives [base]."""
-    if num_actors == 1:
-        return np.array([base], dtype=np.float64)
-    i = np.arange(num_actors, dtype=np.float64)
-    return base ** (1.0 + alpha * i / (num_actors - 1))
-
-
-def sequence_starts(num_steps: int, length: int, overlap: int) -> list[int]:
-    """Start indices of the complete sequences cut from one actor's stream of num_steps steps.
-
-    Consecutive sequences of `length` steps share `overlap` steps (stride = length - overlap).
-    """
-    stride = length - overlap
-    if num_steps < length:
-        return []
-    return list(range(0, num_steps - length + 1, stride))
-
-
-def sequences_per_actor(agent_steps: int, length: int, overlap: int) -> int:
-    """How many complete sequences one actor yields from agent_steps steps."""
-    if agent_steps < length:
-        return 0
-    return 1 + (agent_steps - length) // (length - overlap)
-

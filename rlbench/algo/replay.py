@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from rlbench.algo.frames import frame_shape
-from rlbench.algo.r2d2_math import importance_weights
+from rlbench.algo.r2d2_sequences import importance_weights
 from rlbench.algo.unrolls import Sequences
 
 _FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "q", "state")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.r2d2_math import unroll_layout
+from rlbench.algo.r2d2_sequences import unroll_layout
 from rlbench.algo.replay import SequenceReplay
 from rlbench.config.schema import Config
 from rlbench.envs.spec import EnvSpec

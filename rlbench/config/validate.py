@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlbench.algo.r2d2_math import sequences_per_actor, unroll_layout
+from rlbench.algo.r2d2_sequences import sequences_per_actor, unroll_layout
 from rlbench.config.derived import replay_capacity, sequence_bytes, task_learner_updates
 from rlbench.config.schema import Config
 from rlbench.resources import usable_cpus

@@ -40,8 +40,9 @@ __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_repor
 
 def run_search(sweeper, arguments: list[str]) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring)."""
+    from rlbench.config.grid import expand_jobs, validate_jobs
     from rlbench.resources import ComputeLimit
-    from rlbench.sweep import expand_jobs, preflight_or_exit, validate_jobs
+    from rlbench.sweep import preflight_or_exit
     from rlbench.tracking.store import mark_stale_runs
     from rlbench.trainer import resolve_device
 

@@ -13,7 +13,7 @@ import optuna
 from rlbench.config.schema import SearchConfig
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
-from rlbench.tracking.record import JobPruned
+from rlbench.signals import JobPruned
 
 log = logging.getLogger(__name__)
 

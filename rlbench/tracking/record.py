@@ -19,20 +19,13 @@ from mlflow.entities import Metric
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.signals import JobKilled, JobPruned  # noqa: F401  (the outcomes this module records)
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.store import open_experiment, run_name_from
 
 log = logging.getLogger(__name__)
 
 _PARAM_BATCH = 100  # MLflow's per-call limit
-
-
-class JobKilled(KeyboardInterrupt):
-    """Raised in the main thread by the SIGTERM handler."""
-
-
-class JobPruned(KeyboardInterrupt):
-    """Raised by a search's pruner from a job's tick: the job stops early and ends KILLED."""
 
 
 def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
