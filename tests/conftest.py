@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,21 @@ ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16"]
 
 
+@pytest.fixture(scope="session")
+def empty_store_db(tmp_path_factory) -> Path:
+    """An MLflow SQLite store with its schema created once (its migrations take ~2.6 s; opening ~1 s)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = tmp_path_factory.mktemp("store-template")
+    SqlAlchemyStore(f"sqlite:///{folder}/mlflow.db", str(folder / "artifacts")).engine.dispose()
+    return folder / "mlflow.db"
+
+
 @pytest.fixture
-def store(tmp_path) -> dict:
-    """Overrides that point tracking and Hydra's output at tmp_path."""
+def store(tmp_path, empty_store_db) -> dict:
+    """Overrides that point tracking and Hydra's output at tmp_path, whose store starts as a copy
+    of the empty one (the schema as MLflow creates it; every test writes its own runs)."""
+    shutil.copyfile(empty_store_db, tmp_path / "mlflow.db")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     return {
         "uri": uri,

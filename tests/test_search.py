@@ -137,7 +137,7 @@ def test_reporter_prunes_a_dominated_trial():
 
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
-                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=12000")
+                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000")
     assert out.returncode == 0, out.stderr[-3000:]
     states = _states(_study(tmp_path))
     assert states.count("COMPLETE") == 3 and "FAIL" not in states
