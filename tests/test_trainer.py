@@ -4,6 +4,7 @@ import mlflow
 import pytest
 
 from rlbench.job import run_job
+from rlbench.metrics import declared
 from tests.conftest import CARTPOLE_TINY, runs, sigterm_once_running
 
 CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "inference_batch_mean",
@@ -18,6 +19,7 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert run.info.status == "FINISHED" and run.info.run_name == "workload=smoke actors=4"
     for key in CONTRACT:
         assert key in run.data.metrics, key
+    assert [k for k in run.data.metrics if not declared(k)] == []  # rlbench/metrics.py names everything logged
     assert run.data.metrics["frames"] >= 24000 and run.data.metrics["learner_updates"] == 2
     assert run.data.metrics["fps"] == pytest.approx(4 * run.data.metrics["sps"])
     m = run.data.metrics  # 2 eval envs step beside the 4 actors but are not in the task's frames

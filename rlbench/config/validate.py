@@ -124,6 +124,25 @@ def _cross_checks(c: Config) -> list[str]:
     return problems
 
 
+def _search_checks(c: Config) -> list[str]:
+    """search.objectives name final metrics of the contract (rlbench/metrics.py)."""
+    import difflib
+
+    from rlbench.metrics import final_metrics
+
+    if c.search is None:
+        return []
+    known = final_metrics()
+    problems = []
+    for name in c.search.objectives:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=2)
+            hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+            problems.append(f"search.objectives={list(c.search.objectives)}: {name!r} is no final metric; {hint}"
+                            f"allowed: a job's final metrics (docs/metrics.md), e.g. fps, runtime_s, energy_per_task_j")
+    return problems
+
+
 def _env_checks(c: Config) -> list[str]:
     """The env can be made (any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
     from rlbench.envs.spec import check_env
@@ -182,7 +201,7 @@ def validate(cfg: DictConfig) -> Config:
         if not ok(_get(conf, key))
     ]
     if not problems:
-        problems = _cross_checks(conf) + _env_checks(conf) + _host_checks(conf)
+        problems = _cross_checks(conf) + _search_checks(conf) + _env_checks(conf) + _host_checks(conf)
     if not problems:
         problems = _replay_memory_checks(conf)
     if problems:

@@ -1,0 +1,51 @@
+"""The metric contract (rlbench/metrics.py) against docs/metrics.md and against what jobs log."""
+
+import re
+
+import pytest
+
+from rlbench.config.validate import ConfigError, validate
+from rlbench.metrics import METRICS, OP_FRACS, OPS, declared
+from tests.conftest import ROOT
+
+DOC = (ROOT / "docs" / "metrics.md").read_text()
+
+
+def _doc_metric_names() -> set[str]:
+    """Backticked names in the first column of the metric tables (`a`, `b` rows count each)."""
+    names = set()
+    for line in DOC.splitlines():
+        if line.startswith("| `"):
+            names |= set(re.findall(r"`([a-z0-9_/<>]+)`", line.split("|")[1]))
+        elif line.startswith("| step metrics"):
+            names |= set(re.findall(r"`([a-z0-9_]+)`", line.split("|")[1]))
+    return names
+
+
+def test_every_declared_metric_is_documented_and_every_documented_one_declared():
+    documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
+    assert documented - set(METRICS) == set(), "in docs/metrics.md, not in rlbench/metrics.py"
+    assert set(METRICS) - documented == set(), "in rlbench/metrics.py, not in docs/metrics.md"
+
+
+def test_every_operation_is_documented_under_its_role():
+    text = DOC.replace("\n", " ")
+    text = text[text.index("Roles and operations:"):text.index("Every role also has")]
+    starts = sorted((text.index(f"`{role}` ("), role) for role in OPS)
+    for (start, role), (end, _) in zip(starts, [*starts[1:], (len(text), None)]):
+        for op in OPS[role]:
+            assert f"`{op}`" in text[start:end], f"{role}/{op} is not in docs/metrics.md's list of {role}' operations"
+    assert "`other`" in text[starts[-1][0]:] + DOC[DOC.index("Every role also has"):][:60]
+
+
+def test_op_fracs_cover_every_role_op_and_other():
+    assert "op_frac/learner/stack_rebuild" in OP_FRACS and "op_frac/actors/other" in OP_FRACS
+    assert declared("fps") and not declared("fpss") and not declared("op_frac/learner/nap")
+
+
+def test_unknown_search_objective_is_refused_naming_it(compose_cfg):
+    with pytest.raises(ConfigError, match=r"search.objectives=\['fps', 'fpss'\]: 'fpss' is no final metric; "
+                                          r"did you mean 'fps'"):
+        validate(compose_cfg(["search=ratio", "search.objectives=[fps,fpss]", "search.directions=[maximize,maximize]"]))
+    with pytest.raises(ConfigError, match="'episode_return' is no final metric"):  # per-episode, not a job result
+        validate(compose_cfg(["search=ratio", "search.objectives=[episode_return]", "search.directions=[maximize]"]))
