@@ -35,7 +35,7 @@ def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_
         with tempfile.TemporaryDirectory() as tmp:
             folder = (output_dir or Path(tmp)) / "telemetry"
             record.log_artifacts(telemetry.artifacts(folder, plot), "telemetry")
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
         log.warning("could not log telemetry artifacts: %s", e)
 
 

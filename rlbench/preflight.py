@@ -110,13 +110,13 @@ def check_database(url: str, role: str) -> None:
     try:
         parsed = sqlalchemy.engine.make_url(url)
         engine = sqlalchemy.create_engine(parsed, connect_args=_connect_args(parsed), poolclass=sqlalchemy.pool.NullPool)
-    except Exception as e:  # bad URL, missing driver
+    except Exception as e:  # noqa: BLE001 - bad URL, missing driver: any reason is reported
         raise PreflightError(f"{role} {shown}: cannot use this URL: {type(e).__name__}: {_scrub(str(e), url)}; "
                              "no job started") from None
     try:
         with engine.connect() as conn:
             conn.execute(sqlalchemy.text("SELECT 1"))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any driver's connect error is reported as unreachable
         detail = _scrub(str(getattr(e, "orig", None) or e).strip().split("\n")[0] or repr(e), url)
         raise PreflightError(f"{role} {shown} not reachable: connect failed: {detail}; no job started") from None
     finally:

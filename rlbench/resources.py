@@ -18,6 +18,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 
 class ResourceError(ValueError):
@@ -120,7 +121,7 @@ class ComputeLimit:
             return ComputeGrant("sm", "mps", self.sm_limit, self.sm_limit, total)
         return ComputeGrant("sm", "green_context", self.sm_limit, granted_sms(self.sm_limit, total, props.major), total)
 
-    def __enter__(self) -> "ComputeLimit":
+    def __enter__(self) -> Self:
         g = self.grant
         if g.backend == "cpu_threads":
             self._saved_threads = self.torch.get_num_threads()

@@ -12,8 +12,8 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from rlbench.progress import Progress
 
@@ -38,7 +38,7 @@ class RoleThread(threading.Thread):
         try:
             with self.scope():
                 self.role.run(self.stop)
-        except BaseException as e:  # reported by the runner, never lost
+        except BaseException as e:  # noqa: BLE001 - reported by the runner, never lost
             self.error = e
             self.stop.set()
         finally:

@@ -74,7 +74,7 @@ def runs(uri: str, experiment: str = "test") -> list:
 def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "rlbench", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=env, **kw)
+                          text=True, timeout=timeout, env=env, **kw, check=False)
 
 
 def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -> int:

@@ -57,11 +57,11 @@ class Postgres:
         self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
     def _run(self, *cmd: str, timeout: float = 120) -> None:
-        out = subprocess.run([*self._as, *cmd], capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run([*self._as, *cmd], capture_output=True, text=True, timeout=timeout, check=False)
         if out.returncode != 0:
             raise Unavailable(f"{' '.join(cmd[:2])} failed ({out.returncode}): {(out.stderr or out.stdout)[-1500:]}")
 
-    def start(self) -> "Postgres":
+    def start(self) -> Postgres:
         if self._as:
             if shutil.which("runuser") is None:
                 raise Unavailable("running as root without runuser: cannot start PostgreSQL as user postgres")
@@ -116,7 +116,7 @@ class MlflowServer:
         self.artifacts, self.log = root / "artifacts", root / "mlflow-server.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, deadline_s: float = 180) -> "MlflowServer":
+    def start(self, deadline_s: float = 180) -> MlflowServer:
         cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend,
                "--artifacts-destination", self.artifacts.as_uri(), "--host", "127.0.0.1",
                "--port", str(self.port), "--workers", "1"]

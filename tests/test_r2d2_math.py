@@ -187,6 +187,6 @@ def test_replay_ratio_holds_actors_back_beyond_slack():
     assert not actors_may_insert(10, 32, inserted=93, min_replay=8, spi=4, slack=4)
     # never both waiting: where actors wait, the learner may update
     for inserted in range(0, 400, 7):
-        for updates in range(0, 40):
+        for updates in range(40):
             if not actors_may_insert(updates, 32, inserted, 8, 4, slack=4):
                 assert learner_may_update(updates, 32, inserted, min(inserted, 100), 8, 4, False)

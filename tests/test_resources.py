@@ -2,6 +2,7 @@
 
 import threading
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from rlbench.runner import RoleThread
 
 
 class FakeGreenContext:
-    created = []
+    created: ClassVar[list] = []
 
     def __init__(self, num_sms, device_id):
         self.num_sms, self.device_id, self.stack = num_sms, device_id, 0
@@ -103,9 +104,9 @@ def test_mps_refuses_without_daemon_and_sets_percentage_with_one(tmp_path):
     with limit:
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env
-    with pytest.raises(ResourceError, match="fresh process"):
-        with ComputeLimit(66, CUDA, "mps", torch_mod=fake_torch(initialized=True), env=env):
-            pass
+    with pytest.raises(ResourceError, match="fresh process"), \
+            ComputeLimit(66, CUDA, "mps", torch_mod=fake_torch(initialized=True), env=env):
+        pass
 
 
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPU threads to compare 1 with 2")

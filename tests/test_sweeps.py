@@ -49,7 +49,7 @@ def test_one_failing_job_does_not_stop_the_others(store):
     statuses = sorted(k.info.status for k in _children(all_runs, parent))
     assert statuses == ["FAILED", "FINISHED", "FINISHED"]
     assert parent.info.status == "FAILED"
-    failed = [k for k in _children(all_runs, parent) if k.info.status == "FAILED"][0]
+    failed = next(k for k in _children(all_runs, parent) if k.info.status == "FAILED")
     assert "max_runtime_s" in failed.data.tags["error"]
     assert "traceback.txt" in [a.path for a in mlflow.MlflowClient().list_artifacts(failed.info.run_id)]
     assert "1 of 3 jobs failed: workload.max_runtime_s=0.001" in out.stderr

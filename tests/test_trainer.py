@@ -50,7 +50,7 @@ def test_r2d2_learns_cartpole(compose_cfg, store):
 
 
 def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
-    import rlbench.roles.learner as learner
+    from rlbench.roles import learner
 
     def boom(self):
         raise RuntimeError("injected learner failure")
@@ -74,8 +74,8 @@ def test_sigterm_ends_run_killed_and_leaves_no_process(store):
 
 def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
     """inference_batch < actors: each forward takes the first k ready envs, not all of them."""
-    from rlbench.trainer import train
     from rlbench.config.validate import validate
+    from rlbench.trainer import train
 
     conf = validate(compose_cfg(["workload=smoke", "actors=8", "inference_batch=4", "learner=false",
                                  "telemetry.enabled=false", "progress=log", *store["overrides"]]))

@@ -76,7 +76,7 @@ def test_replay_is_bounded_fifo():
 def test_replay_samples_proportionally_and_weights_rare_samples_higher():
     rb = SequenceReplay.for_shapes(2, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=1.0, seed=0)
     rb.insert(_seqs(2), np.array([1.0, 9.0]))
-    slots, gens, batch, w = rb.sample(10_000)
+    slots, _, _, w = rb.sample(10_000)
     share = np.mean(slots == 1)
     assert share == pytest.approx(0.9, abs=0.02)
     assert w[slots == 0].max() == pytest.approx(1.0) and w[slots == 1].max() == pytest.approx(1 / 9, rel=1e-4)

@@ -40,7 +40,7 @@ class Sequences:
     def __len__(self) -> int:
         return len(self.action)
 
-    def owned(self) -> "Sequences":
+    def owned(self) -> Sequences:
         """A copy that owns all its arrays (frame pieces concatenated)."""
         f = self.frames
         frames = f.copy() if isinstance(f, np.ndarray) else np.stack([np.concatenate(r) for r in f])

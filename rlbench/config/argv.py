@@ -33,7 +33,7 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
 
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir()} | {"hydra"}
     for arg in argv:
-        if arg.startswith("-") or "=" not in arg or arg.startswith(("+", "~")):
+        if arg.startswith(("-", "+", "~")) or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
         parts = key.split(".")

@@ -8,7 +8,8 @@ and checks every rule below; all violations are reported together, each as
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -60,8 +61,8 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
         "tracking.uri": ((lambda v: bool(v and v.strip())),
-                         "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
-                         "http(s)://host:port, postgresql://..."),
+                         ("an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
+                          "http(s)://host:port, postgresql://...")),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
         "algo.network.torso": _one_of("nature_cnn", "mlp"),
@@ -72,8 +73,8 @@ def _rules(c: Config) -> dict[str, tuple[Callable[[Any], bool], str]]:
         "algo.n_step": _int_at_least(1),
         "algo.seq_len": _int_at_least(1),
         "algo.overlap": ((lambda v: v is None or a.burn_in + 1 <= v <= length // 2),
-                         f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
-                         f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]"),
+                         (f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
+                          f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]")),
         "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
         "algo.rescale_eps": ((lambda v: v > 0), "a number > 0"),
         "algo.priority_eta": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
@@ -114,13 +115,13 @@ def _cross_checks(c: Config) -> list[str]:
     if c.workload.learner_updates is None and c.algo.samples_per_insert <= 0:
         problems.append("workload.learner_updates=None: it follows from the replay ratio, but "
                         "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates")
-    if c.learner and c.policy == "r2d2" and c.workload.learner_updates != 0:
-        if sequences_per_actor(steps_per_actor, length, overlap) < 1:
-            need = length * c.env.frameskip * c.actors
-            problems.append(
-                f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
-                f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
-            )
+    trains = c.learner and c.policy == "r2d2" and c.workload.learner_updates != 0
+    if trains and sequences_per_actor(steps_per_actor, length, overlap) < 1:
+        need = length * c.env.frameskip * c.actors
+        problems.append(
+            f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
+            f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
+        )
     return problems
 
 
@@ -168,9 +169,9 @@ def _replay_memory_checks(c: Config) -> list[str]:
     if capacity < 1:
         return [f"{key}: holds no sequence of {per_seq / 1e6:.3f} MB; allowed: at least one sequence"]
     if capacity * per_seq > free:
-        return [f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
-                f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
-                f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)"]
+        return [(f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
+                 f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
+                 f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)")]
     if c.algo.min_replay > capacity:
         return [f"algo.min_replay={c.algo.min_replay}: allowed: at most the replay capacity ({capacity} sequences)"]
     return []
@@ -191,7 +192,7 @@ def _host_checks(c: Config) -> list[str]:
 def validate(cfg: DictConfig) -> Config:
     """Typed, range-checked config; raises ConfigError naming every bad key and value."""
     try:
-        plain = OmegaConf.masked_copy(cfg, [k for k in cfg.keys() if k != "hydra"])
+        plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
         conf: Config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), plain))
     except Exception as e:  # omegaconf's ValidationError / MissingMandatoryValue
         raise ConfigError(str(e)) from e

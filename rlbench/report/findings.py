@@ -45,8 +45,8 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
 
 def verdict_lines(f: dict) -> list[str]:
     """The verdict in plain sentences, in the order a reader asks."""
-    lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or ["knee: not computed (fewer than two "
-                                                                           "finished actor counts in every series)"]
+    lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or [
+        "knee: not computed (fewer than two finished actor counts in every series)"]
     lines += [f"bound ({name}): {b['text']}" for name, b in f["bottleneck"].items()]
     rec = f["recommendation"]
     lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")

@@ -48,8 +48,8 @@ def run_search(sweeper, arguments: list[str]) -> None:
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
-        _refuse([f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
-                 "actor_threads and sm_limit"])
+        _refuse([(f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
+                  "actor_threads and sm_limit")])
     conf = validate_jobs(sweeper, jobs)[0]
     s = conf.search
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
@@ -57,8 +57,8 @@ def run_search(sweeper, arguments: list[str]) -> None:
     in_process = isinstance(sweeper.launcher, BasicLauncher)
     _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + energy_check(conf)
             + ([] if in_process or not s.pruning else
-               ["search.pruning=true needs jobs in this process (the basic launcher), not "
-                f"{type(sweeper.launcher).__name__}"]))
+               [("search.pruning=true needs jobs in this process (the basic launcher), not "
+                 f"{type(sweeper.launcher).__name__}")]))
     preflight_or_exit(conf.tracking.uri, s.storage)
     lock = StudyLock(s.storage, s.study)
     with lock:  # workers starting together: one creates the tables, the study and the parent run

@@ -50,8 +50,8 @@ def recommend(front: list, directions: list[str]):
 def recommendation_text(best, front: list, names: list[str]) -> str:
     p = best.params
     vals = ", ".join(f"{n}={v:.4g}" for n, v in zip(names, best.values))
-    lines = [f"recommended: actors={p['actors']} actor_threads={p['actor_threads']} sm_limit={p['sm_limit']} "
-             f"-> cpu_gpu_ratio={best.user_attrs.get('cpu_gpu_ratio')} ({vals}; trial {best.number})"]
+    lines = [(f"recommended: actors={p['actors']} actor_threads={p['actor_threads']} sm_limit={p['sm_limit']} "
+              f"-> cpu_gpu_ratio={best.user_attrs.get('cpu_gpu_ratio')} ({vals}; trial {best.number})")]
     for t in front:
         if t.number != best.number:
             diffs = ", ".join(f"{n} {100 * (v / b - 1):+.1f}%" for n, v, b in zip(names, t.values, best.values) if b)
@@ -93,7 +93,7 @@ def report(study: optuna.Study, s: SearchConfig, parent: str, out_dir: Path) -> 
             draw()
             plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
             client.log_artifact(parent, str(out_dir / fname))
-        except Exception as e:  # e.g. importances need 2+ complete trials with varied params
+        except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params
             log.warning("no %s: %s", fname, e)
             client.set_tag(parent, f"null/{fname}", str(e)[:500])
         finally:

@@ -83,8 +83,8 @@ def energy_check(conf) -> list[str]:
     try:
         if gpu.available or cpu.available or conf.telemetry.cpu_tdp_w:
             return []
-        return [f"search.objectives={list(conf.search.objectives)}: no energy can be measured here (GPU: "
-                f"{gpu.reason}; CPU: {cpu.reason}); set telemetry.cpu_tdp_w=<watts> for a labelled estimate, "
-                "or search.objectives=[fps] search.directions=[maximize]"]
+        return [(f"search.objectives={list(conf.search.objectives)}: no energy can be measured here (GPU: "
+                 f"{gpu.reason}; CPU: {cpu.reason}); set telemetry.cpu_tdp_w=<watts> for a labelled estimate, "
+                 "or search.objectives=[fps] search.directions=[maximize]")]
     finally:
         gpu.close()

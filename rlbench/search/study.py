@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import threading
 from pathlib import Path
+from typing import Self
 
 import optuna
 
@@ -43,11 +44,11 @@ class StudyLock:
             self._connect()
         self._conn.execute(sqlalchemy.text(sql), {"key": self._key})
 
-    def __enter__(self) -> "StudyLock":
+    def __enter__(self) -> Self:
         if self.enabled:
             try:
                 self._execute("SELECT pg_advisory_lock(:key)")
-            except Exception:  # a connection dropped while idle (a long trial): one fresh one
+            except Exception:  # noqa: BLE001 - a connection dropped while idle (a long trial): one fresh one
                 self.close()
                 self._execute("SELECT pg_advisory_lock(:key)")
         return self

@@ -8,12 +8,13 @@ Bottom: for the actors and the learner, the share of each tick spent in each ope
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def _series(rows: list[dict], key: str, t0: float):
@@ -23,7 +24,7 @@ def _series(rows: list[dict], key: str, t0: float):
 
 def _cpu_power(rows: list[dict], t0: float):
     pts = []
-    for a, b in zip(rows, rows[1:]):
+    for a, b in pairwise(rows):
         ea, eb = a.get("cpu_pkg_energy_j"), b.get("cpu_pkg_energy_j")
         if ea is not None and eb is not None and b["t"] > a["t"]:
             pts.append((b["t"] - t0, (eb - ea) / (b["t"] - a["t"])))
@@ -33,7 +34,7 @@ def _cpu_power(rows: list[dict], t0: float):
 def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[float]]]:
     """Per-tick share of wall time in each op of `role`, from cumulative op totals."""
     times, shares = [], {}
-    for (ta, a), (tb, b) in zip(op_ticks, op_ticks[1:]):
+    for (ta, a), (tb, b) in pairwise(op_ticks):
         dt = tb - ta
         if dt <= 0:
             continue
@@ -41,8 +42,8 @@ def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[fl
         prev, cur = a.get(role, {}), b.get(role, {})
         for op in cur:
             shares.setdefault(op, [0.0] * (len(times) - 1))
-        for op in shares:
-            shares[op].append(min(max((cur.get(op, 0.0) - prev.get(op, 0.0)) / dt, 0.0), 1.0))
+        for op, series in shares.items():
+            series.append(min(max((cur.get(op, 0.0) - prev.get(op, 0.0)) / dt, 0.0), 1.0))
     return times, shares
 
 

@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
 from rlbench.telemetry.cpu import CpuSample, CpuSource
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC
@@ -228,7 +228,7 @@ class TelemetrySampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> TelemetrySampler:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -10,8 +10,8 @@ role was given a CudaBusyTimer (rlbench.telemetry.gpu_busy).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 class OpTimer:

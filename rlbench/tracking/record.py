@@ -9,10 +9,12 @@ logged whatever the outcome.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import traceback
 from pathlib import Path
+from typing import Self
 
 import mlflow
 from mlflow.entities import Metric
@@ -48,7 +50,7 @@ class JobRecord:
         self.run = None
         self._client = None
 
-    def __enter__(self) -> "JobRecord":
+    def __enter__(self) -> Self:
         experiment_id = open_experiment(self.tracking)
         name = self.tracking.run_name or run_name_from(self.overrides)
         hijack = os.environ.pop("MLFLOW_RUN_ID", None)  # would make start_run resume that run
@@ -79,7 +81,7 @@ class JobRecord:
         return self.run.info.run_id
 
     def log_metrics(self, metrics: dict, step: int) -> None:
-        finite = {k: float(v) for k, v in metrics.items() if v is not None and v == v}
+        finite = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(v)}
         if finite:
             mlflow.log_metrics(finite, step=step)
         self.heartbeat()
@@ -126,7 +128,7 @@ class JobRecord:
     def _log_text(self, text: str, name: str) -> None:
         try:
             mlflow.log_text(text, name)
-        except Exception as e:  # never mask the job's own outcome
+        except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
             log.warning("could not log %s: %s", name, e)
 
     def _log_artifacts(self) -> None:
@@ -139,5 +141,5 @@ class JobRecord:
                 mlflow.log_artifacts(str(hydra_dir), ".hydra")
             for logfile in self.output_dir.glob("*.log"):
                 mlflow.log_artifact(str(logfile))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
             log.warning("could not log job artifacts: %s", e)

@@ -6,7 +6,7 @@ NVML_ERROR_* values, nvml* functions, NVML_CLOCK_SM, NVML_TEMPERATURE_GPU);
 test_nvml.py checks each name and value against the installed pynvml.
 """
 
-# ruff: noqa: N802  (the fake mirrors pynvml/psutil names)
+
 from __future__ import annotations
 
 import errno
@@ -251,7 +251,7 @@ class FakePsutilError(Exception):
     pass
 
 
-class FakeNoSuchProcess(FakePsutilError):  # noqa: N818 - psutil's name
+class FakeNoSuchProcess(FakePsutilError):
     pass
 
 
@@ -294,7 +294,7 @@ class FakePsutil:
         self.root, self.n_threads = root, n_threads
         self.percpu: list[float] = [0.0] * (n_threads or 1)
 
-    def Process(self, pid: int) -> FakeProcess:  # noqa: N802 - psutil's name
+    def Process(self, pid: int) -> FakeProcess:
         return self.root
 
     def cpu_count(self, logical: bool = True) -> int | None:
