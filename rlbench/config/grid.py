@@ -1,7 +1,8 @@
 """A Hydra multirun's grid as jobs, each composed and validated before any job starts.
 
-Light on purpose (no torch, no MLflow): a sweep with one bad job is refused in about a
-second, before the heavy imports its jobs need.
+Light on purpose (no MLflow, no trainer): a sweep with one bad job is refused in seconds,
+before the heavy imports its jobs need. (torch is imported only where a job passes its rules
+and its compute limit must be checked against the device.)
 """
 
 from __future__ import annotations
