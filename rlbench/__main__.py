@@ -29,10 +29,10 @@ def _entry(cfg: DictConfig) -> dict:
               "(python -m rlbench -m search=ratio)", file=sys.stderr)
         sys.exit(2)
     try:
-        validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
+        conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
         from rlbench.job import run_job
 
-        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir))
+        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf)
     except ConfigError as e:
         print(f"rlbench: {e}", file=sys.stderr)
         sys.exit(2)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from rlbench import preflight
 from rlbench.config.derived import task_replay_ratio
+from rlbench.config.schema import Config
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
@@ -48,8 +49,10 @@ def _with_hook(log_metrics):
     return log
 
 
-def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None) -> dict:
-    conf = validate(cfg)
+def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None,
+            conf: Config | None = None) -> dict:
+    """conf: validate(cfg), when the caller has already validated it."""
+    conf = conf if conf is not None else validate(cfg)
     cfg.workload.learner_updates = conf.workload.learner_updates  # resolved (null: from the replay ratio)
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)  # refuses before any run exists

@@ -21,7 +21,6 @@ from mlflow.entities import Metric
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.signals import JobKilled, JobPruned  # noqa: F401  (the outcomes this module records)
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.store import open_experiment, run_name_from
 
