@@ -2,8 +2,9 @@
 
 Both sides use the same AtariVectorEnv settings (envs, threads, batch, preprocessing).
   raw:     random actions straight into env.send / env.recv
-  rlbench: ActorRole -> InferenceServer (policy=random: no network) -> unroll assembly ->
-           replay insert, learner off
+  rlbench: ActorRole -> InferenceServer (algo=random: no network) -> unroll assembly in
+           R2D2's Atari layout; no learner, the unrolls are dropped (until this session the
+           old policy=random also copied them into an R2D2 replay)
 They run alternately, `--repeats` times each, for `--seconds` each; the ratio of the
 medians is printed last as `actor_path_efficiency=<x>` (target >= 0.9).
 
@@ -30,7 +31,7 @@ from rlbench.trainer import build_trainer
 def config(args):
     register_configs()
     overrides = [f"env={args.env}", f"actors={args.actors}", f"inference_batch={args.inference_batch}",
-                 "policy=random", "learner=false", "workload.frames=1000000000000"]
+                 "algo=random", "workload.frames=1000000000000"]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

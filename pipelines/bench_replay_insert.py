@@ -62,8 +62,8 @@ def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
     with ComputeLimit(conf.sm_limit, resolve_device(conf.device), conf.sm_backend) as compute:
         trainer = build_trainer(conf)
         try:
-            inserts = _timed(trainer.replay, "insert")
-            samples = _timed(trainer.replay, "sample")
+            inserts = _timed(trainer.parts.policy.replay, "insert")
+            samples = _timed(trainer.parts.policy.replay, "sample")
             if sample_only and trainer.learner is not None:
                 _sample_only(trainer.learner)
             stop = threading.Event()
@@ -72,7 +72,7 @@ def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
                 th.start()
             try:
                 _wait(lambda: trainer.actors.stepping_since is not None
-                      and trainer.replay.size >= conf.algo.min_replay, threads, stop)
+                      and trainer.parts.policy.replay.size >= conf.algo.min_replay, threads, stop)
                 start = time.perf_counter()
                 _wait(lambda: time.perf_counter() - start >= seconds, threads, stop)
                 end = time.perf_counter()
@@ -153,8 +153,8 @@ def main() -> None:
     args = p.parse_args()
     register_configs()
     confs = {True: config(args, True), False: config(args, False)}
-    if confs[True].policy != "r2d2":
-        sys.exit("bench_replay_insert: the learner needs policy=r2d2")
+    if confs[True].algo.name != "r2d2":
+        sys.exit("bench_replay_insert: it measures R2D2's replay: needs algo.name=r2d2")
     inserts = {True: [], False: []}
     updates, samples, sample_s, overlapping = [], [], [], 0
     for i in range(args.repeats):

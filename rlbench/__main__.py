@@ -20,7 +20,7 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _entry(cfg: DictConfig) -> dict:
+def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
     from rlbench.config.validate import ConfigError, validate
 
     hc = HydraConfig.get()
@@ -32,7 +32,7 @@ def _entry(cfg: DictConfig) -> dict:
         conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
         from rlbench.job import run_job
 
-        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf)
+        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick)
     except ConfigError as e:
         print(f"rlbench: {e}", file=sys.stderr)
         sys.exit(2)

@@ -14,7 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from rlbench import preflight
-from rlbench.config.derived import task_replay_ratio
+from rlbench.algo import config_module
 from rlbench.config.schema import Config
 from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
@@ -25,9 +25,6 @@ from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
-
-# Set by an in-process search to receive every tick's metrics (it may raise JobPruned).
-INTERMEDIATE_HOOK = None
 
 
 def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_dir: Path | None, plot: bool) -> None:
@@ -40,18 +37,21 @@ def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_
         log.warning("could not log telemetry artifacts: %s", e)
 
 
-def _with_hook(log_metrics):
+def _with_tick(log_metrics, on_tick):
+    if on_tick is None:
+        return log_metrics
+
     def log(metrics: dict, step: int) -> None:
         log_metrics(metrics, step)
-        if INTERMEDIATE_HOOK is not None:
-            INTERMEDIATE_HOOK(metrics, step)
+        on_tick(metrics, step)
 
     return log
 
 
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None,
-            conf: Config | None = None) -> dict:
-    """conf: validate(cfg), when the caller has already validated it."""
+            conf: Config | None = None, on_tick=None) -> dict:
+    """conf: validate(cfg), when the caller has already validated it. on_tick(metrics, step): called after each
+    tick's metrics are logged (an in-process search's pruning reporter; it may raise JobPruned)."""
     conf = conf if conf is not None else validate(cfg)
     cfg.workload.learner_updates = conf.workload.learner_updates  # resolved (null: from the replay ratio)
     device = resolve_device(conf.device)
@@ -74,7 +74,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
                  compute.grant.granted, compute.grant.compute_unit)
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
-            final = train(conf, _with_hook(record.log_metrics), on_episode=lambda r, f: returns.append((r, f)),
+            final = train(conf, _with_tick(record.log_metrics, on_tick), on_episode=lambda r, f: returns.append((r, f)),
                           telemetry=telemetry, set_tags=record.set_tags, compute=compute,
                           on_eval_episode=lambda r, f: eval_returns.append((r, f)))
         finally:
@@ -87,7 +87,9 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         if not eval_returns:
             record.set_tags({"null/eval_return_mean20": "eval_envs=0" if not conf.eval_envs else
                              "no evaluation episode ended within the task"})
-        final["task_replay_ratio"] = task_replay_ratio(conf)
+        ratio = config_module(conf.algo.name).task_replay_ratio(conf)
+        if ratio is not None:  # None: the algorithm has no learner (algo=random)
+            final["task_replay_ratio"] = ratio
         record.log_metrics(final, step=int(final["frames"]))
         final["run_id"] = record.run_id
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])

@@ -33,10 +33,11 @@ _TRAINING = [
     Metric("eval_return_mean20", "game score", "final", "mean of the last 20 eval_return values"),
     Metric("eval_frames", "env frames", "final", "frames the evaluation envs stepped (not in frames or fps)"),
     Metric("loss", "-", "tick, final", "the learner's last loss"),
-    Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted"),
-    Metric("task_replay_ratio", "samples / sequence", "final", "learner_updates x batch_size / the task's sequences"),
-    Metric("replay_capacity", "sequences", "final", "sequences replay holds"),
-    Metric("replay_memory_gb", "GB", "final", "memory of the replay storage"),
+    Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
+    Metric("task_replay_ratio", "samples / unroll", "final",
+           "learner_updates x batch_size / the task's unrolls (R2D2: sequences; V-trace: 1)"),
+    Metric("replay_capacity", "sequences", "final", "sequences replay holds (R2D2)"),
+    Metric("replay_memory_gb", "GB", "final", "memory of the replay storage (R2D2)"),
     Metric("inference_batch_mean", "envs / forward", "tick, final", "mean environments per central inference call"),
     Metric("inference_latency_ms", "ms", "tick, final", "mean wall time of one central inference call"),
     Metric("policy_version", "updates", "tick, final", "the learner update whose weights inference acts with"),
@@ -44,7 +45,14 @@ _TRAINING = [
     Metric("frames", "env frames", "tick, final", "frames the training actors stepped"),
     Metric("learner_updates", "updates", "tick, final", "learner updates made"),
     Metric("episodes", "count", "tick, final", "training episodes finished"),
-    Metric("replay_size", "sequences", "tick, final", "sequences in replay"),
+    Metric("replay_size", "sequences", "tick", "sequences in replay (R2D2)"),
+    Metric("queue_size", "unrolls", "tick", "unrolls waiting in the FIFO for the learner (V-trace)"),
+    Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
+    Metric("policy_lag", "updates", "tick, final",
+           "mean learner updates between the weights that finished an unroll and its training (V-trace)"),
+    Metric("vtrace/policy_loss", "-", "tick, final", "policy-gradient loss of the last update (V-trace)"),
+    Metric("vtrace/baseline_loss", "-", "tick, final", "baseline loss of the last update (V-trace)"),
+    Metric("vtrace/entropy", "nats", "tick, final", "mean policy entropy in the last update (V-trace)"),
     Metric("cpu_gpu_ratio", "threads / unit", "final", "actor hardware threads / granted compute units"),
     Metric("sm_granted", "units", "final", "compute units the learner and inference got"),
     Metric("sm_total", "units", "final", "the device's compute units"),
@@ -77,12 +85,24 @@ _TELEMETRY = [
 
 METRICS: dict[str, Metric] = {m.name: m for m in _TRAINING + _TELEMETRY}
 
-# Operations per role, as each role's OpTimer names them; every role also has `other`.
+# Operations per role, as each role's OpTimer names them; every role also has `other`. The
+# algorithms share the names where the work is the same (ALGO_OPS says which each one times).
 OPS: dict[str, tuple[str, ...]] = {
     "actors": ("env_step", "inference", "rate_limited"),
-    "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert"),
-    "learner": ("wait", "replay_sample", "h2d_transfer", "stack_rebuild", "forward_backward", "optimizer_step",
-                "replay_update", "publish"),
+    "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert",
+                  "queue_put"),
+    "learner": ("wait", "replay_sample", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward",
+                "optimizer_step", "replay_update", "publish"),
+}
+ALGO_OPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "r2d2": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
+                           "replay_insert"),
+             "learner": ("wait", "replay_sample", "h2d_transfer", "stack_rebuild", "forward_backward",
+                         "optimizer_step", "replay_update", "publish")},
+    "vtrace": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
+               "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward",
+                           "optimizer_step", "publish")},
+    "random": {"inference": ("unroll_assembly",), "learner": ()},
 }
 OTHER = "other"
 

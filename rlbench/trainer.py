@@ -1,7 +1,8 @@
-"""The SEED-style R2D2 trainer, wired in one place.
+"""The SEED-style trainer, wired in one place, for any algorithm in rlbench/algo/.
 
-actors --StepBatch--> inference (network copy, per-actor state, unroll assembly)
-       --sequences--> replay <--sample/priorities-- learner --weights--> inference
+actors --StepBatch--> inference (the algorithm's acting policy, per-env state, unrolls)
+       --unrolls--> the algorithm's buffer (R2D2: replay; V-trace: a FIFO) --> learner
+       learner --weights--> inference
 
 `build_trainer` is the only place the roles are created and connected; `train` runs them
 to the end of the workload and returns the job's final metrics.
@@ -10,16 +11,14 @@ to the end of the workload and returns the job's final metrics.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from rlbench.algo.network import R2D2Net
-from rlbench.algo.r2d2_sequences import actor_epsilons, unroll_layout
-from rlbench.algo.replay import SequenceReplay
-from rlbench.algo.unrolls import UnrollAssembler
-from rlbench.config.derived import replay_capacity, sequence_bytes
+from rlbench.algo import algorithm, config_module
+from rlbench.algo.parts import AlgoContext, AlgoParts
 from rlbench.config.schema import Config
 from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import make_actors
@@ -27,7 +26,7 @@ from rlbench.progress import Progress
 from rlbench.resources import ComputeLimit, usable_cpus
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
-from rlbench.roles.learner import LearnerRole
+from rlbench.roles.learner import LearnerLoop
 from rlbench.runner import Window, run_roles
 from rlbench.telemetry.job_telemetry import JobTelemetry
 
@@ -41,10 +40,10 @@ def resolve_device(name: str) -> torch.device:
 @dataclass
 class Trainer:
     env: object
-    replay: SequenceReplay
+    parts: AlgoParts
     inference: InferenceServer
     actors: ActorRole
-    learner: LearnerRole | None
+    learner: LearnerLoop | None
     device: torch.device
     role_walls: dict = field(default_factory=dict)  # role -> thread wall seconds, set at the end
 
@@ -71,13 +70,12 @@ class Trainer:
             "learner_updates_per_s": rates["updates"],
             "frames": self.actors.frames,
             "learner_updates": self.updates(),
-            "replay_size": self.replay.size,
+            **self.parts.metrics(False),
             **self.inference.stats(),
         }
-        if self.replay.inserted:
-            m["replay_ratio"] = self.replay.sampled / self.replay.inserted
         if self.learner is not None and self.learner.updates:
             m["loss"] = self.learner.last_loss
+            m |= self.learner.metrics()
         return m
 
     def final_metrics(self, runtime_s: float, role_wall_s: dict) -> dict:
@@ -92,17 +90,15 @@ class Trainer:
             "learner_updates": self.updates(),
             "episodes": self.actors.episodes,
             "eval_frames": self.actors.eval_frames,
-            "replay_memory_gb": self.replay.nbytes() / 1e9,
-            "replay_capacity": self.replay.capacity,
+            **self.parts.metrics(True),
             **self.inference.stats(),
         }
-        if self.replay.inserted:  # sampled / inserted sequences (unknown before the first insert)
-            m["replay_ratio"] = self.replay.sampled / self.replay.inserted
         if self.learner is not None and self.learner.intra_op_threads is not None:
             m["learner_intra_op_threads"] = self.learner.intra_op_threads
         if self.learner is not None:
             m["learner_updates_per_s"] = self.updates() / learner_s if learner_s > 0 else float("nan")
             m["loss"] = self.learner.last_loss
+            m |= self.learner.metrics()
         return m
 
     def close(self) -> None:
@@ -110,43 +106,25 @@ class Trainer:
 
 
 def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
-    algo, device = conf.algo, resolve_device(conf.device)
+    device = resolve_device(conf.device)
     torch.manual_seed(conf.seed)
     threads = conf.actor_threads or len(usable_cpus())
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
-    n_eval = conf.eval_envs if conf.policy == "r2d2" else 0  # eval measures a learned policy
+    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # eval measures a learned policy
     env = make_actors(conf.env, conf.actors + n_eval, threads, conf.inference_batch, pin)
-    length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
-    obs_shape, n_act, hidden = env.obs_shape, env.num_actions, algo.network.lstm_hidden
-    spec = env_spec(conf.env)  # what validate sized replay with; the built env must agree with it
-    if (tuple(obs_shape), n_act) != (spec.obs_shape, spec.num_actions):
-        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(obs_shape)} and {n_act} actions, "
-                           f"its probed spec {spec.obs_shape} and {spec.num_actions}")
-    stack = spec.stack
-    assembler = UnrollAssembler(conf.actors, length, overlap, obs_shape, env.obs_dtype, n_act, hidden, stack)
-    capacity = replay_capacity(conf, sequence_bytes(conf, spec))
-    replay = SequenceReplay.for_shapes(
-        capacity, length, obs_shape, env.obs_dtype, n_act, hidden, stack,
-        alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed,
-        prefault=algo.replay_prefault,
-    )
-    acting_net = R2D2Net(obs_shape, n_act, algo.network).to(device) if conf.policy == "r2d2" else None
-    epsilons = np.concatenate([actor_epsilons(conf.actors, algo.eps_base, algo.eps_alpha),
-                               np.full(n_eval, conf.eval_epsilon)])
-    inference = InferenceServer(acting_net, device, epsilons, assembler, replay, algo, conf.seed, conf.policy,
-                                num_train=conf.actors)
-    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed, n_eval)
-    learner = None
-    if conf.learner and conf.policy == "r2d2":
-        learning_net = R2D2Net(obs_shape, n_act, algo.network).to(device)
-        learning_net.load_state_dict(acting_net.state_dict())
-        learner = LearnerRole(learning_net, algo, replay, inference, device, conf.workload.learner_updates, actors.done)
-        if algo.rate_limit == "both":
-            actors.may_insert = learner.actors_may_insert
-    for role in (actors, inference, learner):
+    spec = env_spec(conf.env)  # what validate sized buffers with; the built env must agree with it
+    if (tuple(env.obs_shape), env.num_actions) != (spec.obs_shape, spec.num_actions):
+        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and "
+                           f"{env.num_actions} actions, its probed spec {spec.obs_shape} and {spec.num_actions}")
+    actors_done = threading.Event()
+    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, conf.actors, n_eval, actors_done))
+    inference = InferenceServer(parts.policy, device, conf.actors + n_eval, num_train=conf.actors)
+    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed, n_eval, done=actors_done)
+    actors.may_step = parts.may_step
+    for role in (actors, inference, parts.learner):
         if role is not None:
             role.timer.gpu = gpu_busy
-    return Trainer(env, replay, inference, actors, learner, device)
+    return Trainer(env, parts, inference, actors, parts.learner, device)
 
 
 def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from rlbench.algo.r2d2_sequences import unroll_layout
+from rlbench.algo.r2d2.sequences import unroll_layout
 from rlbench.config.validate import ConfigError, validate
 from tests.conftest import rlbench_cli, runs
 
@@ -90,7 +90,7 @@ def test_replay_that_would_not_fit_in_free_memory_is_refused_with_the_numbers(co
 
 
 def test_replay_memory_budget_sets_the_capacity(compose_cfg):
-    from rlbench.config.derived import replay_capacity, sequence_bytes
+    from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes
     from rlbench.envs.spec import env_spec
 
     conf = validate(compose_cfg(["algo.replay_memory_gb=0.5"]))
@@ -102,7 +102,7 @@ def test_replay_memory_budget_sets_the_capacity(compose_cfg):
 
 
 def test_learner_updates_follow_from_frames_and_the_replay_ratio(compose_cfg):
-    from rlbench.config.derived import task_replay_ratio
+    from rlbench.algo.r2d2.config import task_replay_ratio
 
     conf = validate(compose_cfg([]))  # default workload: 200k frames, learner_updates null
     assert conf.workload.learner_updates == round(200_000 / 4 / 80 * 1.5 / 64) == 15

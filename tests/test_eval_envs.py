@@ -3,11 +3,13 @@
 import numpy as np
 import torch
 
-from rlbench.algo.network import R2D2Net
-from rlbench.algo.r2d2_sequences import unroll_layout
-from rlbench.algo.replay import SequenceReplay
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.r2d2.acting import EpsilonGreedy
+from rlbench.algo.r2d2.config import NetworkConfig, Schema
+from rlbench.algo.r2d2.network import R2D2Net
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.sequences import unroll_layout
 from rlbench.algo.unrolls import UnrollAssembler
-from rlbench.config.schema import AlgoConfig, NetworkConfig
 from rlbench.envs.vector import StepBatch
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
@@ -16,15 +18,16 @@ ACTORS, EVAL, OBS, ACTIONS = 3, 2, (4,), 2
 
 
 def _server():
-    algo = AlgoConfig(burn_in=1, seq_len=3, network=NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8,
-                                                                   head_hidden=8))
+    algo = Schema(burn_in=1, seq_len=3, network=NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8,
+                                                              head_hidden=8))
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     torch.manual_seed(0)
     net = R2D2Net(OBS, ACTIONS, algo.network)
-    asm = UnrollAssembler(ACTORS, length, overlap, OBS, np.float32, ACTIONS, 8)
-    replay = SequenceReplay.for_shapes(100, length, OBS, np.float32, ACTIONS, 8, alpha=1.0, beta=1.0, seed=0)
+    asm = UnrollAssembler(ACTORS, length, overlap, OBS, np.float32, ACTIONS, 16)
+    replay = SequenceReplay.for_shapes(100, length, OBS, np.float32, ACTIONS, 16, alpha=1.0, beta=1.0, seed=0)
     eps = np.concatenate([np.full(ACTORS, 1.0), np.full(EVAL, 0.0)])  # actors: random; eval: greedy
-    return InferenceServer(net, "cpu", eps, asm, replay, algo, seed=0, num_train=ACTORS), net
+    policy = EpsilonGreedy(SharedNet(net), asm, replay, eps, algo, seed=0)
+    return InferenceServer(policy, "cpu", ACTORS + EVAL, num_train=ACTORS), policy
 
 
 def _batch(ids, t, done=False):
@@ -34,7 +37,8 @@ def _batch(ids, t, done=False):
 
 
 def test_eval_envs_act_greedily_and_are_never_assembled_or_inserted():
-    server, net = _server()
+    server, policy = _server()
+    net, replay = policy.shared.net, policy.replay
     first = _batch([4, 2, 0, 3], 0, done=True)  # episode starts: zero state, as the learner's burn-in starts
     actions = server.step(first)
     with torch.no_grad():
@@ -45,10 +49,10 @@ def test_eval_envs_act_greedily_and_are_never_assembled_or_inserted():
     np.testing.assert_array_equal(actions[is_eval], q[0].argmax(-1).numpy()[is_eval])
     for t in range(1, 20):
         server.step(_batch([0, 3, 1, 4, 2] if t % 2 else [4, 2, 0], t))  # eval ids mixed in, any order
-    assert server.replay.inserted > 0
-    stored = server.replay._store["frames"][: server.replay.size]
+    assert replay.inserted > 0
+    stored = replay._store["frames"][: replay.size]
     assert (stored // 100 < ACTORS).all()  # every stored frame came from a training actor
-    assert server.assembler.frames.shape[0] == ACTORS
+    assert policy.unrolls.frames.shape[0] == ACTORS
 
 
 def test_actor_role_counts_only_training_frames_and_keeps_eval_returns_apart():

@@ -4,12 +4,29 @@ import numpy as np
 import torch
 
 from rlbench.algo.frames import rebuild_stacks, split_stack
-from rlbench.algo.r2d2_sequences import sequence_starts, unroll_layout
-from rlbench.algo.replay import SequenceReplay
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.r2d2.acting import EpsilonGreedy
+from rlbench.algo.r2d2.config import Schema
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
 from rlbench.algo.unrolls import UnrollAssembler
-from rlbench.config.schema import AlgoConfig, EnvConfig
+from rlbench.config.schema import EnvConfig
 from rlbench.envs.vector import AtariActors
 from rlbench.roles.inference import InferenceServer
+
+
+class _ConstantQ(torch.nn.Module):
+    """Zero Q values and a one-float state: acting with epsilon 1 is uniform random."""
+
+    def __init__(self, num_actions: int):
+        super().__init__()
+        self.num_actions = num_actions
+
+    def initial_state(self, n: int, device=None) -> tuple:
+        return (torch.zeros(n, 1, device=device),)
+
+    def forward(self, obs, prev_action, reward, done, state):
+        return torch.zeros(*done.shape, self.num_actions), state
 
 
 def test_rebuild_zeroes_frames_from_before_an_episode_start():
@@ -31,15 +48,17 @@ def test_stack_of_one_is_the_observation_itself():
 
 
 def test_rebuilt_stacks_equal_what_inference_received_from_ale():
-    """Real Pong through central inference (random policy), the assembler and replay; short
+    """Real Pong through central inference (R2D2's store, a constant-Q network: random actions),
+    the assembler and replay; short
     truncated episodes put episode starts inside sequences and inside stack heads."""
     env = AtariActors(EnvConfig(kind="atari", id="pong", max_episode_frames=4 * 37), 2, 1, 0)
-    algo = AlgoConfig(burn_in=4, seq_len=8)
+    algo = Schema(burn_in=4, seq_len=8)
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     asm = UnrollAssembler(2, length, overlap, env.obs_shape, np.uint8, env.num_actions, 1, stack=4)
     replay = SequenceReplay.for_shapes(200, length, env.obs_shape, np.uint8, env.num_actions, 1, 4,
                                        alpha=1.0, beta=1.0, seed=0)
-    inference = InferenceServer(None, "cpu", np.ones(2), asm, replay, algo, seed=0, policy="random")
+    policy = EpsilonGreedy(SharedNet(_ConstantQ(env.num_actions)), asm, replay, np.ones(2), algo, seed=0)
+    inference = InferenceServer(policy, "cpu", 2, num_train=2)
     seen = {0: [], 1: []}
     batch = env.reset(seed=3)
     steps = 150

@@ -49,3 +49,13 @@ def test_unknown_search_objective_is_refused_naming_it(compose_cfg):
         validate(compose_cfg(["search=ratio", "search.objectives=[fps,fpss]", "search.directions=[maximize,maximize]"]))
     with pytest.raises(ConfigError, match="'episode_return' is no final metric"):  # per-episode, not a job result
         validate(compose_cfg(["search=ratio", "search.objectives=[episode_return]", "search.directions=[maximize]"]))
+
+
+def test_each_algorithms_operations_are_in_the_contract():
+    from rlbench.algo import ALGORITHMS
+    from rlbench.metrics import ALGO_OPS
+
+    assert set(ALGO_OPS) == set(ALGORITHMS)
+    for algo, roles in ALGO_OPS.items():
+        for role, ops in roles.items():
+            assert set(ops) <= set(OPS[role]), f"{algo}'s {role} times an operation the contract does not declare"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlbench.algo.r2d2_math import (
+from rlbench.algo.r2d2.math import (
     inverse_value_rescale,
     mixed_priority,
     n_step_double_q_targets,
@@ -15,7 +15,7 @@ from rlbench.algo.r2d2_math import (
     sequence_loss,
     value_rescale,
 )
-from rlbench.algo.r2d2_sequences import (
+from rlbench.algo.r2d2.sequences import (
     actor_epsilons,
     importance_weights,
     sequence_starts,
@@ -169,7 +169,7 @@ def test_sequence_starts_with_overlap():
 
 
 def test_replay_ratio_holds_the_learner_back():
-    from rlbench.algo.rate_limit import learner_may_update
+    from rlbench.algo.r2d2.rate_limit import learner_may_update
 
     # spi 4, batch 32: after 16 inserted sequences the learner may do 2 updates, not 3.
     assert learner_may_update(1, 32, inserted=16, size=16, min_replay=8, spi=4, actors_done=False)
@@ -180,7 +180,7 @@ def test_replay_ratio_holds_the_learner_back():
 
 
 def test_replay_ratio_holds_actors_back_beyond_slack():
-    from rlbench.algo.rate_limit import actors_may_insert, learner_may_update
+    from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
 
     # 10 updates x 32 / spi 4 = 80 sequences used; + min_replay 8 + slack 4 = 92 allowed.
     assert actors_may_insert(10, 32, inserted=92, min_replay=8, spi=4, slack=4)

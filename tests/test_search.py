@@ -135,6 +135,33 @@ def test_reporter_prunes_a_dominated_trial():
     assert trial.reports == [(1000, 150.0), (4000, 50.0)]
 
 
+def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
+    from rlbench.config.schema import SearchConfig
+    from rlbench.search.trials import trial_launcher
+    from rlbench.signals import JobPruned
+
+    class FakeTrial:
+        def report(self, value, step):
+            pass
+
+        def should_prune(self):
+            return True
+
+    class Launcher:  # like Hydra's BasicLauncher: its task function is an attribute
+        def __init__(self, task_function):
+            self.task_function = task_function
+
+    def task(cfg, on_tick=None):
+        on_tick({"fps": 5.0}, 100)
+
+    launcher = Launcher(task)
+    assert trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=False)) is launcher
+    bound = trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=True))
+    with pytest.raises(JobPruned, match="fps 5 at frame 100"):
+        bound.task_function("cfg")
+    assert launcher.task_function is task  # the sweep's launcher is left as it was
+
+
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
                   "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000")

@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from rlbench.algo.r2d2_sequences import sequence_starts, unroll_layout
-from rlbench.algo.replay import SequenceReplay
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
 from rlbench.algo.unrolls import UnrollAssembler
 
 
@@ -18,7 +18,7 @@ def _feed(asm, steps, ids, state_of=lambda i, t: float(t)):
         obs = np.array([[i * 1000 + t] for i in ids], dtype=np.int32)
         need = asm.needs_state(ids)
         hidden = asm.start_state.shape[-1]
-        state = np.array([np.full((2, hidden), state_of(i, t)) for i in ids], np.float32)[need]
+        state = np.array([np.full(hidden, state_of(i, t)) for i in ids], np.float32)[need]
         asm.add(ids, obs, np.full(k, t), np.full(k, t - 1), np.full(k, t, np.float32),
                 np.full(k, t % 7 == 0), np.zeros((k, 3), np.float32), state, sink=lambda s: out.append(s.owned()))
     return out
@@ -60,7 +60,7 @@ def _seqs(k, length=4, value=0):
     for t in range(length):
         asm.add(ids, np.full((k, 2), value + t, np.uint8), np.zeros(k, np.int64), np.zeros(k, np.int64),
                 np.zeros(k, np.float32), np.zeros(k, bool), np.zeros((k, 3), np.float32),
-                np.zeros((k, 2, 2), np.float32), sink=lambda s: out.append(s))
+                np.zeros((k, 2), np.float32), sink=lambda s: out.append(s))
     return out[0]
 
 

@@ -1,9 +1,10 @@
 """Central unroll assembly (SEED RL keeps it beside inference, not in the actors).
 
-Each actor's stream of steps is cut into sequences of `length` = burn_in + seq_len + 1
-steps; consecutive sequences of one actor overlap by `overlap` steps (SEED RL: burn_in + 1),
-so the next sequence's burn-in replays the end of the previous one and the trained steps
-tile the stream. Every sequence carries the recurrent state the inference network had when
+Each actor's stream of steps is cut into sequences of `length` steps; consecutive sequences
+of one actor overlap by `overlap` steps. The algorithm picks both: R2D2 burn_in + seq_len + 1
+overlapping by burn_in + 1 (the next sequence's burn-in replays the end of the previous one
+and the trained steps tile the stream); V-trace unroll_length + 1 overlapping by 1 (the
+last step only bootstraps, and is the next unroll's first). Every sequence carries the recurrent state the inference network had when
 it processed the sequence's first step, and the older frames of that step's observation
 stack (rlbench.algo.frames): observations are kept as one newest frame per step.
 
@@ -34,8 +35,8 @@ class Sequences:
     prev_action: np.ndarray  # network input at t: the actor's previous action
     reward: np.ndarray  # reward arriving with obs_t
     done: np.ndarray  # obs_t starts a new episode
-    q: np.ndarray  # inference-time Q values [k, L, A], for initial priorities
-    state: np.ndarray  # recurrent state before step 0: [k, 2, H] (h, c)
+    agent_out: np.ndarray  # the network's per-action output when it acted [k, L, A]: Q (R2D2), logits (V-trace)
+    state: np.ndarray  # recurrent state before step 0, flattened: [k, S] (S = 0 without one)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -45,13 +46,14 @@ class Sequences:
         f = self.frames
         frames = f.copy() if isinstance(f, np.ndarray) else np.stack([np.concatenate(r) for r in f])
         return Sequences(frames, *(getattr(self, n).copy() for n in ("head", "action", "prev_action", "reward",
-                                                                     "done", "q", "state")))
+                                                                     "done", "agent_out", "state")))
 
 
 class UnrollAssembler:
     """Per-actor rolling buffers that emit overlapping sequences."""
 
     def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1):
+        """state_size: floats of flattened recurrent state per actor (0: none)."""
         if not 0 <= overlap <= length // 2:
             raise ValueError(f"overlap={overlap} must be in [0, length // 2 = {length // 2}]")
         n, L = num_actors, length
@@ -65,9 +67,9 @@ class UnrollAssembler:
         self.prev_action = np.zeros((n, L), dtype=np.int64)
         self.reward = np.zeros((n, L), dtype=np.float32)
         self.done = np.zeros((n, L), dtype=bool)
-        self.q = np.zeros((n, L, num_actions), dtype=np.float32)
-        self.start_state = np.zeros((n, 2, state_size), dtype=np.float32)
-        self.next_start_state = np.zeros((n, 2, state_size), dtype=np.float32)
+        self.agent_out = np.zeros((n, L, num_actions), dtype=np.float32)
+        self.start_state = np.zeros((n, state_size), dtype=np.float32)
+        self.next_start_state = np.zeros((n, state_size), dtype=np.float32)
         self.pos = np.zeros(n, dtype=np.int64)  # step index within the current sequence
         self.base = np.zeros(n, dtype=np.int64)  # ring column of the current sequence's step 0
 
@@ -76,10 +78,10 @@ class UnrollAssembler:
         p = self.pos[ids]
         return (p == 0) | (p == self.stride)
 
-    def add(self, ids, obs, action, prev_action, reward, done, q, state, sink) -> int:
+    def add(self, ids, obs, action, prev_action, reward, done, agent_out, state, sink) -> int:
         """Append one step for actors `ids` (distinct); returns how many sequences completed.
 
-        `state` ([k, 2, H]) may hold only the rows selected by needs_state(ids), in order, or
+        `state` ([k, S]) may hold only the rows selected by needs_state(ids), in order, or
         all k rows, or be None (no recurrent state). Completed sequences are passed to
         `sink(Sequences)`, which must copy what it keeps before returning.
         """
@@ -92,7 +94,7 @@ class UnrollAssembler:
         self.prev_action[ids, col] = prev_action
         self.reward[ids, col] = reward
         self.done[ids, col] = done
-        self.q[ids, col] = q
+        self.agent_out[ids, col] = agent_out
         self._record_states(ids, p, state)
         self.pos[ids] = p + 1
         full = ids[p + 1 == self.length]
@@ -128,7 +130,7 @@ class UnrollAssembler:
             prev_action=self.prev_action[rows, cols],
             reward=self.reward[rows, cols],
             done=self.done[rows, cols],
-            q=self.q[rows, cols],
+            agent_out=self.agent_out[rows, cols],
             state=self.start_state[ids],
         )
 

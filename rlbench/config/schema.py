@@ -8,7 +8,7 @@ Range checks that types cannot express live in rlbench.config.validate.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -26,51 +26,6 @@ class EnvConfig:
     episodic_life: bool = False  # end an episode at each life loss (Atari)
     reward_clipping: bool = False  # clip rewards to [-1, 1] (Atari); off: R2D2 uses value rescaling instead
     max_episode_frames: int = 108_000  # frames before truncation (Atari, = 30 min of play)
-
-
-@dataclass
-class NetworkConfig:
-    torso: str = "nature_cnn"  # "nature_cnn" for pixels, "mlp" for vector observations
-    mlp_hidden: int = 64  # width of the MLP torso's two layers
-    lstm_hidden: int = 512  # LSTM core size
-    head_hidden: int = 512  # width of the dueling value and advantage streams
-
-
-@dataclass
-class AlgoConfig:
-    name: str = "r2d2"
-    network: NetworkConfig = field(default_factory=NetworkConfig)
-    burn_in: int = 40  # steps that only warm the recurrent state up
-    seq_len: int = 80  # trained steps per replayed sequence (SEED RL: unroll_length 80 for R2D2 on Atari)
-    # Stored sequences hold burn_in + seq_len + 1 steps (the last only bootstraps the last targets).
-    # Steps shared by consecutive sequences of one actor; null = burn_in + 1 (SEED RL), so the
-    # trained steps tile each actor's stream: every step is trained in exactly one sequence.
-    overlap: Optional[int] = None
-    n_step: int = 5
-    discount: float = 0.997
-    rescale_eps: float = 1e-3  # epsilon of the value-rescaling function h
-    priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
-    priority_exponent: float = 0.9  # alpha
-    importance_exponent: float = 0.6  # beta
-    # Sequences kept (FIFO once full). SEED RL's flag default is 1e3 and its Atari GCP script
-    # uses 1e5; 2000 Atari sequences are 1.8 GB here (frames stored once, stacks rebuilt).
-    replay_capacity: int = 2000
-    replay_memory_gb: Optional[float] = None  # instead of replay_capacity: as many sequences as fit in this
-    replay_prefault: bool = True  # touch replay memory at start, off the actors' path
-    min_replay: int = 50  # sequences in replay before the learner starts
-    # Replay ratio: sequence samples per inserted sequence (the trained steps tile the stream, so
-    # per observation the same); 0 = unthrottled. 1.5 = SEED RL's R2D2 `replay_ratio` flag
-    # ("an interpretation of the R2D2 paper using the end of section 2.3").
-    samples_per_insert: float = 1.5
-    rate_limit: str = "learner"  # who waits for the ratio: "learner" (SEED RL) or "both" (actors too)
-    batch_size: int = 64
-    learning_rate: float = 1e-4
-    adam_eps: float = 1e-3
-    grad_clip: float = 40.0  # global gradient-norm clip; 0 = off
-    target_update: int = 2500  # learner updates between target-network copies
-    publish_every: int = 1  # learner updates between weight copies to central inference
-    eps_base: float = 0.4  # Ape-X per-actor epsilon: eps_i = base^(1 + alpha * i / (N - 1))
-    eps_alpha: float = 7.0
 
 
 @dataclass
@@ -126,7 +81,8 @@ class SearchConfig:
 @dataclass
 class Config:
     env: EnvConfig = MISSING
-    algo: AlgoConfig = MISSING
+    # The algorithm's own schema (rlbench/algo/<name>/config.py Schema), chosen by algo=<name>.
+    algo: Any = MISSING
     workload: WorkloadConfig = MISSING
     tracking: TrackingConfig = MISSING
     telemetry: TelemetryConfig = MISSING
@@ -138,7 +94,6 @@ class Config:
     inference_batch: int = 0  # 0 = wait for all actors; k < actors = forward the first k ready
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     seed: int = 1
-    policy: str = "r2d2"  # "r2d2", or "random" for actor-path benchmarks (no network)
     learner: bool = True  # false = actors and inference only (benchmarks)
     # Greedy evaluation (SEED RL's eval envs): environments beside the actors acting with
     # eval_epsilon through the same central inference, never trained on, not counted in
@@ -151,7 +106,6 @@ class Config:
 
 GROUP_SCHEMAS = {
     "env": EnvConfig,
-    "algo": AlgoConfig,
     "workload": WorkloadConfig,
     "tracking": TrackingConfig,
     "telemetry": TelemetryConfig,
@@ -163,6 +117,10 @@ def register_configs() -> None:
     """Store the schemas: config.yaml extends `schema`; conf/<group>/*.yaml extend
     `schema/<group>: base` (kept out of the group itself, so it is no selectable option)."""
     cs = ConfigStore.instance()
+    from rlbench.algo import ALGORITHMS, config_module
+
     cs.store(name="schema", node=Config)
     for group, node in GROUP_SCHEMAS.items():
         cs.store(group=f"schema/{group}", name="base", node=node)
+    for name in ALGORITHMS:  # conf/algo/*.yaml extend `schema/algo: <algorithm name>`
+        cs.store(group="schema/algo", name=name, node=config_module(name).Schema)

@@ -23,7 +23,7 @@ class ActorRole:
     name = "actors"
 
     def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
-                 frame_target: int, seed: int, eval_envs: int = 0):
+                 frame_target: int, seed: int, eval_envs: int = 0, done: threading.Event | None = None):
         self.env, self.inference = env, inference
         self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
         self.frameskip = env.frameskip
@@ -36,8 +36,8 @@ class ActorRole:
         self.timer = OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
-        self.may_insert = None  # rate_limit=both: a callable saying whether to step on
-        self.done = threading.Event()
+        self.may_step = None  # the algorithm's flow control: actors wait while it returns False
+        self.done = done if done is not None else threading.Event()  # set when the actors stop
 
     @property
     def frames(self) -> int:
@@ -48,7 +48,7 @@ class ActorRole:
             batch = self.env.reset(seed=self.seed)
         self.stepping_since = time.perf_counter()
         while not stop.is_set() and self.frames < self.frame_target:
-            if self.may_insert is not None and not self.may_insert():
+            if self.may_step is not None and not self.may_step():
                 with self.timer.op("rate_limited"):
                     stop.wait(0.001)
                 continue

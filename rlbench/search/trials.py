@@ -3,7 +3,8 @@ optionally pruned on intermediate fps), tell the study the outcome."""
 
 from __future__ import annotations
 
-import contextlib
+import copy
+import functools
 import logging
 import math
 import time
@@ -24,19 +25,14 @@ def trial_overrides(job: list[str], params: dict, study: str, number: int, paren
             f"+tracking.tags.optuna_trial={number}"]
 
 
-@contextlib.contextmanager
-def pruning_hook(trial: optuna.Trial, s: SearchConfig):
-    """While a trial's job runs in this process: report its fps each tick, prune if dominated."""
-    from rlbench import job
-
+def trial_launcher(launcher, trial: optuna.Trial, s: SearchConfig):
+    """The launcher for a trial's job: with pruning (jobs in this process), a copy whose task reports the job's
+    fps to the trial each tick (run_job's on_tick) and prunes it if dominated."""
     if not s.pruning:
-        yield
-        return
-    job.INTERMEDIATE_HOOK = make_reporter(trial)
-    try:
-        yield
-    finally:
-        job.INTERMEDIATE_HOOK = None
+        return launcher
+    bound = copy.copy(launcher)
+    bound.task_function = functools.partial(launcher.task_function, on_tick=make_reporter(trial))
+    return bound
 
 
 def make_reporter(trial):
@@ -77,8 +73,8 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
     print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}",
           flush=True)
     try:
-        with Heartbeat(study, trial, s.heartbeat_s), pruning_hook(trial, s):
-            ret = launcher.launch([overrides], initial_job_idx=trial.number)[0]
+        with Heartbeat(study, trial, s.heartbeat_s):
+            ret = trial_launcher(launcher, trial, s).launch([overrides], initial_job_idx=trial.number)[0]
     except JobPruned as e:
         print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)

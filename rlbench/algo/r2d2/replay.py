@@ -17,10 +17,10 @@ import threading
 import numpy as np
 
 from rlbench.algo.frames import frame_shape
-from rlbench.algo.r2d2_sequences import importance_weights
+from rlbench.algo.r2d2.sequences import importance_weights
 from rlbench.algo.unrolls import Sequences
 
-_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "q", "state")
+_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
 
 
 class SequenceReplay:
@@ -55,8 +55,8 @@ class SequenceReplay:
             prev_action=np.zeros((1, length), np.int64),
             reward=np.zeros((1, length), np.float32),
             done=np.zeros((1, length), bool),
-            q=np.zeros((1, length, num_actions), np.float32),
-            state=np.zeros((1, 2, state_size), np.float32),
+            agent_out=np.zeros((1, length, num_actions), np.float32),
+            state=np.zeros((1, state_size), np.float32),
         )
 
     @classmethod

@@ -11,46 +11,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlbench.config.schema import NetworkConfig
-
-
-class NatureCNN(nn.Module):
-    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]."""
-
-    def __init__(self, in_channels: int, img_size: int):
-        super().__init__()
-        self.convs = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(1, in_channels, img_size, img_size)).shape[1]
-        self.fc = nn.Linear(flat, 512)
-        self.out_dim = 512
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(obs.float() / 255.0)))
-
-
-class MLPTorso(nn.Module):
-    def __init__(self, in_dim: int, hidden: int):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(in_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
-        self.out_dim = hidden
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.float())
+from rlbench.algo.r2d2.config import NetworkConfig
+from rlbench.algo.torsos import make_torso
 
 
 class R2D2Net(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, cfg: NetworkConfig):
         super().__init__()
-        if cfg.torso == "nature_cnn":
-            self.torso = NatureCNN(obs_shape[0], obs_shape[-1])
-        else:
-            self.torso = MLPTorso(int(torch.tensor(obs_shape).prod()), cfg.mlp_hidden)
+        self.torso = make_torso(obs_shape, cfg.torso, cfg.mlp_hidden)
         self.num_actions = num_actions
         self.hidden = cfg.lstm_hidden
         self.core = nn.LSTMCell(self.torso.out_dim + num_actions + 1, cfg.lstm_hidden)
@@ -62,6 +30,10 @@ class R2D2Net(nn.Module):
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         z = torch.zeros(batch, self.hidden, device=device)
         return z, z.clone()
+
+    def unflatten_state(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(h, c) from the flattened [B, 2H] state central inference stores with a sequence."""
+        return flat[:, : self.hidden].contiguous(), flat[:, self.hidden :].contiguous()
 
     def forward(self, obs, prev_action, reward, done, state):
         """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""

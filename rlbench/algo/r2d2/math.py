@@ -1,7 +1,7 @@
 """R2D2's pure math on tensors: value rescaling, n-step double-Q targets, the loss, priorities.
 
 The numpy half (how streams are cut into sequences, epsilons, IS weights) is in
-rlbench/algo/r2d2_sequences.py, free of torch so that validating a config stays fast.
+rlbench/algo/r2d2/sequences.py, free of torch so that validating a config stays fast.
 
 Conventions (time-major, as in SEED RL): arrays are [T, B, ...]. At step t the agent sees
 obs_t together with `rewards[t]` (the reward for action a_{t-1}) and `dones[t]` (True when

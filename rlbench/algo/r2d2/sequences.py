@@ -2,7 +2,7 @@
 and how replay weights its samples.
 
 Free of torch on purpose: config validation uses it, and a bad command line should be refused
-in about a second, before torch is imported. The tensor math is in rlbench/algo/r2d2_math.py.
+in about a second, before torch is imported. The tensor math is in rlbench/algo/r2d2/math.py.
 """
 
 from __future__ import annotations

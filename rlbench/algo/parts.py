@@ -1,0 +1,65 @@
+"""What the trainer hands an algorithm (`AlgoContext`) and what it gets back (`AlgoParts`).
+
+The trainer (rlbench/trainer.py) builds the env, calls `rlbench.algo.algorithm(name).build(ctx)`
+and wires the parts into the generic roles: `policy` into central inference, `learner` as a
+role thread, `may_step` into the actors (they wait, op `rate_limited`, while it is False),
+`metrics` into the step and final metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from rlbench.envs.spec import EnvSpec
+
+
+@dataclass
+class AlgoContext:
+    conf: Any  # the validated rlbench.config.schema.Config; conf.algo is the algorithm's Schema
+    spec: EnvSpec  # the env's shapes (the built env agrees with it)
+    device: Any  # torch.device of inference and the learner
+    num_train: int  # training environments: ids [0, num_train)
+    num_eval: int  # evaluation environments: ids [num_train, num_train + num_eval)
+    actors_done: threading.Event  # set when the actors met the task's frames (or stopped)
+
+
+class SharedNet:
+    """The acting copy of a network: central inference reads it, the learner publishes into
+    it; both under its lock. `version` is the learner update whose weights it holds."""
+
+    def __init__(self, net):
+        self.net, self.version = net, 0
+        self.lock = threading.Lock()
+
+    def publish(self, state_dict, version: int) -> None:
+        with self.lock:
+            self.net.load_state_dict(state_dict)
+            self.version = version
+
+
+class ActingPolicy(Protocol):
+    """What central inference does with the network (rlbench/roles/inference.py).
+
+    `shared.net(obs, prev_action, reward, done, state) -> (out [T, B, A], state)` with obs etc.
+    [T, B, ...] and state a tuple of [B, ...] tensors (empty: no recurrent state); a done
+    zeroes the state before its step (inference does that for the state it keeps)."""
+
+    shared: SharedNet | None  # None: no network (actions need no forward)
+    unrolls: Any  # rlbench.algo.unrolls.UnrollAssembler of the training envs, or None
+
+    def initial_state(self, n: int, device) -> tuple: ...
+    def act(self, ids: np.ndarray, out: np.ndarray | None) -> np.ndarray: ...
+    def store(self, seqs, timer) -> None: ...
+
+
+@dataclass
+class AlgoParts:
+    policy: ActingPolicy
+    learner: Any = None  # a role (rlbench.roles.learner.LearnerLoop) or None
+    may_step: Callable[[], bool] | None = None  # actors step only while it is True
+    metrics: Callable[[bool], dict] = lambda final: {}  # the buffer's metrics; final=True at the end

@@ -1,0 +1,7 @@
+"""R2D2 as SEED RL runs it (Kapturowski et al. 2019; google-research/seed_rl agents/r2d2).
+
+network.py (recurrent dueling Q-net), acting.py (epsilon-greedy, initial priorities),
+sequences.py + math.py (the numpy and tensor math), replay.py (prioritized sequence replay),
+rate_limit.py (the replay ratio), learner.py, config.py (schema and rules).
+build.py makes them for one job (`build(ctx)`).
+"""

@@ -1,0 +1,49 @@
+"""What R2D2's central inference does with the network: epsilon-greedy over Q (Ape-X epsilons
+per training env, eval_epsilon for evaluation envs), and completed sequences into replay
+with initial priorities computed from the actors' own Q values (SEED RL)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.unrolls import Sequences, UnrollAssembler
+
+
+class EpsilonGreedy:
+    def __init__(self, shared: SharedNet, unrolls: UnrollAssembler, replay: SequenceReplay, epsilons: np.ndarray,
+                 algo, seed: int):
+        self.shared, self.unrolls, self.replay, self.algo = shared, unrolls, replay, algo
+        self.epsilons = epsilons  # one per environment: training envs first, then eval envs
+        self.rng = np.random.default_rng(seed)
+
+    def initial_state(self, n: int, device) -> tuple:
+        return self.shared.net.initial_state(n, device)
+
+    def act(self, ids: np.ndarray, q: np.ndarray) -> np.ndarray:
+        greedy = q.argmax(axis=1)
+        explore = self.rng.random(len(ids)) < self.epsilons[ids]
+        random = self.rng.integers(0, q.shape[1], len(ids))
+        return np.where(explore, random, greedy).astype(np.int64)
+
+    def store(self, seqs: Sequences, timer) -> None:
+        """The assembler's sink: initial priorities, then the copy into replay."""
+        with timer.op("initial_priority"):
+            priorities = initial_priorities(seqs, self.algo)
+        with timer.op("replay_insert"):
+            self.replay.insert(seqs, priorities)
+
+
+def initial_priorities(seqs: Sequences, algo) -> np.ndarray:
+    """Priorities at insertion from the actors' own Q values (SEED RL): online net as target."""
+    q = torch.from_numpy(seqs.agent_out).transpose(0, 1)  # [L, k, A]
+    reward = torch.from_numpy(seqs.reward).transpose(0, 1)
+    done = torch.from_numpy(seqs.done).transpose(0, 1)
+    action = torch.from_numpy(seqs.action).transpose(0, 1)
+    q, reward, done, action = q[algo.burn_in:], reward[algo.burn_in:], done[algo.burn_in:], action[algo.burn_in:]
+    targets = n_step_double_q_targets(reward, done, q, q, algo.n_step, algo.discount, algo.rescale_eps)
+    taken = q[:-1].gather(-1, action[:-1].unsqueeze(-1)).squeeze(-1)  # the seq_len trained steps
+    return mixed_priority((targets - taken).abs(), algo.priority_eta).numpy()

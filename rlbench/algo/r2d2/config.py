@@ -1,0 +1,153 @@
+"""R2D2's config: the schema behind `algo.*` when algo.name=r2d2, and its validation rules.
+
+Torch-free: validation imports it to refuse a bad command line before torch loads.
+Every default is SEED RL's R2D2 on Atari (agents/r2d2) unless its comment says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from rlbench.algo.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.r2d2.sequences import sequences_per_actor, unroll_layout
+
+LEARNS = True
+
+
+@dataclass
+class NetworkConfig:
+    torso: str = "nature_cnn"  # "nature_cnn" for pixels, "mlp" for vector observations
+    mlp_hidden: int = 64  # width of the MLP torso's two layers
+    lstm_hidden: int = 512  # LSTM core size
+    head_hidden: int = 512  # width of the dueling value and advantage streams
+
+
+@dataclass
+class Schema:
+    name: str = "r2d2"  # the algorithm package: rlbench/algo/r2d2/
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    burn_in: int = 40  # steps that only warm the recurrent state up
+    seq_len: int = 80  # trained steps per replayed sequence (SEED RL: unroll_length 80 for R2D2 on Atari)
+    # Stored sequences hold burn_in + seq_len + 1 steps (the last only bootstraps the last targets).
+    # Steps shared by consecutive sequences of one actor; null = burn_in + 1 (SEED RL), so the
+    # trained steps tile each actor's stream: every step is trained in exactly one sequence.
+    overlap: Optional[int] = None
+    n_step: int = 5
+    discount: float = 0.997
+    rescale_eps: float = 1e-3  # epsilon of the value-rescaling function h
+    priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
+    priority_exponent: float = 0.9  # alpha
+    importance_exponent: float = 0.6  # beta
+    # Sequences kept (FIFO once full). SEED RL's flag default is 1e3 and its Atari GCP script
+    # uses 1e5; 2000 Atari sequences are 1.8 GB here (frames stored once, stacks rebuilt).
+    replay_capacity: int = 2000
+    replay_memory_gb: Optional[float] = None  # instead of replay_capacity: as many sequences as fit in this
+    replay_prefault: bool = True  # touch replay memory at start, off the actors' path
+    min_replay: int = 50  # sequences in replay before the learner starts
+    # Replay ratio: sequence samples per inserted sequence (the trained steps tile the stream, so
+    # per observation the same); 0 = unthrottled. 1.5 = SEED RL's R2D2 `replay_ratio` flag
+    # ("an interpretation of the R2D2 paper using the end of section 2.3").
+    samples_per_insert: float = 1.5
+    rate_limit: str = "learner"  # who waits for the ratio: "learner" (SEED RL) or "both" (actors too)
+    batch_size: int = 64
+    learning_rate: float = 1e-4
+    adam_eps: float = 1e-3
+    grad_clip: float = 40.0  # global gradient-norm clip; 0 = off
+    target_update: int = 2500  # learner updates between target-network copies
+    publish_every: int = 1  # learner updates between weight copies to central inference
+    eps_base: float = 0.4  # Ape-X per-actor epsilon: eps_i = base^(1 + alpha * i / (N - 1))
+    eps_alpha: float = 7.0
+
+
+def rules(c) -> Rules:
+    a = c.algo
+    length, _ = unroll_layout(a.burn_in, a.seq_len, a.overlap)
+    return {
+        "algo.network.torso": one_of("nature_cnn", "mlp"),
+        "algo.network.mlp_hidden": int_at_least(1),
+        "algo.network.lstm_hidden": int_at_least(1),
+        "algo.network.head_hidden": int_at_least(1),
+        "algo.burn_in": int_at_least(0),
+        "algo.n_step": int_at_least(1),
+        "algo.seq_len": int_at_least(1),
+        "algo.overlap": ((lambda v: v is None or a.burn_in + 1 <= v <= length // 2),
+                         (f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
+                          f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]")),
+        "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
+        "algo.rescale_eps": ((lambda v: v > 0), "a number > 0"),
+        "algo.priority_eta": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
+        "algo.priority_exponent": ((lambda v: v >= 0), "a number >= 0"),
+        "algo.importance_exponent": ((lambda v: v >= 0), "a number >= 0"),
+        "algo.replay_capacity": int_at_least(1),
+        "algo.replay_memory_gb": ((lambda v: v is None or v > 0), "null (use algo.replay_capacity) or gigabytes > 0"),
+        "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity or a.replay_memory_gb is not None),
+                            f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
+        "algo.samples_per_insert": ((lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"),
+        "algo.rate_limit": one_of("learner", "both"),
+        "algo.batch_size": int_at_least(1),
+        "algo.learning_rate": ((lambda v: v > 0), "a number > 0"),
+        "algo.adam_eps": ((lambda v: v > 0), "a number > 0"),
+        "algo.grad_clip": ((lambda v: v >= 0), "a number >= 0 (0 = off)"),
+        "algo.target_update": int_at_least(1),
+        "algo.publish_every": int_at_least(1),
+        "algo.eps_base": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
+        "algo.eps_alpha": ((lambda v: v >= 0), "a number >= 0"),
+    }
+
+
+def checks(c) -> list[str]:
+    """Across keys: the torso fits the env, the task fills a sequence, replay fits in memory."""
+    problems = torso_checks(c)
+    length, overlap = unroll_layout(c.algo.burn_in, c.algo.seq_len, c.algo.overlap)
+    steps_per_actor = c.workload.frames // (c.env.frameskip * c.actors)
+    if c.workload.learner_updates is None and c.algo.samples_per_insert <= 0:
+        problems.append("workload.learner_updates=None: it follows from the replay ratio, but "
+                        "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates")
+    trains = c.learner and c.workload.learner_updates != 0
+    if trains and sequences_per_actor(steps_per_actor, length, overlap) < 1:
+        need = length * c.env.frameskip * c.actors
+        problems.append(
+            f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
+            f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
+        )
+    return problems
+
+
+def host_checks(c) -> list[str]:
+    """Replay must fit in the memory this host has free now (it is allocated up front)."""
+    import psutil
+
+    from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes
+    from rlbench.envs.spec import env_spec
+
+    if not c.learner:
+        return []
+    spec = env_spec(c.env)
+    per_seq = sequence_bytes(c, spec)
+    capacity = replay_capacity(c, per_seq)
+    free = psutil.virtual_memory().available
+    key = (f"algo.replay_memory_gb={c.algo.replay_memory_gb}" if c.algo.replay_memory_gb is not None
+           else f"algo.replay_capacity={c.algo.replay_capacity}")
+    if capacity < 1:
+        return [f"{key}: holds no sequence of {per_seq / 1e6:.3f} MB; allowed: at least one sequence"]
+    if capacity * per_seq > free:
+        return [(f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
+                 f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
+                 f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)")]
+    if c.algo.min_replay > capacity:
+        return [f"algo.min_replay={c.algo.min_replay}: allowed: at most the replay capacity ({capacity} sequences)"]
+    return []
+
+
+def task_learner_updates(c) -> int:
+    """frames / frameskip / seq_len sequences (the trained steps tile the stream) x
+    samples_per_insert samples per sequence / batch_size samples per update."""
+    sequences = c.workload.frames / c.env.frameskip / c.algo.seq_len
+    return max(1, round(sequences * c.algo.samples_per_insert / c.algo.batch_size))
+
+
+def task_replay_ratio(c) -> float:
+    """The replay ratio the task implies: sampled sequences / the sequences its frames make."""
+    sequences = c.workload.frames / c.env.frameskip / c.algo.seq_len
+    return c.workload.learner_updates * c.algo.batch_size / sequences

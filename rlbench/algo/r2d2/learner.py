@@ -1,0 +1,94 @@
+"""R2D2's learner: prioritized sequence replay -> R2D2 loss -> Adam, beside the actors.
+
+Burn-in with the stored recurrent state (no gradient), double-Q n-step targets on rescaled
+values, importance-weighted loss, mixed max/mean |TD| priorities written back, a periodic
+target copy, and weights published to central inference every `publish_every` updates.
+The replay ratio (`samples_per_insert`, rlbench.algo.r2d2.rate_limit) holds the learner back
+while actors are running, and with `rate_limit=both` the actors too.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import torch
+
+from rlbench.algo.batches import rebuild_obs, to_time_major
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets, sequence_loss
+from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.roles.learner import LearnerLoop
+
+
+class R2D2Learner(LearnerLoop):
+    def __init__(self, net, algo, replay: SequenceReplay, shared: SharedNet, device,
+                 update_target: int, actors_done: threading.Event, num_train: int):
+        super().__init__(update_target, actors_done)
+        self.net, self.algo, self.replay, self.shared = net, algo, replay, shared
+        self.device, self.num_train = device, num_train
+        self.target = copy.deepcopy(net).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=algo.learning_rate, eps=algo.adam_eps)
+
+    def may_update(self) -> bool:
+        a = self.algo
+        return learner_may_update(self.updates, a.batch_size, self.replay.inserted, self.replay.size,
+                                  a.min_replay, a.samples_per_insert, self.actors_done.is_set())
+
+    def actors_may_insert(self) -> bool:
+        """For `rate_limit=both`: the actors' side of the replay ratio (see rlbench.algo.r2d2.rate_limit)."""
+        if self.finished.is_set():
+            return True
+        a = self.algo
+        return actors_may_insert(self.updates, a.batch_size, self.replay.inserted, a.min_replay,
+                                 a.samples_per_insert, slack=self.num_train)
+
+    def update(self) -> float:
+        with self.timer.op("replay_sample"):
+            slots, gens, seqs, weights = self.replay.sample(self.algo.batch_size)
+        if not len(slots):  # every row was overwritten while it was copied: sample again
+            return self.last_loss
+        with self.timer.op("h2d_transfer"):
+            batch = to_time_major(seqs, self.device)
+            w = torch.as_tensor(weights, device=self.device)
+        with self.timer.op("stack_rebuild", device=True):
+            rebuild_obs(batch)
+        with self.timer.op("forward_backward", device=True):
+            loss, priorities = self._loss(batch, w)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.algo.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
+        with self.timer.op("optimizer_step", device=True):
+            self.optimizer.step()
+            self.updates += 1
+            if self.updates % self.algo.target_update == 0:
+                self.target.load_state_dict(self.net.state_dict())
+        with self.timer.op("replay_update"):
+            self.replay.update_priorities(slots, gens, priorities.cpu().numpy())
+        if self.updates % self.algo.publish_every == 0:
+            with self.timer.op("publish"):
+                self.shared.publish(self.net.state_dict(), self.updates)
+        return float(loss.detach())
+
+    def _loss(self, b: dict, weights: torch.Tensor):
+        """SEED RL's R2D2 loss on [burn_in + seq_len + 1] steps: burn-in from the stored state
+        (no gradient), seq_len trained steps, the last step only bootstraps."""
+        a, bi = self.algo, self.algo.burn_in
+        state = self.net.unflatten_state(b["state"])
+        inputs = [b["obs"], b["prev_action"], b["reward"], b["done"]]
+        head = [x[:bi] for x in inputs]
+        tail = [x[bi:] for x in inputs]
+        with torch.no_grad():
+            s_online = self.net(*head, state)[1] if bi else state
+            s_target = self.target(*head, state)[1] if bi else state
+            q_target = self.target(*tail, s_target)[0]
+        q_online = self.net(*tail, s_online)[0]
+        targets = n_step_double_q_targets(
+            b["reward"][bi:], b["done"][bi:], q_online.detach(), q_target, a.n_step, a.discount, a.rescale_eps
+        )
+        taken = q_online[:-1].gather(-1, b["action"][bi:-1].unsqueeze(-1)).squeeze(-1)  # [seq_len, B]
+        td = targets - taken
+        return sequence_loss(td, weights), mixed_priority(td.detach().abs(), a.priority_eta)
+

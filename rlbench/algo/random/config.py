@@ -1,0 +1,45 @@
+"""The random algorithm's config: no network, no learner, uniform random actions.
+
+For actor-path benchmarks (pipelines/bench_actor_path.py): the actors and central inference
+run as in training, with nothing to learn: the environments, the actor loop, inference's
+dispatch and the unroll assembly (in R2D2's Atari layout by default) are measured; the
+completed unrolls are counted and dropped (no network, no buffer, no learner). It replaces
+the old `policy=random` switch, which also copied them into an R2D2 replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlbench.algo.checks import Rules, int_at_least
+
+LEARNS = False
+
+
+@dataclass
+class Schema:
+    name: str = "random"  # the algorithm package: rlbench/algo/random/
+    unroll_length: int = 121  # steps per assembled unroll (R2D2's Atari sequence: 40 + 80 + 1)
+    overlap: int = 41  # steps consecutive unrolls share (R2D2's burn_in + 1)
+
+
+def rules(c) -> Rules:
+    length = c.algo.unroll_length
+    return {"algo.unroll_length": int_at_least(2),
+            "algo.overlap": ((lambda v: 0 <= v <= length // 2), f"an integer in [0, unroll_length // 2 = {length // 2}]")}
+
+
+def checks(c) -> list[str]:
+    return []
+
+
+def host_checks(c) -> list[str]:
+    return []
+
+
+def task_learner_updates(c) -> int:
+    return 0
+
+
+def task_replay_ratio(c) -> float | None:
+    return None

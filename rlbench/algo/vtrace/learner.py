@@ -1,0 +1,86 @@
+"""V-trace's learner: whole unrolls from the FIFO -> V-trace loss -> Adam (or RMSProp).
+
+Each update takes the oldest `batch_size` unrolls, runs the network over their
+unroll_length + 1 steps from the recurrent state stored with each unroll, and minimises
+SEED RL's loss (policy gradient with V-trace advantages, baseline, entropy bonus; math.py).
+Weights go to central inference every `publish_every` updates. `policy_lag` is how many
+updates the learner is past the weights that finished each unroll it trains on (its
+oldest steps may be older still).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from rlbench.algo.batches import rebuild_obs, to_time_major
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.vtrace.math import loss_terms
+from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.roles.learner import LearnerLoop
+
+
+def make_optimizer(params, a) -> torch.optim.Optimizer:
+    if a.optimizer == "rmsprop":
+        return torch.optim.RMSprop(params, lr=a.learning_rate, alpha=a.rmsprop_alpha, eps=a.rmsprop_eps)
+    return torch.optim.Adam(params, lr=a.learning_rate, betas=(a.adam_beta1, 0.999), eps=a.adam_eps)
+
+
+class VTraceLearner(LearnerLoop):
+    def __init__(self, net, algo, queue: UnrollQueue, shared: SharedNet, device, update_target: int,
+                 actors_done: threading.Event):
+        super().__init__(update_target, actors_done)
+        self.net, self.algo, self.queue, self.shared, self.device = net, algo, queue, shared, device
+        self.optimizer = make_optimizer(net.parameters(), algo)
+        decay = (lambda u: max(0.0, 1.0 - u / update_target)) if algo.lr_decay else (lambda u: 1.0)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
+        self.lag_sum, self.lag_n = 0.0, 0
+        self.last_terms: dict[str, float] = {}
+
+    def may_update(self) -> bool:
+        return self.queue.size >= self.algo.batch_size
+
+    def exhausted(self) -> bool:
+        """The actors are done and less than a batch is left: no update will come."""
+        return self.actors_done.is_set() and self.queue.size < self.algo.batch_size
+
+    def update(self) -> float:
+        a = self.algo
+        with self.timer.op("queue_get"):
+            seqs, versions = self.queue.take(a.batch_size)
+        self.lag_sum += float(np.sum(self.updates - versions))
+        self.lag_n += len(versions)
+        with self.timer.op("h2d_transfer"):
+            b = to_time_major(seqs, self.device, extra=("agent_out",))
+        with self.timer.op("stack_rebuild", device=True):
+            rebuild_obs(b)
+        with self.timer.op("forward_backward", device=True):
+            terms = self._loss(b)
+            self.optimizer.zero_grad(set_to_none=True)
+            terms["total"].backward()
+            if a.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), a.grad_clip)
+        with self.timer.op("optimizer_step", device=True):
+            self.optimizer.step()
+            self.schedule.step()
+            self.updates += 1
+        if self.updates % a.publish_every == 0:
+            with self.timer.op("publish"):
+                self.shared.publish(self.net.state_dict(), self.updates)
+        self.last_terms = {k: float(terms[k].detach()) for k in ("policy_loss", "baseline_loss", "entropy")}
+        return float(terms["total"].detach())
+
+    def _loss(self, b: dict) -> dict:
+        a = self.algo
+        state = self.net.unflatten_state(b["state"])
+        logits, values, _ = self.net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
+        return loss_terms(logits, values, b["agent_out"], b["action"], b["reward"], b["done"], a.discount,
+                          a.rho_bar, a.pg_rho_bar, a.lambda_, a.baseline_cost, a.entropy_cost)
+
+    def metrics(self) -> dict:
+        m = {f"vtrace/{k}": v for k, v in self.last_terms.items()}
+        if self.lag_n:
+            m["policy_lag"] = self.lag_sum / self.lag_n
+        return m

@@ -1,0 +1,69 @@
+"""The bounded FIFO of whole unrolls between central inference and V-trace's learner.
+
+No replay: every unroll is trained on once, in arrival order. Inference puts the unrolls a
+batch of steps completed (owned copies, tagged with the policy version that acted); the
+learner takes exactly `batch_size`. The bound is kept by the actors, not by blocking inside
+inference: they wait (op `rate_limited`) while `size >= capacity`, so the FIFO holds at most
+capacity + actors - 1 unrolls, and a slow learner shows up as the actors' waiting.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+
+from rlbench.algo.unrolls import Sequences
+
+
+class UnrollQueue:
+    def __init__(self, capacity: int, keep: bool = True):
+        self.capacity, self.keep = capacity, keep  # keep=False (no learner): count the unrolls, drop them
+        self._chunks: collections.deque = collections.deque()  # (Sequences, version), oldest first
+        self.size = 0  # unrolls queued
+        self.put_total = 0  # unrolls ever put
+        self._lock = threading.Lock()
+
+    def full(self) -> bool:
+        return self.size >= self.capacity
+
+    def put(self, seqs: Sequences, version: int) -> None:
+        if not self.keep:
+            self.put_total += len(seqs)
+            return
+        owned = seqs.owned()  # the assembler's rows are views of its rings
+        with self._lock:
+            self._chunks.append((owned, version))
+            self.size += len(owned)
+            self.put_total += len(owned)
+
+    def take(self, n: int) -> tuple[Sequences, np.ndarray]:
+        """The oldest n unrolls (batch-major) and the policy version each was acted with."""
+        with self._lock:
+            if self.size < n:
+                raise RuntimeError(f"take({n}) from a queue of {self.size} unrolls")
+            parts, versions, need = [], [], n
+            while need:
+                seqs, version = self._chunks.popleft()
+                if len(seqs) > need:  # split: the rest stays at the front
+                    self._chunks.appendleft((_rows(seqs, slice(need, None)), version))
+                    seqs = _rows(seqs, slice(0, need))
+                parts.append(seqs)
+                versions.append(np.full(len(seqs), version))
+                need -= len(seqs)
+            self.size -= n
+        return _concat(parts), np.concatenate(versions)
+
+
+_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
+
+
+def _rows(seqs: Sequences, rows: slice) -> Sequences:
+    return Sequences(**{f: getattr(seqs, f)[rows] for f in _FIELDS})
+
+
+def _concat(parts: list[Sequences]) -> Sequences:
+    if len(parts) == 1:
+        return parts[0]
+    return Sequences(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS})
