@@ -42,6 +42,8 @@ _TRAINING = [
     Metric("inference_latency_ms", "ms", "tick, final", "mean wall time of one central inference call"),
     Metric("policy_version", "updates", "tick, final", "the learner update whose weights inference acts with"),
     Metric("runtime_s", "s", "final", "time to finish the task (frames and updates both met)"),
+    Metric("sim_share", "fraction", "final", "the actors' env stepping time / runtime_s (simulation)"),
+    Metric("learner_share", "fraction", "final", "the learner's wall time less its waiting / runtime_s"),
     Metric("frames", "env frames", "tick, final", "frames the training actors stepped"),
     Metric("learner_updates", "updates", "tick, final", "learner updates made"),
     Metric("episodes", "count", "tick, final", "training episodes finished"),

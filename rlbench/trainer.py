@@ -99,6 +99,16 @@ class Trainer:
             m["learner_updates_per_s"] = self.updates() / learner_s if learner_s > 0 else float("nan")
             m["loss"] = self.learner.last_loss
             m |= self.learner.metrics()
+        return m | self.time_shares(runtime_s, learner_s)
+
+    def time_shares(self, runtime_s: float, learner_s: float) -> dict:
+        """RL-Scope's question: what share of the task's runtime went to simulation (the actors'
+        env stepping) and to the learner (its wall time less its waiting)."""
+        if runtime_s <= 0:
+            return {}
+        m = {"sim_share": self.actors.timer.totals.get("env_step", 0.0) / runtime_s}
+        if self.learner is not None:
+            m["learner_share"] = max(learner_s - self.learner.timer.totals.get("wait", 0.0), 0.0) / runtime_s
         return m
 
     def close(self) -> None:

@@ -223,3 +223,24 @@ def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     assert parent in text and "4 of 4 jobs finished" in text and "recommended: CPU/GPU ratio" in text
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
     assert len(images) == 3  # figures 3 and 4 and the operations; GPU busy is not measured here
+
+
+def test_on_off_policy_figure_and_verdict_from_the_record(store):
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("onoff", artifact_location=str(store["db"].parent / "artifacts"))
+    parent = client.create_run(exp, run_name="onoff", tags={"rlbench.role": "sweep", **HOST}).info.run_id
+    for algo, sim, learn in (("r2d2", 0.15, 0.9), ("vtrace", 0.6, 0.35)):
+        _child(client, exp, parent, f"algo={algo}", {"algo.name": algo, "actors": 40},
+               {"fps": 1000.0, "runtime_s": 10.0, "sim_share": sim, "learner_share": learn})
+    client.set_terminated(parent, "FINISHED")
+    study = load_parent(parent)
+    drawn = F.on_off_policy(study)
+    bars = {p.get_gid(): [] for ax in drawn.fig.axes for p in ax.patches}
+    for p in drawn.fig.axes[0].patches:
+        bars[p.get_gid()].append(p.get_height())
+    assert bars == {"sim_share": [0.6, 0.15], "learner_share": [0.35, 0.9]}  # vtrace first, then r2d2
+    assert "4.00x (RL-Scope: >= 3.5x)" in drawn.fig.axes[0].get_title()
+    lines = build_report(study, store["db"].parent / "report")["lines"]
+    assert any(ln.startswith("on- vs off-policy: vtrace (on-policy) spent 60% of its task stepping") for ln in lines)
+    assert findings(study)["on_off_policy"]["ratio"] == pytest.approx(4.0)

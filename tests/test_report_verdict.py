@@ -88,3 +88,19 @@ def test_study_rule_on_a_dgx1_like_host():
 def test_pareto_front():
     pts = [(100.0, 50.0), (90.0, 40.0), (80.0, 45.0), (100.0, 60.0)]
     assert pareto(pts) == [0, 1]
+
+
+def test_on_off_policy_ratio_of_simulation_shares_beside_rl_scope():
+    from rlbench.report.verdict import on_off_policy
+
+    shares = {"r2d2": [(0.10, 0.9), (0.20, 0.8), (0.12, 0.85)], "vtrace": [(0.60, 0.3), (0.70, 0.2)]}
+    found = on_off_policy(shares)
+    assert (found.on, found.off) == ("vtrace", "r2d2")
+    assert found.sim_share == {"r2d2": pytest.approx(0.12), "vtrace": pytest.approx(0.65)}  # medians
+    assert found.learner_share["r2d2"] == pytest.approx(0.85)
+    assert found.ratio == pytest.approx(0.65 / 0.12)
+    assert "5.42x as simulation-bound as r2d2 (RL-Scope's >= 3.5x holds here)" in found.text
+    below = on_off_policy({"r2d2": [(0.3, None)], "vtrace": [(0.6, None)]})
+    assert below.ratio == pytest.approx(2.0) and "below RL-Scope's >= 3.5x" in below.text
+    assert "learner busy unknown vs unknown" in below.text
+    assert on_off_policy({"r2d2": [(0.3, 0.5)]}) is None  # one kind only: nothing to compare

@@ -229,8 +229,42 @@ def pareto_front(study: Study) -> Drawn:
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.08, top=0.95)
 
 
+ONOFF_NOTE = ("RL-Scope measured single-process TF/PyTorch implementations (PPO2, A2C vs DDPG, SAC, TD3) with "
+              "simulation in the training loop; here both run SEED RL's central-inference pipeline, the actors "
+              "stepping beside the learner, on the same env, actors and task frames.")
+
+
+def on_off_policy(study: Study) -> Drawn:
+    """Per algorithm: its share of the task in env stepping and in the learner (RL-Scope's
+    on- vs off-policy comparison), with the ratio of simulation-boundness."""
+    from rlbench.report.findings import algorithm_shares
+    from rlbench.report.verdict import on_off_policy as compare
+
+    name, title = "onoff_policy", "On- vs off-policy: where the task's time goes"
+    shares = algorithm_shares(study)
+    found = compare(shares)
+    if found is None:
+        return Drawn(name, title, None, "needs finished jobs of an on-policy (vtrace) and an off-policy algorithm "
+                                        f"with sim_share; this study has: {sorted(shares) or 'none'}")
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    algos = [found.on, found.off]
+    for off, (metric, values) in ((-0.2, ("sim_share", found.sim_share)), (0.2, ("learner_share", found.learner_share))):
+        have = [(i + off, values[a]) for i, a in enumerate(algos) if values.get(a) is not None]
+        bars = ax.bar(*zip(*have), width=0.4, label=metric, color="tab:green" if metric == "sim_share" else "tab:purple")
+        for patch in bars:
+            patch.set_gid(metric)
+    ax.set_xticks(range(len(algos)), [f"{found.on} (on-policy)", f"{found.off} (off-policy)"])
+    ratio = "n/a" if found.ratio is None else f"{found.ratio:.2f}x"
+    ax.set(ylabel="share of the task's runtime", ylim=(0, 1.05),
+           title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)")
+    ax.legend()
+    fig.text(0.01, 0.06, "\n".join(textwrap.wrap(ONOFF_NOTE, 120)), fontsize=7, va="bottom")
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.2, top=0.9)
+
+
 def all_figures(study: Study) -> list[Drawn]:
-    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study)]
+    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study), on_off_policy(study)]
     if study.kind == "study":
         figs.append(pareto_front(study))
     return figs

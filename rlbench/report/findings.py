@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rlbench.report.figures import series
 from rlbench.report.records import Study
-from rlbench.report.verdict import bottleneck, knee, recommend, study_rule
+from rlbench.report.verdict import bottleneck, knee, on_off_policy, recommend, study_rule
 
 
 def _int(v) -> int | None:
@@ -38,9 +38,20 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     rule = study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
+    onoff = on_off_policy(algorithm_shares(study))
     return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
+            "on_off_policy": asdict(onoff) if onoff else None,
             "study_rule": rule, "not_finished": not_done, "missing": study.missing,
             "knee_share": knee_share, "tolerance": tolerance}
+
+
+def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]]:
+    """algo.name -> (sim_share, learner_share) of each finished job that logged them."""
+    out: dict[str, list] = {}
+    for j in study.finished:
+        if j.params.get("algo.name") and j.value("sim_share") is not None:
+            out.setdefault(j.params["algo.name"], []).append((j.value("sim_share"), j.value("learner_share")))
+    return out
 
 
 def verdict_lines(f: dict) -> list[str]:
@@ -51,6 +62,8 @@ def verdict_lines(f: dict) -> list[str]:
     rec = f["recommendation"]
     lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")
     lines.append(f["study_rule"])
+    if f.get("on_off_policy"):
+        lines.append(f"on- vs off-policy: {f['on_off_policy']['text']}")
     lines += [f"NOT FINISHED ({d['status']}): {d['name']}: {d['reason']}" for d in f["not_finished"]]
     lines += [f"MISSING: {m}" for m in f["missing"]]
     return lines

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 
@@ -150,3 +151,42 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
         if not dominated:
             front.append(i)
     return front
+
+
+ON_POLICY = ("vtrace",)  # algorithms that train only on data from their current policy
+RL_SCOPE_RATIO = 3.5  # RL-Scope (Gleeson et al. 2021): on-policy >= 3.5x more simulation-bound
+
+
+@dataclass
+class OnOff:
+    on: str  # the on-policy algorithm compared
+    off: str
+    sim_share: dict  # algorithm -> median share of runtime in env stepping
+    learner_share: dict  # algorithm -> median share of runtime the learner computed
+    ratio: float | None  # sim_share[on] / sim_share[off]
+    text: str
+
+
+def on_off_policy(shares: dict[str, list[tuple[float, float | None]]]) -> OnOff | None:
+    """shares: algorithm -> (sim_share, learner_share) of its finished jobs. With one on-policy
+    and one off-policy algorithm: how many times more simulation-bound the on-policy one is."""
+    on = [a for a in shares if a in ON_POLICY]
+    off = [a for a in shares if a not in ON_POLICY]
+    if not on or not off:
+        return None
+    on, off = on[0], off[0]
+    sim = {a: statistics.median(s for s, _ in v) for a, v in shares.items()}
+    learn = {a: statistics.median(x for _, x in v if x is not None) if any(x is not None for _, x in v) else None
+             for a, v in shares.items()}
+    ratio = sim[on] / sim[off] if sim[off] > 0 else None
+    compare = (f"{ratio:.2f}x as simulation-bound as {off}" if ratio is not None else
+               f"not comparable ({off} spent no time stepping)")
+    verdict = "" if ratio is None else (" (RL-Scope's >= 3.5x holds here)" if ratio >= RL_SCOPE_RATIO
+                                        else " (below RL-Scope's >= 3.5x)")
+    text = (f"{on} (on-policy) spent {sim[on]:.0%} of its task stepping environments, {off} (off-policy) "
+            f"{sim[off]:.0%}: {on} is {compare}{verdict}; learner busy {_pct(learn[on])} vs {_pct(learn[off])}")
+    return OnOff(on, off, sim, learn, ratio, text)
+
+
+def _pct(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.0%}"
