@@ -121,3 +121,21 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
     kids = _children(all_runs, parent)
     assert sorted(k.info.run_name for k in kids) == seeds
     assert all(k.info.status == "FINISHED" for k in kids) and parent.info.status == "FINISHED"
+
+
+def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg):
+    from hydra import compose, initialize_config_dir
+
+    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.validate import validate
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=onoff_policy"], return_hydra_config=True)
+    assert cfg.hydra.sweeper.params.algo == "r2d2,vtrace"
+    confs = {a: validate(compose_cfg(["experiment=onoff_policy", "workload=smoke", f"algo={a}"]))
+             for a in ("r2d2", "vtrace")}
+    assert {c.algo.name for c in confs.values()} == {"r2d2", "vtrace"}
+    assert len({(c.env.id, c.actors, c.workload.frames) for c in confs.values()}) == 1  # the same task
+    # each algorithm's own rule for the updates (the smoke preset's fixed 2 is cleared):
+    assert confs["r2d2"].workload.learner_updates == round(24000 / 4 / 80 * 1.5 / 64)
+    assert confs["vtrace"].workload.learner_updates == 40 * ((24000 // 4 // 40 - 1) // 100) // 32
