@@ -1,0 +1,512 @@
+"""The generic roles with small fake inputs: central inference's per-env recurrent state, the
+learners' burn-in reproducing what inference saw, the runner's stop and error paths, the
+V-trace FIFO, the actors' flow control and the learner loop."""
+
+from __future__ import annotations
+
+import threading
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from rlbench.algo.batches import rebuild_obs, to_time_major
+from rlbench.algo.parts import SharedNet
+from rlbench.algo.r2d2.acting import EpsilonGreedy
+from rlbench.algo.r2d2.config import NetworkConfig as R2D2NetworkConfig
+from rlbench.algo.r2d2.config import Schema as R2D2Schema
+from rlbench.algo.r2d2.network import R2D2Net
+from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.sequences import unroll_layout
+from rlbench.algo.unrolls import Sequences, UnrollAssembler
+from rlbench.algo.vtrace.acting import SoftmaxSample
+from rlbench.algo.vtrace.config import NetworkConfig as VTraceNetworkConfig
+from rlbench.algo.vtrace.network import VTraceNet
+from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.envs.vector import StepBatch
+from rlbench.progress import Progress
+from rlbench.roles.actors import ActorRole
+from rlbench.roles.inference import InferenceServer
+from rlbench.roles.learner import LearnerLoop
+from rlbench.runner import RoleFailed, run_roles
+from rlbench.telemetry.timing import OpTimer
+
+WAIT_S = 5.0  # upper bound for any Event wait; the awaited things happen in milliseconds
+
+
+# --- central inference: the per-env recurrent state -----------------------------------------
+
+class _AddNet(torch.nn.Module):
+    """A recurrent net that ignores `done` (so only inference can zero the state it uses):
+    h' = h + obs, c' = c + 2 obs (c is [B, 1, 2]: a state tensor of more than two dims),
+    out = 10 h' + c'[:, 0]."""
+
+    def initial_state(self, n: int, device=None) -> tuple:
+        return torch.zeros(n, 2, device=device), torch.zeros(n, 1, 2, device=device)
+
+    def forward(self, obs, prev_action, reward, done, state):
+        h, c = state
+        outs = []
+        for t in range(done.shape[0]):
+            h, c = h + obs[t], c + 2 * obs[t][:, None]
+            outs.append(10 * h + c[:, 0])
+        return torch.stack(outs), (h, c)
+
+
+class _RecordingPolicy:
+    """ActingPolicy that records what inference hands it; always action 0."""
+
+    def __init__(self, net, unrolls):
+        self.shared, self.unrolls = SharedNet(net), unrolls
+        self.outs: list[tuple[np.ndarray, np.ndarray]] = []
+        self.stored: list[Sequences] = []
+
+    def initial_state(self, n: int, device) -> tuple:
+        return self.shared.net.initial_state(n, device)
+
+    def act(self, ids, out):
+        self.outs.append((ids.copy(), out.copy()))
+        return np.zeros(len(ids), np.int64)
+
+    def store(self, seqs, timer) -> None:
+        self.stored.append(seqs.owned())
+
+
+def _add_net_server():
+    """3 training envs, unrolls of 2 steps without overlap, and non-zero stored states:
+    env 0 h=[5, 5] c=[[1, 1]], env 1 h=[3, 4] c=[[2, 2]], env 2 h=[7, 7] c=[[9, 9]]."""
+    asm = UnrollAssembler(3, 2, 0, (2,), np.float32, 2, 4)
+    policy = _RecordingPolicy(_AddNet(), asm)
+    server = InferenceServer(policy, "cpu", 3, num_train=3)
+    server.state[0][:] = torch.tensor([[5.0, 5.0], [3.0, 4.0], [7.0, 7.0]])
+    server.state[1][:] = torch.tensor([[[1.0, 1.0]], [[2.0, 2.0]], [[9.0, 9.0]]])
+    return server, policy
+
+
+def _step(ids, obs, done) -> StepBatch:
+    return StepBatch(np.asarray(ids), np.asarray(obs, np.float32), np.zeros(len(ids), np.float32),
+                     np.asarray(done, bool))
+
+
+# env 1 continues with obs [1, 1]; env 0 starts an episode with obs [1, 2]; env 2 does not step
+_FIRST = _step([1, 0], [[1, 1], [1, 2]], [False, True])
+
+
+def test_done_zeroes_the_state_the_forward_uses_and_only_for_that_env():
+    server, policy = _add_net_server()
+    server.step(_FIRST)
+    ids, out = policy.outs[0]
+    np.testing.assert_array_equal(ids, [1, 0])
+    # env 1 from its stored state: h'=[4, 5], c'=[[4, 4]]; env 0 from zeros: h'=[1, 2], c'=[[2, 4]]
+    np.testing.assert_array_equal(out, [[44.0, 54.0], [12.0, 24.0]])
+
+
+def test_state_after_a_step_is_the_networks_returned_state_per_env_id():
+    server, _ = _add_net_server()
+    server.step(_FIRST)
+    h, c = server.state
+    np.testing.assert_array_equal(h.numpy(), [[1, 2], [4, 5], [7, 7]])  # env 2 untouched
+    np.testing.assert_array_equal(c.numpy(), [[[2, 4]], [[4, 4]], [[9, 9]]])
+    server.step(_step([2, 0], [[1, 0], [0, 1]], [False, False]))
+    h, c = server.state
+    np.testing.assert_array_equal(h.numpy(), [[1, 3], [4, 5], [8, 7]])  # env 1 untouched now
+    np.testing.assert_array_equal(c.numpy(), [[[2, 6]], [[4, 4]], [[11, 9]]])
+
+
+def test_an_unroll_starting_at_a_done_stores_the_zero_state():
+    server, policy = _add_net_server()
+    server.step(_FIRST)
+    assert policy.stored == []
+    server.step(_step([0, 1], [[0, 0], [0, 0]], [False, False]))  # completes both 2-step unrolls
+    assert len(policy.stored) == 1
+    seqs = policy.stored[0]
+    np.testing.assert_array_equal(seqs.done[:, 0], [True, False])  # rows: env 0, env 1
+    np.testing.assert_array_equal(seqs.state, [[0, 0, 0, 0], [3, 4, 2, 2]])  # flattened (h, c) before step 0
+    np.testing.assert_array_equal(seqs.agent_out[:, 0], [[12, 24], [44, 54]])
+
+
+# --- the learners' burn-in from the stored state reproduces what inference saw --------------
+
+NUM_TRAIN, NUM_EVAL, OBS, ACTIONS = 3, 1, (4,), 3
+
+
+def _drive(server: InferenceServer, steps: int, seed: int) -> int:
+    """Random subsets of the envs, in random order, random observations and rewards, some
+    episode starts (every env starts with one). Returns how many steps had done inside."""
+    rng = np.random.default_rng(seed)
+    n = NUM_TRAIN + NUM_EVAL
+    started = np.zeros(n, bool)
+    dones = 0
+    for _ in range(steps):
+        ids = rng.permutation(n)[: rng.integers(1, n + 1)]
+        done = (rng.random(len(ids)) < 0.15) | ~started[ids]
+        started[ids] = True
+        dones += int(done.sum())
+        server.step(StepBatch(ids, rng.normal(size=(len(ids), *OBS)).astype(np.float32),
+                              rng.normal(size=len(ids)).astype(np.float32), done))
+    return dones
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny nets: intra-op threads only contend (an LSTM step takes ~10x longer on 2 busy cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _learner_batch(seqs: Sequences, extra=()) -> dict:
+    """What the learners feed their networks: time-major tensors, observations rebuilt."""
+    b = to_time_major(seqs, "cpu", extra=extra)
+    rebuild_obs(b)
+    return b
+
+
+def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_torch_thread):
+    algo = R2D2Schema(burn_in=3, seq_len=4, n_step=2, network=R2D2NetworkConfig(
+        torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8))
+    length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
+    torch.manual_seed(1)
+    acting = R2D2Net(OBS, ACTIONS, algo.network)
+    asm = UnrollAssembler(NUM_TRAIN, length, overlap, OBS, np.float32, ACTIONS, 16)
+    replay = SequenceReplay.for_shapes(200, length, OBS, np.float32, ACTIONS, 16, alpha=0.9, beta=0.6, seed=0)
+    eps = np.concatenate([np.full(NUM_TRAIN, 0.5), np.zeros(NUM_EVAL)])
+    policy = EpsilonGreedy(SharedNet(acting), asm, replay, eps, algo, seed=0)
+    _drive(InferenceServer(policy, "cpu", NUM_TRAIN + NUM_EVAL, NUM_TRAIN), 80, seed=2)
+
+    rows = Sequences(**{f: replay._store[f][: replay.size].copy() for f in replay._store})
+    assert replay.size >= 10
+    assert np.abs(rows.state).sum(axis=1).min() == 0 < np.abs(rows.state).sum(axis=1).max()  # both kinds
+    assert rows.done[:, 1:].any()  # episode starts inside sequences
+    net = R2D2Net(OBS, ACTIONS, algo.network)  # the learner's copy, as build() makes it
+    net.load_state_dict(acting.state_dict())
+    b = _learner_batch(rows)
+    bi = algo.burn_in
+    inputs = [b["obs"], b["prev_action"], b["reward"], b["done"]]
+    with torch.no_grad():  # as R2D2Learner._loss: burn-in from the stored state, then the rest
+        state = net.unflatten_state(b["state"])
+        burnt = net(*[x[:bi] for x in inputs], state)[1]
+        q = net(*[x[bi:] for x in inputs], burnt)[0]  # [seq_len + 1, B, A]
+    seen = torch.from_numpy(rows.agent_out).transpose(0, 1)[bi:]
+    np.testing.assert_allclose(q.numpy(), seen.numpy(), atol=1e-5, rtol=0)  # (torch's imports sympy: 2 s)
+
+
+def test_vtrace_unroll_from_the_stored_state_reproduces_the_behaviour_logits(one_torch_thread):
+    unroll_length = 5
+    cfg = VTraceNetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8)
+    torch.manual_seed(3)
+    acting = VTraceNet(OBS, ACTIONS, cfg)
+    asm = UnrollAssembler(NUM_TRAIN, unroll_length + 1, 1, OBS, np.float32, ACTIONS, 2 * cfg.lstm_hidden)
+    queue = UnrollQueue(capacity=1000)
+    policy = SoftmaxSample(SharedNet(acting), asm, queue, NUM_TRAIN, eval_epsilon=0.0, seed=0)
+    _drive(InferenceServer(policy, "cpu", NUM_TRAIN + NUM_EVAL, NUM_TRAIN), 60, seed=4)
+
+    seqs, versions = queue.take(queue.size)
+    assert len(seqs) >= 10 and (versions == 0).all()
+    assert np.abs(seqs.state).sum(axis=1).max() > 0 and seqs.done[:, 1:].any()  # carried state, starts inside
+    net = VTraceNet(OBS, ACTIONS, cfg)
+    net.load_state_dict(acting.state_dict())
+    b = _learner_batch(seqs, extra=("agent_out",))
+    with torch.no_grad():  # as VTraceLearner._loss
+        logits = net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], net.unflatten_state(b["state"]))[0]
+    np.testing.assert_allclose(logits.numpy(), b["agent_out"].numpy(), atol=1e-5, rtol=0)
+
+
+# --- the runner: stop and error paths ---------------------------------------------------------
+
+class _WaitingRole:
+    """Runs until `stop` (or WAIT_S); records whether it saw stop and that it returned."""
+
+    def __init__(self, name: str):
+        self.name, self.timer = name, OpTimer(name)
+        self.started, self.returned = threading.Event(), threading.Event()
+        self.saw_stop = None
+
+    def run(self, stop: threading.Event) -> None:
+        self.started.set()
+        self.saw_stop = stop.wait(WAIT_S)
+        self.returned.set()
+
+
+class _RaisingRole:
+    """Raises once the other roles are running."""
+
+    name = "bad"
+
+    def __init__(self, others):
+        self.timer, self.others = OpTimer(self.name), others
+
+    def run(self, stop: threading.Event) -> None:
+        assert all(o.started.wait(WAIT_S) for o in self.others)
+        raise ValueError("boom")
+
+
+class _TimedRole:
+    """Returns on its own after `seconds` (a wait on an Event nobody sets)."""
+
+    def __init__(self, name: str, seconds: float):
+        self.name, self.timer, self.seconds = name, OpTimer(name), seconds
+        self.stop_seen = None
+
+    def run(self, stop: threading.Event) -> None:
+        threading.Event().wait(self.seconds)
+        self.stop_seen = stop.is_set()
+
+
+class _FakeTrainer:
+    actors = types.SimpleNamespace(frames=0)  # what run_roles reads: trainer.actors.frames
+
+    def __init__(self, roles):
+        self._roles = roles
+        self.final_calls: list[tuple[float, dict]] = []
+
+    def roles(self):
+        return self._roles
+
+    def step_metrics(self, window, now) -> dict:
+        return {"fps": 0.0}
+
+    def updates(self) -> int:
+        return 0
+
+    def final_metrics(self, runtime, walls) -> dict:
+        self.final_calls.append((runtime, walls))
+        return {"runtime_s": runtime, "walls": walls}
+
+
+def _run(trainer, **kw) -> dict:
+    return run_roles(trainer, lambda metrics, frames: None, Progress(100, 10, mode="log"), tick_s=0.01, **kw)
+
+
+def test_runner_reraises_a_role_failure_after_stopping_and_joining_the_others():
+    others = [_WaitingRole("actors"), _WaitingRole("learner")]
+    trainer = _FakeTrainer([*others, _RaisingRole(others)])
+    with pytest.raises(RoleFailed) as caught:
+        _run(trainer)
+    assert isinstance(caught.value.__cause__, ValueError) and str(caught.value.__cause__) == "boom"
+    assert all(o.returned.is_set() for o in others)  # joined: their run() had returned
+    assert [o.saw_stop for o in others] == [True, True]  # they left because stop was set
+    assert trainer.final_calls == []
+
+
+def test_runner_returns_final_metrics_with_each_roles_wall_time():
+    fast, slow = _TimedRole("actors", 0.0), _TimedRole("learner", 0.2)
+    trainer = _FakeTrainer([fast, slow])
+    final = _run(trainer)
+    assert len(trainer.final_calls) == 1
+    runtime, walls = trainer.final_calls[0]
+    assert final == {"runtime_s": runtime, "walls": walls}
+    assert set(walls) == {"actors", "learner"}
+    assert walls["actors"] < 0.2 <= walls["learner"] <= runtime
+    assert [fast.stop_seen, slow.stop_seen] == [False, False]  # they finished on their own
+
+
+def test_runner_times_out_and_stops_every_role():
+    roles = [_WaitingRole("actors"), _WaitingRole("learner")]
+    trainer = _FakeTrainer(roles)
+    with pytest.raises(TimeoutError, match="max_runtime_s"):
+        _run(trainer, max_runtime_s=0.05)
+    assert all(r.returned.is_set() for r in roles)
+    assert [r.saw_stop for r in roles] == [True, True]
+    assert trainer.final_calls == []
+
+
+# --- V-trace's FIFO of unrolls ----------------------------------------------------------------
+
+def _unrolls(first: int, k: int, length: int = 3) -> Sequences:
+    """k unrolls numbered first .. first + k - 1; every field carries the unroll's number."""
+    n = np.arange(first, first + k)
+    per_step = np.repeat(n[:, None], length, axis=1)
+    return Sequences(
+        frames=per_step[..., None].astype(np.float32), head=np.zeros((k, 0, 1), np.float32),
+        action=per_step.copy(), prev_action=per_step + 1, reward=per_step.astype(np.float32),
+        done=per_step % 2 == 0, agent_out=np.repeat(per_step[..., None], 2, axis=2).astype(np.float32),
+        state=np.repeat(n[:, None], 4, axis=1).astype(np.float32),
+    )
+
+
+def test_unroll_queue_takes_the_oldest_in_order_across_chunks_with_their_versions():
+    q = UnrollQueue(capacity=10)
+    q.put(_unrolls(0, 2), version=0)
+    q.put(_unrolls(2, 3), version=1)
+    q.put(_unrolls(5, 1), version=4)
+    assert (q.size, q.put_total) == (6, 6)
+    seqs, versions = q.take(3)  # a whole chunk and the first row of the next
+    np.testing.assert_array_equal(seqs.action[:, 0], [0, 1, 2])
+    np.testing.assert_array_equal(versions, [0, 0, 1])
+    want = _unrolls(0, 3)
+    for f in ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state"):
+        np.testing.assert_array_equal(getattr(seqs, f), getattr(want, f), err_msg=f)
+    seqs, versions = q.take(3)  # the split chunk's rest, then the next chunk
+    np.testing.assert_array_equal(seqs.state[:, 0], [3, 4, 5])
+    np.testing.assert_array_equal(versions, [1, 1, 4])
+    assert (q.size, q.put_total) == (0, 6)
+
+
+def test_unroll_queue_keeps_its_own_copy_of_what_was_put():
+    q = UnrollQueue(capacity=10)
+    seqs = _unrolls(0, 2)
+    q.put(seqs, version=0)
+    seqs.action[:] = -1  # the assembler reuses its rings after put
+    np.testing.assert_array_equal(q.take(2)[0].action[:, 0], [0, 1])
+
+
+def test_unroll_queue_take_more_than_it_holds_raises_and_keeps_the_unrolls():
+    q = UnrollQueue(capacity=10)
+    q.put(_unrolls(0, 2), version=0)
+    with pytest.raises(RuntimeError, match="take"):
+        q.take(3)
+    assert q.size == 2
+    np.testing.assert_array_equal(q.take(2)[0].action[:, 0], [0, 1])
+
+
+def test_unroll_queue_without_keep_counts_and_drops():
+    q = UnrollQueue(capacity=1, keep=False)
+    q.put(_unrolls(0, 3), version=0)
+    q.put(_unrolls(3, 2), version=1)
+    assert (q.size, q.put_total, q.full()) == (0, 5, False)
+    with pytest.raises(RuntimeError):
+        q.take(1)
+
+
+def test_unroll_queue_is_full_at_capacity():
+    q = UnrollQueue(capacity=3)
+    q.put(_unrolls(0, 2), version=0)
+    assert not q.full()
+    q.put(_unrolls(2, 1), version=0)
+    assert q.full()
+
+
+# --- the actors' flow control -----------------------------------------------------------------
+
+class _FakeEnv:
+    frameskip = 1
+
+    def __init__(self):
+        self.sent = 0
+
+    def reset(self, seed: int) -> StepBatch:
+        return StepBatch(np.arange(2), np.zeros((2, 1), np.float32), np.zeros(2, np.float32), np.ones(2, bool))
+
+    def send(self, actions) -> None:
+        self.sent += 1
+
+    def recv(self) -> StepBatch:
+        return StepBatch(np.arange(2), np.zeros((2, 1), np.float32), np.ones(2, np.float32), np.zeros(2, bool))
+
+
+class _FakeInference:
+    def __init__(self, notify_after: int):
+        self.steps, self.notify_after = 0, notify_after
+        self.stepped = threading.Event()
+
+    def step(self, batch) -> np.ndarray:
+        self.steps += 1
+        if self.steps >= self.notify_after:
+            self.stepped.set()
+        return np.zeros(len(batch.env_ids), np.int64)
+
+
+def test_actors_wait_in_rate_limited_and_do_not_step_while_may_step_is_false():
+    env, inference = _FakeEnv(), _FakeInference(notify_after=3)
+    role = ActorRole(env, inference, num_actors=2, frame_target=10**9, seed=0)
+    gate, polled = threading.Event(), threading.Event()
+    polls = []
+
+    def may_step() -> bool:
+        polls.append(1)
+        if len(polls) >= 4:
+            polled.set()
+        return gate.is_set()
+
+    role.may_step = may_step
+    stop = threading.Event()
+    thread = threading.Thread(target=role.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert polled.wait(WAIT_S)
+        # 4 refusals so far: 3 finished waits (at least), no step, no inference
+        assert (inference.steps, env.sent, role.steps) == (0, 0, 0)
+        assert role.timer.counts["rate_limited"] >= 3
+        assert role.timer.totals["rate_limited"] >= 0.0025  # each wait is stop.wait(0.001)
+        gate.set()
+        assert inference.stepped.wait(WAIT_S)
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive() and role.done.is_set()
+    assert env.sent == inference.steps >= 3 and role.steps == 2 * env.sent
+
+
+# --- the generic learner loop -----------------------------------------------------------------
+
+class _Learner(LearnerLoop):
+    def __init__(self, update_target: int, data: threading.Event | None = None, exhausted_after: int | None = None,
+                 fail: bool = False):
+        super().__init__(update_target, threading.Event())
+        self.data, self.exhausted_after, self.fail = data, exhausted_after, fail
+        self.polls = 0
+        self.polled = threading.Event()
+
+    def may_update(self) -> bool:
+        self.polls += 1
+        if self.polls >= 4:
+            self.polled.set()
+        return self.data is None or self.data.is_set()
+
+    def update(self) -> float:
+        if self.fail:
+            raise ValueError("update failed")
+        self.updates += 1
+        return 0.5 * self.updates
+
+    def exhausted(self) -> bool:
+        return self.exhausted_after is not None and self.updates >= self.exhausted_after
+
+
+def test_learner_waits_in_op_wait_until_data_arrives():
+    data, stop = threading.Event(), threading.Event()
+    learner = _Learner(update_target=3, data=data)
+    thread = threading.Thread(target=learner.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert learner.polled.wait(WAIT_S)
+        assert learner.updates == 0 and not learner.finished.is_set()
+        assert learner.timer.counts["wait"] >= 3
+        data.set()
+        assert learner.finished.wait(WAIT_S)
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+    assert not thread.is_alive()
+    assert (learner.updates, learner.last_loss) == (3, 1.5)
+
+
+def test_learner_stops_at_its_update_target():
+    learner = _Learner(update_target=4)
+    learner.run(threading.Event())
+    assert (learner.updates, learner.last_loss, learner.finished.is_set()) == (4, 2.0, True)
+    assert "wait" not in learner.timer.counts
+
+
+def test_learner_stops_when_exhausted():
+    learner = _Learner(update_target=100, exhausted_after=2)
+    learner.run(threading.Event())
+    assert (learner.updates, learner.finished.is_set()) == (2, True)
+
+
+def test_learner_stops_at_once_when_stop_is_set():
+    stop = threading.Event()
+    stop.set()
+    learner = _Learner(update_target=100)
+    learner.run(stop)
+    assert (learner.updates, learner.finished.is_set()) == (0, True)
+
+
+def test_learner_sets_finished_when_update_raises():
+    learner = _Learner(update_target=5, fail=True)
+    with pytest.raises(ValueError, match="update failed"):
+        learner.run(threading.Event())
+    assert learner.finished.is_set() and learner.updates == 0
