@@ -53,31 +53,33 @@ def test_r2d2_learns_cartpole(compose_cfg, store):
 def test_vtrace_learns_cartpole(compose_cfg, store):
     """The on-policy agent through the same trainer, greedy evaluation as R2D2's: fixed seed,
     budget under 5 minutes on 2 cores."""
-    cfg = compose_cfg(["env=cartpole", "algo=vtrace_vector", "seed=1", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(["env=cartpole", "algo=vtrace_vector", "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
     final = run_job(cfg, overrides=["env=cartpole", "algo=vtrace_vector"])
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
-    assert final["learner_updates"] == cfg.workload.learner_updates and final["policy_lag"] < 2
+    assert final["learner_updates"] == cfg.workload.learner_updates
+    # the FIFO holds a batch (8) plus up to one unroll per actor (40): at most 6 batches queued ahead
+    assert 0 <= final["policy_lag"] <= 1 + (8 + 40) / 8
 
 
 def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, store):
     """V-trace on real Pong through the same trainer: short unrolls and batches keep it quick."""
-    args = ["algo=vtrace", "workload=smoke", "workload.frames=8000", "actors=4", "workload.learner_updates=null",
+    args = ["algo=vtrace", "workload=smoke", "workload.frames=4000", "actors=2", "workload.learner_updates=null",
             "algo.unroll_length=20",
             "algo.batch_size=8", "algo.network.lstm_hidden=32", "progress=log", *store["overrides"]]
     final = run_job(compose_cfg(args), overrides=args[:5])
     (run,) = runs(store["uri"])
     m = run.data.metrics
     assert run.info.status == "FINISHED" and [k for k in m if not declared(k)] == []
-    # 500 agent steps per actor make 24 unrolls of 21 steps each: 96 unrolls, 12 batches of 8
-    assert (m["unrolls"], m["learner_updates"], m["task_replay_ratio"]) == (96, 12, 1.0)
-    assert m["policy_version"] == 12 and 0 <= m["policy_lag"] <= 12
+    # 500 agent steps per actor make 24 unrolls of 21 steps each: 48 unrolls, 6 batches of 8
+    assert (m["unrolls"], m["learner_updates"], m["task_replay_ratio"]) == (48, 6, 1.0)
+    assert m["policy_version"] == 6 and 0 <= m["policy_lag"] <= 6
     for key in ("vtrace/policy_loss", "vtrace/baseline_loss", "vtrace/entropy", "sim_share", "learner_share",
                 "op_frac/inference/queue_put", "op_frac/learner/queue_get", "eval_frames"):
         assert key in m, key
     assert "replay_ratio" not in m and "op_frac/learner/replay_sample" not in m
     assert 0 < m["vtrace/entropy"] <= 1.7918  # nats; log(6) for Pong's 6 actions is the most there is
-    assert run.data.params["algo.name"] == "vtrace" and final["frames"] >= 8000
+    assert run.data.params["algo.name"] == "vtrace" and final["frames"] >= 4000
 
 
 def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
