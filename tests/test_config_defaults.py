@@ -15,11 +15,21 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from rlbench.algo import ALGORITHMS, config_module
 from rlbench.config.schema import GROUP_SCHEMAS, Config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-SCHEMA_ENTRY = re.compile(r"^/schema/(\w+)@(\w+)$")  # `- /schema/<group>@<package>: base`
+SCHEMA_ENTRY = re.compile(r"^/schema/(\w+)@(\w+)$")  # `- /schema/<group>@<package>: base` (algo: its name)
+
+
+def _schema(group: str, option: str) -> type:
+    """The dataclass behind `/schema/<group>: <option>`: `base`, or an algorithm's own Schema."""
+    return config_module(option).Schema if group == "algo" else GROUP_SCHEMAS[group]
+
+
+def _label(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__name__}"
 
 
 def _schema_defaults(cls: type) -> dict:
@@ -50,9 +60,9 @@ def _schema_nodes(text: str) -> list[tuple[str, dict, dict]]:
         match = SCHEMA_ENTRY.match(next(iter(entry))) if isinstance(entry, dict) else None
         if match:
             group, package = match.groups()
-            schema = GROUP_SCHEMAS[group]
+            schema = _schema(group, next(iter(entry.values())))
             node = body if package == "_here_" else body.get(package, {})
-            nodes.append((schema.__name__, node, _schema_defaults(schema)))
+            nodes.append((_label(schema), node, _schema_defaults(schema)))
     return nodes
 
 
@@ -67,7 +77,8 @@ YAML_FILES = sorted(CONF.rglob("*.yaml"))
 def test_every_schema_is_extended_by_a_checked_yaml():
     """The walk finds conf/config.yaml and every group's presets (else the next test is vacuous)."""
     seen = {name for p in YAML_FILES for name, _, _ in _schema_nodes(p.read_text())}
-    assert seen == {"Config", *(cls.__name__ for cls in GROUP_SCHEMAS.values())}
+    schemas = [*GROUP_SCHEMAS.values(), *(config_module(a).Schema for a in ALGORITHMS)]
+    assert seen == {"Config", *(_label(cls) for cls in schemas)}
 
 
 def test_no_yaml_restates_a_schema_default():
@@ -82,7 +93,7 @@ def test_the_check_catches_a_restated_default():
     package) are caught; a preset's own values and MISSING fields (id) are not."""
     text = """
 defaults:
-  - /schema/algo@_here_: base
+  - /schema/algo@_here_: r2d2
   - _self_
 burn_in: 4
 grad_clip: 40
