@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import mlflow
@@ -77,22 +79,36 @@ def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = 
                           text=True, timeout=timeout, env=env, **kw, check=False)
 
 
+def wait_until(predicate: Callable[[], object], timeout_s: float, what: str | Callable[[], str] = "the condition",
+               poll_s: float = 0.01) -> object:
+    """Poll `predicate` until it returns something true, and return that; fail the test with
+    `what` (a callable: its result then) if `timeout_s` passes first. For states another thread
+    or process reaches that offer no event to wait on (a log line, a file, a database row)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"not reached in {timeout_s:g} s: {what() if callable(what) else what}")
+        time.sleep(poll_s)  # the polling interval; the predicate, not this sleep, says when it is done
+    return value
+
+
 def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -> int:
     """Start `python -m rlbench args`, SIGTERM it once its job logs progress (read from the
     job's Hydra log, not the DB, which may be migrating); returns its exit code after
     checking that no process it started outlives it."""
     import signal
-    import time
 
     import psutil
 
     proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
     try:
-        deadline = time.monotonic() + timeout
-        while not (job_log.exists() and "frames" in job_log.read_text()):
-            if time.monotonic() > deadline:
-                pytest.fail(f"the job never logged progress in {job_log}")
-            time.sleep(0.5)
+        def logged_progress() -> bool:
+            if job_log.exists() and "frames" in job_log.read_text():
+                return True
+            assert proc.poll() is None, f"rlbench exited ({proc.returncode}) before logging progress in {job_log}"
+            return False
+
+        wait_until(logged_progress, timeout, f"the job logging progress in {job_log}", poll_s=0.5)
         family = proc.children(recursive=True)
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=120)

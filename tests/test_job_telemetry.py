@@ -1,14 +1,83 @@
-"""Telemetry in a real job on this host, and the CUDA-event GPU-busy timer with a fake."""
+"""Telemetry in a real job on this host, and the CUDA-event GPU-busy timer with a fake.
 
+The real jobs run once per module (a fixture each) and several tests read what they logged:
+one per branch of what this host can measure, each skipped, with its reason, where the host
+cannot exercise it (a GPU present or not, RAPL readable or not).
+"""
+
+import shutil
 import threading
+from dataclasses import dataclass
 
 import mlflow
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
+from rlbench.__main__ import CONF_DIR
+from rlbench.config.schema import register_configs
 from rlbench.job import run_job
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
+from rlbench.telemetry.nvml import NvmlSource
+from rlbench.telemetry.rapl import RaplSource
 from tests.conftest import CARTPOLE_TINY, runs
+
+
+def _gpu_here() -> str | None:
+    """What would give this host's jobs GPU numbers (CUDA for the busy timer, NVML for power), or None."""
+    if torch.cuda.is_available():
+        return "CUDA is available"
+    nvml = NvmlSource()
+    try:
+        return "NVML sees a GPU" if nvml.available else None
+    finally:
+        nvml.close()
+
+
+GPU_HERE, RAPL_HERE = _gpu_here(), RaplSource()
+without_gpu = pytest.mark.skipif(GPU_HERE is not None, reason=f"this host has a GPU ({GPU_HERE}): its jobs measure it")
+without_rapl = pytest.mark.skipif(RAPL_HERE.available, reason="RAPL is readable on this host: its jobs measure CPU energy")
+with_rapl = pytest.mark.skipif(not RAPL_HERE.available, reason=f"RAPL is not readable on this host: {RAPL_HERE.reason}")
+
+
+@dataclass
+class Job:
+    final: dict
+    new_threads: set[str]  # alive after run_job that were not before it
+    run: mlflow.entities.Run
+    telemetry_artifacts: list[str]
+
+
+def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[str] | None = None) -> Job:
+    """run_job on this host, tracked in a copy of the empty store in `folder` (the `store` fixture's
+    settings; that fixture is per test, and these jobs are shared by a module's tests)."""
+    shutil.copyfile(empty_store_db, folder / "mlflow.db")
+    uri = f"sqlite:///{folder}/mlflow.db"
+    tracking = [f"tracking.uri={uri}", f"tracking.artifact_location={folder}/artifacts", "tracking.experiment=test",
+                "tracking.system_metrics=false", "eval_envs=0"]
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[*overrides, *tracking])
+    before = {t.name for t in threading.enumerate()}
+    final = run_job(cfg, overrides=job_overrides)
+    new_threads = {t.name for t in threading.enumerate()} - before
+    (run,) = runs(uri)
+    arts = [a.path for a in mlflow.MlflowClient(uri).list_artifacts(run.info.run_id, "telemetry")]
+    return Job(final, new_threads, run, sorted(arts))
+
+
+@pytest.fixture(scope="module")
+def host_job(tmp_path_factory, empty_store_db) -> Job:
+    """A 4-actor CartPole job with the default telemetry (no CPU energy estimate)."""
+    return _real_job(tmp_path_factory.mktemp("host-job"), empty_store_db, [*CARTPOLE_TINY, "actors=4", "progress=log"],
+                     job_overrides=["env=cartpole", "workload=smoke"])
+
+
+@pytest.fixture(scope="module")
+def estimate_job(tmp_path_factory, empty_store_db) -> Job:
+    """A 2-actor CartPole job with telemetry.cpu_tdp_w=100: the CPU energy estimate where RAPL is unreadable."""
+    return _real_job(tmp_path_factory.mktemp("estimate-job"), empty_store_db,
+                     [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.cpu_tdp_w=100"])
 
 
 class FakeEvent:
@@ -49,42 +118,55 @@ def test_no_busy_timer_on_cpu_with_reason():
     assert timer is None and "no CUDA device" in reason
 
 
-def test_real_job_records_energy_honestly_without_gpu(compose_cfg, store):
-    cfg = compose_cfg([*CARTPOLE_TINY, "actors=4", "progress=log", *store["overrides"]])
-    before = {t.name for t in threading.enumerate()}
-    final = run_job(cfg, overrides=["env=cartpole", "workload=smoke"])
-    assert {t.name for t in threading.enumerate()} - before == set()  # sampler joined
-    (run,) = runs(store["uri"])
-    m, tags = run.data.metrics, run.data.tags
-    assert run.info.status == "FINISHED"
-    if not torch.cuda.is_available():
-        assert tags["energy_source_gpu"] == "none"
-        for key in ("power_gpu_w_avg", "power_gpu_w_max", "energy_gpu_j", "gpu_busy_frac", "gpu_util_avg"):
-            assert key not in m, key  # never a 0 W stand-in
-            assert tags[f"null/{key}"], key
+def test_real_job_records_telemetry(host_job):
+    m, tags = host_job.run.data.metrics, host_job.run.data.tags
+    assert host_job.new_threads == set()  # sampler joined
+    assert host_job.run.info.status == "FINISHED"
     assert tags["energy_source_cpu"] in ("rapl", "none", "estimate")
-    if tags["energy_source_cpu"] == "none":
-        assert "energy_per_task_j" not in m and "null/energy_per_task_j" in tags
     assert 0 < m["cpu_util_avg"] <= 1
     for op in ("env_step", "inference", "other"):
         assert 0 <= m[f"op_frac/actors/{op}"] <= 1
     assert "op_frac/learner/forward_backward" in m and "op_frac/inference/unroll_assembly" in m
     assert m["annotation_cost_us"] > 0 and m["telemetry_samples"] >= 2
-    arts = [a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "telemetry")]
-    assert sorted(arts) == ["telemetry/telemetry.csv", "telemetry/telemetry.png"]
-    assert final["runtime_s"] > 0
+    assert host_job.telemetry_artifacts == ["telemetry/telemetry.csv", "telemetry/telemetry.png"]
+    assert host_job.final["runtime_s"] > 0
 
 
-def test_cpu_estimate_is_labelled_as_an_estimate(compose_cfg, store):
-    cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.cpu_tdp_w=100",
-                       *store["overrides"]])
-    run_job(cfg)
-    (run,) = runs(store["uri"])
-    src = run.data.tags["energy_source_cpu"]
-    assert src in ("rapl", "estimate")
-    if src == "estimate":
-        assert run.data.metrics["energy_cpu_j"] > 0
-        assert "perf_per_watt" not in run.data.metrics or run.data.tags["energy_source_gpu"] != "none"
+@without_gpu
+def test_real_job_without_gpu_logs_no_gpu_numbers(host_job):
+    m, tags = host_job.run.data.metrics, host_job.run.data.tags
+    assert tags["energy_source_gpu"] == "none"
+    for key in ("power_gpu_w_avg", "power_gpu_w_max", "energy_gpu_j", "gpu_busy_frac", "gpu_util_avg"):
+        assert key not in m, key  # never a 0 W stand-in
+        assert tags[f"null/{key}"], key
+
+
+@without_gpu
+@without_rapl
+def test_real_job_without_any_energy_source_logs_no_energy_per_task(host_job):
+    m, tags = host_job.run.data.metrics, host_job.run.data.tags
+    assert tags["energy_source_cpu"] == "none"  # no RAPL, and no cpu_tdp_w to estimate with
+    assert "energy_per_task_j" not in m and "null/energy_per_task_j" in tags
+
+
+@without_rapl
+def test_cpu_estimate_is_labelled_as_an_estimate(estimate_job):
+    m, tags = estimate_job.run.data.metrics, estimate_job.run.data.tags
+    assert tags["energy_source_cpu"] == "estimate" and "cpu energy is an estimate" in tags["telemetry_cpu_reason"]
+    assert m["energy_cpu_j"] > 0
+
+
+@without_gpu
+@without_rapl
+def test_an_estimated_cpu_power_gives_no_perf_per_watt(estimate_job):
+    m, tags = estimate_job.run.data.metrics, estimate_job.run.data.tags
+    assert (tags["energy_source_cpu"], tags["energy_source_gpu"]) == ("estimate", "none")
+    assert "perf_per_watt" not in m and tags["null/perf_per_watt"]  # only measured watts count
+
+
+@with_rapl
+def test_cpu_tdp_is_unused_where_rapl_is_readable(estimate_job):
+    assert estimate_job.run.data.tags["energy_source_cpu"] == "rapl"
 
 
 def test_degraded_gpu_tags_the_run_and_keeps_what_was_measured(monkeypatch):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from rlbench.preflight import PreflightError, check, masked
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
 from tests.servers import PG_PASSWORD, free_port
 
 # The tiniest real jobs. One intra-op thread each (sm_limit=1): several jobs share this host's
@@ -104,10 +104,14 @@ def _wait(procs: list[psutil.Popen], timeout: float) -> list[int]:
 
 
 def _wait_for(ready, proc: psutil.Popen, log: Path, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-3000:]
-        time.sleep(0.5)
+    """Until ready(); fails (with the worker's log) if the worker exits or `timeout` passes first."""
+    def ready_or_dead() -> bool:
+        if ready():
+            return True
+        assert proc.poll() is None, f"the worker exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
+        return False
+
+    wait_until(ready_or_dead, timeout, lambda: log.read_text()[-3000:], poll_s=0.5)
 
 
 def _kill_tree(proc: psutil.Popen) -> None:
@@ -163,7 +167,7 @@ class _FakeLauncher:
     def launch(self, overrides, initial_job_idx):
         from hydra.core.utils import JobReturn, JobStatus
 
-        time.sleep(self.rng.uniform(0.0, 0.2))
+        time.sleep(self.rng.uniform(0.0, 0.2))  # not synchronisation: the fake job's work, so workers' claims interleave
         if self.rng.random() < 0.2:
             return [JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("injected failure"))]
         return [JobReturn(status=JobStatus.COMPLETED, _return_value={"fps": self.rng.random(), "run_id": "r"})]

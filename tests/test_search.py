@@ -1,6 +1,7 @@
 """Optuna search: a real 4-trial study, resume to the total, FAIL on errors and NaN."""
 
 import math
+import re
 import signal
 import sys
 import time
@@ -10,7 +11,7 @@ import psutil
 import pytest
 
 from rlbench.search import objective_values, recommend
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
 
 TINY = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
         "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
@@ -63,26 +64,30 @@ def test_failing_and_nan_trials_are_fail_and_the_study_completes(store, tmp_path
 
 
 def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
+    heartbeat_s = 1
     args = ["-m", "search=ratio", "search.n_trials=3", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-            "search.heartbeat_s=1", *TINY, *store["overrides"]]
+            f"search.heartbeat_s={heartbeat_s}", *TINY, *store["overrides"]]
     proc = psutil.Popen([sys.executable, "-m", "rlbench", *args, "workload.frames=400000000"], cwd=ROOT)
+    progress = re.compile(r"\bframes \d+/\d+")  # the job's progress line, as rlbench.progress logs it
+
+    def mid_trial() -> bool:
+        """The first trial's job logs progress (its Hydra log, not the study DB, which may be migrating)."""
+        if any(progress.search(log.read_text()) for log in (tmp_path / "multirun").rglob("__main__.log")):
+            return True
+        assert proc.poll() is None, f"the search exited ({proc.returncode}) before its first trial's job ran"
+        return False
+
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            time.sleep(1)
-            try:
-                if _study(tmp_path).trials:
-                    break
-            except KeyError:
-                continue
-        time.sleep(4)
+        wait_until(mid_trial, 120, "the first trial's job logging progress", poll_s=0.5)
         proc.send_signal(signal.SIGKILL)  # a worker dies mid-trial: no chance to clean up
         proc.wait(timeout=30)
     finally:
         if proc.is_running():
             proc.kill()
     assert _states(_study(tmp_path)) == ["RUNNING"]
-    time.sleep(4)  # past the grace period (3 heartbeats)
+    # Not synchronisation: the dead worker's last heartbeat must age past optuna's grace period
+    # (3 heartbeats, wall-clock time as the storage measures it; optuna has no clock to inject).
+    time.sleep(3 * heartbeat_s + 1)
     out = rlbench_cli(args, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     states = _states(_study(tmp_path))

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from rlbench.telemetry import SUMMARY_KEYS, TelemetrySampler
 from rlbench.telemetry.cpu import CpuSample, CpuSource
 from rlbench.telemetry.nvml import NvmlSource
 from rlbench.telemetry.rapl import RaplSource
+from tests.conftest import wait_until
 
 from .fakes import FakeClock, FakeGpu, FakeNvml, FakePowercap, FakeProcess, FakePsutil
 
@@ -33,23 +33,29 @@ class FixedCpu:
 
 
 class Flaky:
-    """Wraps a source; raises on the calls listed in `fail_on` (1-based), or on every call."""
+    """Wraps a source; raises on the calls listed in `fail_on` (1-based), or on every call.
+    `reached` is set at call `target`: the sampler is then taking its `target`-th row (the
+    first is start()'s), so a test waits on it instead of sleeping."""
 
-    def __init__(self, inner: object, fail_on: set[int] | None = None) -> None:
-        self.inner, self.fail_on, self.calls = inner, fail_on, 0
+    def __init__(self, inner: object, fail_on: set[int] | None = None, target: int = 1) -> None:
+        self.inner, self.fail_on, self.target, self.calls = inner, fail_on, target, 0
+        self.reached = threading.Event()
 
     def sample(self) -> object:
         self.calls += 1
+        if self.calls >= self.target:
+            self.reached.set()
         if self.fail_on is None or self.calls in self.fail_on:
             raise RuntimeError(f"injected failure {self.calls}")
         return self.inner.sample()
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
+def counted(inner: object, target: int) -> Flaky:
+    """A source that never fails; its `reached` is set at its `target`-th sample."""
+    return Flaky(inner, fail_on=frozenset(), target=target)
+
+
+WAIT_S = 10.0  # deadline for the sampling thread to reach a state; generous for a loaded machine
 
 
 def telemetry_threads() -> list[threading.Thread]:
@@ -119,36 +125,41 @@ def test_cpu_estimate_only_when_rapl_is_unavailable(tmp_path: Path) -> None:
 
 
 def test_start_stop_leaves_no_thread() -> None:
-    sampler = TelemetrySampler(200.0, nvml=None, rapl=None, cpu=FixedCpu())
+    cpu = counted(FixedCpu(), target=10)
+    sampler = TelemetrySampler(200.0, nvml=None, rapl=None, cpu=cpu)
+    t0 = time.monotonic()
     sampler.start()
     (thread,) = telemetry_threads()
     assert not thread.daemon and sampler.running
-    time.sleep(0.1)
+    assert cpu.reached.wait(WAIT_S), f"the thread took {cpu.calls - 1} rows in {WAIT_S} s, not 9"
     sampler.stop()
+    elapsed = time.monotonic() - t0
     sampler.stop()  # idempotent
     assert telemetry_threads() == [] and not thread.is_alive() and not sampler.running
-    assert 3 <= len(sampler.rows()) <= 40  # ~20 expected at 200 Hz over 0.1 s, plus start and stop
+    n = len(sampler.rows())  # start's row, >= 9 of the thread's, stop's row
+    assert 11 <= n <= 3 + 2 * 200 * elapsed, (n, elapsed)  # paced at 200 Hz (2x slack), not spinning
     with pytest.raises(RuntimeError):
         sampler.start()
 
 
 def test_context_manager_and_csv(tmp_path: Path) -> None:
-    with TelemetrySampler(200.0, nvml=None, rapl=None, cpu=FixedCpu()) as sampler:
-        time.sleep(0.03)
+    cpu = counted(FixedCpu(), target=3)
+    with TelemetrySampler(200.0, nvml=None, rapl=None, cpu=cpu) as sampler:
+        assert cpu.reached.wait(WAIT_S), "the sampling thread took no rows inside the with block"
     assert telemetry_threads() == []
     path = sampler.to_csv(tmp_path / "telemetry.csv")
     with path.open() as f:
         read = list(csv.DictReader(f))
-    assert len(read) == len(sampler.rows()) >= 2
+    assert len(read) == len(sampler.rows()) >= 4  # start's row, >= 2 of the thread's, stop's row
     assert list(read[0]) == ["t", "cpu_util", "proc_util", "proc_cores_busy", "cpu_core0_util", "cpu_core1_util"]
     assert float(read[0]["cpu_util"]) == 0.5
 
 
 def test_keeps_sampling_after_injected_exceptions() -> None:
-    gpu = Flaky(NvmlSource(FakeNvml()), fail_on={2, 3})
+    gpu = Flaky(NvmlSource(FakeNvml()), fail_on={2, 3}, target=8)
     sampler = TelemetrySampler(200.0, nvml=gpu, rapl=None, cpu=FixedCpu())
     with sampler:
-        wait_until(lambda: gpu.calls >= 8)
+        assert gpu.reached.wait(WAIT_S), f"only {gpu.calls} GPU samples in {WAIT_S} s"
     rows = sampler.rows()
     assert sampler.error_count == 2
     assert sampler.errors == ["gpu: RuntimeError: injected failure 2", "gpu: RuntimeError: injected failure 3"]
@@ -169,9 +180,9 @@ def test_a_source_that_keeps_failing_is_reported() -> None:
 
 def test_gpu_lost_mid_run_keeps_sampler_running() -> None:
     gpu = FakeGpu(lost_after=6 * 5)  # five full passes, then every call raises GpuIsLost
-    nvml = NvmlSource(FakeNvml([gpu]))
-    with TelemetrySampler(200.0, nvml=nvml, rapl=None, cpu=FixedCpu()) as sampler:
-        wait_until(lambda: len(sampler.rows()) >= 12)
+    nvml, cpu = NvmlSource(FakeNvml([gpu])), counted(FixedCpu(), target=12)
+    with TelemetrySampler(200.0, nvml=nvml, rapl=None, cpu=cpu) as sampler:
+        assert cpu.reached.wait(WAIT_S), f"only {cpu.calls} rows in {WAIT_S} s"
     assert telemetry_threads() == [] and sampler.errors == []
     rows = sampler.rows()
     assert [r["gpu0_power_w"] for r in rows[:5]] == [100.0] * 5
@@ -206,7 +217,7 @@ def test_thread_end_is_recorded_not_silent() -> None:
 
     sampler = TelemetrySampler(200.0, nvml=None, rapl=None, cpu=FixedCpu(), clock=clock)
     sampler.start()
-    wait_until(lambda: not sampler.running)
+    wait_until(lambda: not sampler.running, WAIT_S, "the sampling thread ending on its own")
     sampler.stop()
     assert telemetry_threads() == []
     assert any("sampling thread ended: OSError: clock broke" in e for e in sampler.errors)
@@ -235,8 +246,8 @@ def test_forgotten_stop_does_not_hang_interpreter_exit() -> None:
 def test_real_machine_without_gpu_reports_none_not_zero() -> None:
     if NvmlSource().available:
         pytest.skip("this machine has a working NVML GPU")
-    with TelemetrySampler(100.0) as sampler:
-        time.sleep(0.05)
+    with TelemetrySampler(100.0) as sampler:  # every source the real one
+        wait_until(lambda: len(sampler.rows()) >= 3, WAIT_S, "two rows from the sampling thread")
     s = sampler.summary()
     assert s["energy_source_gpu"] == "none"
     assert s["energy_gpu_j"] is None and s["power_gpu_w_avg"] is None and s["gpu_util_avg"] is None
@@ -248,8 +259,9 @@ def test_real_machine_without_gpu_reports_none_not_zero() -> None:
 def test_real_gpu_is_measured() -> None:
     if not NvmlSource().available:
         pytest.skip("no NVML GPU on this machine")
-    with TelemetrySampler(20.0) as sampler:
-        time.sleep(1.0)
+    with TelemetrySampler(20.0) as sampler:  # the GPU's counter (or its power readings) must add up to > 0 J
+        wait_until(lambda: (sampler.summary()["energy_gpu_j"] or 0) > 0, 30.0,
+                   lambda: f"GPU energy > 0 J; summary so far: {sampler.summary()}", poll_s=0.1)
     s = sampler.summary()
     assert s["energy_source_gpu"] in {"nvml_counter", "nvml_power"}
     assert s["energy_gpu_j"] > 0 and s["power_gpu_w_avg"] > 0 and sampler.errors == []
