@@ -58,11 +58,13 @@ def rlbench_fps(conf, seconds: float) -> float:
     role = trainer.actors
     watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds))
     watcher.start()
+    started = time.perf_counter()
     role.run(stop)
-    wall = time.perf_counter() - role.stepping_since
-    fps = role.frames / wall
+    end = time.perf_counter()
+    fps = role.frames / (end - role.stepping_since)  # stepping only: the first reset is not timed on either side
     watcher.join()
-    ops = {**role.timer.fractions(wall), **trainer.inference.timer.fractions(wall)}
+    run_wall = end - started  # the shares are of the whole run: env_step includes that first reset
+    ops = {**role.timer.fractions(run_wall), **trainer.inference.timer.fractions(run_wall)}
     print("  rlbench path time shares: " + ", ".join(f"{k} {v:.1%}" for k, v in ops.items()), flush=True)
     trainer.close()
     return fps
