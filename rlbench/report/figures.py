@@ -260,7 +260,7 @@ def on_off_policy(study: Study) -> Drawn:
            title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)")
     ax.legend()
     fig.text(0.01, 0.06, "\n".join(textwrap.wrap(ONOFF_NOTE, 120)), fontsize=7, va="bottom")
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.2, top=0.9)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.2, top=1.0)
 
 
 def all_figures(study: Study) -> list[Drawn]:

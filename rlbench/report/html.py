@@ -11,6 +11,7 @@ from rlbench.report.records import JobRun, Study
 
 COLUMNS = (("actors", "actors"), ("actor threads", "actor_threads_used"), ("units granted", "sm_granted"),
            ("CPU/GPU ratio", "cpu_gpu_ratio"), ("fps (env frames/s)", "fps"), ("runtime (s)", "runtime_s"),
+           ("sim share", "sim_share"), ("learner share", "learner_share"),
            ("energy per task (J)", "energy_per_task_j"), ("perf/W", "perf_per_watt"),
            ("GPU power avg (W)", "power_gpu_w_avg"), ("GPU busy", "gpu_busy_frac"), ("NVML util", "gpu_util_avg"),
            ("greedy eval return (last 20)", "eval_return_mean20"))
