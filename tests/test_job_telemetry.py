@@ -129,7 +129,8 @@ def test_real_job_records_telemetry(host_job):
     assert "op_frac/learner/forward_backward" in m and "op_frac/inference/unroll_assembly" in m
     assert m["annotation_cost_us"] > 0 and m["telemetry_samples"] >= 2
     assert host_job.telemetry_artifacts == ["telemetry/telemetry.csv", "telemetry/telemetry.png"]
-    assert host_job.final["runtime_s"] > 0
+    final = host_job.final
+    assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
 
 
 @without_gpu

@@ -32,7 +32,8 @@ def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
     mlflow.set_tracking_uri(store["uri"])
     logged = {a.path for a in mlflow.MlflowClient().list_artifacts(parent, "report")}
     assert {"report/report.html", "report/fig4_sm_scaling.png"} <= logged
-    assert (tmp_path / "report" / "report.html").exists()
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert parent in page and 'src="data:image/png;base64,' in page  # this sweep's report, figures inline
 
 
 def test_pipeline_refused_before_any_job_gets_no_report(store):
