@@ -110,3 +110,16 @@ def test_learner_updates_follow_from_frames_and_the_replay_ratio(compose_cfg):
     assert validate(compose_cfg(["workload=large"])).workload.learner_updates == round(10_000_000 / 4 / 80 * 1.5 / 64)
     with pytest.raises(ConfigError, match="algo.samples_per_insert=0"):
         validate(compose_cfg(["algo.samples_per_insert=0"]))
+
+
+def test_a_cuda_device_this_host_lacks_is_refused_naming_it(compose_cfg, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"device=cuda: this host has no CUDA device .*; allowed: auto or cpu"):
+        validate(compose_cfg(["device=cuda"]))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a fake one-GPU host
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError, match=r"device=cuda:1: this host has 1 CUDA device\(s\); allowed: auto or cpu, "
+                                          r"or cuda:0..cuda:0"):
+        validate(compose_cfg(["device=cuda:1"]))

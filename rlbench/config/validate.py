@@ -88,10 +88,20 @@ def _env_checks(c: Config) -> list[str]:
 
 
 def _host_checks(c: Config) -> list[str]:
-    """Limits this host cannot honour (sm_limit above its SMs or CPU threads, MPS without daemon)."""
+    """What this host cannot honour: a CUDA device it lacks, sm_limit above its SMs or CPU
+    threads, MPS without its daemon."""
+    import torch
+
     from rlbench.resources import ComputeLimit, ResourceError
     from rlbench.trainer import resolve_device
 
+    if c.device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(c.device.split(":")[1]) if ":" in c.device else 0
+        if index >= count:
+            have = f"{count} CUDA device(s)" if count else "no CUDA device (torch.cuda.is_available() is False)"
+            return [f"device={c.device}: this host has {have}; allowed: auto or cpu"
+                    + (f", or cuda:0..cuda:{count - 1}" if count else "")]
     try:
         ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
     except ResourceError as e:
