@@ -75,6 +75,14 @@ def test_recommend_without_energy_takes_the_shortest_task_and_says_so():
     assert recommend([]) is None
 
 
+def test_recommend_names_what_differs_when_every_job_has_the_same_ratio():
+    jobs = [{"name": "algo=r2d2", "ratio": 1.0, "runtime_s": 160.0, "fps": 6000.0, "energy_j": None},
+            {"name": "algo=vtrace", "ratio": 1.0, "runtime_s": 67.0, "fps": 3200.0, "energy_j": None}]
+    rec = recommend(jobs)
+    assert rec.text.startswith("algo=vtrace: task in 67.0 s") and "CPU/GPU ratio 1 (" not in rec.text
+    assert rec.text.endswith("every job ran at CPU/GPU ratio 1, so this comparison picks no ratio")
+
+
 def test_study_rule_on_a_dgx1_like_host():
     # 40 threads / 80 SMs: the rule says 40 SMs are enough; 40-SM job 6% slower (the study).
     text = study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 106.0), (20.0, 300.0)])

@@ -115,9 +115,12 @@ def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | Non
     energy = f"{pick['energy_j']:.0f} J per task" if pick.get("energy_j") is not None else "energy not measured"
     ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
     fps = f"{pick['fps']:.0f} fps" if pick.get("fps") is not None else "fps unknown"
-    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"),
-                          f"CPU/GPU ratio {ratio} ({pick['name']}): task in {pick['runtime_s']:.1f} s, {fps}, "
-                          f"{energy}; {how}")
+    task = f"task in {pick['runtime_s']:.1f} s, {fps}, {energy}; {how}"
+    if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
+        text = f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
+    else:
+        text = f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
+    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text)
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
