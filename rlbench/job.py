@@ -59,7 +59,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     threads = actor_hardware_threads(conf.env.kind, conf.actor_threads)
     ratio = compute.grant.metrics(threads) | {"config_hash": config_hash(conf)}
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
-            "sm_backend": compute.grant.backend}
+            "sm_backend_used": compute.grant.backend}  # the param sm_backend is what was asked for
     returns: list[tuple[float, int]] = []
     eval_returns: list[tuple[float, int]] = []
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
