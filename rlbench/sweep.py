@@ -24,7 +24,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 
 from rlbench.tracking.fingerprint import host_tags
-from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment, run_name_from
+from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment, run_name_from, ui_hint
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list)
     """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid)."""
     tracking = confs[0].tracking
     preflight_or_exit(tracking.uri)
-    open_experiment(tracking)
+    experiment_id = open_experiment(tracking)
     mark_stale_runs(tracking)
     done = finished_hashes(tracking) if confs[0].resume else set()
     choices = sweeper.config.hydra.runtime.choices
@@ -150,7 +150,8 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list)
     finally:
         rows = [rows[i] for i in sorted(rows)]
         close_parent(parent, rows, status)
-        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}", flush=True)
+        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}\n"
+              f"[rlbench sweep] {ui_hint(tracking.uri, experiment_id, parent)}", flush=True)
     if status == "FAILED":
         failed = [r["overrides"] for r in rows if r["status"] == "FAILED"]
         print(f"rlbench: {len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", file=sys.stderr)

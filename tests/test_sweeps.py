@@ -28,6 +28,9 @@ def test_multirun_gives_parent_and_finished_children(store):
     kids = _children(all_runs, parent)
     assert parent.info.status == "FINISHED" and len(kids) == 3
     assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]
+    assert (f"[rlbench sweep] MLflow UI: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs?"
+            f"workflowType=machine_learning&searchFilter=tags.mlflow.parentRunId%20%3D%20%27{parent.info.run_id}%27"
+            in out.stdout)
     for k in kids:
         assert k.info.status == "FINISHED"
         for key in ("cpu_gpu_ratio", "sm_granted", "sm_total"):
@@ -139,3 +142,14 @@ def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg)
     # each algorithm's own rule for the updates (the smoke preset's fixed 2 is cleared):
     assert confs["r2d2"].workload.learner_updates == round(24000 / 4 / 80 * 1.5 / 64)
     assert confs["vtrace"].workload.learner_updates == 40 * ((24000 // 4 // 40 - 1) // 100) // 32
+
+
+def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
+    from rlbench.tracking.store import ui_hint, ui_runs_url
+
+    url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "ab12")
+    assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
+                   "&searchFilter=tags.mlflow.parentRunId%20%3D%20%27ab12%27")
+    assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
+    assert ui_hint("sqlite:///x.db", "7", "ab12").endswith("(start it: mlflow ui --backend-store-uri sqlite:///x.db)")
+    assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")

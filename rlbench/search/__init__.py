@@ -33,6 +33,7 @@ from rlbench.search.parent import find_or_open_parent, recommend, report
 from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
+from rlbench.tracking.store import ui_hint
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
            "objective_values", "open_study", "recommend", "run_search", "run_trials", "suggest"]
@@ -83,7 +84,9 @@ def run_search(sweeper, arguments: list[str]) -> None:
             text = report(study, s, parent, Path(tmp))
         mlflow.MlflowClient().set_terminated(parent, status)
         lock.close()
-        print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}", flush=True)
+        experiment_id = mlflow.MlflowClient().get_run(parent).info.experiment_id
+        print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}\n"
+              f"[rlbench search] {ui_hint(conf.tracking.uri, experiment_id, parent)}", flush=True)
 
 
 def _refuse(problems: list[str]) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import time
+import urllib.parse
 from pathlib import Path
 
 import mlflow
@@ -89,3 +90,19 @@ def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
     if stale:
         log.warning("marked %d stale RUNNING run(s) FAILED: %s", len(stale), ", ".join(stale))
     return stale
+
+
+def ui_runs_url(uri: str, experiment_id: str, parent_id: str) -> str:
+    """Where the MLflow UI shows a sweep's or search's runs: the experiment's runs table in
+    its "Model training" view (MLflow 3 opens experiments on its GenAI view otherwise),
+    filtered to the parent's children. A local store's UI is what `mlflow ui` serves on its
+    default address; a tracking server is its own UI."""
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    query = urllib.parse.quote(f"tags.mlflow.parentRunId = '{parent_id}'")
+    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&searchFilter={query}"
+
+
+def ui_hint(uri: str, experiment_id: str, parent_id: str) -> str:
+    """The line a sweep or a search prints at its end: the URL, and how to start the UI for a local store."""
+    start = "" if uri.startswith(("http://", "https://")) else f" (start it: mlflow ui --backend-store-uri {uri})"
+    return f"MLflow UI: {ui_runs_url(uri, experiment_id, parent_id)}{start}"
