@@ -24,7 +24,7 @@ class Metric:
 
 _TRAINING = [
     Metric("fps", "env frames / s", "tick, final",
-       "tick: frames in the window / its length; final: all frames / the actors' stepping time"),
+       "tick (while the actors step): frames in the window / its length; final: all frames / the actors' stepping time"),
     Metric("sps", "agent steps / s", "tick, final", "fps / frameskip"),
     Metric("learner_updates_per_s", "updates / s", "tick, final", "learner updates over the window, or its wall time"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),

@@ -65,14 +65,14 @@ class Trainer:
     def step_metrics(self, window: Window, now: float) -> dict:
         rates = window.rates(now, {"steps": self.actors.steps, "updates": self.updates()})
         m = {
-            "fps": rates["steps"] * self.actors.frameskip,
-            "sps": rates["steps"],
             "learner_updates_per_s": rates["updates"],
             "frames": self.actors.frames,
             "learner_updates": self.updates(),
             **self.parts.metrics(False),
             **self.inference.stats(),
         }
+        if self.actors.stepping_since is not None and not self.actors.done.is_set():
+            m |= {"fps": rates["steps"] * self.actors.frameskip, "sps": rates["steps"]}  # not before or after stepping
         if self.learner is not None and self.learner.updates:
             m["loss"] = self.learner.last_loss
             m |= self.learner.metrics()
