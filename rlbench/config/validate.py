@@ -22,8 +22,14 @@ class ConfigError(ValueError):
     """A config value is outside what rlbench accepts; the message names key, value, rule."""
 
 
+HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbench/tracking/record.py)
+
+
 def _rules(c: Config) -> Rules:
-    """The generic keys' rules; the algorithm's own come from its config module."""
+    """The generic keys' rules (search.* when search is selected); the algorithm's own come
+    from its config module."""
+    envs = c.actors + c.eval_envs  # env i is reset with seed + i, an int32 in ALE
+    beat = max(HEARTBEAT_S, c.tracking.log_every_s)
     return {
         "actors": int_at_least(1),
         "actor_threads": optional_in(1, len(usable_cpus())),
@@ -50,6 +56,25 @@ def _rules(c: Config) -> Rules:
                           "http(s)://host:port, postgresql://...")),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
+        "seed": ((lambda v: 0 <= v <= 2**31 - envs),
+                 f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)"),
+        "tracking.log_every_s": ((lambda v: v > 0), "seconds > 0"),
+        "tracking.stale_after_s": ((lambda v: v > beat),
+                                   (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
+                                    f"{beat:g} (else running jobs are marked FAILED)")),
+    } | (_search_rules() if c.search is not None else {})
+
+
+def _search_rules() -> Rules:
+    return {
+        "search.n_trials": int_at_least(1),
+        "search.seed": ((lambda v: 0 <= v <= 2**31 - 1),
+                        "an integer in [0, 2**31 - 1] (numpy seeds are < 2**32; each trial adds its number)"),
+        "search.retries": ((lambda v: v >= 0), "an integer >= 0 (0 = no reruns)"),
+        "search.heartbeat_s": int_at_least(1),
+        "search.max_failures": int_at_least(1),
+        "search.workers": int_at_least(1),
+        "search.pruner_startup_trials": ((lambda v: v >= 0), "an integer >= 0 (0 = prune from the first trial)"),
     }
 
 
