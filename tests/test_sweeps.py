@@ -91,7 +91,7 @@ def test_stale_running_run_is_marked_failed(store, compose_cfg):
     from rlbench.config.validate import validate
     from rlbench.tracking.store import mark_stale_runs, open_experiment
 
-    conf = validate(compose_cfg(store["overrides"] + ["tracking.stale_after_s=1"]))
+    conf = validate(compose_cfg(store["overrides"] + ["tracking.stale_after_s=30"]))  # heartbeats 60 s old are stale
     mlflow.set_tracking_uri(store["uri"])
     client = mlflow.MlflowClient()
     run = client.create_run(open_experiment(conf.tracking), tags={"heartbeat": f"{time.time() - 60:.0f}"})
