@@ -1,6 +1,6 @@
 """Replay insert on the actors' path: its median time with the learner sampling vs without.
 
-Central inference inserts every completed sequence into replay (InferenceServer._insert ->
+Central inference inserts every completed sequence into replay (R2D2's EpsilonGreedy.store ->
 SequenceReplay.insert, under the replay's lock) on the actors' thread, while the learner
 samples batches from the same replay. Each run wraps the built trainer's `replay.insert`
 (and `replay.sample`, to show the learner was active) with a timer, steps the actors with
