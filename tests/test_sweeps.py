@@ -153,3 +153,21 @@ def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
     assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
     assert ui_hint("sqlite:///x.db", "7", "ab12").endswith("(start it: mlflow ui --backend-store-uri sqlite:///x.db)")
     assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")
+
+
+def test_top_level_runs_of_the_same_overrides_get_unique_names(store):
+    from rlbench.tracking.store import unique_top_level_name
+
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("names", artifact_location=str(store["db"].parent / "artifacts"))
+    assert unique_top_level_name(exp, "workload=smoke") == "workload=smoke"
+    client.create_run(exp, run_name="workload=smoke")
+    client.create_run(exp, run_name="workload=smoke #2")
+    client.create_run(exp, run_name="workload=smoke #3", tags={"mlflow.parentRunId": "0" * 32})  # a sweep's job
+    assert unique_top_level_name(exp, "workload=smoke") == "workload=smoke #3"
+    client.create_run(exp, run_name="env.id=space_invaders")  # LIKE's `_` and quotes do not confuse it
+    assert unique_top_level_name(exp, "env.id=space_invaders") == "env.id=space_invaders #2"
+    assert unique_top_level_name(exp, "env.id=spaceXinvaders") == "env.id=spaceXinvaders"
+    client.create_run(exp, run_name="tracking.tags.note='it''s'")
+    assert unique_top_level_name(exp, "tracking.tags.note='it''s'") == "tracking.tags.note='it''s' #2"

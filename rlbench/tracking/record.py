@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.fingerprint import host_tags
-from rlbench.tracking.store import open_experiment, run_name_from
+from rlbench.tracking.store import open_experiment, run_name_from, unique_top_level_name
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class JobRecord:
     def __enter__(self) -> Self:
         experiment_id = open_experiment(self.tracking)
         name = self.tracking.run_name or run_name_from(self.overrides)
+        if self.tracking.parent_run_id is None and not self.tracking.run_name:
+            name = unique_top_level_name(experiment_id, name)
         hijack = os.environ.pop("MLFLOW_RUN_ID", None)  # would make start_run resume that run
         if hijack:
             log.warning("ignoring MLFLOW_RUN_ID=%s: every rlbench job opens its own run", hijack)

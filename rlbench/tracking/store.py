@@ -29,6 +29,27 @@ def run_name_from(overrides: list[str]) -> str:
     return " ".join(task) if task else "defaults"
 
 
+def unique_top_level_name(experiment_id: str, name: str) -> str:
+    """`name`, or `name #k` (k = 2, 3, ...) when top-level runs of the experiment already use it:
+    two single runs of `workload=smoke` must not look like one in the runs table. (A sweep's
+    jobs are told apart by their parent.)"""
+    runs = mlflow.search_runs([experiment_id], filter_string=f"attributes.run_name LIKE '{_like(name)}%'",
+                              output_format="list", max_results=1000)
+    taken = {r.info.run_name for r in runs if "mlflow.parentRunId" not in r.data.tags}
+    if name not in taken:
+        return name
+    k = 2
+    while f"{name} #{k}" in taken:
+        k += 1
+    return f"{name} #{k}"
+
+
+def _like(text: str) -> str:
+    """A LIKE prefix that matches at least `text`: up to its first quote (`_` and `%` match
+    more too); the exact names are picked out after."""
+    return text.split("'")[0].split('"')[0]
+
+
 def open_experiment(tracking: TrackingConfig) -> str:
     """Point MLflow at the configured store and return the experiment id (created if new)."""
     if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
