@@ -1,5 +1,7 @@
-"""Observation torsos shared by the algorithms' networks: Nature-CNN for Atari pixels, an MLP
-for vector observations. `make_torso(obs_shape, torso, mlp_hidden)` picks one."""
+"""The network pieces the algorithms share: observation torsos (Nature-CNN for Atari pixels,
+an MLP for vector observations; `make_torso` picks one), `features` over [T, B] inputs, and
+the LSTM core over [torso, one-hot previous action, reward] that zeroes at an episode start
+(`lstm_core`, with its state as (h, c) and flattened for storage)."""
 
 from __future__ import annotations
 
@@ -42,3 +44,34 @@ def make_torso(obs_shape: tuple[int, ...], torso: str, mlp_hidden: int) -> nn.Mo
     if torso == "nature_cnn":
         return NatureCNN(obs_shape[0], obs_shape[-1])
     return MLPTorso(int(torch.tensor(obs_shape).prod()), mlp_hidden)
+
+
+def features(torso: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """obs [T, B, ...] -> torso features [T, B, F]."""
+    T, B = obs.shape[:2]
+    return torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
+
+
+def lstm_core(cell: nn.LSTMCell, num_actions: int, feats, prev_action, reward, done, state):
+    """The core over [features, one-hot(previous action), reward], all [T, B, ...]; at an episode
+    start (done) the state, the previous action and the reward input are zeroed, so inference
+    and the learner see identical inputs for identical stored data. -> outputs [T, B, H], (h, c)."""
+    keep = (~done).to(feats.dtype).unsqueeze(-1)  # [T, B, 1]
+    core_in = torch.cat(
+        [feats, F.one_hot(prev_action, num_actions).to(feats.dtype) * keep, reward.unsqueeze(-1) * keep], dim=-1)
+    h, c = state
+    outputs = []
+    for t in range(done.shape[0]):
+        h, c = cell(core_in[t], (h * keep[t], c * keep[t]))
+        outputs.append(h)
+    return torch.stack(outputs), (h, c)
+
+
+def zero_lstm_state(batch: int, hidden: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    z = torch.zeros(batch, hidden, device=device)
+    return z, z.clone()
+
+
+def split_lstm_state(flat: torch.Tensor, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(h, c) from the flattened [B, 2H] state central inference stores with an unroll."""
+    return flat[:, :hidden].contiguous(), flat[:, hidden:].contiguous()

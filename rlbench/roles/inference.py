@@ -31,6 +31,8 @@ class InferenceServer:
         self.batch_items = 0
         self.latency_s = 0.0
         self._store_s = 0.0  # time inside the policy's store, kept out of "unroll_assembly"
+        actions = policy.unrolls.agent_out.shape[-1] if policy.unrolls is not None else 0
+        self._no_out = np.zeros((num_envs, actions), np.float32)
 
     @property
     def policy_version(self) -> int:
@@ -55,8 +57,8 @@ class InferenceServer:
         t0, storing = time.perf_counter(), self._store_s
         rows = slice(None) if train.all() else train
         ids = batch.env_ids[rows]
-        if out is None:  # no network: nothing per action to keep
-            out = np.zeros((len(batch.env_ids), self.policy.unrolls.agent_out.shape[-1]), np.float32)
+        if out is None:  # no network: nothing per action to keep (zeros, allocated once)
+            out = self._no_out[: len(batch.env_ids)]
         self.policy.unrolls.add(ids, batch.obs[rows], actions[rows], self.prev_action[ids], batch.reward[rows],
                                 batch.done[rows], out[rows], states, sink=self._store)
         self.timer.add("unroll_assembly", time.perf_counter() - t0 - (self._store_s - storing))

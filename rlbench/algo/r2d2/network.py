@@ -8,11 +8,10 @@ inference and the learner see identical inputs for identical stored data.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rlbench.algo.r2d2.config import NetworkConfig
-from rlbench.algo.torsos import make_torso
+from rlbench.algo.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
 
 
 class R2D2Net(nn.Module):
@@ -28,28 +27,16 @@ class R2D2Net(nn.Module):
         )
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        z = torch.zeros(batch, self.hidden, device=device)
-        return z, z.clone()
+        return zero_lstm_state(batch, self.hidden, device)
 
     def unflatten_state(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(h, c) from the flattened [B, 2H] state central inference stores with a sequence."""
-        return flat[:, : self.hidden].contiguous(), flat[:, self.hidden :].contiguous()
+        return split_lstm_state(flat, self.hidden)
 
     def forward(self, obs, prev_action, reward, done, state):
         """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""
-        T, B = done.shape
-        features = self.torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
-        keep = (~done).to(features.dtype).unsqueeze(-1)  # [T, B, 1]
-        core_in = torch.cat(
-            [features, F.one_hot(prev_action, self.num_actions).to(features.dtype) * keep, reward.unsqueeze(-1) * keep],
-            dim=-1,
-        )
-        h, c = state
-        outputs = []
-        for t in range(T):
-            h, c = self.core(core_in[t], (h * keep[t], c * keep[t]))
-            outputs.append(h)
-        return self._dueling(torch.stack(outputs)), (h, c)
+        core_out, state = lstm_core(self.core, self.num_actions, features(self.torso, obs), prev_action, reward,
+                                    done, state)
+        return self._dueling(core_out), state
 
     def _dueling(self, core_out: torch.Tensor) -> torch.Tensor:
         adv = self.advantage(core_out)

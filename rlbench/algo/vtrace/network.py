@@ -10,10 +10,9 @@ heads read the torso and the recurrent state is empty.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from rlbench.algo.torsos import make_torso
+from rlbench.algo.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
 from rlbench.algo.vtrace.config import NetworkConfig
 
 
@@ -30,16 +29,11 @@ class VTraceNet(nn.Module):
         self.baseline = nn.Linear(width, 1)
 
     def initial_state(self, batch: int, device=None) -> tuple:
-        if not self.hidden:
-            return ()
-        z = torch.zeros(batch, self.hidden, device=device)
-        return z, z.clone()
+        return zero_lstm_state(batch, self.hidden, device) if self.hidden else ()
 
     def unflatten_state(self, flat: torch.Tensor) -> tuple:
         """The state tuple from the flattened [B, S] state stored with an unroll."""
-        if not self.hidden:
-            return ()
-        return flat[:, : self.hidden].contiguous(), flat[:, self.hidden :].contiguous()
+        return split_lstm_state(flat, self.hidden) if self.hidden else ()
 
     def forward(self, obs, prev_action, reward, done, state):
         """For acting: [T, B, ...] inputs -> policy logits [T, B, A], state."""
@@ -48,21 +42,7 @@ class VTraceNet(nn.Module):
 
     def unroll(self, obs, prev_action, reward, done, state):
         """-> policy logits [T, B, A], baseline values [T, B], state."""
-        T, B = done.shape
-        features = self.torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
+        out = features(self.torso, obs)
         if self.hidden:
-            features, state = self._core(features, prev_action, reward, done, state)
-        return self.policy_logits(features), self.baseline(features).squeeze(-1), state
-
-    def _core(self, features, prev_action, reward, done, state):
-        keep = (~done).to(features.dtype).unsqueeze(-1)  # [T, B, 1]
-        core_in = torch.cat(
-            [features, F.one_hot(prev_action, self.num_actions).to(features.dtype) * keep, reward.unsqueeze(-1) * keep],
-            dim=-1,
-        )
-        h, c = state
-        outputs = []
-        for t in range(done.shape[0]):
-            h, c = self.core(core_in[t], (h * keep[t], c * keep[t]))
-            outputs.append(h)
-        return torch.stack(outputs), (h, c)
+            out, state = lstm_core(self.core, self.num_actions, out, prev_action, reward, done, state)
+        return self.policy_logits(out), self.baseline(out).squeeze(-1), state
