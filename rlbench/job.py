@@ -20,6 +20,7 @@ from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
+from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.record import JobRecord
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.trainer import last_returns_mean, resolve_device, train
@@ -57,9 +58,10 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)  # refuses before any run exists
     threads = actor_hardware_threads(conf.env.kind, conf.actor_threads)
-    ratio = compute.grant.metrics(threads) | {"config_hash": config_hash(conf)}
+    ratio = compute.grant.metrics(threads)  # logged once, at the start: a failed job has them too
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
-            "sm_backend_used": compute.grant.backend}  # the param sm_backend is what was asked for
+            "sm_backend_used": compute.grant.backend,  # the param sm_backend is what was asked for
+            "config_hash": config_hash(conf)}
     returns: list[tuple[float, int]] = []
     eval_returns: list[tuple[float, int]] = []
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
@@ -68,7 +70,9 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     open_experiment(conf.tracking)
     if single:
         mark_stale_runs(conf.tracking)
-    with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, ratio) as record, compute:
+    with (sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, env_dataset(conf.env))
+          as record, compute):
+        record.log_metrics(ratio, step=0)
         log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss)",
                  record.run_id, conf.tracking.uri, conf.env.id, device, ratio["cpu_gpu_ratio"], threads,
                  compute.grant.granted, compute.grant.compute_unit)
@@ -85,12 +89,15 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         final["episode_return_mean20"] = last_returns_mean([r for r, _ in returns], 20)
         final["eval_return_mean20"] = last_returns_mean([r for r, _ in eval_returns], 20)
         if not eval_returns:
-            record.set_tags({"null/eval_return_mean20": "eval_envs=0" if not conf.eval_envs else
-                             "no evaluation episode ended within the task"})
-        ratio = config_module(conf.algo.name).task_replay_ratio(conf)
-        if ratio is not None:  # None: the algorithm has no learner (algo=random)
-            final["task_replay_ratio"] = ratio
-        record.log_metrics(final, step=int(final["frames"]))
+            record.set_unmeasured({"eval_return_mean20": "eval_envs=0" if not conf.eval_envs else
+                                   "no evaluation episode ended within the task"})
+        replay_ratio = config_module(conf.algo.name).task_replay_ratio(conf)
+        if replay_ratio is not None:  # None: the algorithm has no learner (algo=random)
+            final["task_replay_ratio"] = replay_ratio
+        if any(final.get(k) != v for k, v in ratio.items()):
+            log.warning("compute grant changed during the job: %s at the start, %s at the end", ratio,
+                        {k: final.get(k) for k in ratio})
+        record.log_metrics({k: v for k, v in final.items() if k not in ratio}, step=int(final["frames"]))
         final["run_id"] = record.run_id
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final

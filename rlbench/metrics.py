@@ -23,10 +23,15 @@ class Metric:
 
 
 _TRAINING = [
-    Metric("fps", "env frames / s", "tick, final",
-       "tick (while the actors step): frames in the window / its length; final: all frames / the actors' stepping time"),
-    Metric("sps", "agent steps / s", "tick, final", "fps / frameskip"),
-    Metric("learner_updates_per_s", "updates / s", "tick, final", "learner updates over the window, or its wall time"),
+    Metric("fps", "env frames / s", "final", "the actor rate: all frames / the actors' stepping time"),
+    Metric("sps", "agent steps / s", "final", "fps / frameskip"),
+    Metric("task_fps", "env frames / s", "final", "the task rate: frames / runtime_s (includes the learner's tail)"),
+    Metric("learner_updates_per_s", "updates / s", "final", "learner updates / the learner's wall time"),
+    Metric("window/fps", "env frames / s", "tick", "frames in the tick's window / its length, while the actors step"),
+    Metric("window/sps", "agent steps / s", "tick", "window/fps / frameskip"),
+    Metric("window/learner_updates_per_s", "updates / s", "tick", "updates in the window / its length, while the "
+           "learner runs"),
+    Metric("actors_done_s", "s", "final", "when the actors finished stepping, since the task started"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),

@@ -33,7 +33,7 @@ class Progress:
             self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
 
     def update(self, frames: int, updates: int, metrics: dict) -> None:
-        fps = metrics.get("fps", 0.0)
+        fps = metrics.get("window/fps", 0.0)
         elapsed = max(time.monotonic() - self._t0, 1e-9)  # averages: a window may hold no update
         left = eta_s(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
         left_txt = "?" if math.isinf(left) else f"{left:.0f}s"

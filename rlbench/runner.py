@@ -76,6 +76,8 @@ def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progr
         while any(th.is_alive() for th in threads):
             stop.wait(tick_s)
             _raise_role_error(threads)
+            if not any(th.is_alive() for th in threads):
+                break  # the task ended in this window: no tick of an idle process (the final metrics follow)
             now = time.perf_counter()
             metrics = trainer.step_metrics(window, now)
             log_metrics(metrics, trainer.actors.frames)
@@ -89,7 +91,7 @@ def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progr
             th.join(timeout=120)
         progress.close()
     runtime = time.perf_counter() - t0
-    return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads})
+    return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
 
 
 def _raise_role_error(threads) -> None:

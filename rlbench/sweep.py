@@ -13,8 +13,10 @@ Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). Steps:
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import logging
+import os
 import sys
 import time
 import uuid
@@ -22,13 +24,25 @@ import uuid
 import mlflow
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
+from mlflow.entities import Metric
 
 from rlbench.tracking.fingerprint import host_tags
-from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment, run_name_from, ui_hint
+from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
+from rlbench.tracking.record import rounded
+from rlbench.tracking.store import (
+    config_hash,
+    mark_stale_runs,
+    open_experiment,
+    run_name_from,
+    ui_hint,
+    unique_top_level_name,
+)
 
 log = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ("job", "overrides", "status", "runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")
+SUMMARY_COLUMNS = ("job", "name", "overrides", "status", "runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio",
+                   "run_id")
+_PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("overrides", "run_id"))  # the terminal's table
 
 
 def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
@@ -48,25 +62,26 @@ def finished_hashes(tracking) -> set[str]:
         return set()
     found = mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'",
                                output_format="list")
-    return {r.data.params.get("config_hash") for r in found}
+    return {r.data.tags.get("config_hash") or r.data.params.get("config_hash") for r in found}  # param: older runs
 
 
 def open_parent(tracking, name: str, jobs: list[list[str]], arguments: list[str]) -> str:
     client = mlflow.MlflowClient()
     run = client.create_run(open_experiment(tracking), run_name=name,
-                            tags={**host_tags(), "rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12]})
+                            tags={**host_tags(), **source_tags("sweep"), "rlbench.role": "sweep",
+                                  "sweep_id": uuid.uuid4().hex[:12]})
     client.log_param(run.info.run_id, "grid", " ".join(arguments)[:6000] or "(none)")
     client.log_param(run.info.run_id, "jobs", len(jobs))
     return run.info.run_id
 
 
-def job_row(index: int, job: list[str], ret) -> dict:
+def job_row(index: int, job: list[str], ret, name: str = "") -> dict:
     row = dict.fromkeys(SUMMARY_COLUMNS)
-    row |= {"job": index, "overrides": " ".join(job)}
+    row |= {"job": index, "name": name or run_name_from(job), "overrides": " ".join(job)}
     if ret is None:
         return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-        return row | {"status": "FINISHED"} | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[3:]}
+        return row | {"status": "FINISHED"} | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[4:]}
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -75,13 +90,16 @@ def summary_text(rows: list[dict]) -> str:
     def fmt(v):
         return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    table = [SUMMARY_COLUMNS[:-1]] + [tuple(fmt(r[c]) for c in SUMMARY_COLUMNS[:-1]) for r in rows]
+    table = [_PRINTED] + [tuple(fmt(r[c]) for c in _PRINTED) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table)
 
 
 def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
+    """The summary table (summary.csv, summary.json), the summary metrics and the description
+    (rlbench/tracking/parent.py), then the parent's status."""
     client = mlflow.MlflowClient()
+    rows = [{k: rounded(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
     columns = {c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}
     client.log_table(parent_id, data=columns, artifact_file="summary.json")
     buf = io.StringIO()
@@ -89,7 +107,27 @@ def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
     writer.writeheader()
     writer.writerows(rows)
     client.log_text(parent_id, buf.getvalue(), "summary.csv")
+    now = int(time.time() * 1000)
+    client.log_batch(parent_id, metrics=[Metric(k, v, now, step) for k, v, step in summary_metrics(rows)])
+    run = client.get_run(parent_id)
+    note = sweep_note(run.info.run_name, run.data.params.get("grid", ""), rows, status, run.info.experiment_id,
+                      parent_id)
+    client.set_tag(parent_id, NOTE_TAG, note)
     client.set_terminated(parent_id, status)
+
+
+def sweep_name(preset: str | None, jobs: list[list[str]]) -> str:
+    """The parent's name: the preset (or 'sweep') and what varies, short enough for the runs
+    table (`actor_sweep actors=4..256`, `sweep actors=2,4`)."""
+    values: dict[str, list[str]] = {}
+    for job in jobs:
+        for o in job:
+            key, _, value = o.partition("=")
+            if not key.startswith(("hydra", "tracking.", "progress")) and value not in values.setdefault(key, []):
+                values[key].append(value)
+    parts = [f"{k}={','.join(v) if len(v) <= 3 else f'{v[0]}..{v[-1]}'}" for k, v in values.items() if len(v) > 1]
+    text = f"{preset or 'sweep'} {' '.join(parts)}".strip()
+    return text if len(text) <= 48 else text[:47] + "…"
 
 
 def run_names(jobs: list[list[str]]) -> list[str]:
@@ -103,17 +141,19 @@ def run_names(jobs: list[list[str]]) -> list[str]:
     return [n or run_name_from(job) for n, job in zip(names, jobs)]
 
 
-def child_overrides(tracking_uri: str, parent: str, name: str) -> list[str]:
-    """What every job of a sweep gets: its parent, its name, and the parent's store, pinned so
-    that a job on another host (SLURM) reports to the same server whatever its environment."""
-    return [f"tracking.uri='{tracking_uri}'", f"tracking.parent_run_id={parent}", f"tracking.run_name='{name}'"]
+def child_overrides(tracking, parent: str, name: str) -> list[str]:
+    """What every job of a sweep gets: its parent, its name, and the parent's store and
+    experiment, pinned so that a job on another host (SLURM) reports to the same server
+    whatever its environment."""
+    return [f"tracking.uri='{tracking.uri}'", f"tracking.experiment='{tracking.experiment}'",
+            f"tracking.parent_run_id={parent}", f"tracking.run_name='{name}'"]
 
 
-def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking_uri: str):
+def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking):
     """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
     between jobs); others (joblib, submitit) get all jobs at once and run them in parallel."""
     total = len(names)
-    tagged = [(i, job, job + child_overrides(tracking_uri, parent, names[i])) for i, job in todo]
+    tagged = [(i, job, job + child_overrides(tracking, parent, names[i])) for i, job in todo]
     if isinstance(launcher, BasicLauncher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
@@ -125,22 +165,35 @@ def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list
         yield i, job, ret
 
 
+def sweep_tracking(confs: list):
+    """The tracking settings of the whole sweep: one experiment for all its jobs. When the jobs'
+    own experiments differ (one per env by default, and the sweep spans envs), they all go into
+    one named after those experiments ('rlbench-breakout+pong')."""
+    names = sorted({c.tracking.experiment for c in confs})
+    if len(names) == 1:
+        return confs[0].tracking
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
+    return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix):] for n in names))
+
+
 def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list):
     """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid)."""
-    tracking = confs[0].tracking
+    tracking = sweep_tracking(confs)
     preflight_or_exit(tracking.uri)
     experiment_id = open_experiment(tracking)
     mark_stale_runs(tracking)
     done = finished_hashes(tracking) if confs[0].resume else set()
     choices = sweeper.config.hydra.runtime.choices
-    name = f"{choices.get('experiment') or 'sweep'} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), jobs))
     parent = open_parent(tracking, name, jobs, arguments)
     todo = [(i, job) for i, (job, conf) in enumerate(zip(jobs, confs)) if config_hash(conf) not in done]
-    rows = {i: job_row(i, job, None) for i, job in enumerate(jobs) if i not in dict(todo)}
+    names = run_names(jobs)
+    rows = {i: job_row(i, job, None, names[i]) for i, job in enumerate(jobs) if i not in dict(todo)}
     status = "FAILED"
     try:
-        for i, job, ret in launch(sweeper.launcher, todo, parent, run_names(jobs), tracking.uri):
-            rows[i] = job_row(i, job, ret)
+        for i, job, ret in launch(sweeper.launcher, todo, parent, names, tracking):
+            rows[i] = job_row(i, job, ret, names[i])
             if rows[i]["status"] == "FAILED":
                 log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
         status = "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"

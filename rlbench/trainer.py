@@ -65,25 +65,29 @@ class Trainer:
     def step_metrics(self, window: Window, now: float) -> dict:
         rates = window.rates(now, {"steps": self.actors.steps, "updates": self.updates()})
         m = {
-            "learner_updates_per_s": rates["updates"],
             "frames": self.actors.frames,
             "learner_updates": self.updates(),
             **self.parts.metrics(False),
             **self.inference.stats(),
         }
+        # windowed rates only while they are true: the actors stepping, the learner running
         if self.actors.stepping_since is not None and not self.actors.done.is_set():
-            m |= {"fps": rates["steps"] * self.actors.frameskip, "sps": rates["steps"]}  # not before or after stepping
+            m |= {"window/fps": rates["steps"] * self.actors.frameskip, "window/sps": rates["steps"]}
+        if self.learner is not None and not self.learner.finished.is_set():
+            m["window/learner_updates_per_s"] = rates["updates"]
         if self.learner is not None and self.learner.updates:
             m["loss"] = self.learner.last_loss
             m |= self.learner.metrics()
         return m
 
-    def final_metrics(self, runtime_s: float, role_wall_s: dict) -> dict:
+    def final_metrics(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
+        """started: perf_counter when the task started (for actors_done_s)."""
         self.role_walls = dict(role_wall_s)
         actor_s = max(self.actors.stepping_s(), 1e-9)
         learner_s = role_wall_s.get("learner", 0.0)
         m = {
             "runtime_s": runtime_s,
+            "task_fps": self.actors.frames / runtime_s if runtime_s > 0 else float("nan"),
             "fps": self.actors.frames / actor_s,
             "sps": self.actors.steps / actor_s,
             "frames": self.actors.frames,
@@ -93,6 +97,8 @@ class Trainer:
             **self.parts.metrics(True),
             **self.inference.stats(),
         }
+        if started is not None and self.actors.stepping_until is not None:
+            m["actors_done_s"] = self.actors.stepping_until - started
         if self.learner is not None and self.learner.intra_op_threads is not None:
             m["learner_intra_op_threads"] = self.learner.intra_op_threads
         if self.learner is not None:

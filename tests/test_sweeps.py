@@ -34,11 +34,30 @@ def test_multirun_gives_parent_and_finished_children(store):
     for k in kids:
         assert k.info.status == "FINISHED"
         for key in ("cpu_gpu_ratio", "sm_granted", "sm_total"):
-            assert key in k.data.metrics, key
-        assert k.data.params["cpu_gpu_ratio"] and k.data.tags["compute_unit"] == "cpu_thread"
+            assert key in k.data.metrics and key not in k.data.params, key  # one value, one place
+        assert k.data.tags["compute_unit"] == "cpu_thread" and len(k.data.tags["config_hash"]) == 16
+        assert not [p for p in k.data.params if p.startswith("tracking.")] and "overrides" in k.data.tags
+        assert k.data.tags["tracking.uri"] == store["uri"]
     arts = [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)]
     assert "summary.csv" in arts and "summary.json" in arts
-    assert "job  overrides" in out.stdout and out.stdout.count("FINISHED") >= 3
+    assert "job  name    status" in out.stdout and out.stdout.count("FINISHED") >= 3
+    _assert_parent_is_a_starting_point(parent, kids)
+
+
+def _assert_parent_is_a_starting_point(parent, kids):
+    """Summary metrics per job and of the best job, a description, who ran it and from what."""
+    best = min(kids, key=lambda k: k.data.metrics["runtime_s"])
+    m, tags = parent.data.metrics, parent.data.tags
+    assert m["jobs_finished"] == 3 and m["jobs_failed"] == 0
+    assert m["best/runtime_s"] == best.data.metrics["runtime_s"] and m["best/fps"] == best.data.metrics["fps"]
+    history = mlflow.MlflowClient().get_metric_history(parent.info.run_id, "jobs/fps")
+    assert sorted(h.step for h in history) == [0, 1, 2]
+    assert sorted(h.value for h in history) == sorted(k.data.metrics["fps"] for k in kids)
+    note = tags["mlflow.note.content"]
+    assert note.startswith("**rlbench sweep** sweep seed=1,2,3") and f"`{best.info.run_name}`" in note
+    assert "[Compare the jobs](#/compare-runs?runs=" in note and all(k.info.run_id in note for k in kids)
+    assert f"python -m rlbench.report --sweep {parent.info.run_id}" in note  # the report's section, until it runs
+    assert tags["mlflow.user"] and tags["mlflow.source.name"].startswith("rlbench sweep: -m seed=1,2,3")
 
 
 def test_one_failing_job_does_not_stop_the_others(store):

@@ -41,8 +41,11 @@ class WorkloadConfig:
 @dataclass
 class TrackingConfig:
     uri: str = "sqlite:///mlruns/mlflow.db"  # or http(s)://server; presets read MLFLOW_TRACKING_URI first
-    artifact_location: Optional[str] = "mlruns/artifacts"  # new experiments; a local path is unused with a server
-    experiment: str = "rlbench"
+    # new experiments' artifacts: null = a folder named after the experiment next to a SQLite
+    # store's database (mlruns/<experiment>/), relative paths likewise; both move with the store.
+    # An absolute path or URI is used as given; with a server, only a URI is (else it proxies).
+    artifact_location: Optional[str] = None
+    experiment: str = "rlbench"  # the presets in conf/tracking/ make it one experiment per env
     run_name: Optional[str] = None  # null = made from the overrides
     log_every_s: float = 1.0  # period of step metrics
     system_metrics: bool = True  # MLflow's own system-metrics sampler (UI's system tab)

@@ -61,8 +61,11 @@ def load(args):
     return study
 
 
-def log_report(study, out: Path) -> str:
-    """Artifacts under `report/` on the parent; an experiment gets a run of its own (role report)."""
+def log_report(study, out: Path, verdict: list[str]) -> str:
+    """Artifacts under `report/` on the parent, and the parent's description updated with the
+    verdict and the report's link; an experiment gets a run of its own (role report)."""
+    from rlbench.tracking.parent import NOTE_TAG, with_report
+
     client = mlflow.MlflowClient()
     run_id = study.parent_id
     if run_id is None:
@@ -71,6 +74,8 @@ def log_report(study, out: Path) -> str:
                                    tags={"rlbench.role": "report"}).info.run_id
         client.set_terminated(run_id, "FINISHED")
     client.log_artifacts(run_id, str(out), "report")
+    run = client.get_run(run_id)
+    client.set_tag(run_id, NOTE_TAG, with_report(run.data.tags.get(NOTE_TAG), verdict, run.info.experiment_id, run_id))
     return run_id
 
 
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  figure {name} not drawn: {why}")
     print(f"  written: {result['html']} and {len(result['figures'])} PNG(s) in {out}")
     if not args.no_log:
-        print(f"  logged under report/ on run {log_report(study, out)}")
+        print(f"  logged under report/ on run {log_report(study, out, result['lines'])}")
     return 0
 
 

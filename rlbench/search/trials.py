@@ -37,7 +37,7 @@ def trial_launcher(launcher, trial: optuna.Trial, s: SearchConfig):
 
 def make_reporter(trial):
     def report(metrics: dict, step: int) -> None:
-        fps = metrics.get("fps")
+        fps = metrics.get("window/fps")  # the tick's actor rate
         if fps is None or not math.isfinite(fps) or step <= 0:
             return
         trial.report(fps, step)

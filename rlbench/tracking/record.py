@@ -23,10 +23,16 @@ from omegaconf import DictConfig, OmegaConf
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.store import open_experiment, run_name_from, unique_top_level_name
+from rlbench.tracking.unmeasured import TAG as UNMEASURED
+from rlbench.tracking.unmeasured import format_unmeasured
 
 log = logging.getLogger(__name__)
 
-_PARAM_BATCH = 100  # MLflow's per-call limit
+_PARAM_BATCH = 100  # MLflow's per-call limits
+_METRIC_BATCH = 1000
+SIGNIFICANT_DIGITS = 6
+_TAG_LIMIT = 8000  # MLflow's tag value limit
+_SHOWN_ELSEWHERE = ("parent_run_id", "run_name", "tags", "experiment")  # the run's parent, name, tags, experiment
 
 
 def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
@@ -40,12 +46,34 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def rounded(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
+    """A metric as logged: integers exact, other values to `digits` significant digits
+    (2193.21, not 2193.213004631286: the UI and summary.csv show what was logged)."""
+    value = float(value)
+    if not math.isfinite(value) or value.is_integer():
+        return value
+    return float(f"{value:.{digits}g}")
+
+
+def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Params: the job's resolved config, which differs between jobs only where the work
+    differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
+    which the compare view would otherwise show as differences."""
+    params = flatten({k: v for k, v in resolved.items() if k not in ("hydra", "tracking")})
+    tracking = {k: v for k, v in (resolved.get("tracking") or {}).items()
+                if k not in _SHOWN_ELSEWHERE and v not in (None, {}, [])}
+    tags = flatten(tracking, "tracking.")
+    tags["overrides"] = " ".join(overrides) or "(none)"
+    return params, tags
+
+
 class JobRecord:
     def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
-                 output_dir: Path | None, extra_tags: dict | None = None, extra_params: dict | None = None):
+                 output_dir: Path | None, extra_tags: dict | None = None, dataset=None):
+        """dataset: what the run consumed (an mlflow.data Dataset: the environment), logged as its input."""
         self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
-        self.output_dir, self.extra_tags = output_dir, extra_tags or {}
-        self.extra_params = extra_params or {}
+        self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
+        self.unmeasured: dict[str, str] = {}
         self.run = None
         self._client = None
 
@@ -67,14 +95,13 @@ class JobRecord:
         self._last_beat = 0.0
         self.heartbeat()
         self._client = mlflow.MlflowClient()
-        resolved = OmegaConf.to_container(self.cfg, resolve=True)
-        params = flatten({k: v for k, v in resolved.items() if k != "hydra"})
-        params["overrides"] = " ".join(self.overrides) or "(none)"
-        params |= {k: str(v) for k, v in self.extra_params.items()}
+        params, tags = params_and_tags(OmegaConf.to_container(self.cfg, resolve=True), self.overrides)
         items = list(params.items())
         for i in range(0, len(items), _PARAM_BATCH):
             mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))
-        mlflow.set_tags({**host_tags(), **self.extra_tags, **self.tracking.tags})
+        mlflow.set_tags({**host_tags(), **tags, **self.extra_tags, **self.tracking.tags})
+        if self.dataset is not None:
+            mlflow.log_input(self.dataset, context="environment")
         return self
 
     @property
@@ -82,7 +109,7 @@ class JobRecord:
         return self.run.info.run_id
 
     def log_metrics(self, metrics: dict, step: int) -> None:
-        finite = {k: float(v) for k, v in metrics.items() if v is not None and not math.isnan(v)}
+        finite = {k: rounded(v) for k, v in metrics.items() if v is not None and not math.isnan(v)}
         if finite:
             mlflow.log_metrics(finite, step=step)
         self.heartbeat()
@@ -96,12 +123,22 @@ class JobRecord:
 
     def log_series(self, key: str, values: list[tuple[float, int]]) -> None:
         """Many values of one metric at once (e.g. episode returns with their frame step)."""
-        if values:
-            now = int(time.time() * 1000)
-            self._client.log_batch(self.run_id, metrics=[Metric(key, v, now, s) for v, s in values])
+        now = int(time.time() * 1000)
+        for i in range(0, len(values), _METRIC_BATCH):
+            batch = [Metric(key, rounded(v), now, s) for v, s in values[i : i + _METRIC_BATCH]]
+            self._client.log_batch(self.run_id, metrics=batch)
 
     def set_tags(self, tags: dict) -> None:
-        mlflow.set_tags(tags)
+        """Tags; a `null/<metric>` entry (a value the job could not measure, with the reason)
+        goes into the one `unmeasured` tag instead (rlbench/tracking/unmeasured.py)."""
+        missing = {k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")}
+        mlflow.set_tags({k: v for k, v in tags.items() if not k.startswith("null/")})
+        if missing:
+            self.set_unmeasured(missing)
+
+    def set_unmeasured(self, reasons: dict[str, str]) -> None:
+        self.unmeasured |= reasons
+        mlflow.set_tag(UNMEASURED, format_unmeasured(self.unmeasured)[:_TAG_LIMIT])
 
     def log_artifacts(self, paths: list[Path], folder: str | None = None) -> None:
         for path in paths:

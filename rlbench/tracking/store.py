@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 import urllib.parse
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.tracking.artifacts import SCHEME, store_root
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +70,29 @@ def open_experiment(tracking: TrackingConfig) -> str:
 
 
 def artifact_location(tracking: TrackingConfig) -> str | None:
-    """Where a new experiment keeps artifacts. With a tracking server a local path would exist
-    only on this host: None lets the server proxy them (`mlflow server --artifacts-destination`)."""
+    """Where a new experiment keeps artifacts.
+
+    - a tracking server: None, so the server proxies them (`mlflow server --artifacts-destination`);
+      a local path would exist only on this host;
+    - a SQLite store, no location or a relative one: `rlbench-store:/<folder>`, a folder next to
+      the database (mlruns/<experiment>/ by default) that moves with it (rlbench/tracking/artifacts.py);
+    - an absolute path or another URI: as given (an absolute path does not move with the store).
+    """
     location = tracking.artifact_location
-    if not location or "://" in location:
-        return location or None
     if tracking.uri.startswith(("http://", "https://")):
-        return None
-    return Path(location).resolve().as_uri()
+        return location if location and "://" in location else None
+    if location and ("://" in location or Path(location).is_absolute()):
+        return Path(location).as_uri() if "://" not in location else location
+    if store_root(tracking.uri) is None:  # e.g. a postgresql:// store used directly
+        return Path(location).resolve().as_uri() if location else None
+    folder = location.strip("/") if location else _folder_name(tracking.experiment)
+    return f"{SCHEME}:/{folder}"
+
+
+def _folder_name(experiment: str) -> str:
+    """A folder name for an experiment's artifacts: its name, with anything but letters,
+    digits, '.', '_' and '-' replaced by '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", experiment).strip(".") or "experiment"
 
 
 def config_hash(conf) -> str:

@@ -1,0 +1,93 @@
+"""A sweep's parent run as the place a user starts: summary metrics, a description, its source.
+
+- `summary_metrics(rows)`: per job `jobs/<metric>` (step = the job's index in the grid, so the
+  parent's charts plot each metric across the sweep) and `best/<metric>` of the best job (the
+  shortest task among the finished jobs: the study's "finishes fastest"), `jobs_finished`,
+  `jobs_failed`;
+- `sweep_note(...)`: the parent's description (MLflow's note, markdown): what ran, the best
+  job, a link to compare the jobs, and a report section that `python -m rlbench.report`
+  replaces with its verdict and a link to report/report.html (`with_report`);
+- `source_tags()`: who started it and from what (MLflow's user and source tags).
+
+Links are relative to the MLflow UI (`#/...`), so they work on whatever host serves it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import math
+import sys
+import urllib.parse
+
+NOTE_TAG = "mlflow.note.content"
+REPORT_MARK = "#### Report"
+SUMMARY_METRICS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio")
+
+
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def best_row(rows: list[dict]) -> dict | None:
+    """The finished job with the shortest task (None when no job finished with a runtime)."""
+    done = [r for r in rows if r.get("status") == "FINISHED" and _number(r.get("runtime_s")) is not None]
+    return min(done, key=lambda r: r["runtime_s"]) if done else None
+
+
+def summary_metrics(rows: list[dict]) -> list[tuple[str, float, int]]:
+    """(name, value, step) triples for the parent (see module doc); unknown values are left out."""
+    out = [(f"jobs/{m}", _number(r.get(m)), int(r["job"])) for r in rows for m in SUMMARY_METRICS]
+    best = best_row(rows)
+    if best is not None:
+        out += [(f"best/{m}", _number(best.get(m)), 0) for m in SUMMARY_METRICS]
+    out += [("jobs_finished", sum(r.get("status") == "FINISHED" for r in rows), 0),
+            ("jobs_failed", sum(r.get("status") == "FAILED" for r in rows), 0)]
+    return [(k, float(v), s) for k, v, s in out if v is not None]
+
+
+def compare_link(experiment_id: str, run_ids: list[str]) -> str:
+    """The UI's compare view of these runs."""
+    runs = urllib.parse.quote(json.dumps(sorted(run_ids)))
+    return f"#/compare-runs?runs={runs}&experiments={urllib.parse.quote(json.dumps([experiment_id]))}"
+
+
+def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
+    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}"
+
+
+def _fmt(v) -> str:
+    n = _number(v)
+    return "-" if n is None else f"{n:.4g}"
+
+
+def sweep_note(name: str, grid: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
+    counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in ("FINISHED", "FAILED", "SKIPPED")}
+    lines = [f"**rlbench sweep** {name} · `{grid or '(no grid)'}` · {status}",
+             "",
+             f"{len(rows)} jobs: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)]
+    best = best_row(rows)
+    if best is not None:
+        lines += ["", f"Best (shortest task): job {best['job']} `{best.get('name') or best.get('overrides') or '(defaults)'}`: "
+                      + ", ".join(f"{m} {_fmt(best.get(m))}" for m in SUMMARY_METRICS)]
+    ids = [r["run_id"] for r in rows if r.get("run_id")]
+    if ids:
+        lines += ["", (f"[Compare the jobs]({compare_link(experiment_id, ids)}) · summary table: "
+                      f"[summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})")]
+    lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
+    return "\n".join(lines)
+
+
+def with_report(note: str | None, verdict: list[str], experiment_id: str, parent_id: str) -> str:
+    """The note with its report section replaced by the verdict and the report's link."""
+    head = (note or "").split(REPORT_MARK, 1)[0].rstrip()
+    section = [REPORT_MARK, "", (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+               f" · [findings.json]({artifact_link(experiment_id, parent_id, 'report/findings.json')})"), ""]
+    section += [f"- {line}" for line in verdict] or ["- (no verdict: no finished job to judge)"]
+    return "\n".join(([head, ""] if head else []) + section)
+
+
+def source_tags(kind: str) -> dict[str, str]:
+    """MLflow's user and source tags (a run made with MlflowClient.create_run gets none)."""
+    return {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL",
+            "mlflow.source.name": f"rlbench {kind}: {' '.join(sys.argv[1:])}"[:500]}

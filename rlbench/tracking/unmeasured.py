@@ -1,0 +1,41 @@
+"""The `unmeasured` tag: which values a run could not measure, and why, each reason once.
+
+A value that cannot be known is never logged as a number (no 0 W stand-in); the run gets one
+short tag instead, readable in the MLflow UI and parsed back by the report:
+
+    energy_gpu_j, power_gpu_w_avg: no GPU samples | energy_cpu_j: no RAPL readings ...
+
+Groups are separated by " | "; in a group, the metric names (comma separated) end at the
+first ": " and the reason follows. Metrics that share a reason share a group.
+"""
+
+from __future__ import annotations
+
+TAG = "unmeasured"
+_GROUPS, _NAMES = " | ", ", "
+
+
+def format_unmeasured(reasons: dict[str, str]) -> str:
+    """The tag's value for {metric: reason} (metric order kept within and across groups)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in reasons.items():
+        clean = " ".join(str(reason).replace("|", "/").split()) or "unknown"
+        by_reason.setdefault(clean, []).append(name)
+    return _GROUPS.join(f"{_NAMES.join(names)}: {reason}" for reason, names in by_reason.items())
+
+
+def parse_unmeasured(text: str | None) -> dict[str, str]:
+    """{metric: reason} from the tag's value (empty for None or '')."""
+    out: dict[str, str] = {}
+    for group in (text or "").split(_GROUPS):
+        names, sep, reason = group.partition(": ")
+        if sep:
+            out |= dict.fromkeys((n.strip() for n in names.split(",") if n.strip()), reason)
+    return out
+
+
+def unmeasured_of(tags: dict[str, str]) -> dict[str, str]:
+    """{metric: reason} of a run's tags: the `unmeasured` tag, and `null/<metric>` tags of runs
+    recorded before it existed."""
+    old = {k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")}
+    return old | parse_unmeasured(tags.get(TAG))
