@@ -271,7 +271,7 @@ class _FakeTrainer:
     def updates(self) -> int:
         return 0
 
-    def final_metrics(self, runtime, walls) -> dict:
+    def final_metrics(self, runtime, walls, started=None) -> dict:
         self.final_calls.append((runtime, walls))
         return {"runtime_s": runtime, "walls": walls}
 
@@ -301,6 +301,29 @@ def test_runner_returns_final_metrics_with_each_roles_wall_time():
     assert set(walls) == {"actors", "learner"}
     assert walls["actors"] < 0.2 <= walls["learner"] <= runtime
     assert [fast.stop_seen, slow.stop_seen] == [False, False]  # they finished on their own
+
+
+class _ReleasedRole:
+    """Returns when `release` is set (by the test's tick callback)."""
+
+    def __init__(self, name: str):
+        self.name, self.timer, self.release = name, OpTimer(name), threading.Event()
+
+    def run(self, stop: threading.Event) -> None:
+        assert self.release.wait(WAIT_S)
+
+
+def test_runner_logs_no_tick_once_every_role_has_finished():
+    """A tick after the roles end would sample an idle process (cpu_util 0 as the run's last value)."""
+    role = _ReleasedRole("learner")
+    ticks = []
+
+    def log(metrics, frames):
+        ticks.append(role.release.is_set())
+        role.release.set()  # the role finishes during the next window
+
+    run_roles(_FakeTrainer([role]), log, Progress(100, 10, mode="log"), tick_s=0.2)
+    assert ticks == [False]
 
 
 def test_runner_times_out_and_stops_every_role():

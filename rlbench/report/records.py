@@ -2,7 +2,7 @@
 
 Everything the figures and the verdict use comes from here, read with `mlflow.search_runs`:
 one `JobRun` per child run (its status, the knobs it ran with, its final metrics, and the
-`null/<metric>` reasons for values the job could not measure), and one `Study` around them
+`unmeasured` reasons for values the job could not measure), and one `Study` around them
 (the parent run, the host, and the jobs that were planned but have no finished run).
 """
 
@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 import mlflow
 
+from rlbench.tracking.unmeasured import TAG as UNMEASURED
+from rlbench.tracking.unmeasured import unmeasured_of
+
 HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
 
 
@@ -24,7 +27,7 @@ class JobRun:
     status: str                      # FINISHED, FAILED, KILLED, RUNNING (stale or still going)
     params: dict[str, str]
     metrics: dict[str, float]
-    nulls: dict[str, str]            # metric -> why it was not measured (the job's null/ tags)
+    nulls: dict[str, str]            # metric -> why it was not measured (the job's `unmeasured` tag)
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -99,8 +102,8 @@ def _job(run) -> JobRun:
     tags = run.data.tags
     return JobRun(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], status=run.info.status,
                   params=dict(run.data.params), metrics=dict(run.data.metrics),
-                  nulls={k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")},
-                  tags={k: v for k, v in tags.items() if not k.startswith(("null/", "mlflow."))})
+                  nulls=unmeasured_of(tags),
+                  tags={k: v for k, v in tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED})
 
 
 def _ordered(jobs) -> list[JobRun]:

@@ -11,12 +11,16 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.search.study import complete
+from rlbench.tracking.parent import NOTE_TAG
+from rlbench.tracking.unmeasured import TAG as UNMEASURED
+from rlbench.tracking.unmeasured import format_unmeasured
 
 log = logging.getLogger(__name__)
 
 def find_or_open_parent(tracking, study_name: str) -> str:
     """The study's one MLflow parent run: reused when the study resumes."""
     from rlbench.tracking.fingerprint import host_tags
+    from rlbench.tracking.parent import source_tags
     from rlbench.tracking.store import open_experiment
 
     exp_id = open_experiment(tracking)
@@ -26,7 +30,8 @@ def find_or_open_parent(tracking, study_name: str) -> str:
     if found:
         return found[0].info.run_id
     run = client.create_run(exp_id, run_name=f"study {study_name}",
-                            tags={**host_tags(), "rlbench.role": "study", "optuna_study": study_name})
+                            tags={**host_tags(), **source_tags("search"), "rlbench.role": "study",
+                                  "optuna_study": study_name})
     return run.info.run_id
 
 
@@ -88,6 +93,7 @@ def report(study: optuna.Study, s: SearchConfig, parent: str, out_dir: Path) -> 
              "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: t.values[0],
                                                                          target_name=names[0]),
              "slice.png": lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=names[0])}
+    not_drawn = {}
     for fname, draw in plots.items():
         try:
             draw()
@@ -95,7 +101,17 @@ def report(study: optuna.Study, s: SearchConfig, parent: str, out_dir: Path) -> 
             client.log_artifact(parent, str(out_dir / fname))
         except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params
             log.warning("no %s: %s", fname, e)
-            client.set_tag(parent, f"null/{fname}", str(e)[:500])
+            not_drawn[fname] = str(e)[:500]
         finally:
             plt.close("all")
-    return recommendation_text(best, front, names)
+    if not_drawn:
+        client.set_tag(parent, UNMEASURED, format_unmeasured(not_drawn))
+    text = recommendation_text(best, front, names)
+    client.set_tag(parent, NOTE_TAG, search_note(study.study_name, len(done), text))
+    return text
+
+
+def search_note(study_name: str, completed: int, recommendation: str) -> str:
+    """The study parent's description (MLflow's note): the recommendation and its Pareto front."""
+    return "\n".join([f"**rlbench search** study `{study_name}` · {completed} complete trials", "", "```",
+                      recommendation, "```"])

@@ -1,0 +1,93 @@
+"""What a job and a sweep record, as pure functions: params vs tags, rounding, the `unmeasured`
+tag, the parent's summary and description, the sweep's experiment and name."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from rlbench.sweep import sweep_name, sweep_tracking
+from rlbench.tracking.parent import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
+from rlbench.tracking.record import params_and_tags, rounded
+from rlbench.tracking.unmeasured import format_unmeasured, parse_unmeasured, unmeasured_of
+
+
+def test_rounded_keeps_integers_and_six_significant_digits():
+    assert rounded(2193.213004631286) == 2193.21
+    assert rounded(0.000123456789) == 0.000123457
+    assert rounded(3000) == 3000.0 and rounded(123456789.0) == 123456789.0  # counters exact
+    assert math.isinf(rounded(math.inf))
+
+
+def test_params_are_the_config_and_tracking_plumbing_is_tags():
+    resolved = {"actors": 4, "env": {"id": "pong"}, "hydra": {"x": 1},
+                "tracking": {"uri": "sqlite:///m.db", "parent_run_id": "abc", "run_name": "r", "tags": {},
+                             "experiment": "e", "log_every_s": 1.0, "artifact_location": None}}
+    params, tags = params_and_tags(resolved, ["actors=4", "tracking.uri=x"])
+    assert params == {"actors": "4", "env.id": "pong"}
+    assert tags == {"tracking.uri": "sqlite:///m.db", "tracking.log_every_s": "1.0",
+                    "overrides": "actors=4 tracking.uri=x"}
+
+
+def test_unmeasured_tag_names_each_reason_once_and_parses_back():
+    reasons = {"energy_gpu_j": "no GPU: nvml missing", "power_gpu_w_avg": "no GPU: nvml missing",
+               "energy_cpu_j": "no RAPL | a VM", "eval_return_mean20": "eval_envs=0"}
+    text = format_unmeasured(reasons)
+    assert text == ("energy_gpu_j, power_gpu_w_avg: no GPU: nvml missing | energy_cpu_j: no RAPL / a VM | "
+                    "eval_return_mean20: eval_envs=0")
+    assert text.count("nvml missing") == 1
+    assert parse_unmeasured(text) == reasons | {"energy_cpu_j": "no RAPL / a VM"}
+    assert unmeasured_of({"null/energy_dram_j": "old", "unmeasured": text})["energy_dram_j"] == "old"  # older runs
+    assert parse_unmeasured(None) == {}
+
+
+ROWS = [{"job": 0, "name": "actors=2", "overrides": "actors=2", "status": "FINISHED", "runtime_s": 2.0, "fps": 1000.0,
+         "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "a" * 32},
+        {"job": 1, "name": "actors=4", "overrides": "actors=4", "status": "FINISHED", "runtime_s": 1.5, "fps": 1500.0,
+         "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "b" * 32},
+        {"job": 2, "name": "actors=8", "overrides": "actors=8", "status": "FAILED", "runtime_s": None, "fps": None,
+         "energy_per_task_j": None, "cpu_gpu_ratio": None, "run_id": "c" * 32}]
+
+
+def test_parent_summary_metrics_per_job_and_of_the_shortest_task():
+    assert best_row(ROWS)["job"] == 1
+    m = {(k, s): v for k, v, s in summary_metrics(ROWS)}
+    assert m[("jobs/fps", 0)] == 1000.0 and m[("jobs/fps", 1)] == 1500.0 and ("jobs/fps", 2) not in m
+    assert m[("best/runtime_s", 0)] == 1.5 and ("best/energy_per_task_j", 0) not in m  # unknown: not a number
+    assert m[("jobs_finished", 0)] == 2 and m[("jobs_failed", 0)] == 1
+    assert best_row([ROWS[2]]) is None
+
+
+def test_the_report_replaces_the_note_s_report_section_only():
+    note = sweep_note("sweep actors=2,4,8", "actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
+    assert "2 finished, 1 failed" in note and "job 1 `actors=4`" in note
+    assert "#/compare-runs?runs=" in note and all(ch * 32 in note for ch in "abc")
+    updated = with_report(note, ["knee: none", "bound: learner"], "7", "p" * 32)
+    assert updated.split(REPORT_MARK)[0] == note.split(REPORT_MARK)[0]
+    assert "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html)" in updated
+    assert "- knee: none\n- bound: learner" in updated and "Not made yet" not in updated
+    assert with_report(updated, ["again"], "7", "p" * 32).count(REPORT_MARK) == 1
+    assert with_report(None, [], "7", "p").startswith(REPORT_MARK)  # a parent without a sweep note (a study)
+
+
+def _conf(experiment):
+    from rlbench.config.schema import TrackingConfig
+
+    return SimpleNamespace(tracking=TrackingConfig(experiment=experiment))
+
+
+def test_a_sweep_over_envs_records_its_jobs_in_one_experiment():
+    assert sweep_tracking([_conf("rlbench-pong")] * 2).experiment == "rlbench-pong"
+    pinned = sweep_tracking([_conf("rlbench-pong"), _conf("rlbench-breakout"), _conf("rlbench-pong")])
+    assert pinned.experiment == "rlbench-breakout+pong"
+    assert sweep_tracking([_conf("mine"), _conf("other")]).experiment == "mine+other"
+
+
+@pytest.mark.parametrize(("preset", "jobs", "name"), [
+    (None, [["actors=2", "tracking.uri=x"], ["actors=4", "tracking.uri=x"]], "sweep actors=2,4"),
+    ("actor_sweep", [[f"actors={a}"] for a in (4, 8, 16, 32, 256)], "actor_sweep actors=4..256"),
+    (None, [["seed=1"]], "sweep"),
+])
+def test_sweep_names_say_what_varies_and_fit_the_runs_table(preset, jobs, name):
+    assert sweep_name(preset, jobs) == name
+    assert len(sweep_name(None, [[f"k{i}=a", f"k{i}b=x"] for i in range(20)] + [["k0=b"]])) <= 48
