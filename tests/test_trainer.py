@@ -21,22 +21,26 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
         assert key in run.data.metrics, key
     assert [k for k in run.data.metrics if not declared(k)] == []  # rlbench/metrics.py names everything logged
     assert run.data.metrics["frames"] >= 24000 and run.data.metrics["learner_updates"] == 2
-    assert run.data.metrics["fps"] == pytest.approx(4 * run.data.metrics["sps"])
+    assert run.data.metrics["fps"] == pytest.approx(4 * run.data.metrics["sps"], rel=1e-5)  # each to 6 digits
     m = run.data.metrics  # 2 eval envs step beside the 4 actors but are not in the task's frames
     assert m["frames"] < 24000 + 4 * 4 and 0 < m["eval_frames"] <= m["frames"] / 2 + 4 * 2
     assert m["replay_size"] < m["replay_capacity"]  # never wrapped: every inserted sequence is still there
-    assert m["replay_ratio"] == pytest.approx(2 * 64 / m["replay_size"])  # 2 updates of 64 over what was inserted
+    assert m["replay_ratio"] == pytest.approx(2 * 64 / m["replay_size"], rel=1e-5)  # 2 updates of 64 / inserted
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
     assert run.data.params["env.id"] == "pong"
-    assert run.data.params["overrides"] == "workload=smoke actors=4"
+    assert run.data.tags["overrides"] == "workload=smoke actors=4" and "overrides" not in run.data.params
+    assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [
+        ("pong (atari, frameskip 4)", "environment")]
     for tag in ("git_commit", "host", "cpu_model", "hardware_threads", "torch_version", "ale_py_version",
                 "mlflow_version", "device"):
         assert run.data.tags[tag], tag
     client = mlflow.MlflowClient()
     assert "config.yaml" in [a.path for a in client.list_artifacts(run.info.run_id)]
-    fps = client.get_metric_history(run.info.run_id, "fps")
-    assert len(fps) >= 2  # step metrics over the run, and none at 0 in the learner's tail (the last is the final)
-    assert min(p.value for p in fps) > 0 and fps[-1].value == pytest.approx(final["fps"])
+    assert [p.value for p in client.get_metric_history(run.info.run_id, "fps")] == [pytest.approx(final["fps"], rel=1e-5)]
+    window = client.get_metric_history(run.info.run_id, "window/fps")  # the series: while the actors step
+    assert len(window) >= 1 and min(p.value for p in window) > 0
+    assert m["task_fps"] == pytest.approx(m["frames"] / m["runtime_s"], rel=1e-4) and m["task_fps"] <= m["fps"]
+    assert 0 < m["actors_done_s"] <= m["runtime_s"]
 
 
 @pytest.mark.slow
