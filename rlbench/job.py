@@ -21,6 +21,8 @@ from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.dataset import env_dataset
+from rlbench.tracking.job_note import job_note
+from rlbench.tracking.parent import NOTE_TAG
 from rlbench.tracking.record import JobRecord
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.trainer import last_returns_mean, resolve_device, train
@@ -98,6 +100,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
             log.warning("compute grant changed during the job: %s at the start, %s at the end", ratio,
                         {k: final.get(k) for k in ratio})
         record.log_metrics({k: v for k, v in final.items() if k not in ratio}, step=int(final["frames"]))
+        record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured)})
         final["run_id"] = record.run_id
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final

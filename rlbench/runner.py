@@ -76,14 +76,15 @@ def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progr
         while any(th.is_alive() for th in threads):
             stop.wait(tick_s)
             _raise_role_error(threads)
-            if not any(th.is_alive() for th in threads):
-                break  # the task ended in this window: no tick of an idle process (the final metrics follow)
             now = time.perf_counter()
+            ended = not any(th.is_alive() for th in threads)
+            if max_runtime_s and (max(th.ended_at for th in threads) if ended else now) - t0 > max_runtime_s:
+                raise TimeoutError(f"workload.max_runtime_s={max_runtime_s} exceeded before the task finished")
+            if ended:
+                break  # the task ended in this window: no tick of an idle process (the final metrics follow)
             metrics = trainer.step_metrics(window, now)
             log_metrics(metrics, trainer.actors.frames)
             progress.update(trainer.actors.frames, trainer.updates(), metrics)
-            if max_runtime_s and now - t0 > max_runtime_s:
-                raise TimeoutError(f"workload.max_runtime_s={max_runtime_s} exceeded before the task finished")
         _raise_role_error(threads)
     finally:
         stop.set()

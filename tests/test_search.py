@@ -132,11 +132,11 @@ def test_reporter_prunes_a_dominated_trial():
 
     trial = FakeTrial(threshold=100.0)
     report = make_reporter(trial)
-    report({"fps": 150.0}, 1000)
-    report({"fps": math.nan}, 2000)  # not reported
+    report({"window/fps": 150.0}, 1000)
+    report({"window/fps": math.nan}, 2000)  # not reported
     report({}, 3000)
-    with pytest.raises(JobPruned, match="fps 50 at frame 4000"):
-        report({"fps": 50.0}, 4000)
+    with pytest.raises(JobPruned, match="window/fps 50 at frame 4000"):
+        report({"window/fps": 50.0}, 4000)
     assert trial.reports == [(1000, 150.0), (4000, 50.0)]
 
 
@@ -157,7 +157,7 @@ def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
             self.task_function = task_function
 
     def task(cfg, on_tick=None):
-        on_tick({"fps": 5.0}, 100)
+        on_tick({"window/fps": 5.0}, 100)
 
     launcher = Launcher(task)
     assert trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=False)) is launcher
