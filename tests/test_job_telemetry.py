@@ -20,6 +20,7 @@ from rlbench.job import run_job
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
 from rlbench.telemetry.nvml import NvmlSource
 from rlbench.telemetry.rapl import RaplSource
+from rlbench.tracking.unmeasured import unmeasured_of
 from tests.conftest import CARTPOLE_TINY, runs
 
 
@@ -139,7 +140,7 @@ def test_real_job_without_gpu_logs_no_gpu_numbers(host_job):
     assert tags["energy_source_gpu"] == "none"
     for key in ("power_gpu_w_avg", "power_gpu_w_max", "energy_gpu_j", "gpu_busy_frac", "gpu_util_avg"):
         assert key not in m, key  # never a 0 W stand-in
-        assert tags[f"null/{key}"], key
+        assert unmeasured_of(tags)[key], key
 
 
 @without_gpu
@@ -147,7 +148,7 @@ def test_real_job_without_gpu_logs_no_gpu_numbers(host_job):
 def test_real_job_without_any_energy_source_logs_no_energy_per_task(host_job):
     m, tags = host_job.run.data.metrics, host_job.run.data.tags
     assert tags["energy_source_cpu"] == "none"  # no RAPL, and no cpu_tdp_w to estimate with
-    assert "energy_per_task_j" not in m and "null/energy_per_task_j" in tags
+    assert "energy_per_task_j" not in m and "energy_per_task_j" in unmeasured_of(tags)
 
 
 @without_rapl
@@ -162,7 +163,7 @@ def test_cpu_estimate_is_labelled_as_an_estimate(estimate_job):
 def test_an_estimated_cpu_power_gives_no_perf_per_watt(estimate_job):
     m, tags = estimate_job.run.data.metrics, estimate_job.run.data.tags
     assert (tags["energy_source_cpu"], tags["energy_source_gpu"]) == ("estimate", "none")
-    assert "perf_per_watt" not in m and tags["null/perf_per_watt"]  # only measured watts count
+    assert "perf_per_watt" not in m and unmeasured_of(tags)["perf_per_watt"]  # only measured watts count
 
 
 @with_rapl
