@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
+from rlbench.metrics import OPS, OTHER
 from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import pareto
+from rlbench.telemetry.colours import op_colour
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
 
@@ -77,12 +79,30 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
     return missing
 
 
+def _chars_per_line(ax, fontsize: float, share: float = 0.96) -> int:
+    """How many characters of text at `fontsize` fit across `share` of the axes' width."""
+    fig = ax.get_figure()
+    width_pt = ax.get_position().width * fig.get_figwidth() * 72 * share
+    return max(int(width_pt / (0.6 * fontsize)), 20)  # 0.6 em: a generous mean glyph width for DejaVu Sans
+
+
+def reasons_text(reasons: dict[str, str], width: int) -> str:
+    """'metric, metric: reason' per distinct reason, each reason once, wrapped at `width`
+    characters on word boundaries (never cut)."""
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for metric, why in reasons.items():
+        by_reason[why].append(metric)
+    return "\n".join(textwrap.fill(f"{', '.join(ms)}: not measured ({why})", width, break_long_words=True)
+                     for why, ms in by_reason.items())
+
+
 def _not_measured(ax, metric: str, missing: list[str]) -> None:
-    """An empty panel says which metric is missing and why (the first job's reason)."""
+    """An empty panel says which metric is missing and why (each distinct reason once)."""
     if not ax.lines:
-        why = missing[0].split(": ", 1)[-1] if missing else "no job logged it"
-        ax.text(0.5, 0.5, f"{metric}\nnot measured:\n" + textwrap.fill(why[:160], 48), ha="center", va="center",
-                fontsize=8, color="tab:red", transform=ax.transAxes)
+        whys = list(dict.fromkeys(m.split(": ", 1)[-1] for m in missing)) or ["no job logged it"]
+        width = _chars_per_line(ax, 8)
+        text = "\n".join([metric, "not measured:"] + [textwrap.fill(w, width) for w in whys])
+        ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8, color="tab:red", transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
 
@@ -117,17 +137,19 @@ def actor_scaling(study: Study) -> Drawn:
     ]
     n_jobs = sum(len(js) for js in groups.values())
     for ax, metrics, ylabel in panels:
-        missing, absent = [], []
+        missing, absent = [], {}
         for metric, label, transform in metrics:
             lost = _plot_metric(ax, groups, "actors", metric, label, transform)
             missing += lost
-            absent += [f"{metric}: not measured ({lost[0].split(': ', 1)[-1][:70]})"] if len(lost) == n_jobs else []
+            if len(lost) == n_jobs:
+                absent[metric] = lost[0].split(": ", 1)[-1]
         ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
         if ax.lines:
             _log2_axis(ax, [j.actors for js in groups.values() for j in js])
             ax.legend(fontsize=7)
             if absent:  # a series of this panel that no job measured: say so, never draw it as zero
-                ax.text(0.01, 0.01, "\n".join(absent), fontsize=6, color="tab:red", transform=ax.transAxes)
+                ax.text(0.02, 0.02, reasons_text(absent, _chars_per_line(ax, 6)), fontsize=6, color="tab:red",
+                        transform=ax.transAxes, va="bottom")
         _not_measured(ax, " / ".join(m for m, _, _ in metrics), missing)
         ax.grid(alpha=0.3)
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
@@ -170,11 +192,12 @@ def operations(study: Study) -> Drawn:
     fig = Figure(figsize=(15, 0.5 * len(jobs) + 3.5))
     axes = fig.subplots(1, 3, sharey=True)
     for ax, role in zip(axes, roles):
-        ops = sorted({k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")})
+        logged = {k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")}
+        ops = [op for op in (*OPS.get(role, ()), OTHER) if op in logged] + sorted(logged - {*OPS.get(role, ()), OTHER})
         left = [0.0] * len(jobs)
-        for op in ops:
+        for op in ops:  # the contract's order, one colour per operation in every panel and figure
             widths = [j.value(f"op_frac/{role}/{op}") or 0.0 for j in jobs]  # an op a job never ran: no time
-            bars = ax.barh([j.name for j in jobs], widths, left=left, label=op)
+            bars = ax.barh([j.name for j in jobs], widths, left=left, label=op, color=op_colour(op))
             for patch in bars:
                 patch.set_gid(f"op_frac/{role}/{op}")
             left = [a + b for a, b in zip(left, widths)]

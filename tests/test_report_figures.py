@@ -1,0 +1,78 @@
+"""Report figures a reader can read: reasons wrap and are never cut, one colour per operation."""
+
+import mlflow
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.transforms import Bbox
+
+from rlbench.report import figures as F
+from rlbench.report import load_parent
+from rlbench.telemetry.colours import op_colour
+from rlbench.tracking.unmeasured import format_unmeasured
+
+LONG_GPU = ("nvmlInit failed: library_not_found (NVML Shared Library Not Found); the learner and inference ran on a "
+            "host without any NVIDIA driver, so neither board power nor the total-energy counter exists here; "
+            "no GPU samples were taken over the whole task of this job, from the first reset to the last update")
+LONG_CPU = ("no powercap directory at /sys/class/powercap (no RAPL: not Linux, a VM, or no intel_rapl driver); "
+            "no RAPL readings and no cpu_tdp_w configured for an estimate of the package energy")
+OPS = {"op_frac/actors/env_step": 0.3, "op_frac/actors/inference": 0.6, "op_frac/actors/other": 0.1,
+       "op_frac/inference/forward": 0.7, "op_frac/inference/other": 0.3,
+       "op_frac/learner/wait": 0.4, "op_frac/learner/forward_backward": 0.5, "op_frac/learner/other": 0.1}
+
+
+def _sweep(store):
+    """Three finished jobs at 2, 4, 8 actors without any energy, with long reasons."""
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("figs", artifact_location=str(store["db"].parent / "artifacts"))
+    parent = client.create_run(exp, run_name="sweep", tags={"rlbench.role": "sweep"}).info.run_id
+    reasons = {"energy_gpu_j": LONG_GPU, "power_gpu_w_avg": LONG_GPU, "energy_cpu_j": LONG_CPU,
+               "power_cpu_w_avg": LONG_CPU, "energy_per_task_j": "no measured power (GPU and CPU above)",
+               "perf_per_watt": "no measured power (GPU and CPU above)"}
+    for actors in (2, 4, 8):
+        run = client.create_run(exp, run_name=f"actors={actors}", tags={"mlflow.parentRunId": parent,
+                                                                        "unmeasured": format_unmeasured(reasons)})
+        client.log_param(run.info.run_id, "actors", actors)
+        for k, v in {"fps": 100.0 * actors, "runtime_s": 10.0 / actors, "frames": 1000.0, **OPS}.items():
+            client.log_metric(run.info.run_id, k, v)
+        client.set_terminated(run.info.run_id, "FINISHED")
+    client.set_terminated(parent, "FINISHED")
+    return load_parent(parent)
+
+
+def _texts_inside(fig) -> list[str]:
+    """The texts of `fig` that reach outside it once drawn (should be none)."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    page = Bbox.from_bounds(0, 0, fig.bbox.width, fig.bbox.height).expanded(1.001, 1.001)
+    texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_text") and a.get_text()) if t.get_visible()]
+    return [t.get_text()[:60] for t in texts if not page.contains(*t.get_window_extent(renderer).p0)
+            or not page.contains(*t.get_window_extent(renderer).p1)]
+
+
+def test_not_measured_reasons_wrap_whole_and_each_reason_once(store):
+    drawn = F.actor_scaling(_sweep(store))
+    shown = "\n".join(t.get_text() for ax in drawn.fig.axes for t in ax.texts)
+    flat = " ".join(shown.split())
+    assert " ".join(LONG_GPU.split()) in flat and " ".join(LONG_CPU.split()) in flat  # whole, not cut
+    power = next(ax for ax in drawn.fig.axes if ax.get_ylabel() == "average power (W)")
+    assert " ".join(" ".join(t.get_text() for t in power.texts).split()).count(LONG_GPU[:40]) == 1  # once per panel
+    assert _texts_inside(drawn.fig) == []
+
+
+def test_reasons_text_groups_metrics_that_share_a_reason():
+    text = F.reasons_text({"a": "why one", "b": "why one", "c": "why two " * 20}, 40)
+    assert text.splitlines()[0] == "a, b: not measured (why one)"
+    assert max(len(line) for line in text.splitlines()) <= 40 and text.count("why two") == 20
+
+
+def test_operations_use_one_colour_per_operation_in_every_panel(store):
+    drawn = F.operations(_sweep(store))
+    seen = {}
+    for ax in drawn.fig.axes:
+        for patch in ax.patches:
+            op = (patch.get_gid() or "").rsplit("/", 1)[-1]
+            seen.setdefault(op, set()).add(patch.get_facecolor()[:3])
+    assert {"env_step", "forward", "wait", "other"} <= set(seen)
+    from matplotlib.colors import to_rgb
+
+    assert all(colours == {to_rgb(op_colour(op))} for op, colours in seen.items()), seen
