@@ -20,6 +20,7 @@ from rlbench.config.validate import validate
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
+from rlbench.telemetry.op_chart import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
@@ -38,6 +39,21 @@ def _log_telemetry_artifacts(record: JobRecord, telemetry: JobTelemetry, output_
             record.log_artifacts(telemetry.artifacts(folder, plot), "telemetry")
     except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
         log.warning("could not log telemetry artifacts: %s", e)
+
+
+def _log_operations(record: JobRecord, final: dict, walls: dict, output_dir: Path | None) -> None:
+    """The op_frac metrics as a table (operations.json) and a bar chart (operations.png)."""
+    rows = op_breakdown_rows(final, walls)
+    if not rows:
+        return
+    try:
+        record.log_table(as_columns(rows), "operations.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = plot_op_breakdown(rows, (output_dir or Path(tmp)) / "operations.png",
+                                     f"time per operation, {record.run.info.run_name}")
+            record.log_artifacts([path])
+    except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
+        log.warning("could not log the operations table and chart: %s", e)
 
 
 def _with_tick(log_metrics, on_tick):
@@ -65,6 +81,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
             "sm_backend_used": compute.grant.backend,  # the param sm_backend is what was asked for
             "config_hash": config_hash(conf)}
     returns: list[tuple[float, int]] = []
+    walls: dict[str, float] = {}
     eval_returns: list[tuple[float, int]] = []
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
@@ -82,7 +99,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         try:
             final = train(conf, _with_tick(record.log_metrics, on_tick), on_episode=lambda r, f: returns.append((r, f)),
                           telemetry=telemetry, set_tags=record.set_tags, compute=compute,
-                          on_eval_episode=lambda r, f: eval_returns.append((r, f)))
+                          on_eval_episode=lambda r, f: eval_returns.append((r, f)), on_walls=walls.update)
         finally:
             record.log_series("episode_return", returns)
             record.log_series("eval_return", eval_returns)
@@ -101,6 +118,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
                         {k: final.get(k) for k in ratio})
         record.log_metrics({k: v for k, v in final.items() if k not in ratio}, step=int(final["frames"]))
         record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured)})
+        _log_operations(record, final, walls, output_dir)
         final["run_id"] = record.run_id
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final

@@ -145,8 +145,9 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
 
 def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
           telemetry: JobTelemetry | None = None, set_tags=lambda tags: None,
-          compute: ComputeLimit | None = None, on_eval_episode=None) -> dict:
-    """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
+          compute: ComputeLimit | None = None, on_eval_episode=None, on_walls=lambda walls: None) -> dict:
+    """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...).
+    on_walls(role -> wall seconds of its timer): called once the roles have ended."""
     trainer = build_trainer(conf, gpu_busy=telemetry.gpu_busy if telemetry else None)
     updates = conf.workload.learner_updates if trainer.learner is not None else 0
     progress = Progress(conf.workload.frames, updates, conf.progress)
@@ -168,6 +169,7 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
             if telemetry is not None:
                 telemetry.stop()
         _drain_episodes(trainer.actors, on_episode, on_eval_episode)
+        on_walls(trainer.op_walls())
         if telemetry is not None:
             metrics, tags = telemetry.final(final, trainer.timers(), trainer.op_walls())
             final |= metrics

@@ -140,6 +140,10 @@ class JobRecord:
         self.unmeasured |= reasons
         mlflow.set_tag(UNMEASURED, format_unmeasured(self.unmeasured)[:_TAG_LIMIT])
 
+    def log_table(self, columns: dict[str, list], name: str) -> None:
+        """A table artifact the UI shows as one (MLflow's log_table)."""
+        mlflow.log_table(columns, name)
+
     def log_artifacts(self, paths: list[Path], folder: str | None = None) -> None:
         for path in paths:
             mlflow.log_artifact(str(path), folder)
