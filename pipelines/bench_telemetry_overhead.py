@@ -1,7 +1,9 @@
 """Telemetry overhead: the same job with telemetry on and off, alternately, in one command.
 
 Each repeat runs the job twice (on, then off; the order flips every repeat) through
-rlbench.job.run_job into a throw-away MLflow store, and compares the jobs' `fps`. The
+rlbench.job.run_job into a throw-away MLflow store, and compares the jobs' `fps`. "On" is
+everything telemetry does: the sampler thread, the op metrics and the timeline's span
+recording (trace.json, docs/timeline.md) and writing. The
 ratio of the medians is printed last as `telemetry_overhead_ratio=<fps on / fps off>`
 (target >= 0.98). The default job is actors + inference without the learner: a learner
 update (~10 s of both cores on a CPU host) lands at random times and swamps a 2% effect.

@@ -160,6 +160,7 @@ def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
 
     try:
         if telemetry is not None:
+            telemetry.attach(trainer.timers())
             telemetry.start()
         try:
             scope = compute.thread_scope if compute is not None else contextlib.nullcontext

@@ -52,6 +52,7 @@ DOCUMENTED: dict[tuple[str, object], str] = {
     ("seed", 0): "any integer >= 0: numpy's default_rng refuses negative seeds",
     ("eval_envs", 0): "0 = no evaluation envs (schema.py, docs/r2d2.md)",
     ("eval_epsilon", 0): "a probability: greedy evaluation",
+    ("telemetry.trace_window_s", 0): "0 = no trace.json (schema.py, docs/timeline.md)",
     ("env.noop_max", 0): "no random no-ops at reset",
     ("env.sticky_actions", 0): "repeat_action_probability 0: no sticky actions (README: env.sticky_actions=0)",
     ("workload.learner_updates", 0): "no learner updates: actors and inference only (learner_updates != 0 trains)",

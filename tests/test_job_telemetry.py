@@ -5,9 +5,11 @@ one per branch of what this host can measure, each skipped, with its reason, whe
 cannot exercise it (a GPU present or not, RAPL readable or not).
 """
 
+import json
 import shutil
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -129,9 +131,30 @@ def test_real_job_records_telemetry(host_job):
         assert 0 <= m[f"op_frac/actors/{op}"] <= 1
     assert "op_frac/learner/forward_backward" in m and "op_frac/inference/unroll_assembly" in m
     assert m["annotation_cost_us"] > 0 and m["telemetry_samples"] >= 2
-    assert host_job.telemetry_artifacts == ["telemetry/telemetry.csv", "telemetry/telemetry.png"]
+    assert host_job.telemetry_artifacts == ["telemetry/telemetry.csv", "telemetry/telemetry.png",
+                                            "telemetry/trace.json"]
     final = host_job.final
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
+
+
+def test_real_job_writes_a_timeline_with_a_track_per_role_thread(host_job):
+    """trace.json (Perfetto / chrome://tracing): the actors' thread with central inference's
+    operations nested in its `inference` spans, the learner, the sampler; no GPU track on CPU."""
+    path = mlflow.MlflowClient().download_artifacts(host_job.run.info.run_id, "telemetry/trace.json")
+    doc = json.loads(Path(path).read_text())
+    threads = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "thread_name"}
+    assert sorted(threads.values()) == ["actors (with central inference)", "learner", "telemetry sampler"]
+    tid = {name: t for t, name in threads.items()}
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    names = {(threads[e["tid"]], e["cat"], e["name"]) for e in spans}
+    assert {("actors (with central inference)", "actors", "env_step"),
+            ("actors (with central inference)", "inference", "forward"), ("learner", "learner", "forward_backward"),
+            ("telemetry sampler", "telemetry", "sample")} <= names
+    calls = [e for e in spans if e["cat"] == "actors" and e["name"] == "inference"]
+    forward = next(e for e in spans if e["cat"] == "inference" and e["name"] == "forward")
+    assert any(c["ts"] <= forward["ts"] and forward["ts"] + forward["dur"] <= c["ts"] + c["dur"] + 0.2 for c in calls)
+    assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in spans) and tid["learner"] != tid["telemetry sampler"]
+    assert doc["rlbench"]["window_s"] == 10.0 and doc["rlbench"]["tracks"]["actors"]["dropped"] == 0
 
 
 @without_gpu

@@ -60,6 +60,9 @@ class TelemetryConfig:
     rate_hz: float = 10.0  # full-rate sampling of NVML, RAPL and psutil
     cpu_tdp_w: Optional[float] = None  # enables a labelled CPU energy estimate where RAPL is unreadable
     plot: bool = True  # telemetry.png artifact
+    # trace.json (Perfetto timeline) keeps each role's spans of the first and of the last
+    # trace_window_s seconds of the job; 0 = no trace (docs/timeline.md)
+    trace_window_s: float = 10.0
 
 
 @dataclass

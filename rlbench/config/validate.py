@@ -56,6 +56,7 @@ def _rules(c: Config) -> Rules:
                           "http(s)://host:port, postgresql://...")),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
+        "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
         "seed": ((lambda v: 0 <= v <= 2**31 - envs),
                  f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)"),
         "tracking.log_every_s": ((lambda v: v > 0), "seconds > 0"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,6 +75,8 @@ class CudaBusyTimer:
         self._pending: list[_Span] = []  # started and not counted yet
         self._union = IntervalUnion()
         self._lock = threading.Lock()
+        self.spans = None  # a SpanRecorder for the job's timeline (rlbench.telemetry.trace), or None
+        self._ref_host = None  # perf_counter when the first span's start was recorded
 
     @contextmanager
     def span(self) -> Iterator[None]:
@@ -82,7 +85,7 @@ class CudaBusyTimer:
         with self._lock:  # recorded and registered at once: busy_s sees every started span
             span.start.record()
             if self._ref is None:
-                self._ref = span.start
+                self._ref, self._ref_host = span.start, time.perf_counter()
             self._pending.append(span)
         try:
             yield
@@ -109,7 +112,11 @@ class CudaBusyTimer:
         # an unfinished span whose start is not complete starts after every complete event
         bound = min((self._ms(s.start) for s in unfinished if s.start.query()), default=math.inf)
         timed = [(self._ms(s.start), self._ms(s.end), s) for s in finished]
-        self._union.extend((start, end) for start, end, _ in timed if start < bound)
+        counted = sorted((start, end) for start, end, _ in timed if start < bound)
+        self._union.extend(counted)
+        if self.spans is not None:  # on the host's clock, aligned at the first span's start (an estimate:
+            for start, end in counted:  # the device runs behind the host by its launch queue)
+                self.spans.add("gpu busy", self._ref_host + start / 1e3, self._ref_host + end / 1e3)
         self._pending = unfinished + [s for start, _, s in timed if start >= bound]
 
     def _ms(self, event) -> float:

@@ -17,8 +17,11 @@ from rlbench.telemetry.ops import calibrate_annotation, op_metrics
 from rlbench.telemetry.sampler import TelemetrySampler
 from rlbench.telemetry.summary import SUMMARY_KEYS
 from rlbench.telemetry.timing import OpTimer
+from rlbench.telemetry.trace import SpanRecorder, write_trace
 
 _TAGS = ("energy_source_gpu", "energy_source_cpu")
+_THREAD_OF = {"actors": "actors (with central inference)", "inference": "actors (with central inference)",
+              "learner": "learner"}  # timer role -> the thread it runs on
 _REASONS = ("telemetry_gpu_reason", "telemetry_cpu_reason")
 
 
@@ -40,8 +43,28 @@ class JobTelemetry:
         self.sampler = TelemetrySampler(rate_hz=cfg.rate_hz, cpu_tdp_w=cfg.cpu_tdp_w)
         self.inner_s, self.full_s = calibrate_annotation()
         self.op_ticks: list[tuple[float, dict[str, dict[str, float]]]] = []  # (t, role -> op totals)
+        self._trace: tuple[float, list] | None = None  # (t0, [(thread, recorders)]) once attached
+        self._trace_end: float | None = None
         self._prev: dict | None = None
         self.started: float | None = None  # set by start(); the job logs artifacts only after it
+
+    def attach(self, timers: list[OpTimer]) -> None:
+        """Record the roles' operations (and the sampler's and the GPU's spans) for the job's
+        timeline, trace.json; nothing when telemetry.trace_window_s is 0."""
+        if not self.cfg.trace_window_s:
+            return
+        t0 = time.perf_counter()
+        record = lambda track: SpanRecorder(track, t0, self.cfg.trace_window_s)
+        threads: dict[str, list[SpanRecorder]] = {}
+        for timer in timers:  # central inference runs on the actors' thread: its spans nest in theirs
+            timer.spans = record(timer.role)
+            threads.setdefault(_THREAD_OF.get(timer.role, timer.role), []).append(timer.spans)
+        self.sampler.spans = record("telemetry")
+        threads["telemetry sampler"] = [self.sampler.spans]
+        if self.gpu_busy is not None:
+            self.gpu_busy.spans = record("gpu busy")
+            threads["GPU busy (CUDA events)"] = [self.gpu_busy.spans]
+        self._trace = (t0, list(threads.items()))
 
     def start(self) -> None:
         self.sampler.start()
@@ -49,10 +72,12 @@ class JobTelemetry:
 
     def stop(self) -> None:
         self.sampler.stop()
+        self._trace_end = time.perf_counter()
 
     def tick(self, timers: list[OpTimer]) -> dict:
         """1 Hz step metrics from the newest sample; remembers op totals for the plot."""
-        self.op_ticks.append((time.monotonic(), {t.role: dict(t.totals) for t in timers}))
+        now = time.perf_counter()  # the timers' clock; an open operation counts up to now
+        self.op_ticks.append((time.monotonic(), {t.role: t.snapshot(now) for t in timers}))
         row = self.sampler.latest()
         if row is None:
             return {}
@@ -70,7 +95,10 @@ class JobTelemetry:
         summary = self.sampler.summary()
         values = {k: summary[k] for k in SUMMARY_KEYS if k not in _TAGS + _REASONS}
         tags = {k: str(summary[k]) for k in _TAGS}
-        tags |= {k: str(summary[k]) for k in _REASONS if summary[k]}  # e.g. a GPU lost mid-run
+        # a measured side's degradation note (a GPU lost mid-run, an estimate); an unmeasured
+        # side's reason goes into the `unmeasured` tag instead, once
+        tags |= {k: str(summary[k]) for k, e in zip(_REASONS, ("energy_gpu_j", "energy_cpu_j"))
+                 if summary[k] and summary[e] is not None}
         reasons = {"gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
                    "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured"}
         values["perf_per_watt"] = self._perf_per_watt(result.get("fps"), summary)
@@ -105,7 +133,7 @@ class JobTelemetry:
         if "gpu" in key:
             return reasons["gpu"]
         if key in ("perf_per_watt", "joules_per_mframe", "energy_per_task_j"):
-            return f"no measured power: GPU: {reasons['gpu']}; CPU: {reasons['cpu']}"
+            return "no measured power (see the GPU and CPU reasons)"
         return reasons["cpu"]
 
     def artifacts(self, out_dir: Path, plot: bool = True) -> list[Path]:
@@ -116,4 +144,8 @@ class JobTelemetry:
         paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]
         if plot:
             paths.append(plot_timeline(self.sampler.rows(), self.op_ticks, out_dir / "telemetry.png"))
+        if self._trace is not None:
+            t0, threads = self._trace
+            end = self._trace_end or time.perf_counter()
+            paths.append(write_trace(out_dir / "trace.json", threads, t0, end, "rlbench job", self.cfg.trace_window_s))
         return paths

@@ -3,7 +3,9 @@
 Top: GPU power (NVML) and CPU package power (RAPL) in W, where measured.
 Middle: GPU utilisation (NVML), system and process CPU utilisation, as fractions.
 Bottom: for the actors and the learner, the share of each tick spent in each operation
-(stacked, shaded), from the roles' op timers.
+(stacked, shaded; one colour per operation, as in every rlbench figure), from the roles' op
+timers: an operation still open at a tick counts up to it, so a long one spreads over the
+windows it spans instead of landing in the window where it ends.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+
+from rlbench.telemetry.colours import op_colour
 
 
 def _series(rows: list[dict], key: str, t0: float):
@@ -57,7 +61,7 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     if cpu_t:
         ax_p.plot(cpu_t, cpu_w, label="CPU package power (RAPL)")
     if not gpu_keys and not cpu_t:
-        ax_p.text(0.5, 0.5, "no power measured on this host (see the run's null/* tags)",
+        ax_p.text(0.5, 0.5, "no power measured on this host (see the run's `unmeasured` tag)",
                   ha="center", va="center", transform=ax_p.transAxes)
     ax_p.set_ylabel("W")
     ax_p.set_title("power")
@@ -70,7 +74,9 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     for ax, role in zip(ax_ops, ("actors", "learner")):
         times, shares = op_shares(op_ticks, role)
         if times and shares:
-            ax.stackplot([t - t0 for t in times], *shares.values(), labels=list(shares), alpha=0.6, step="pre")
+            ops = list(shares)
+            ax.stackplot([t - t0 for t in times], *shares.values(), labels=ops, colors=[op_colour(op) for op in ops],
+                         alpha=0.8, step="pre")
         ax.set_ylabel(f"{role}\nshare of time")
         ax.set_ylim(0, 1.05)
     ax_ops[-1].set_xlabel("seconds since the task started")

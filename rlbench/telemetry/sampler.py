@@ -113,6 +113,7 @@ class TelemetrySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = False
+        self.spans = None  # SpanRecorder of the timeline, set by the job's telemetry
 
     def _own(self, given: Any, make: Callable[[], Any]) -> Any:
         if not (isinstance(given, str) and given == "auto"):
@@ -155,13 +156,17 @@ class TelemetrySampler:
 
     # ---- sampling -------------------------------------------------------------------
     def sample_now(self) -> None:
-        """Take one row now (thread-safe); never raises."""
+        """Take one row now (thread-safe); never raises. With `spans` set (a SpanRecorder of
+        the job's timeline), the pass is recorded as a span."""
+        t0 = time.perf_counter()
         with self._sample_lock:
             try:
                 row = self._take_row()
             except Exception as e:  # noqa: BLE001 - formatting bugs must not kill sampling
                 self._record_error("sampler", e)
                 return
+            if self.spans is not None:
+                self.spans.add("sample", t0, time.perf_counter())
         with self._lock:
             self._rows.append(row)
 

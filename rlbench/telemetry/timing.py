@@ -5,6 +5,12 @@ thread (float reads under the GIL are atomic). `with timer.op("env_step"): ...` 
 elapsed perf_counter time to that operation; `fractions(wall)` gives time shares.
 `with timer.op("forward", device=True)` also brackets the block with CUDA events when the
 role was given a CudaBusyTimer (rlbench.telemetry.gpu_busy).
+
+`snapshot(now)` is the totals as of `now` with the operation still open counted up to `now`,
+so a plot over time spreads a 10 s wait over the ten windows it spans (the totals count an
+operation only when it ends). With a span recorder attached (`timer.spans`, set by the
+job's telemetry for its timeline, rlbench.telemetry.trace), each finished operation is also
+kept as a span.
 """
 
 from __future__ import annotations
@@ -18,13 +24,18 @@ class OpTimer:
     def __init__(self, role: str, gpu=None):
         self.role = role
         self.gpu = gpu  # CudaBusyTimer or None
+        self.spans = None  # a SpanRecorder while the job records its timeline
         self.totals: dict[str, float] = {}
         self.counts: dict[str, int] = {}
+        self.open: tuple[str, float] | None = None  # (op, start) of the outermost op in progress
         self.started = time.perf_counter()
 
     @contextmanager
     def op(self, name: str, device: bool = False) -> Iterator[None]:
         t0 = time.perf_counter()
+        outer = self.open is None
+        if outer:
+            self.open = (name, t0)
         try:
             if device and self.gpu is not None:
                 with self.gpu.span():
@@ -32,11 +43,23 @@ class OpTimer:
             else:
                 yield
         finally:
-            self.add(name, time.perf_counter() - t0)
+            t1 = time.perf_counter()
+            if outer:
+                self.open = None
+            self.add(name, t1 - t0)
+            if self.spans is not None:
+                self.spans.add(name, t0, t1)
 
     def add(self, name: str, seconds: float) -> None:
         self.totals[name] = self.totals.get(name, 0.0) + seconds
         self.counts[name] = self.counts.get(name, 0) + 1
+
+    def snapshot(self, now: float) -> dict[str, float]:
+        """Totals as of `now` (perf_counter), the open operation counted up to `now`."""
+        totals, current = dict(self.totals), self.open
+        if current is not None and now > current[1]:
+            totals[current[0]] = totals.get(current[0], 0.0) + now - current[1]
+        return totals
 
     def fractions(self, wall_s: float | None = None) -> dict[str, float]:
         """Share of the role's wall time spent in each operation."""

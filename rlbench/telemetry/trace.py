@@ -1,0 +1,77 @@
+"""Each job's timeline as a Chrome trace / Perfetto JSON file (`telemetry/trace.json`).
+
+Open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing: one track per role
+thread (the actors, with central inference's operations nested inside their `inference`
+operation on the same thread; the learner; the telemetry sampler), and on CUDA one track of
+GPU-busy spans (CUDA events). A reader sees where the actors wait (`rate_limited`,
+`inference`) and when the learner computes.
+
+Size is bounded: each track keeps every span that starts in the first `window_s` seconds of
+the job and those that end in its last `window_s` seconds, at most MAX_EVENTS of each; what
+lies between is dropped and marked by an instant event "... N spans dropped ..." at the cut.
+Recording costs one tuple append per operation (in the role's own thread, no lock); the
+telemetry overhead benchmark (pipelines/bench_telemetry_overhead.py) runs with it on.
+
+Format: the Trace Event Format's complete events ("ph": "X", ts and dur in microseconds since
+the job's start), thread_name / process_name metadata, and a top-level "rlbench" object with
+the window, the kept and dropped counts per track.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from pathlib import Path
+
+MAX_EVENTS = 20_000  # per track and per end (first / last window)
+
+
+class SpanRecorder:
+    """The spans of one track, bounded (see module doc). Single writer: the track's thread."""
+
+    def __init__(self, track: str, t0: float, window_s: float, max_events: int = MAX_EVENTS):
+        self.track, self.t0, self.window_s, self.max_events = track, t0, window_s, max_events
+        self.head: list[tuple[str, float, float]] = []
+        self.tail: deque[tuple[str, float, float]] = deque(maxlen=max_events)
+        self.total = 0
+
+    def add(self, name: str, start: float, end: float) -> None:
+        self.total += 1
+        if start - self.t0 < self.window_s and len(self.head) < self.max_events:
+            self.head.append((name, start, end))
+        else:
+            self.tail.append((name, start, end))
+
+    def kept(self, t_end: float) -> tuple[list[tuple[str, float, float]], int]:
+        """(spans to write, spans dropped between the two windows) for a job that ended at t_end."""
+        tail = [s for s in list(self.tail) if s[2] >= t_end - self.window_s]
+        spans = self.head + tail
+        return spans, self.total - len(spans)
+
+
+def trace_events(tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str,
+                 window_s: float) -> dict:
+    """The trace document: tracks are (thread name, recorders drawn on that thread)."""
+    us = lambda t: round((t - t0) * 1e6, 1)
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": process}}]
+    summary = {}
+    for tid, (thread, recorders) in enumerate(tracks, start=1):
+        events.append({"ph": "M", "name": "thread_name", "pid": 1, "tid": tid, "args": {"name": thread}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid, "args": {"sort_index": tid}})
+        for rec in recorders:
+            spans, dropped = rec.kept(t_end)
+            summary[rec.track] = {"thread": thread, "spans": len(spans), "dropped": dropped}
+            events += [{"ph": "X", "name": name, "cat": rec.track, "pid": 1, "tid": tid, "ts": us(a),
+                        "dur": round((b - a) * 1e6, 1)} for name, a, b in spans]
+            if dropped:
+                cut = rec.head[-1][2] if rec.head else t0 + rec.window_s
+                events.append({"ph": "i", "s": "t", "name": f"... {rec.track}: {dropped} spans dropped ...",
+                               "pid": 1, "tid": tid, "ts": us(cut)})
+    return {"traceEvents": events, "displayTimeUnit": "ms",
+            "rlbench": {"window_s": window_s, "max_events_per_end": MAX_EVENTS, "duration_s": round(t_end - t0, 3), "tracks": summary}}
+
+
+def write_trace(path: Path, tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str,
+                window_s: float) -> Path:
+    path.write_text(json.dumps(trace_events(tracks, t0, t_end, process, window_s), separators=(",", ":")))
+    return path
