@@ -110,8 +110,7 @@ def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
     now = int(time.time() * 1000)
     client.log_batch(parent_id, metrics=[Metric(k, v, now, step) for k, v, step in summary_metrics(rows)])
     run = client.get_run(parent_id)
-    note = sweep_note(run.info.run_name, run.data.params.get("grid", ""), rows, status, run.info.experiment_id,
-                      parent_id)
+    note = sweep_note(run.info.run_name, rows, status, run.info.experiment_id, parent_id)
     client.set_tag(parent_id, NOTE_TAG, note)
     client.set_terminated(parent_id, status)
 

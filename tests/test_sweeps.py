@@ -57,7 +57,8 @@ def _assert_parent_is_a_starting_point(parent, kids):
     assert note.startswith("**rlbench sweep** sweep seed=1,2,3") and f"`{best.info.run_name}`" in note
     assert "[Compare the jobs](#/compare-runs?runs=" in note and all(k.info.run_id in note for k in kids)
     assert f"python -m rlbench.report --sweep {parent.info.run_id}" in note  # the report's section, until it runs
-    assert tags["mlflow.user"] and tags["mlflow.source.name"].startswith("rlbench sweep: -m seed=1,2,3")
+    assert tags["mlflow.user"] and tags["mlflow.source.name"] == "rlbench sweep"
+    assert tags["rlbench.command"].startswith("python -m rlbench -m seed=1,2,3")
 
 
 def test_one_failing_job_does_not_stop_the_others(store):

@@ -59,12 +59,12 @@ def test_parent_summary_metrics_per_job_and_of_the_shortest_task():
 
 
 def test_the_report_replaces_the_note_s_report_section_only():
-    note = sweep_note("sweep actors=2,4,8", "actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
+    note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
     assert "2 finished, 1 failed" in note and "job 1 `actors=4`" in note
     assert "#/compare-runs?runs=" in note and all(ch * 32 in note for ch in "abc")
     updated = with_report(note, ["knee: none", "bound: learner"], "7", "p" * 32)
     assert updated.split(REPORT_MARK)[0] == note.split(REPORT_MARK)[0]
-    assert "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html)" in updated
+    assert "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html?workflowType=machine_learning)" in updated
     assert "- knee: none\n- bound: learner" in updated and "Not made yet" not in updated
     assert with_report(updated, ["again"], "7", "p" * 32).count(REPORT_MARK) == 1
     assert with_report(None, [], "7", "p").startswith(REPORT_MARK)  # a parent without a sweep note (a study)

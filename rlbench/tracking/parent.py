@@ -46,14 +46,17 @@ def summary_metrics(rows: list[dict]) -> list[tuple[str, float, int]]:
     return [(k, float(v), s) for k, v, s in out if v is not None]
 
 
+_VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
+
+
 def compare_link(experiment_id: str, run_ids: list[str]) -> str:
     """The UI's compare view of these runs."""
     runs = urllib.parse.quote(json.dumps(sorted(run_ids)))
-    return f"#/compare-runs?runs={runs}&experiments={urllib.parse.quote(json.dumps([experiment_id]))}"
+    return f"#/compare-runs?runs={runs}&experiments={urllib.parse.quote(json.dumps([experiment_id]))}&{_VIEW}"
 
 
 def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
-    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}"
+    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}?{_VIEW}"
 
 
 def _fmt(v) -> str:
@@ -61,9 +64,10 @@ def _fmt(v) -> str:
     return "-" if n is None else f"{n:.4g}"
 
 
-def sweep_note(name: str, grid: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
+def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
+    """The sweep's description; its grid is the param `grid`."""
     counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in ("FINISHED", "FAILED", "SKIPPED")}
-    lines = [f"**rlbench sweep** {name} · `{grid or '(no grid)'}` · {status}",
+    lines = [f"**rlbench sweep** {name} · {status}",
              "",
              f"{len(rows)} jobs: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)]
     best = best_row(rows)
@@ -90,4 +94,5 @@ def with_report(note: str | None, verdict: list[str], experiment_id: str, parent
 def source_tags(kind: str) -> dict[str, str]:
     """MLflow's user and source tags (a run made with MlflowClient.create_run gets none)."""
     return {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL",
-            "mlflow.source.name": f"rlbench {kind}: {' '.join(sys.argv[1:])}"[:500]}
+            "mlflow.source.name": f"rlbench {kind}",  # the UI shows a source's last path part: no paths here
+            "rlbench.command": " ".join(["python -m rlbench", *sys.argv[1:]])[:5000]}

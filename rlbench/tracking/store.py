@@ -133,11 +133,14 @@ def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
 def ui_runs_url(uri: str, experiment_id: str, parent_id: str) -> str:
     """Where the MLflow UI shows a sweep's or search's runs: the experiment's runs table in
     its "Model training" view (MLflow 3 opens experiments on its GenAI view otherwise),
-    filtered to the parent's children. A local store's UI is what `mlflow ui` serves on its
-    default address; a tracking server is its own UI."""
+    filtered to the parent's children and sorted by runtime_s, the shortest task first (sorted
+    by a metric, the UI lists the children themselves; sorted by date it folds them under
+    their parent). A local store's UI is what `mlflow ui` serves on its default address; a
+    tracking server is its own UI."""
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     query = urllib.parse.quote(f"tags.mlflow.parentRunId = '{parent_id}'")
-    return f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&searchFilter={query}"
+    return (f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&searchFilter={query}"
+            f"&orderByKey={urllib.parse.quote('metrics.`runtime_s`')}&orderByAsc=true")
 
 
 def ui_hint(uri: str, experiment_id: str, parent_id: str) -> str:
