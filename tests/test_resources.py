@@ -121,5 +121,6 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
         assert final["learner_intra_op_threads"] == n
         assert final["sm_granted"] == n and final["cpu_gpu_ratio"] == pytest.approx(1 / n)
     by_name = {r.info.run_name: r for r in runs(store["uri"])}
-    assert by_name["sm_limit=2"].data.params["cpu_gpu_ratio"] == "0.5"
+    assert by_name["sm_limit=2"].data.metrics["cpu_gpu_ratio"] == 0.5 and "cpu_gpu_ratio" not in by_name[
+        "sm_limit=2"].data.params  # a metric, not also a param
     assert by_name["sm_limit=2"].data.tags["compute_unit"] == "cpu_thread"

@@ -169,7 +169,8 @@ def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
 
     url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "ab12")
     assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
-                   "&searchFilter=tags.mlflow.parentRunId%20%3D%20%27ab12%27")
+                   "&searchFilter=tags.mlflow.parentRunId%20%3D%20%27ab12%27"
+                   "&orderByKey=metrics.%60runtime_s%60&orderByAsc=true")  # sorted by a metric: children listed
     assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
     assert ui_hint("sqlite:///x.db", "7", "ab12").endswith("(start it: mlflow ui --backend-store-uri sqlite:///x.db)")
     assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")
