@@ -20,12 +20,16 @@ import argparse
 import logging
 import statistics
 import tempfile
+import time
+from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
 from rlbench.__main__ import CONF_DIR
 from rlbench.config.schema import register_configs
 from rlbench.job import run_job
+from rlbench.telemetry.timing import OpTimer
+from rlbench.telemetry.trace import SpanRecorder
 
 DEFAULT_JOB = ["workload=smoke", "workload.frames=200000", "actors=40", "learner=false"]
 
@@ -38,6 +42,38 @@ def run_once(overrides: list[str], telemetry: bool, store: str) -> dict:
     return run_job(cfg, overrides)
 
 
+def span_cost_s(n: int = 200_000) -> float:
+    """Seconds one recorded span adds to an annotated operation (the timeline's cost per op):
+    n empty annotations with a SpanRecorder attached, less n without, medians of 5."""
+    def per_op(recording: bool) -> float:
+        timer = OpTimer("bench")
+        timer.spans = SpanRecorder("bench", time.perf_counter(), 1e9, max_events=n) if recording else None
+        t0 = time.perf_counter()
+        for _ in range(n):
+            with timer.op("x"):
+                pass
+        return (time.perf_counter() - t0) / n
+
+    return statistics.median(per_op(True) - per_op(False) for _ in range(5))
+
+
+def trace_share(result: dict, store: str, cost_s: float) -> float | None:
+    """The spans a job recorded (its trace.json, kept and dropped) x cost_s, over the actors'
+    stepping time (frames / fps): the trace's share of the time fps is measured over."""
+    import json
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{store}/mlflow.db")
+    try:
+        path = mlflow.MlflowClient().download_artifacts(result["run_id"], "telemetry/trace.json")
+    except Exception:  # noqa: BLE001 - no trace (telemetry.trace_window_s=0)
+        return None
+    tracks = json.loads(Path(path).read_text())["rlbench"]["tracks"]
+    spans = sum(t["spans"] + t["dropped"] for t in tracks.values())
+    return spans * cost_s / (result["frames"] / result["fps"])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=11)
@@ -46,7 +82,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     register_configs()
     overrides = args.overrides or DEFAULT_JOB
-    on, off, sampler_share = [], [], []
+    on, off, sampler_share, last_on = [], [], [], None
     with tempfile.TemporaryDirectory() as store:
         for i in range(args.repeats):
             order = (True, False) if i % 2 == 0 else (False, True)
@@ -55,12 +91,19 @@ def main() -> None:
                 (on if telemetry else off).append(result["fps"])
                 if telemetry and "telemetry_cpu_s" in result:
                     sampler_share.append(result["telemetry_cpu_s"] / result["runtime_s"])
+                if telemetry:
+                    last_on = result
             print(f"repeat {i + 1}: fps on {on[-1]:.0f}, off {off[-1]:.0f}", flush=True)
+        cost = span_cost_s()
+        share = trace_share(last_on, store, cost)
     pairs = [a / b for a, b in zip(on, off)]
     print(f"median fps with telemetry {statistics.median(on):.0f}, without {statistics.median(off):.0f} "
           f"(job: {' '.join(overrides)}); per-repeat ratios {min(pairs):.3f}..{max(pairs):.3f}")
     if sampler_share:
         print(f"sampler thread CPU: median {100 * statistics.median(sampler_share):.2f}% of one core over the task")
+    if share is not None:
+        print(f"timeline (trace.json) recording: {1e9 * cost:.0f} ns per operation, "
+              f"{100 * share:.3f}% of the actors' stepping time in the last job with telemetry")
     print(f"telemetry_overhead_ratio={statistics.median(on) / statistics.median(off):.3f}")
 
 
