@@ -1,0 +1,89 @@
+"""The pipeline model: throughput and task time from measured per-component costs (pure math).
+
+Costs at one configuration (what a profile measures, evaluated at the granted units):
+  env_step_s      CPU seconds one env takes for one agent step (emulation + preprocessing)
+  actor_threads   threads stepping envs (AtariVectorEnv's pool)
+  infer_fixed_s   seconds of one central-inference call independent of its batch
+  infer_per_env_s seconds it adds per env in the batch
+  infer_threads   threads (cores) a call keeps busy (intra-op threads on CPU; 0 on a GPU)
+  update_s        seconds of one learner update alone on its units
+  cores           hardware threads of the host
+
+Actor side, for `actors` envs and `batch` = inference_batch (0 or >= actors: all):
+- synchronous (batch = actors, SEED's default): the env threads step every env, then one
+  forward serves them all; nothing overlaps:
+      iteration = actors * env_step_s / min(actor_threads, actors) + infer(actors)
+      sps = actors / iteration
+- asynchronous (batch < actors): the env threads keep stepping the other envs while a
+  forward serves the first `batch` ready ones, so the slower side bounds:
+      env capacity       = min(actor_threads, actors) / env_step_s
+      inference capacity = batch / infer(batch)
+      core capacity      = cores / (env_step_s + infer_threads * infer(batch) / batch)
+      sps = min(env, inference, core capacity)   (the bound is the one that attains it)
+  where infer(b) = infer_fixed_s + b * infer_per_env_s.
+Task: frames / frameskip agent steps and `updates` learner updates. The learner starts once
+`learner_start_steps` steps exist (R2D2's min_replay) and then updates back to back:
+      actors_s  = steps / sps
+      learner_s = learner_start_steps / sps + updates * update_s
+      runtime_s = max(actors_s, learner_s)      (a learner tail when learner_s > actors_s)
+Assumptions, stated: env steps cost the same in every env; the learner and the actors do not
+slow each other (true on separate devices; on one CPU they share cores, which this first
+model ignores); an asynchronous pipeline reaches its slowest stage's rate (no queueing loss).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ENV, INFERENCE, CORES, SYNC, LEARNER = "env stepping", "inference", "cores", "env stepping + inference", "learner"
+
+
+@dataclass(frozen=True)
+class Costs:
+    env_step_s: float
+    actor_threads: int
+    infer_fixed_s: float
+    infer_per_env_s: float
+    update_s: float
+    infer_threads: int = 0
+    cores: int = 1
+
+    def infer_s(self, batch: int) -> float:
+        return self.infer_fixed_s + batch * self.infer_per_env_s
+
+
+@dataclass(frozen=True)
+class Prediction:
+    sps: float
+    actor_bound: str          # which stage bounds the actors' rate
+    actors_s: float
+    learner_s: float
+    runtime_s: float
+    bound: str                # what bounds the task: the actors' bound, or the learner
+
+    def fps(self, frameskip: int) -> float:
+        return self.sps * frameskip
+
+
+def actor_rate(c: Costs, actors: int, batch: int = 0) -> tuple[float, str]:
+    """(agent steps per second, the stage that bounds it); see the module doc."""
+    if actors < 1 or c.actor_threads < 1:
+        raise ValueError(f"actors={actors} and actor_threads={c.actor_threads} must be >= 1")
+    parallel = min(c.actor_threads, actors)
+    if batch <= 0 or batch >= actors:
+        return actors / (actors * c.env_step_s / parallel + c.infer_s(actors)), SYNC
+    capacities = {ENV: parallel / c.env_step_s, INFERENCE: batch / c.infer_s(batch)}
+    if c.cores:
+        capacities[CORES] = c.cores / (c.env_step_s + c.infer_threads * c.infer_s(batch) / batch)
+    bound = min(capacities, key=capacities.get)
+    return capacities[bound], bound
+
+
+def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
+            learner_start_steps: int = 0) -> Prediction:
+    sps, actor_bound = actor_rate(c, actors, batch)
+    steps = frames / frameskip
+    actors_s = steps / sps
+    learner_s = learner_start_steps / sps + updates * c.update_s if updates else 0.0
+    runtime = max(actors_s, learner_s)
+    return Prediction(sps, actor_bound, actors_s, learner_s, runtime, LEARNER if learner_s > actors_s else actor_bound)

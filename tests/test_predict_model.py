@@ -1,0 +1,54 @@
+"""The pipeline model against hand-computed cases: bound by each stage, and the async overlap."""
+
+import pytest
+
+from rlbench.predict.model import CORES, ENV, INFERENCE, LEARNER, SYNC, Costs, actor_rate, predict
+
+# 1 ms per env step, 2 env threads; a forward of b envs takes 2 ms + 0.1 ms x b; 1 s per update
+C = Costs(env_step_s=1e-3, actor_threads=2, infer_fixed_s=2e-3, infer_per_env_s=1e-4, update_s=1.0,
+          infer_threads=0, cores=0)
+
+
+def test_synchronous_pipeline_adds_stepping_and_inference():
+    # 40 envs on 2 threads: 20 ms of stepping, then a forward of 40: 2 + 4 = 6 ms -> 40 / 26 ms
+    sps, bound = actor_rate(C, actors=40)
+    assert sps == pytest.approx(40 / 0.026) and bound == SYNC
+    assert actor_rate(C, actors=1)[0] == pytest.approx(1 / (1e-3 + 2.1e-3))  # one env: one thread works
+
+
+def test_asynchronous_pipeline_bound_by_env_stepping():
+    # batch 20 of 40: env capacity 2 / 1 ms = 2000/s; inference 20 / 4 ms = 5000/s -> env-bound
+    sps, bound = actor_rate(C, actors=40, batch=20)
+    assert (sps, bound) == (pytest.approx(2000.0), ENV)
+
+
+def test_asynchronous_pipeline_bound_by_inference():
+    slow = Costs(**{**C.__dict__, "infer_fixed_s": 20e-3})  # a forward of 4 envs: 20.4 ms -> 196/s
+    sps, bound = actor_rate(slow, actors=40, batch=4)
+    assert sps == pytest.approx(4 / 20.4e-3) and bound == INFERENCE
+
+
+def test_asynchronous_pipeline_bound_by_shared_cores():
+    # on 2 cores, each step costs 1 ms of env + 2 threads x (2 + 0.1 x 20) ms / 20 = 0.4 ms of inference
+    shared = Costs(**{**C.__dict__, "infer_threads": 2, "cores": 2, "actor_threads": 8})
+    sps, bound = actor_rate(shared, actors=40, batch=20)
+    assert sps == pytest.approx(2 / 1.4e-3) and bound == CORES  # env alone 8000/s, inference 5000/s
+
+
+def test_overlap_beats_the_synchronous_pipeline_when_neither_stage_dominates():
+    assert actor_rate(C, actors=40, batch=20)[0] > actor_rate(C, actors=40)[0]
+
+
+def test_task_with_a_learner_tail_is_bound_by_the_learner():
+    # 200k frames / 4 = 50k steps at 2000/s = 25 s of actors; 15 updates of 1 s after 1000 steps (0.5 s)
+    p = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000)
+    assert p.actors_s == pytest.approx(25.0) and p.learner_s == pytest.approx(15.5)
+    assert p.runtime_s == pytest.approx(25.0) and p.bound == ENV and p.fps(4) == pytest.approx(8000.0)
+    q = predict(C, actors=40, frames=200_000, frameskip=4, updates=40, batch=20, learner_start_steps=1000)
+    assert q.runtime_s == pytest.approx(40.5) and q.bound == LEARNER  # the tail: 15.5 s after the actors
+
+
+def test_no_learner_and_bad_counts():
+    assert predict(C, actors=4, frames=4000, frameskip=4, updates=0).learner_s == 0.0
+    with pytest.raises(ValueError, match="actors=0"):
+        actor_rate(C, actors=0)
