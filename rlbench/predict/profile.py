@@ -1,0 +1,113 @@
+"""Cost curves of this host, measured with rlbench's real components (issue "a measured
+performance model"; a first part: env stepping and central inference).
+
+- `env_curve`: agent steps per second of `envs` environments on `threads` actor threads
+  (AtariVectorEnv, or gymnasium's sync vector env), random actions, all envs per batch; each
+  point also gives `env_step_s` = min(threads, envs) / steps per second, the CPU seconds of
+  one env step that the model (rlbench/predict/model.py) uses.
+- `inference_curve`: seconds of one central-inference call (InferenceServer.step: the
+  algorithm's acting policy, forward, exploration, unroll assembly and the buffer insert, as a
+  job runs it) for each batch size, with the compute units a job would be granted
+  (ComputeLimit: SMs on CUDA, intra-op threads on CPU); `fit_inference` fits
+  fixed + per_env x batch per unit count by least squares.
+Learner update times, power per component, the MLflow run and the CLI are still to come.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+import numpy as np
+
+
+def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, seed: int = 0) -> list[dict]:
+    """[{threads, envs, sps, env_step_s}] for each (threads, envs); the first reset is not timed."""
+    from rlbench.envs.vector import make_actors
+
+    rows = []
+    for threads, envs in points:
+        env = make_actors(env_conf, envs, threads, 0)
+        rng = np.random.default_rng(seed)
+        try:
+            env.reset(seed=seed)
+            steps, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                env.send(rng.integers(0, env.num_actions, envs))
+                steps += len(env.recv().env_ids)
+            sps = steps / (time.perf_counter() - t0)
+        finally:
+            env.close()
+        used = min(env.threads_used, envs)
+        rows.append({"threads": env.threads_used, "envs": envs, "sps": sps, "env_step_s": used / sps})
+    return rows
+
+
+def inference_curve(conf, batches: list[int], units: list[int], repeats: int = 20) -> list[dict]:
+    """[{units, batch, seconds}]: the median of `repeats` calls per point (after 2 untimed ones),
+    timed in a thread under the units' grant, as central inference runs in a job."""
+    rows = []
+    for u in units:
+        for b in batches:
+            rows.append({"units": u, "batch": b, "seconds": _time_calls(conf, b, u, repeats)})
+    return rows
+
+
+def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
+    import torch
+
+    from rlbench.algo import algorithm
+    from rlbench.algo.parts import AlgoContext
+    from rlbench.envs.spec import env_spec
+    from rlbench.envs.vector import StepBatch
+    from rlbench.resources import ComputeLimit
+    from rlbench.roles.inference import InferenceServer
+    from rlbench.trainer import resolve_device
+
+    device, spec = resolve_device(conf.device), env_spec(conf.env)
+    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
+    server = InferenceServer(parts.policy, device, batch, num_train=batch)
+    rng = np.random.default_rng(0)
+    dtype = np.uint8 if conf.env.kind == "atari" else np.float32
+    obs = (rng.integers(0, 255, (batch, *spec.obs_shape)) if dtype == np.uint8
+           else rng.standard_normal((batch, *spec.obs_shape))).astype(dtype)
+    ids = np.arange(batch)
+    times: list[float] = []
+
+    def run() -> None:
+        for k in range(repeats + 2):
+            step = StepBatch(ids, obs, np.zeros(batch, np.float32), np.full(batch, k == 0))
+            t0 = time.perf_counter()
+            server.step(step)
+            if k >= 2:
+                times.append(time.perf_counter() - t0)
+
+    with ComputeLimit(units, device, conf.sm_backend) as compute, torch.inference_mode():
+        thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, run))
+        thread.start()
+        thread.join()
+    if len(times) != repeats:
+        raise RuntimeError(f"inference timing at batch {batch}, {units} units did not complete")
+    return statistics.median(times)
+
+
+def _in_scope(scope, fn) -> None:
+    with scope():
+        fn()
+
+
+def fit_inference(rows: list[dict]) -> dict[int, tuple[float, float]]:
+    """{units: (fixed_s, per_env_s)}: least squares of seconds = fixed + per_env x batch, per
+    unit count (needs two or more batch sizes; a negative fixed part is clipped to 0 and the
+    slope refitted through the origin)."""
+    out = {}
+    for u in sorted({r["units"] for r in rows}):
+        pts = [(r["batch"], r["seconds"]) for r in rows if r["units"] == u]
+        if len({b for b, _ in pts}) < 2:
+            raise ValueError(f"units={u}: fitting needs two or more batch sizes, got {sorted({b for b, _ in pts})}")
+        slope, fixed = np.polyfit([b for b, _ in pts], [s for _, s in pts], 1)
+        if fixed < 0:
+            fixed, slope = 0.0, sum(b * s for b, s in pts) / sum(b * b for b, _ in pts)
+        out[u] = (float(fixed), float(slope))
+    return out

@@ -1,0 +1,27 @@
+"""The profile's measurements on a tiny budget with the real components, and the fit by hand."""
+
+import pytest
+
+from rlbench.predict.profile import env_curve, fit_inference, inference_curve
+
+
+def test_fit_inference_recovers_a_line_and_clips_a_negative_intercept():
+    rows = [{"units": 1, "batch": b, "seconds": 0.002 + 0.0001 * b} for b in (1, 8, 64)]
+    rows += [{"units": 2, "batch": b, "seconds": 0.001 * b} for b in (4, 8)]
+    rows += [{"units": 4, "batch": b, "seconds": s} for b, s in ((10, 0.009), (20, 0.021))]  # line hits -0.003
+    fit = fit_inference(rows)
+    assert fit[1] == pytest.approx((0.002, 0.0001)) and fit[2] == pytest.approx((0.0, 0.001), abs=1e-12)
+    assert fit[4][0] == 0.0 and fit[4][1] == pytest.approx((10 * 0.009 + 20 * 0.021) / (100 + 400))
+    with pytest.raises(ValueError, match="units=3"):
+        fit_inference([{"units": 3, "batch": 4, "seconds": 0.1}])
+
+
+def test_env_and_inference_curves_on_cartpole(compose_cfg):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["env=cartpole", "actors=4"]))
+    rows = env_curve(conf.env, [(1, 2), (1, 8)], seconds=0.2)
+    assert [(r["threads"], r["envs"]) for r in rows] == [(1, 2), (1, 8)]
+    assert all(r["sps"] > 0 and r["env_step_s"] == pytest.approx(1 / r["sps"]) for r in rows)  # one thread
+    inf = inference_curve(conf, batches=[1, 8], units=[1], repeats=3)
+    assert [(r["units"], r["batch"]) for r in inf] == [(1, 1), (1, 8)] and all(r["seconds"] > 0 for r in inf)
