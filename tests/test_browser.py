@@ -1,12 +1,12 @@
-"""The MLflow UI as a new user sees it, in headless Chromium (DevTools protocol, tests/cdp.py):
+"""The MLflow UI as a user sees it, in headless Chromium (DevTools protocol, tests/cdp.py):
 a tiny real sweep and its report, in a store that was moved after it was written, served by
-`mlflow server` on 127.0.0.1. Screenshots go to test-artifacts/browser/ (RLBENCH_TEST_ARTIFACTS).
+`mlflow server` on 127.0.0.1. Screenshots go to test-artifacts/browser/ (the folder
+$RLBENCH_TEST_ARTIFACTS/browser/ when that is set); CI keeps them as test artifacts.
 """
 
+import json
 import os
 import shutil
-import time
-import urllib.parse
 from pathlib import Path
 
 import mlflow
@@ -17,18 +17,30 @@ from rlbench.tracking.store import ui_runs_url
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable, rlbench_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration]
-SHOTS = Path(os.environ.get("RLBENCH_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
+SHOTS = Path(os.environ.get("RLBENCH_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "browser"
+
+# MLflow 3 opens its Assistant panel on a first visit, taking a third of the page; a user who
+# closed it once sees the run page in two columns, description and metrics side by side with
+# the run's details. The UI remembers that in localStorage (the try: a sandboxed iframe has none).
+CLOSE_ASSISTANT = ("try { localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
+                   " localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false') } catch (e) {}")
 
 
 @pytest.fixture
 def browser():
-    from tests.cdp import Browser, chromium_path
-
+    try:
+        from tests.cdp import Browser, chromium_path
+    except ImportError as e:
+        _unavailable(f"{e} (pip install -e '.[test]')")
     if chromium_path() is None:
         _unavailable("no chromium here (Debian: apt-get install chromium; .ci/run installs it)")
-    b = Browser()
-    yield b
-    b.close()
+    shutil.rmtree(SHOTS, ignore_errors=True)  # only this run's screenshots
+    b = Browser(failure_screenshot=SHOTS / "failed.png")
+    try:
+        b.call("Page.addScriptToEvaluateOnNewDocument", source=CLOSE_ASSISTANT)
+        yield b
+    finally:
+        b.close()
 
 
 @pytest.fixture
@@ -38,8 +50,10 @@ def moved_sweep(store, tmp_path):
     first.mkdir(parents=True)
     shutil.copyfile(store["db"], first / "mlflow.db")
     overrides = [o for o in store["overrides"] if not o.startswith(("tracking.uri", "tracking.artifact_location"))]
-    out = rlbench_cli(["-m", "seed=1,2", *CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2",
-                       f"tracking.uri=sqlite:///{first}/mlflow.db", *overrides], timeout=300)
+    # sm_limit=1: one torch thread for learner and inference; on a busy 2-core host the default
+    # (all cores) makes the same 3000 frames take 30 s instead of 2 s
+    out = rlbench_cli(["-m", "seed=1,2", *CARTPOLE_TINY, "actors=2", "sm_limit=1", "progress=log",
+                       "telemetry.rate_hz=2", f"tracking.uri=sqlite:///{first}/mlflow.db", *overrides], timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     uri = f"sqlite:///{first}/mlflow.db"
     mlflow.set_tracking_uri(uri)
@@ -52,9 +66,13 @@ def moved_sweep(store, tmp_path):
 
 
 @pytest.fixture
-def ui(moved_sweep, tmp_path):
+def ui(moved_sweep, tmp_path, monkeypatch):
     from tests.servers import MlflowServer, Unavailable
 
+    # the UI alone: no job runner (MLflow 3 starts a pool of job-worker processes by default,
+    # seconds of CPU on a 2-core host) and no usage telemetry
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         server = MlflowServer(moved_sweep[0], tmp_path / "ui").start(deadline_s=120)
     except (Unavailable, OSError) as e:
@@ -63,49 +81,71 @@ def ui(moved_sweep, tmp_path):
     server.stop()
 
 
-def test_a_sweep_reads_in_the_mlflow_ui(moved_sweep, ui, browser):
+def metric_names_shown() -> str:
+    """JS: the first column of the run page's metrics table."""
+    return ("[...document.querySelectorAll('[role=table]')].filter(t => t.innerText.startsWith('Metric'))"
+            ".flatMap(t => [...t.querySelectorAll('[role=row]')].map(r => r.querySelector('[role=cell]')))"
+            ".filter(c => c).map(c => c.innerText.trim())")
+
+
+def shown_whole(text: str) -> str:
+    """JS: the innermost element reading `text` is on screen down to its bottom edge (not clipped
+    by a tree still unfolding)."""
+    innermost = f"e.textContent === {json.dumps(text)} && ![...e.children].some(c => c.textContent === e.textContent)"
+    return (f"[...document.querySelectorAll('body *')].filter(e => {innermost}).some(e => {{ "
+            "const r = e.getBoundingClientRect(); "
+            "const hit = r.height > 0 && document.elementFromPoint(r.x + r.width / 2, r.bottom - 1); "
+            "return !!hit && e.contains(hit) })")
+
+
+def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser first: no chromium, no sweep
     uri, parent = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
     kids = mlflow.search_runs([exp], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{pid}'")
     assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2"]
+    run_page = f"{ui.url}/#/experiments/{exp}/runs/{{}}?workflowType=machine_learning"
 
     # the runs table the sweep prints: the children, in the "Model training" view
-    url = ui_runs_url(uri, exp, pid).replace("http://127.0.0.1:5000", ui.url)
-    browser.navigate(url)
+    browser.navigate(ui_runs_url(uri, exp, pid).replace("http://127.0.0.1:5000", ui.url))
     for name in ("seed=1", "seed=2"):
         browser.wait_for_text(name)
     browser.screenshot(SHOTS / "1_runs_table.png")
 
-    # the parent's page: its description (the note the sweep and the report wrote) and summary metrics
-    browser.navigate(f"{ui.url}/#/experiments/{exp}/runs/{pid}?workflowType=machine_learning")
-    for text in ("rlbench sweep", "Compare the jobs", "Report", "best/fps", "jobs_finished", "knee"):
+    # the parent's page: its description (the note the sweep and the report wrote) and its metrics
+    browser.navigate(run_page.format(pid))
+    browser.wait_for("document.body && /Description\\s+rlbench sweep/.test(document.body.innerText)",
+                     what="a description starting with 'rlbench sweep'")
+    browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
+    for text in ("Compare the jobs", "Report", "knee"):
         browser.wait_for_text(text)
+    want = ["best/fps", "best/runtime_s", "jobs_finished"]
+    browser.wait_for(f"{json.dumps(want)}.every(m => ({metric_names_shown()}).includes(m))",
+                     what=f"metrics {want} in the metrics table")
     browser.screenshot(SHOTS / "2_parent_run.png")
-    link = browser.evaluate("[...document.querySelectorAll('a')].map(a => a.getAttribute('href'))"
-                            ".find(h => h && h.includes('report/report.html'))")
-    assert link == f"#/experiments/{exp}/runs/{pid}/artifactPath/report/report.html?workflowType=machine_learning"
 
-    # the report artifact renders in the UI's artifact viewer (an iframe of the moved store's file)
-    browser.navigate(f"{ui.url}/{link}")
-    browser.wait_for_text("Path: rlbench-store:/test/")  # the artifact viewer, reading the moved store
-    shown = "document.body.innerText.includes('rlbench report') && document.images.length > 0 && "\
-            "[...document.images].every(i => i.complete && i.naturalWidth > 0)"
-    deadline = time.monotonic() + 30
-    while not any(browser.evaluate_in_frames(shown)):  # the report in the viewer's iframe, its figures loaded
-        assert time.monotonic() < deadline, f"the report never rendered; frames: {browser.evaluate_in_frames('document.body.innerText.slice(0, 300)')}"
-        time.sleep(0.2)
+    # the report: the description's "Report" link (it opens a new tab) shows it in the artifact
+    # viewer, an iframe of the moved store's file, with its heading and its figures drawn
+    link = browser.evaluate("[...document.querySelectorAll('a')].find(a => a.innerText === 'Report')?.href")
+    assert link and "/artifactPath/report/report.html" in link, f"the description's 'Report' link: {link}"
+    browser.navigate(link)
+    browser.wait_for_text("Path: rlbench-store:/test/")  # the viewer, reading the moved store
+    browser.wait_for(shown_whole("report.html"), what="report.html in the artifact tree, unfolded")
+    browser.wait_for("document.body?.innerText.includes('rlbench report: sweep seed=1,2') && document.images.length"
+                     " > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)", frames=True,
+                     what="the report's heading and its figures loaded, in the viewer's iframe")
     browser.screenshot(SHOTS / "3_report_artifact.png")
+    browser.evaluate_in_frames("scrollTo(0, document.images[0].getBoundingClientRect().top + scrollY - 200)")
+    browser.screenshot(SHOTS / "4_report_figure.png")
 
-    # a job's page: its description says what fps and task_fps are; the operations table is an artifact
+    # a job's page: its description says what fps and task_fps are; the operations chart is an artifact
     job = kids[0].info.run_id
-    browser.navigate(f"{ui.url}/#/experiments/{exp}/runs/{job}?workflowType=machine_learning")
+    browser.navigate(run_page.format(job))
     for text in ("rlbench job", "task_fps", "Datasets", "CartPole-v1 (gym, frameskip 1)"):
         browser.wait_for_text(text)
-    browser.screenshot(SHOTS / "4_job_run.png")
-    browser.navigate(f"{ui.url}/#/experiments/{exp}/runs/{job}/artifactPath/operations.png?workflowType=machine_learning")
+    browser.screenshot(SHOTS / "5_job_run.png")
+    browser.navigate(run_page.format(f"{job}/artifactPath/operations.png"))
     browser.wait_for_text("Path: rlbench-store:/test/")
     browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
                      what="operations.png drawn (the viewer shows it from a blob: URL)")
-    browser.screenshot(SHOTS / "5_job_operations.png")
+    browser.screenshot(SHOTS / "6_job_operations.png")
     print("screenshots:", *sorted(str(p) for p in SHOTS.glob("*.png")), sep="\n  ")
-    assert urllib.parse.urlparse(ui.url).hostname == "127.0.0.1"

@@ -14,6 +14,7 @@ import pytest
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
 from rlbench.report.__main__ import main as report_main
+from rlbench.report.records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
@@ -244,3 +245,97 @@ def test_on_off_policy_figure_and_verdict_from_the_record(store):
     lines = build_report(study, store["db"].parent / "report")["lines"]
     assert any(ln.startswith("on- vs off-policy: vtrace (on-policy) spent 60% of its task stepping") for ln in lines)
     assert findings(study)["on_off_policy"]["ratio"] == pytest.approx(4.0)
+
+
+# --- figures a reader can read: reasons wrapped whole inside the figure, one colour per op ---
+
+REASON_300 = ("the NVML library could not be loaded on this host because no NVIDIA driver is installed here, "
+              "so neither the board power nor the total-energy counter of any GPU could be read at any point "
+              "of the task; the CPU package energy has no RAPL counter either in this virtual machine, and "
+              "no TDP was configured")
+
+
+def _study(jobs_metrics: list[dict], nulls: dict[str, str]) -> Study:
+    """A finished sweep over actors without MLflow: one JobRun per metrics dict (`actors` among them)."""
+    jobs = [JobRun(f"id{i}", f"actors={m['actors']:.0f}", "FINISHED", {"actors": str(int(m["actors"]))}, m, nulls)
+            for i, m in enumerate(jobs_metrics)]
+    return Study("sweep", "wrapping test", "p", HOST, jobs, [])
+
+
+def _outside(fig, artists) -> list[str]:
+    """The texts of `artists` whose drawn extent reaches outside the figure (should be none)."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    w, h = fig.bbox.width, fig.bbox.height
+    out = []
+    for a in artists:
+        e = a.get_window_extent(renderer)
+        if e.x0 < 0 or e.y0 < 0 or e.x1 > w or e.y1 > h:
+            out.append(a.get_text()[:40])
+    return out
+
+
+def _texts(fig) -> list:
+    """Every visible, non-empty text of `fig` (titles, labels, tick labels, legends, notes)."""
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+
+
+def test_a_300_character_reason_wraps_below_its_panel_and_stays_inside_the_figure():
+    assert len(REASON_300) >= 300
+    nulls = dict.fromkeys(("power_gpu_w_avg", "power_cpu_w_avg", "energy_gpu_j", "energy_cpu_j"), REASON_300)
+    study = _study([{"actors": a, "runtime_s": 10.0 / a, "perf_per_watt": a, "energy_per_task_j": 9.0 - a}
+                    for a in (2.0, 4.0, 8.0)], nulls)
+    fig = F.actor_scaling(study).fig
+    notes = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "not_measured"]
+    renderer = fig.canvas.get_renderer()
+    assert len(notes) == 2 and _outside(fig, notes) == []
+    for note in notes:
+        ax = note.axes
+        assert note.get_window_extent(renderer).y1 <= ax.xaxis.label.get_window_extent(renderer).y0  # below, no overlap
+        assert note.get_window_extent(renderer).x1 <= fig.bbox.width
+        assert " ".join(note.get_text().split()).count(REASON_300) == 1   # whole, and once for both metrics
+        assert max(map(len, note.get_text().splitlines())) < len(REASON_300) / 2  # wrapped
+    power = next(t.get_text() for t in notes if t.axes.get_ylabel() == "average power (W)")
+    assert power.startswith("power_gpu_w_avg, power_cpu_w_avg: not measured (")
+    assert _outside(fig, _texts(fig)) == []  # titles, footer, labels, ticks and legends too
+
+
+def test_a_panel_nothing_measured_says_so_and_gives_each_reason_once():
+    nulls = {"power_gpu_w_avg": "no NVML", "power_cpu_w_avg": "no RAPL", "energy_gpu_j": "no NVML",
+             "energy_cpu_j": "no RAPL", "energy_per_task_j": "no power", "perf_per_watt": "no power"}
+    fig = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], nulls)).fig
+    energy = next(ax for ax in fig.axes if ax.get_ylabel() == "energy per task (J)")
+    texts = [t.get_text() for t in energy.texts]
+    assert not energy.lines and any("not measured" in t for t in texts)
+    (note,) = [t.get_text() for t in energy.texts if t.get_gid() == "not_measured"]
+    assert note.splitlines() == ["energy_per_task_j: not measured (no power)",
+                                 "energy_gpu_j: not measured (no NVML)", "energy_cpu_j: not measured (no RAPL)"]
+    assert _outside(fig, _texts(fig)) == []
+
+
+def test_long_titles_and_footers_wrap_inside_the_figure():
+    study = _study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], {})
+    study.title = "a sweep whose name is long " * 8
+    study.missing = [f"job {i} [actors={i}]: KILLED, no run in this sweep" for i in range(12)]
+    fig = F.actor_scaling(study).fig
+    assert _outside(fig, _texts(fig)) == []
+    assert "job 11 [actors=11]: KILLED" in " ".join(" ".join(t.get_text() for t in fig.texts).split())
+
+
+def test_operations_use_op_colour_everywhere_and_one_legend_names_each_op_once(synthetic):
+    from matplotlib.colors import to_hex
+
+    from rlbench.telemetry.colours import op_colour
+
+    drawn = F.operations(load_parent(synthetic[0]))
+    patches = [p for ax in drawn.fig.axes for p in ax.patches if (p.get_gid() or "").startswith("op_frac/")]
+    assert {p.get_gid().split("/")[1] for p in patches} == {"actors", "learner"}
+    assert all(to_hex(p.get_facecolor()) == op_colour(p.get_gid().split("/")[2]) for p in patches)
+    assert all(ax.get_legend() is None for ax in drawn.fig.axes)
+    (legend,) = drawn.fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["env_step", "inference", "rate_limited", "wait", "forward_backward", "other"]
+    assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == [op_colour(op) for op in labels]
+    assert _outside(drawn.fig, legend.get_texts()) == []

@@ -5,7 +5,12 @@ Every function returns a `Drawn`: the figure, or None and the reason it could no
 `<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
 figure names the host, the units (env frames, not agent steps) and its baseline, and lists
 the jobs it could not plot (failed, killed, missing). Figures are plain matplotlib `Figure`s
-(no pyplot): nothing global is touched, and a notebook shows them as PNG (html.png_bytes).
+with an Agg canvas of their own (no pyplot): nothing global is touched, and a notebook shows
+them as PNG (html.png_bytes).
+
+No text is cut at the figure's edge: titles, footers and "not measured" reasons are wrapped
+on word boundaries to the width they have, and the figure grows by the height they take
+(the panels keep their size), so the PNG holds them whole without bbox_inches="tight".
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
@@ -21,8 +27,13 @@ from rlbench.metrics import OPS, OTHER
 from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.colours import op_colour
+from rlbench.telemetry.op_chart import legend_below, op_handles
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
+TITLE_SIZE, FOOT_SIZE, REASON_SIZE = 12.0, 7.0, 7.0   # points
+LINE_SPACING = 1.2                                    # matplotlib's, in font sizes per line
+PAD = 0.12                                            # inches around a band of text
+REASON_COLOUR = "tab:red"
 
 
 @dataclass
@@ -49,62 +60,120 @@ def _fps_units(study: Study) -> str:
     return f"env frames/s{skip}"
 
 
-def _footer(fig: Figure, study: Study) -> None:
-    left_out = [f"{j.name}: {j.status}" + (f" ({j.error[:60]})" if j.error else "") for j in study.not_finished]
+# --- text that fits: wrap to the width there is, grow the figure by the height it takes ---
+
+def new_figure(width: float, height: float) -> Figure:
+    """A figure (inches) with an Agg canvas of its own, so its text can be measured
+    (fig.canvas.get_renderer()) and laid out without pyplot."""
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _chars_across(width_in: float, fontsize: float) -> int:
+    """How many characters of text at `fontsize` fit in `width_in` inches."""
+    return max(int(width_in * 72 / (0.6 * fontsize)), 20)  # 0.6 em: a generous mean glyph width for DejaVu Sans
+
+
+def _chars_per_line(ax, fontsize: float, share: float = 0.96) -> int:
+    """How many characters of text at `fontsize` fit across `share` of the axes' width."""
+    return _chars_across(ax.get_position().width * ax.get_figure().get_figwidth() * share, fontsize)
+
+
+def _height(text: str, fontsize: float) -> float:
+    """Inches that `text`'s lines take at `fontsize` (0 for no text)."""
+    return (text.count("\n") + 1) * fontsize * LINE_SPACING / 72 if text else 0.0
+
+
+def _grow(fig: Figure, inches: float) -> None:
+    """Make the figure taller by `inches` (the panels are laid out again afterwards)."""
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + inches)
+
+
+def _fill(text: str, width: int) -> str:
+    """`text` wrapped at `width` characters on word boundaries (a word longer than a line, e.g.
+    a path, is split, as it could not fit otherwise)."""
+    return textwrap.fill(text, width, break_on_hyphens=False)
+
+
+def reasons_text(reasons: dict[str, str], width: int) -> str:
+    """'metric, metric: not measured (reason)' per distinct reason, each reason once, wrapped
+    at `width` characters on word boundaries."""
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for metric, why in reasons.items():
+        by_reason[why].append(metric)
+    return "\n".join(_fill(f"{', '.join(ms)}: not measured ({why})", width) for why, ms in by_reason.items())
+
+
+def _reasons_below(ax, reasons: dict[str, str]) -> float:
+    """Write why the panel's metrics were not measured under its x label (the panel must have
+    one), wrapped to the panel's width; returns the inches the text takes."""
+    text = reasons_text(reasons, _chars_per_line(ax, REASON_SIZE))
+    ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label), xytext=(0, -3),
+                textcoords="offset points", ha="left", va="top", fontsize=REASON_SIZE, color=REASON_COLOUR,
+                annotation_clip=False, gid="not_measured")
+    return _height(text, REASON_SIZE)
+
+
+def _footer_text(study: Study, note: str, width: int) -> str:
+    """The note, the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
+    left_out = [f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})"
+                                           if j.error else "") for j in study.not_finished]
     left_out += study.missing
-    lines = [study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
-    fig.text(0.01, 0.005, "\n".join(lines), fontsize=7, va="bottom", wrap=True)
+    lines = [note, study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
+    return "\n".join(_fill(line, width) for line in lines if line)
 
 
-def _finish(drawn: Drawn, study: Study, suptitle: str, bottom: float, top: float) -> Drawn:
-    """Title, host and left-out jobs at the foot, and the layout between them."""
-    drawn.fig.suptitle(suptitle)
-    _footer(drawn.fig, study)
-    drawn.fig.tight_layout(rect=(0, bottom, 1, top))
+def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None) -> Drawn:
+    """Title at the head; the legend (handles shared by all panels), the note, the host and the
+    left-out jobs at the foot; the panels laid out between. The figure grows by the height of
+    head and foot, so the panels keep their size and no line is cut at the edge."""
+    fig = drawn.fig
+    width = fig.get_figwidth()
+    head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
+    foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE))
+    head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
+    box = legend_below(fig, legend) if legend else None
+    legend_in = box.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + PAD if box else 0.0
+    _grow(fig, head_in + legend_in + foot_in)
+    height = fig.get_figheight()
+    fig.suptitle(head, fontsize=TITLE_SIZE, y=1 - PAD / 2 / height, va="top", in_layout=False)  # rect keeps its room
+    fig.text(0.01, PAD / 2 / height, foot, fontsize=FOOT_SIZE, va="bottom")
+    if box:
+        box.set_bbox_to_anchor((0.5, foot_in / height), transform=fig.transFigure)
+    fig.tight_layout(rect=(0, (foot_in + legend_in) / height, 1, 1 - head_in / height))
     return drawn
 
 
-def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> list[str]:
-    """One line per group; jobs without the metric are skipped, their reasons returned."""
-    missing = []
+# --- the figures ---
+
+def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> None:
+    """One line per group; jobs without the metric are skipped (see `_absent`)."""
     for g, js in groups.items():
-        pts = [(j.knob(x_key), j.value(metric)) for j in js]
-        have = [(x, y) for x, y in pts if y is not None]
-        missing += [f"{j.name}: {j.why_missing(metric)}" for j in js if j.value(metric) is None]
+        have = [(j.knob(x_key), j.value(metric)) for j in js if j.value(metric) is not None]
         if transform and have:
             have = transform(have)
         if have:
             xs, ys = zip(*have)
             ax.plot(xs, ys, marker="o", label=f"{label} {g}".strip(), gid=f"{metric}|{g}")
-    return missing
 
 
-def _chars_per_line(ax, fontsize: float, share: float = 0.96) -> int:
-    """How many characters of text at `fontsize` fit across `share` of the axes' width."""
-    fig = ax.get_figure()
-    width_pt = ax.get_position().width * fig.get_figwidth() * 72 * share
-    return max(int(width_pt / (0.6 * fontsize)), 20)  # 0.6 em: a generous mean glyph width for DejaVu Sans
+def _absent(groups, metric: str) -> str | None:
+    """Why no job of `groups` measured `metric` (its distinct reasons, in job order), or None
+    when one did."""
+    jobs = [j for js in groups.values() for j in js]
+    if any(j.value(metric) is not None for j in jobs):
+        return None
+    return "; ".join(dict.fromkeys(j.why_missing(metric) for j in jobs)) or "no job logged it"
 
 
-def reasons_text(reasons: dict[str, str], width: int) -> str:
-    """'metric, metric: reason' per distinct reason, each reason once, wrapped at `width`
-    characters on word boundaries (never cut)."""
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for metric, why in reasons.items():
-        by_reason[why].append(metric)
-    return "\n".join(textwrap.fill(f"{', '.join(ms)}: not measured ({why})", width, break_long_words=True)
-                     for why, ms in by_reason.items())
-
-
-def _not_measured(ax, metric: str, missing: list[str]) -> None:
-    """An empty panel says which metric is missing and why (each distinct reason once)."""
-    if not ax.lines:
-        whys = list(dict.fromkeys(m.split(": ", 1)[-1] for m in missing)) or ["no job logged it"]
-        width = _chars_per_line(ax, 8)
-        text = "\n".join([metric, "not measured:"] + [textwrap.fill(w, width) for w in whys])
-        ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8, color="tab:red", transform=ax.transAxes)
-        ax.set_xticks([])
-        ax.set_yticks([])
+def _empty_panel(ax, metrics: list[str]) -> None:
+    """A panel none of whose metrics was measured says so (the reasons are written below it)."""
+    ax.text(0.5, 0.5, _fill(" / ".join(metrics), _chars_per_line(ax, 9)) + "\nnot measured (why: below)",
+            ha="center", va="center", fontsize=9, color=REASON_COLOUR, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def _log2_axis(ax, values) -> None:
@@ -120,13 +189,28 @@ def _normalise_to_first(pts):
     return [(x, y / base) for x, y in pts]
 
 
+def _actor_panel(ax, groups, metrics, ylabel: str) -> dict[str, str]:
+    """One panel of Figure 3: a line per metric and group; returns {metric: why} for the
+    panel's metrics that no job measured (never drawn as zero)."""
+    for metric, label, transform in metrics:
+        _plot_metric(ax, groups, "actors", metric, label, transform)
+    ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
+    if ax.lines:
+        _log2_axis(ax, [j.actors for js in groups.values() for j in js])
+        ax.legend(fontsize=7)
+    else:
+        _empty_panel(ax, [m for m, _, _ in metrics])
+    ax.grid(alpha=0.3)
+    return {m: why for m, _, _ in metrics if (why := _absent(groups, m))}
+
+
 def actor_scaling(study: Study) -> Drawn:
     """The study's Figure 3: normalised runtime and power vs actors; perf/W and energy per task."""
     name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
     groups = series(study.finished, "actors", "actors")
     if len({j.actors for js in groups.values() for j in js}) < 2:
         return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
-    fig = Figure(figsize=(11, 8.5))
+    fig = new_figure(11, 7.8)
     axes = fig.subplots(2, 2)
     panels = [
         (axes[0, 0], [("runtime_s", "", _normalise_to_first)], "runtime / runtime at fewest actors"),
@@ -135,25 +219,12 @@ def actor_scaling(study: Study) -> Drawn:
         (axes[1, 1], [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
                       ("energy_cpu_j", "CPU pkg", None)], "energy per task (J)"),
     ]
-    n_jobs = sum(len(js) for js in groups.values())
-    for ax, metrics, ylabel in panels:
-        missing, absent = [], {}
-        for metric, label, transform in metrics:
-            lost = _plot_metric(ax, groups, "actors", metric, label, transform)
-            missing += lost
-            if len(lost) == n_jobs:
-                absent[metric] = lost[0].split(": ", 1)[-1]
-        ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
-        if ax.lines:
-            _log2_axis(ax, [j.actors for js in groups.values() for j in js])
-            ax.legend(fontsize=7)
-            if absent:  # a series of this panel that no job measured: say so, never draw it as zero
-                ax.text(0.02, 0.02, reasons_text(absent, _chars_per_line(ax, 6)), fontsize=6, color="tab:red",
-                        transform=ax.transAxes, va="bottom")
-        _not_measured(ax, " / ".join(m for m, _, _ in metrics), missing)
-        ax.grid(alpha=0.3)
+    absent = [_actor_panel(ax, groups, metrics, ylabel) for ax, metrics, ylabel in panels]
+    fig.tight_layout()  # the panels' final widths, which the reasons are wrapped to
+    below = [_reasons_below(ax, why) + PAD if why else 0.0 for (ax, _, _), why in zip(panels, absent)]
+    _grow(fig, max(below[:2]) + max(below[2:]))  # room under each row for its longest reasons
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
-    return _finish(Drawn(name, title, fig), study, sub, bottom=0.06, top=0.97)
+    return _finish(Drawn(name, title, fig), study, sub)
 
 
 def sm_scaling(study: Study) -> Drawn:
@@ -163,7 +234,7 @@ def sm_scaling(study: Study) -> Drawn:
     if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
     unit = f"{study.compute_unit}s"
-    fig = Figure(figsize=(11, 4.8))
+    fig = new_figure(11, 4.3)
     axes = fig.subplots(1, 2)
     for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",
                                                                             "CPU/GPU ratio (actor threads / units)")):
@@ -179,33 +250,43 @@ def sm_scaling(study: Study) -> Drawn:
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.06, top=0.95)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
+
+
+def _role_ops(jobs: list[JobRun], role: str) -> list[str]:
+    """The operations some job timed for `role`: the contract's order, `other`, then undeclared ones."""
+    logged = {k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")}
+    known = (*OPS.get(role, ()), OTHER)
+    return [op for op in known if op in logged] + sorted(logged - set(known))
+
+
+def _op_bars(ax, jobs: list[JobRun], role: str, ops: list[str]) -> None:
+    """One stacked bar per job: the role's share of wall time per operation, each in op_colour(op)."""
+    left = [0.0] * len(jobs)
+    for op in ops:
+        widths = [j.value(f"op_frac/{role}/{op}") or 0.0 for j in jobs]  # an op a job never ran: no time
+        bars = ax.barh([j.name for j in jobs], widths, left=left, label=op, color=op_colour(op))
+        for patch in bars:
+            patch.set_gid(f"op_frac/{role}/{op}")
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05))
 
 
 def operations(study: Study) -> Drawn:
-    """Time per operation, per job, as stacked bars (one panel per role)."""
+    """Time per operation, per job, as stacked bars (one panel per role). An operation has one
+    colour in every panel (op_colour) and one entry in the figure's single legend."""
     name, title = "operations", "Time per operation (share of each role's wall time)"
     jobs = [j for j in study.finished if any(k.startswith("op_frac/") for k in j.metrics)]
     if not jobs:
         return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
-    roles = ("actors", "inference", "learner")
-    fig = Figure(figsize=(15, 0.5 * len(jobs) + 3.5))
-    axes = fig.subplots(1, 3, sharey=True)
-    for ax, role in zip(axes, roles):
-        logged = {k.split("/")[2] for j in jobs for k in j.metrics if k.startswith(f"op_frac/{role}/")}
-        ops = [op for op in (*OPS.get(role, ()), OTHER) if op in logged] + sorted(logged - {*OPS.get(role, ()), OTHER})
-        left = [0.0] * len(jobs)
-        for op in ops:  # the contract's order, one colour per operation in every panel and figure
-            widths = [j.value(f"op_frac/{role}/{op}") or 0.0 for j in jobs]  # an op a job never ran: no time
-            bars = ax.barh([j.name for j in jobs], widths, left=left, label=op, color=op_colour(op))
-            for patch in bars:
-                patch.set_gid(f"op_frac/{role}/{op}")
-            left = [a + b for a, b in zip(left, widths)]
-        ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05))
-        if ops:
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3)
+    fig = new_figure(15, 0.5 * len(jobs) + 2.0)
+    drawn_ops: list[str] = []
+    for ax, role in zip(fig.subplots(1, 3, sharey=True), ("actors", "inference", "learner")):
+        ops = _role_ops(jobs, role)
+        _op_bars(ax, jobs, role, ops)
+        drawn_ops += ops
     sub = f"{title} ({study.title}); corrected for annotation cost"
-    return _finish(Drawn(name, title, fig), study, sub, bottom=0.05, top=0.95)
+    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops))
 
 
 def gpu_busy(study: Study) -> Drawn:
@@ -215,7 +296,7 @@ def gpu_busy(study: Study) -> Drawn:
     if not any(j.value("gpu_busy_frac") is not None or j.value("gpu_util_avg") is not None for j in jobs):
         reason = jobs[0].why_missing("gpu_busy_frac") if jobs else "no finished job"
         return Drawn(name, title, None, f"not measured: {reason}")
-    fig = Figure(figsize=(max(6, 0.8 * len(jobs) + 2), 4.5))
+    fig = new_figure(max(6, 0.8 * len(jobs) + 2), 4.0)
     ax = fig.subplots()
     xs = range(len(jobs))
     for off, metric in ((-0.2, "gpu_busy_frac"), (0.2, "gpu_util_avg")):
@@ -228,7 +309,7 @@ def gpu_busy(study: Study) -> Drawn:
     ax.set(ylabel="fraction of runtime", ylim=(0, 1.05))
     ax.legend()
     sub = f"{title} ({study.title}); NVML counts any kernel running"
-    return _finish(Drawn(name, title, fig), study, sub, bottom=0.08, top=0.95)
+    return _finish(Drawn(name, title, fig), study, sub)
 
 
 def pareto_front(study: Study) -> Drawn:
@@ -240,7 +321,7 @@ def pareto_front(study: Study) -> Drawn:
         return Drawn(name, title, None, f"energy per task not measured: {reason}")
     pts = [(j.value("fps"), j.value("energy_per_task_j")) for j in jobs]
     front = sorted(pareto(pts), key=lambda i: pts[i][0])
-    fig = Figure(figsize=(7, 5))
+    fig = new_figure(7, 4.5)
     ax = fig.subplots()
     ax.scatter(*zip(*pts), color="tab:grey", label="trials", gid="trials")
     ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "o-", color="tab:red", label="Pareto front",
@@ -249,7 +330,7 @@ def pareto_front(study: Study) -> Drawn:
         ax.annotate(f"{j.name} (ratio {j.knob('cpu_gpu_ratio') or float('nan'):.2g})", (f, e), fontsize=6)
     ax.set(xlabel=f"fps ({_fps_units(study)}), higher is better", ylabel="energy per task (J), lower is better")
     ax.legend()
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.08, top=0.95)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
 
 
 ONOFF_NOTE = ("RL-Scope measured single-process TF/PyTorch implementations (PPO2, A2C vs DDPG, SAC, TD3) with "
@@ -269,7 +350,7 @@ def on_off_policy(study: Study) -> Drawn:
     if found is None:
         return Drawn(name, title, None, "needs finished jobs of an on-policy (vtrace) and an off-policy algorithm "
                                         f"with sim_share; this study has: {sorted(shares) or 'none'}")
-    fig = Figure(figsize=(8, 5))
+    fig = new_figure(8, 4.2)
     ax = fig.subplots()
     algos = [found.on, found.off]
     for off, (metric, values) in ((-0.2, ("sim_share", found.sim_share)), (0.2, ("learner_share", found.learner_share))):
@@ -282,8 +363,7 @@ def on_off_policy(study: Study) -> Drawn:
     ax.set(ylabel="share of the task's runtime", ylim=(0, 1.05),
            title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)")
     ax.legend()
-    fig.text(0.01, 0.06, "\n".join(textwrap.wrap(ONOFF_NOTE, 120)), fontsize=7, va="bottom")
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", bottom=0.2, top=1.0)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=ONOFF_NOTE)
 
 
 def all_figures(study: Study) -> list[Drawn]:
