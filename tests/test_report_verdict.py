@@ -49,8 +49,16 @@ def test_bound_from_the_actors_time(ops, kind):
 
 def test_learner_tail_bounds_the_task():
     # Actors done after 20 s of 100 s: the learner's updates set the runtime.
-    b = bottleneck(_ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4})
+    b = bottleneck(_ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4,
+                                                  "learner_updates": 15.0})
     assert b.kind == "learner" and b.share == pytest.approx(0.8) and "20.0 s of 100.0 s" in b.text
+
+
+def test_a_job_without_a_learner_has_no_learner_tail():
+    # algo=random: the same timing, no updates: the actors' own shares decide (it said "learner busy nan%")
+    m = {k: v for k, v in _ops(0.8, 0.1, 0.05, 0.05).items() if k != "op_frac/learner/wait"}
+    b = bottleneck(m | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4, "learner_updates": 0.0})
+    assert b.kind == "environment stepping" and "nan" not in b.text
 
 
 def test_bound_unknown_without_breakdown():

@@ -71,7 +71,7 @@ def bottleneck(m: dict[str, float], tail_limit: float = 0.5) -> Bound:
     if runtime and frames and fps:
         tail = max(runtime - frames / fps, 0.0) / runtime
         evidence["learner tail of runtime"] = tail
-        if tail > tail_limit:
+        if tail > tail_limit and m.get("learner_updates"):  # no learner (algo=random): no learner tail
             return Bound("learner", tail, evidence,
                          f"learner: the actors were done after {frames / fps:.1f} s of {runtime:.1f} s; the rest "
                          f"({tail:.0%}) waited for learner updates (learner busy "

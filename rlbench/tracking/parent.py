@@ -61,7 +61,7 @@ def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
 
 def _fmt(v) -> str:
     n = _number(v)
-    return "-" if n is None else f"{n:.4g}"
+    return "not measured" if n is None else f"{n:.4g}"
 
 
 def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
