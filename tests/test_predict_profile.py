@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbench.predict.profile import env_curve, fit_inference, inference_curve
+from rlbench.predict.profile import env_curve, fit_inference, inference_curve, update_time
 
 
 def test_fit_inference_recovers_a_line_and_clips_a_negative_intercept():
@@ -25,3 +25,20 @@ def test_env_and_inference_curves_on_cartpole(compose_cfg):
     assert all(r["sps"] > 0 and r["env_step_s"] == pytest.approx(1 / r["sps"]) for r in rows)  # one thread
     inf = inference_curve(conf, batches=[1, 8], units=[1], repeats=3)
     assert [(r["units"], r["batch"]) for r in inf] == [(1, 1), (1, 8)] and all(r["seconds"] > 0 for r in inf)
+
+
+@pytest.mark.parametrize("algo", ["r2d2_vector", "vtrace_vector"])
+def test_update_time_of_each_learner_on_cartpole(compose_cfg, algo):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["env=cartpole", f"algo={algo}", "actors=4", "eval_envs=0"]))
+    seconds = update_time(conf, units=1, repeats=2)
+    assert 0 < seconds < 30
+
+
+def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["env=cartpole", "algo=random", "actors=2", "eval_envs=0"]))
+    with pytest.raises(ValueError, match="algo.name=random"):
+        update_time(conf, units=1)

@@ -10,7 +10,9 @@ performance model"; a first part: env stepping and central inference).
   job runs it) for each batch size, with the compute units a job would be granted
   (ComputeLimit: SMs on CUDA, intra-op threads on CPU); `fit_inference` fits
   fixed + per_env x batch per unit count by least squares.
-Learner update times, power per component, the MLflow run and the CLI are still to come.
+- `update_time`: seconds of one learner update (the algorithm's learner, its batch from unrolls
+  that central inference assembled from synthetic observations), under the units' grant.
+Power per component, the MLflow run and the CLI are still to come.
 """
 
 from __future__ import annotations
@@ -92,9 +94,67 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def _in_scope(scope, fn) -> None:
-    with scope():
-        fn()
+def update_time(conf, units: int, repeats: int = 3) -> float:
+    """Median seconds of one learner update (after one untimed update). Replay or the FIFO is
+    filled by central inference from synthetic observations (as a job fills it) until the
+    learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
+    (the update's cost does not depend on how the data arrived)."""
+    import copy
+
+    from rlbench.algo import algorithm
+    from rlbench.algo.parts import AlgoContext
+    from rlbench.envs.spec import env_spec
+    from rlbench.envs.vector import StepBatch
+    from rlbench.resources import ComputeLimit
+    from rlbench.roles.inference import InferenceServer
+    from rlbench.trainer import resolve_device
+
+    conf = copy.deepcopy(conf)
+    if hasattr(conf.algo, "min_replay"):
+        conf.algo.min_replay = conf.algo.batch_size  # enough to sample one batch; no more to wait for
+    device, spec, done = resolve_device(conf.device), env_spec(conf.env), threading.Event()
+    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, conf.actors, 0, done))
+    if parts.learner is None:
+        raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner to time")
+    server, learner = InferenceServer(parts.policy, device, conf.actors, num_train=conf.actors), parts.learner
+    rng, n = np.random.default_rng(0), conf.actors
+    dtype = np.uint8 if conf.env.kind == "atari" else np.float32
+    times: list[float] = []
+
+    def fill_and_time() -> None:
+        k = 0
+        for i in range(repeats + 1):
+            while not learner.may_update():
+                obs = (rng.integers(0, 255, (n, *spec.obs_shape)) if dtype == np.uint8
+                       else rng.standard_normal((n, *spec.obs_shape))).astype(dtype)
+                server.step(StepBatch(np.arange(n), obs, np.zeros(n, np.float32), np.full(n, k == 0)))
+                k += 1
+                if k > 1_000_000:
+                    raise RuntimeError("the learner never became ready to update")
+            done.set()  # from now on only the data the learner needs, no replay-ratio wait
+            t0 = time.perf_counter()
+            learner.update()
+            if i:
+                times.append(time.perf_counter() - t0)
+
+    with ComputeLimit(units, device, conf.sm_backend) as compute:
+        errors: list[BaseException] = []
+        thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, fill_and_time, errors))
+        thread.start()
+        thread.join()
+    if errors:
+        raise errors[0]
+    return statistics.median(times)
+
+
+def _in_scope(scope, fn, errors: list | None = None) -> None:
+    try:
+        with scope():
+            fn()
+    except BaseException as e:  # re-raised by the caller's thread
+        if errors is None:
+            raise
+        errors.append(e)
 
 
 def fit_inference(rows: list[dict]) -> dict[int, tuple[float, float]]:
