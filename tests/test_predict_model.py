@@ -52,3 +52,29 @@ def test_no_learner_and_bad_counts():
     assert predict(C, actors=4, frames=4000, frameskip=4, updates=0).learner_s == 0.0
     with pytest.raises(ValueError, match="actors=0"):
         actor_rate(C, actors=0)
+
+
+def test_sharing_the_cores_slows_both_while_they_overlap():
+    # 2 cores; sync actors alone: 40 / 26 ms = 1538.5 sps, keeping 1538.5 x 1 ms = 1.54 cores busy
+    # (infer_threads 0: a GPU forward); a 2-thread learner: demand 3.54 -> share 2 / 3.54
+    c = Costs(**{**C.__dict__, "cores": 2})
+    p = predict(c, actors=40, frames=40_000, frameskip=4, updates=10, learner_start_steps=2000, learner_threads=2)
+    sps0 = 40 / 0.026
+    share = 2 / (sps0 * 1e-3 + 2)
+    t1 = 2000 / sps0                           # actors alone until the learner may start
+    t2 = 8000 / (sps0 * share)                 # then 8000 steps at the shared rate: the actors finish first
+    learner_s = t1 + t2 + (10 - t2 / (1.0 / share)) * 1.0  # the rest of the updates alone
+    assert p.actors_s == pytest.approx(t1 + t2) and p.learner_s == pytest.approx(learner_s)
+    assert p.runtime_s == pytest.approx(learner_s) and p.bound == LEARNER
+    alone = predict(c, actors=40, frames=40_000, frameskip=4, updates=10, learner_start_steps=2000)
+    assert alone.actors_s == pytest.approx(10_000 / sps0) and alone.runtime_s < p.runtime_s
+
+
+def test_a_learner_that_finishes_first_leaves_the_actors_alone():
+    c = Costs(**{**C.__dict__, "cores": 2, "update_s": 0.01})
+    p = predict(c, actors=40, frames=400_000, frameskip=4, updates=5, learner_start_steps=0, learner_threads=2)
+    sps0 = 40 / 0.026
+    share = 2 / (sps0 * 1e-3 + 2)
+    t2 = 5 * 0.01 / share
+    assert p.learner_s == pytest.approx(t2)
+    assert p.actors_s == pytest.approx(t2 + (100_000 - t2 * sps0 * share) / sps0) and p.bound == SYNC

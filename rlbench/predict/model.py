@@ -22,13 +22,18 @@ Actor side, for `actors` envs and `batch` = inference_batch (0 or >= actors: all
       sps = min(env, inference, core capacity)   (the bound is the one that attains it)
   where infer(b) = infer_fixed_s + b * infer_per_env_s.
 Task: frames / frameskip agent steps and `updates` learner updates. The learner starts once
-`learner_start_steps` steps exist (R2D2's min_replay) and then updates back to back:
+`learner_start_steps` steps exist (R2D2's min_replay) and then updates back to back. Without
+sharing (`learner_threads` = 0, or a GPU learner):
       actors_s  = steps / sps
       learner_s = learner_start_steps / sps + updates * update_s
       runtime_s = max(actors_s, learner_s)      (a learner tail when learner_s > actors_s)
-Assumptions, stated: env steps cost the same in every env; the learner and the actors do not
-slow each other (true on separate devices; on one CPU they share cores, which this first
-model ignores); an asynchronous pipeline reaches its slowest stage's rate (no queueing loss).
+With sharing (`learner_threads` > 0 on a host of `cores`): while both run, their demand
+actor_cores(sps) + learner_threads is scaled to the cores (processor sharing), so both slow
+by share = min(1, cores / demand); before the learner starts and after one of them is done,
+the other runs alone (`predict`).
+Assumptions, stated: env steps cost the same in every env; an asynchronous pipeline reaches
+its slowest stage's rate (no queueing loss); cores are shared in proportion to demand (no
+cache or memory-bandwidth interference, no GIL).
 """
 
 from __future__ import annotations
@@ -79,11 +84,38 @@ def actor_rate(c: Costs, actors: int, batch: int = 0) -> tuple[float, str]:
     return capacities[bound], bound
 
 
+def actor_cores(c: Costs, actors: int, batch: int, sps: float) -> float:
+    """Cores the actors and central inference keep busy at `sps` steps/s: each step costs
+    env_step_s of an env thread and its share of a forward on infer_threads threads."""
+    b = actors if batch <= 0 or batch >= actors else batch
+    return sps * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
+
+
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
-            learner_start_steps: int = 0) -> Prediction:
-    sps, actor_bound = actor_rate(c, actors, batch)
+            learner_start_steps: int = 0, learner_threads: int = 0) -> Prediction:
+    """The task's time in three phases: the actors alone until the learner may start; both
+    together, each slowed by the share of the cores it gets when their demand exceeds the
+    host's (`learner_threads` > 0 and `cores` > 0: processor sharing, both slowed by
+    cores / demand); then whichever is left, alone again."""
+    sps0, actor_bound = actor_rate(c, actors, batch)
     steps = frames / frameskip
-    actors_s = steps / sps
-    learner_s = learner_start_steps / sps + updates * c.update_s if updates else 0.0
+    t1 = min(learner_start_steps, steps) / sps0
+    left = steps - min(learner_start_steps, steps)
+    if not updates:
+        t = steps / sps0
+        return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound)
+    share = 1.0
+    if c.cores and learner_threads:
+        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0) + learner_threads))
+    sps_s, update_s = sps0 * share, c.update_s / share
+    if left / sps_s <= updates * update_s:  # the actors finish first: a learner tail, alone
+        t2 = left / sps_s
+        actors_s = t1 + t2
+        learner_s = actors_s + (updates - t2 / update_s) * c.update_s
+    else:  # the learner finishes first; the actors go on alone
+        t2 = updates * update_s
+        learner_s = t1 + t2
+        actors_s = learner_s + (left - t2 * sps_s) / sps0
     runtime = max(actors_s, learner_s)
-    return Prediction(sps, actor_bound, actors_s, learner_s, runtime, LEARNER if learner_s > actors_s else actor_bound)
+    return Prediction(steps / actors_s, actor_bound, actors_s, learner_s, runtime,
+                      LEARNER if learner_s > actors_s else actor_bound)
