@@ -78,3 +78,15 @@ def test_a_learner_that_finishes_first_leaves_the_actors_alone():
     t2 = 5 * 0.01 / share
     assert p.learner_s == pytest.approx(t2)
     assert p.actors_s == pytest.approx(t2 + (100_000 - t2 * sps0 * share) / sps0) and p.bound == SYNC
+
+
+def test_learner_start_counts_whole_unrolls_per_actor():
+    from rlbench.predict.model import learner_start_steps
+
+    # R2D2 smoke on Pong: 50 sequences of 121 steps (burn-in 40 + 80 + 1), stride 80, 40 actors:
+    # every actor needs 2 sequences (40 x 1 < 50): 121 + 80 = 201 steps each
+    assert learner_start_steps(40, 50, 121, 80) == 40 * 201
+    assert learner_start_steps(4, 4, 121, 80) == 4 * 121  # one each
+    assert learner_start_steps(1, 3, 21, 20) == 21 + 2 * 20  # V-trace-like: unroll 20, overlap 1
+    with pytest.raises(ValueError, match="actors=0"):
+        learner_start_steps(0, 1, 2, 1)

@@ -84,6 +84,17 @@ def actor_rate(c: Costs, actors: int, batch: int = 0) -> tuple[float, str]:
     return capacities[bound], bound
 
 
+def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> int:
+    """Agent steps (all actors together) before `wanted` unrolls exist, the actors stepping in
+    step: an actor's first unroll needs `length` steps, each later one `stride` more (R2D2:
+    length burn_in + seq_len + 1, stride length - overlap, wanted min_replay; V-trace: length
+    unroll_length + 1, stride unroll_length, wanted batch_size)."""
+    if min(actors, wanted, length, stride) < 1:
+        raise ValueError(f"actors={actors}, wanted={wanted}, length={length}, stride={stride} must be >= 1")
+    per_actor = -(-wanted // actors)  # ceil: unrolls each actor must finish
+    return actors * (length + (per_actor - 1) * stride)
+
+
 def actor_cores(c: Costs, actors: int, batch: int, sps: float) -> float:
     """Cores the actors and central inference keep busy at `sps` steps/s: each step costs
     env_step_s of an env thread and its share of a forward on infer_threads threads."""
