@@ -42,3 +42,30 @@ def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):
     conf = validate(compose_cfg(["env=cartpole", "algo=random", "actors=2", "eval_envs=0"]))
     with pytest.raises(ValueError, match="algo.name=random"):
         update_time(conf, units=1)
+
+
+def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
+    import mlflow
+
+    from rlbench.profile import main
+
+    assert main(["--threads", "1", "--envs", "2", "--batches", "1,4", "--units", "1", "--seconds", "0.2",
+                 "--repeats", "2", "--updates", "1", "--tracking-uri", store["uri"], "--experiment", "prof",
+                 "env=cartpole", "eval_envs=0"]) == 0
+    out = capsys.readouterr().out
+    assert "env stepping: 1 threads x 2 envs" in out and "central inference at 1 units" in out
+    mlflow.set_tracking_uri(store["uri"])
+    (run,) = mlflow.search_runs(experiment_names=["prof"], output_format="list")
+    assert run.data.tags["rlbench.role"] == "profile" and run.data.tags["hardware_threads"]
+    names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert {"env.json", "inference.json", "update.json", "profile.png"} <= names
+    assert run.data.metrics["inference_fixed_ms/1"] >= 0 and run.data.metrics["inference_per_env_ms/1"] >= 0
+
+
+def test_profile_command_refuses_bad_input_before_measuring(capsys):
+    from rlbench.profile import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--units", "0"])
+    assert e.value.code == 2 and "'0': allowed: comma-separated integers >= 1" in capsys.readouterr().err
+    assert main(["actors=0", "--no-log"]) == 2

@@ -1,0 +1,143 @@
+"""`python -m rlbench.profile [options] [overrides]`: measure this host's cost curves for the
+pipeline model (rlbench/predict/, docs/predict.md) and log them as an MLflow run.
+
+Measures, with rlbench's own components: env stepping vs actor threads and envs, central
+inference vs batch size and compute units, and one learner update vs compute units. Logs a
+run (tag `rlbench.role=profile` and the host fingerprint, so many machines' profiles can live
+in one tracking server) with the curves as tables (env.json, inference.json, update.json), the
+inference fit as metrics and a figure (profile.png). Overrides pick the workload as for a job
+(`env=breakout`, `algo=vtrace`). Power per component is not measured yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed: comma-separated integers >= 1, e.g. 1,2") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: allowed: comma-separated integers >= 1, e.g. 1,2")
+    return values
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rlbench.profile", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=_ints, default=[1, 2], help="actor threads to step envs with (default 1,2)")
+    p.add_argument("--envs", type=_ints, default=[4, 40], help="env counts (default 4,40)")
+    p.add_argument("--batches", type=_ints, default=[1, 8, 40], help="inference batch sizes (default 1,8,40)")
+    p.add_argument("--units", type=_ints, default=[1, 2], help="compute units: SMs on CUDA, threads on CPU")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds per env-stepping point (default 2)")
+    p.add_argument("--repeats", type=int, default=10, help="timed inference calls per point (default 10)")
+    p.add_argument("--updates", type=int, default=1, help="timed learner updates per unit count; 0 = none")
+    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
+    p.add_argument("--experiment", default="rlbench-profiles")
+    p.add_argument("--no-log", action="store_true", help="print only; log nothing to MLflow")
+    p.add_argument("overrides", nargs="*", help="job overrides picking the env and algorithm, e.g. env=cartpole")
+    args = p.parse_args(argv)
+    if args.seconds <= 0 or args.repeats < 1 or args.updates < 0:
+        p.error(f"--seconds={args.seconds} (> 0), --repeats={args.repeats} (>= 1), --updates={args.updates} "
+                "(>= 0): out of range")
+    return args
+
+
+def measure(conf, args) -> dict:
+    from rlbench.predict.profile import env_curve, fit_inference, inference_curve, update_time
+
+    env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
+    inference = inference_curve(conf, args.batches, args.units, args.repeats)
+    fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
+    updates = [{"units": u, "seconds": update_time(conf, u, args.updates)} for u in args.units] if args.updates else []
+    return {"env": env, "inference": inference, "fit": fit, "update": updates}
+
+
+def figure(curves: dict, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, 4))
+    FigureCanvasAgg(fig)
+    ax_env, ax_inf, ax_upd = fig.subplots(1, 3)
+    for t in sorted({r["threads"] for r in curves["env"]}):
+        pts = sorted((r["envs"], r["sps"]) for r in curves["env"] if r["threads"] == t)
+        ax_env.plot(*zip(*pts), marker="o", label=f"{t} actor threads")
+    ax_env.set(xlabel="envs", ylabel="agent steps / s", title="env stepping")
+    for u in sorted({r["units"] for r in curves["inference"]}):
+        pts = sorted((r["batch"], 1e3 * r["seconds"]) for r in curves["inference"] if r["units"] == u)
+        ax_inf.plot(*zip(*pts), marker="o", label=f"{u} units")
+    ax_inf.set(xlabel="batch (envs)", ylabel="ms per call", title="central inference")
+    if curves["update"]:
+        ax_upd.plot([r["units"] for r in curves["update"]], [r["seconds"] for r in curves["update"]], marker="o")
+    else:
+        ax_upd.text(0.5, 0.5, "not measured (--updates 0)", ha="center", va="center", transform=ax_upd.transAxes)
+    ax_upd.set(xlabel="compute units", ylabel="s per update", title="learner update")
+    for ax in (ax_env, ax_inf):
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    ax_upd.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def log_profile(conf, args, curves: dict) -> str:
+    import mlflow
+
+    from rlbench.tracking.fingerprint import host_tags
+    from rlbench.tracking.parent import source_tags
+    from rlbench.tracking.store import open_experiment
+
+    tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
+    with mlflow.start_run(experiment_id=open_experiment(tracking), run_name=f"profile {conf.env.id} {conf.algo.name}",
+                          tags={**host_tags(), **source_tags("profile"), "rlbench.role": "profile",
+                                "env_id": conf.env.id, "device": conf.device}) as run:
+        mlflow.log_params({"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads,
+                           "envs": args.envs, "batches": args.batches, "units": args.units})
+        for name in ("env", "inference", "update"):
+            if curves[name]:
+                mlflow.log_table({k: [r[k] for r in curves[name]] for k in curves[name][0]}, f"{name}.json")
+        for u, (fixed, per_env) in curves["fit"].items():
+            mlflow.log_metrics({f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env})
+        with tempfile.TemporaryDirectory() as tmp:
+            mlflow.log_artifact(str(figure(curves, Path(tmp) / "profile.png")))
+        return run.info.run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hydra import compose, initialize_config_dir
+
+    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.schema import register_configs
+    from rlbench.config.validate import ConfigError, validate
+
+    args = parse(argv)
+    register_configs()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            conf = validate(compose(config_name="config", overrides=args.overrides))
+    except ConfigError as e:
+        print(f"rlbench profile: {e}", file=sys.stderr)
+        return 2
+    curves = measure(conf, args)
+    for r in curves["env"]:
+        print(f"env stepping: {r['threads']} threads x {r['envs']} envs: {r['sps']:.0f} steps/s "
+              f"({1e3 * r['env_step_s']:.3f} ms per env step)")
+    for u, (fixed, per_env) in curves["fit"].items():
+        print(f"central inference at {u} units: {1e3 * fixed:.2f} ms + {1e3 * per_env:.3f} ms per env")
+    for r in curves["update"]:
+        print(f"learner update at {r['units']} units: {r['seconds']:.2f} s")
+    if not args.no_log:
+        print(f"profile logged as run {log_profile(conf, args, curves)} in experiment {args.experiment}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
