@@ -12,6 +12,8 @@ def test_fit_inference_recovers_a_line_and_clips_a_negative_intercept():
     fit = fit_inference(rows)
     assert fit[1] == pytest.approx((0.002, 0.0001)) and fit[2] == pytest.approx((0.0, 0.001), abs=1e-12)
     assert fit[4][0] == 0.0 and fit[4][1] == pytest.approx((10 * 0.009 + 20 * 0.021) / (100 + 400))
+    noisy_flat = [{"units": 1, "batch": b, "seconds": s} for b, s in ((1, 0.00105), (4, 0.00100), (8, 0.00098))]
+    assert fit_inference(noisy_flat)[1] == (pytest.approx(0.00101), 0.0)  # a falling line: flat at the mean
     with pytest.raises(ValueError, match="units=3"):
         fit_inference([{"units": 3, "batch": 4, "seconds": 0.1}])
 

@@ -159,15 +159,18 @@ def _in_scope(scope, fn, errors: list | None = None) -> None:
 
 def fit_inference(rows: list[dict]) -> dict[int, tuple[float, float]]:
     """{units: (fixed_s, per_env_s)}: least squares of seconds = fixed + per_env x batch, per
-    unit count (needs two or more batch sizes; a negative fixed part is clipped to 0 and the
-    slope refitted through the origin)."""
+    unit count (needs two or more batch sizes). Both parts are costs, so the fit is constrained
+    to be >= 0: a negative slope (noise over a flat curve) becomes 0 with the mean as the fixed
+    part; a negative fixed part becomes 0 with the slope refitted through the origin."""
     out = {}
     for u in sorted({r["units"] for r in rows}):
         pts = [(r["batch"], r["seconds"]) for r in rows if r["units"] == u]
         if len({b for b, _ in pts}) < 2:
             raise ValueError(f"units={u}: fitting needs two or more batch sizes, got {sorted({b for b, _ in pts})}")
         slope, fixed = np.polyfit([b for b, _ in pts], [s for _, s in pts], 1)
-        if fixed < 0:
+        if slope < 0:
+            fixed, slope = float(np.mean([s for _, s in pts])), 0.0
+        elif fixed < 0:
             fixed, slope = 0.0, sum(b * s for b, s in pts) / sum(b * b for b, _ in pts)
         out[u] = (float(fixed), float(slope))
     return out
