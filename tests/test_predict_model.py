@@ -90,3 +90,20 @@ def test_learner_start_counts_whole_unrolls_per_actor():
     assert learner_start_steps(1, 3, 21, 20) == 21 + 2 * 20  # V-trace-like: unroll 20, overlap 1
     with pytest.raises(ValueError, match="actors=0"):
         learner_start_steps(0, 1, 2, 1)
+
+
+def test_a_learner_waiting_for_data_keeps_pace_with_the_actors_and_frees_its_cores():
+    # update_s 10 ms alone would do 100 updates/s; the data allows sps / 200 steps per update
+    c = Costs(**{**C.__dict__, "cores": 2, "update_s": 0.01})
+    sps0 = 40 / 0.026
+    p = predict(c, actors=40, frames=400_000, frameskip=4, updates=600, learner_start_steps=0, learner_threads=2,
+                steps_per_update=200)
+    busy = sps0 * 0.01 / 200                     # the learner works 7.7% of the time
+    share = min(1.0, 2 / (sps0 * 1e-3 + 2 * busy))
+    rate = share * sps0 / 200                    # updates/s, bound by the data
+    assert share == 1.0                          # demand 1.54 + 0.15 cores fits in 2
+    t2 = 100_000 / (sps0 * share)                # the actors finish first (600 updates need 78 s > 65 s)
+    assert p.actors_s == pytest.approx(t2)
+    assert p.learner_s == pytest.approx(t2 + (600 - t2 * rate) * 0.01) and p.bound == LEARNER
+    busy_learner = predict(c, actors=40, frames=400_000, frameskip=4, updates=600, learner_threads=2)
+    assert busy_learner.actors_s > p.actors_s  # a learner that never waits takes cores from the actors

@@ -30,7 +30,8 @@ sharing (`learner_threads` = 0, or a GPU learner):
 With sharing (`learner_threads` > 0 on a host of `cores`): while both run, their demand
 actor_cores(sps) + learner_threads is scaled to the cores (processor sharing), so both slow
 by share = min(1, cores / demand); before the learner starts and after one of them is done,
-the other runs alone (`predict`).
+the other runs alone (`predict`). While the actors run, the learner may also wait for data
+(`steps_per_update`: the replay ratio, or V-trace's unrolls per batch).
 Assumptions, stated: env steps cost the same in every env; an asynchronous pipeline reaches
 its slowest stage's rate (no queueing loss); cores are shared in proportion to demand (no
 cache or memory-bandwidth interference, no GIL).
@@ -103,11 +104,17 @@ def actor_cores(c: Costs, actors: int, batch: int, sps: float) -> float:
 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
-            learner_start_steps: int = 0, learner_threads: int = 0) -> Prediction:
+            learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0) -> Prediction:
     """The task's time in three phases: the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
     host's (`learner_threads` > 0 and `cores` > 0: processor sharing, both slowed by
-    cores / demand); then whichever is left, alone again."""
+    cores / demand); then whichever is left, alone again.
+
+    While the actors run, the learner may also wait for data: `steps_per_update` agent steps
+    per update (R2D2: batch_size x stride / samples_per_insert; V-trace: batch_size x
+    unroll_length; 0 = never waits). Its rate is then share x min(1 / update_s,
+    sps / steps_per_update), and while it waits it keeps no core busy, so its demand is
+    learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels)."""
     sps0, actor_bound = actor_rate(c, actors, batch)
     steps = frames / frameskip
     t1 = min(learner_start_steps, steps) / sps0
@@ -115,16 +122,18 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     if not updates:
         t = steps / sps0
         return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound)
+    busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share = 1.0
     if c.cores and learner_threads:
-        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0) + learner_threads))
-    sps_s, update_s = sps0 * share, c.update_s / share
-    if left / sps_s <= updates * update_s:  # the actors finish first: a learner tail, alone
+        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0) + learner_threads * busy))
+    sps_s = sps0 * share
+    update_rate = share * (min(1 / c.update_s, sps0 / steps_per_update) if steps_per_update > 0 else 1 / c.update_s)
+    if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
         t2 = left / sps_s
         actors_s = t1 + t2
-        learner_s = actors_s + (updates - t2 / update_s) * c.update_s
+        learner_s = actors_s + (updates - t2 * update_rate) * c.update_s
     else:  # the learner finishes first; the actors go on alone
-        t2 = updates * update_s
+        t2 = updates / update_rate
         learner_s = t1 + t2
         actors_s = learner_s + (left - t2 * sps_s) / sps0
     runtime = max(actors_s, learner_s)
