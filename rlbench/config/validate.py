@@ -25,14 +25,14 @@ class ConfigError(ValueError):
 HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbench/tracking/record.py)
 
 
-def _rules(c: Config) -> Rules:
+def _rules(c: Config, host: bool = True) -> Rules:
     """The generic keys' rules (search.* when search is selected); the algorithm's own come
-    from its config module."""
+    from its config module. host=False: actor_threads is not bounded by this host's CPUs."""
     envs = c.actors + c.eval_envs  # env i is reset with seed + i, an int32 in ALE
     beat = max(HEARTBEAT_S, c.tracking.log_every_s)
     return {
         "actors": int_at_least(1),
-        "actor_threads": optional_in(1, len(usable_cpus())),
+        "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
         "inference_batch": ((lambda v: 0 <= v <= c.actors), f"0 (all actors) or an integer in [1, actors={c.actors}]"),
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
@@ -150,16 +150,18 @@ def _typed(cfg: DictConfig) -> Config:
         raise ConfigError(str(e)) from e
 
 
-def validate(cfg: DictConfig) -> Config:
-    """Typed, range-checked config; raises ConfigError naming every bad key and value."""
+def validate(cfg: DictConfig, host: bool = True) -> Config:
+    """Typed, range-checked config; raises ConfigError naming every bad key and value.
+    host=False leaves out what only this host limits (its CPU threads, devices, free memory):
+    for predictions about another machine (rlbench.predict)."""
     conf = _typed(cfg)
     algo = config_module(conf.algo.name)
-    rules = _rules(conf) | algo.rules(conf)
+    rules = _rules(conf, host) | algo.rules(conf)
     problems = [f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
                 if not ok(_get(conf, key))]
     if not problems:
-        problems = algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + _host_checks(conf)
-    if not problems:
+        problems = algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + (_host_checks(conf) if host else [])
+    if not problems and host:
         problems = algo.host_checks(conf)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))

@@ -1,0 +1,135 @@
+"""`python -m rlbench.predict`: predicted fps, learner updates/s, runtime_s and the bound of a
+configuration from a profile (rlbench.profile), a grid of them with the recommended CPU/GPU
+ratio, what-if machines, and the model's error on a real sweep (docs/predict.md)."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import sys
+from pathlib import Path
+
+DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+PROFILES = "rlbench-profiles"
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rlbench.predict", description=__doc__,
+                                epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
+                                       "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
+                                       "  python -m rlbench.predict --validate --sweep <parent run id>",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", metavar="RUN_ID", help="profile run (default: the newest of this host and env)")
+    p.add_argument("--cpu-profile", metavar="RUN_ID", help="what-if: the actor side (env stepping, cores) from this profile")
+    p.add_argument("--gpu-profile", metavar="RUN_ID", help="what-if: inference and the learner from this profile")
+    p.add_argument("--threads", type=int, help="what-if: the actor host has N hardware threads (an estimate: "
+                                               "stepping assumed to scale linearly with threads)")
+    p.add_argument("--grid", action="store_true", help="comma lists in the overrides expand to a grid: a table, "
+                                                       "a figure and the recommended ratio")
+    p.add_argument("--validate", action="store_true", help="predict every finished job of --sweep and measure the error")
+    p.add_argument("--sweep", metavar="RUN_ID", help="with --validate: a sweep's parent run id")
+    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI)
+    p.add_argument("--profiles-experiment", default=PROFILES, help=f"where profiles are looked for (default {PROFILES})")
+    p.add_argument("--out", type=Path, default=None, help="--grid: folder for grid.csv and grid.png (default predictions/)")
+    p.add_argument("--no-log", action="store_true", help="--validate: print only, log nothing on the sweep's parent")
+    p.add_argument("overrides", nargs="*", help="job overrides, e.g. actors=40 sm_limit=1 env=pong")
+    a = p.parse_args(argv)
+    if a.validate != bool(a.sweep):
+        p.error("--validate and --sweep go together: --validate --sweep <parent run id>")
+    if a.validate and (a.grid or a.overrides or a.threads or a.cpu_profile or a.gpu_profile):
+        p.error("--validate predicts the sweep's own jobs on their own host: allowed with it: --profile, "
+                "--tracking-uri, --no-log")
+    if a.profile and (a.cpu_profile or a.gpu_profile):
+        p.error("--profile or --cpu-profile/--gpu-profile, not both")
+    if a.threads is not None and a.threads < 1:
+        p.error(f"--threads={a.threads}: allowed: an integer >= 1")
+    lists = [o for o in a.overrides if "," in o.split("=", 1)[-1]]
+    if lists and not a.grid:
+        p.error(f"{lists[0]}: a list of values needs --grid")
+    return a
+
+
+def grid_overrides(overrides: list[str]) -> list[list[str]]:
+    """Every combination of the comma lists: ["actors=4,40", "sm_limit=1"] -> 2 override lists."""
+    choices = []
+    for o in overrides:
+        key, _, value = o.partition("=")
+        choices.append([f"{key}={v.strip()}" for v in value.split(",")] if "," in value else [o])
+    return [list(c) for c in itertools.product(*choices)]
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.schema import register_configs
+    from rlbench.config.validate import validate
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return validate(hydra_compose(config_name="config", overrides=overrides), host=False)
+
+
+def machine(a, host: str, env_id: str):
+    """The profiles named on the command line, else the newest profile of `host` and `env_id`."""
+    from rlbench.predict.jobs import Machine
+    from rlbench.predict.profiles import ProfileError, find_profiles, load_profile
+
+    if a.cpu_profile or a.gpu_profile:
+        if not (a.cpu_profile and a.gpu_profile):
+            raise ProfileError("--cpu-profile and --gpu-profile go together (a what-if combines both)")
+        return Machine(load_profile(a.cpu_profile), load_profile(a.gpu_profile), a.threads)
+    if a.profile:
+        p = load_profile(a.profile)
+    else:
+        found = find_profiles(host, env_id, a.profiles_experiment)
+        if not found:
+            raise ProfileError(f"no profile of host {host!r} for env {env_id!r} in experiment {a.profiles_experiment!r} "
+                               f"at {a.tracking_uri}; make one: python -m rlbench.profile env={env_id} "
+                               "(or name one: --profile <run id>)")
+        p = load_profile(found[0])
+    return Machine(p, p, a.threads)
+
+
+def show(pred, frames: int) -> list[str]:
+    ups = "n/a (no learner)" if pred.learner_updates_per_s is None else f"{pred.learner_updates_per_s:.3f}"
+    lines = [f"  {' '.join(f'{k}={v}' for k, v in pred.knobs.items())}  (cpu_gpu_ratio={pred.cpu_gpu_ratio:g})",
+             (f"  fps={pred.fps:.0f}  learner_updates_per_s={ups}  runtime_s={pred.runtime_s:.1f}  "
+             f"(task: {frames} frames, {pred.learner_updates} updates; actors done at {pred.actors_s:.1f} s)"),
+             f"  bound: {pred.bound}" + (f" (the actors by {pred.actor_bound})" if pred.bound != pred.actor_bound else ""),
+             f"  energy_per_task_j: {pred.energy_reason}"]
+    return lines + [f"  {n}" for n in dict.fromkeys(pred.notes)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import mlflow
+
+    from rlbench.config.validate import ConfigError
+    from rlbench.predict.profiles import ProfileError
+
+    a = parse(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # reading a profile's tables
+    mlflow.set_tracking_uri(a.tracking_uri)
+    try:
+        if a.validate:
+            from rlbench.predict.report import run_validate
+
+            return run_validate(a)
+        confs = [compose(o) for o in grid_overrides(a.overrides)]
+        m = machine(a, socket.gethostname(), confs[0].env.id)
+        if a.grid:
+            from rlbench.predict.report import run_grid
+
+            return run_grid(a, confs, m)
+        from rlbench.predict.jobs import predict_job
+
+        pred = predict_job(confs[0], m)
+    except (ConfigError, ProfileError, ValueError, LookupError) as e:
+        print(f"rlbench predict: {e}", file=sys.stderr)
+        return 2
+    print(f"predicted with {m.names()} — a model's prediction, not a measurement:")
+    print("\n".join(show(pred, confs[0].workload.frames)))
+    return 0

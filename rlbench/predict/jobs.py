@@ -1,0 +1,121 @@
+"""A job's configuration through the model: which costs apply, what the task asks of the
+learner, and the predicted metrics under their contract names (docs/metrics.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rlbench.predict import model
+from rlbench.predict.profiles import Profile, env_step_s, inference_s, update_s
+from rlbench.resources import cpu_gpu_ratio
+
+
+@dataclass
+class Machine:
+    """The profiles a prediction combines: the actor side (env stepping, the host's cores) from
+    `cpu`, inference and the learner from `gpu` (the same profile unless a what-if), and
+    `threads`: the actor host's hardware threads when scaled (`--threads N`), else measured."""
+    cpu: Profile
+    gpu: Profile
+    threads: int | None = None
+
+    @property
+    def cores(self) -> int:
+        return self.threads or self.cpu.hardware_threads
+
+    def names(self) -> str:
+        if self.cpu.run_id == self.gpu.run_id:
+            return self.cpu.label()
+        return f"actors: {self.cpu.label()}; inference and learner: {self.gpu.label()}"
+
+    def caveats(self) -> list[str]:
+        out = []
+        if self.threads and self.threads != self.cpu.hardware_threads:
+            out.append(f"estimate: the actor host scaled from {self.cpu.hardware_threads} to {self.threads} hardware "
+                       "threads, assuming env stepping scales linearly with threads (per-step cost as measured)")
+        if self.cpu.run_id != self.gpu.run_id and self.gpu.device == "cpu":
+            out.append("estimate: inference and the learner measured on another CPU host, assumed to share this "
+                       "host's cores as they did there")
+        return out
+
+
+@dataclass
+class JobPrediction:
+    knobs: dict                 # actors, actor_threads, sm_limit, inference_batch as the job sees them
+    cpu_gpu_ratio: float
+    fps: float
+    sps: float
+    runtime_s: float
+    actors_s: float
+    learner_updates: int
+    learner_updates_per_s: float | None
+    bound: str
+    actor_bound: str
+    energy_per_task_j: float | None = None
+    energy_reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {**self.knobs, "cpu_gpu_ratio": self.cpu_gpu_ratio, "fps": self.fps, "runtime_s": self.runtime_s,
+                "learner_updates_per_s": self.learner_updates_per_s, "energy_per_task_j": self.energy_per_task_j,
+                "bound": self.bound}
+
+
+def learner_data(conf) -> tuple[int, float]:
+    """(agent steps before the learner may start, agent steps of data per update while the
+    actors run) for the job's algorithm; (0, 0) without a learner."""
+    from rlbench.algo import config_module
+
+    a = conf.algo
+    if not (config_module(a.name).LEARNS and conf.learner):
+        return 0, 0.0
+    if hasattr(a, "min_replay"):  # R2D2: sequences of burn_in + seq_len + 1 at stride length - overlap
+        from rlbench.algo.r2d2.sequences import unroll_layout
+
+        length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
+        stride = length - overlap
+        first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
+        start = model.learner_start_steps(conf.actors, int(first), length, stride)
+        return start, (a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
+    if hasattr(a, "unroll_length"):  # V-trace: batch_size unrolls of unroll_length + 1 steps
+        start = model.learner_start_steps(conf.actors, a.batch_size, a.unroll_length + 1, a.unroll_length)
+        return start, float(a.batch_size * a.unroll_length)
+    return 0, 0.0
+
+
+def units(conf, m: Machine) -> int:
+    """Compute units the job is granted: sm_limit, or all of the inference side's units."""
+    if conf.sm_limit:
+        return int(conf.sm_limit)
+    total = m.gpu.tags.get("compute_units_total")
+    return int(total) if total else m.gpu.hardware_threads
+
+
+def predict_job(conf, m: Machine) -> JobPrediction:
+    """The validated job config `conf` on machine `m`."""
+    notes = m.caveats()
+    u = units(conf, m)
+    on_cpu = m.gpu.device == "cpu"
+    threads = 1 if conf.env.kind != "atari" else (conf.actor_threads or m.cores)
+    batch = conf.inference_batch if 0 < conf.inference_batch < conf.actors else conf.actors
+    updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
+    upd = update_s(m.gpu, u, notes) if updates else None
+    if updates and upd is None:
+        raise ValueError(f"{m.gpu.label()} has no learner-update timing (profiled with --updates 0); the job "
+                         f"needs {updates} updates; allowed: a profile with updates, or learner=false")
+    costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, conf.actors, notes), actor_threads=threads,
+                        infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
+                        update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores)
+    start, per_update = learner_data(conf)
+    p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
+                      learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update)
+    learner_time = p.learner_s - min(start, conf.workload.frames / conf.env.frameskip) / p.sps if updates else 0.0
+    knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
+    return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
+                         p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,
+                         p.actor_bound, None, _no_energy(m), notes)
+
+
+def _no_energy(m: Machine) -> str:
+    return (f"not predicted: {m.gpu.label()} measured no power "
+            "(python -m rlbench.profile does not measure power per component yet)")

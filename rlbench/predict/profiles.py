@@ -1,0 +1,155 @@
+"""Profiles as the model reads them: a profile run's curves, found in MLflow, evaluated at a
+job's configuration (`costs_for`), with every estimate named.
+
+A profile (`python -m rlbench.profile`) measured on one host: env stepping per (actor threads,
+envs), central-inference seconds per (compute units, batch) and learner-update seconds per
+compute units. A job's configuration rarely sits on a measured point, so:
+- env_step_s: linear in log(envs) between the measured env counts of the job's actor-thread
+  count, held flat beyond them (the per-env cost stops moving once every thread is busy);
+- inference seconds: linear in batch between measured batches of the job's unit count, the
+  least-squares line of that unit count beyond them;
+- a unit count the profile did not measure: linear in units between the measured ones, the
+  nearest one beyond them (an estimate, named in `notes`);
+- an actor-thread count it did not measure (`--threads N`, or a host with more threads):
+  env_step_s of the most threads measured, i.e. stepping scales linearly with threads (an
+  estimate, named in `notes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+class ProfileError(ValueError):
+    """No usable profile: what was looked for and what exists."""
+
+
+@dataclass
+class Profile:
+    run_id: str
+    tags: dict
+    env: list[dict]
+    inference: list[dict]
+    update: list[dict] = field(default_factory=list)
+
+    @property
+    def device(self) -> str:
+        """"cuda" or "cpu": where inference and the learner ran."""
+        d = self.tags.get("profile_device") or self.tags.get("device", "cpu")
+        if d == "auto":
+            return "cuda" if self.tags.get("cuda_available") == "True" else "cpu"
+        return "cuda" if d.startswith("cuda") else "cpu"
+
+    @property
+    def hardware_threads(self) -> int:
+        return int(self.tags.get("hardware_threads") or max(r["threads"] for r in self.env))
+
+    def label(self) -> str:
+        where = self.tags.get("gpu_name") if self.device == "cuda" else self.tags.get("cpu_model", "?")
+        return (f"profile {self.run_id[:8]} ({self.tags.get('host', '?')}: {where}, "
+                f"{self.hardware_threads} threads; {self.tags.get('env_id', '?')})")
+
+
+def load_profile(run_id: str) -> Profile:
+    """The profile run `run_id` from the current tracking store (mlflow.set_tracking_uri)."""
+    import mlflow
+
+    try:
+        run = mlflow.get_run(run_id)
+    except mlflow.exceptions.MlflowException as e:  # no such run
+        raise ProfileError(f"--profile={run_id}: no such run in {mlflow.get_tracking_uri()} ({e})") from None
+    if run.data.tags.get("rlbench.role") != "profile":
+        raise ProfileError(f"--profile={run_id}: run {run.info.run_name!r} is not a profile (tag rlbench.role="
+                           f"{run.data.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
+    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update")}
+    if not tables["env"] or not tables["inference"]:
+        raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
+    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"])
+
+
+def _table(run_id: str, name: str) -> list[dict]:
+    """A table the profile logged (mlflow.log_table's JSON: columns and data), [] if absent."""
+    import json
+
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    if name not in {a.path for a in client.list_artifacts(run_id)}:
+        return []
+    with open(client.download_artifacts(run_id, name)) as f:
+        table = json.load(f)
+    return [dict(zip(table["columns"], row)) for row in table["data"]]
+
+
+def find_profiles(host: str | None = None, env_id: str | None = None,
+                  experiment: str = "rlbench-profiles") -> list[str]:
+    """Profile run ids, newest first, of `host` and `env_id` where given."""
+    import mlflow
+
+    if mlflow.get_experiment_by_name(experiment) is None:
+        return []
+    conditions = ["tags.`rlbench.role` = 'profile'", "attributes.status = 'FINISHED'"]
+    if host:
+        conditions.append(f"tags.host = '{host}'")
+    if env_id:
+        conditions.append(f"tags.env_id = '{env_id}'")
+    runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
+                              order_by=["attributes.start_time DESC"], output_format="list")
+    return [r.info.run_id for r in runs]
+
+
+def _interp(x: float, xs: list[float], ys: list[float]) -> float:
+    """Piecewise linear through (xs, ys) sorted by x, flat beyond the ends."""
+    if x <= xs[0]:
+        return ys[0]
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[-1]
+
+
+def env_step_s(p: Profile, threads: int, envs: int, notes: list[str]) -> float:
+    measured = sorted({r["threads"] for r in p.env})
+    t = min(threads, envs)
+    if t not in measured:
+        use = max(x for x in measured if x <= t) if min(measured) <= t else min(measured)
+        notes.append(f"estimate: env stepping on {t} actor threads taken from {use} threads' per-step cost "
+                     f"(assumes stepping scales linearly with threads; {p.label()} measured {measured})")
+        t = use
+    pts = sorted((r["envs"], r["env_step_s"]) for r in p.env if r["threads"] == t)
+    return _interp(math.log(envs), [math.log(e) for e, _ in pts], [s for _, s in pts])
+
+
+def _by_units(rows: list[dict], units: int, what: str, p: Profile, notes: list[str], value) -> float:
+    """value(u) at `units`, linear between measured unit counts, the nearest beyond them."""
+    measured = sorted({r["units"] for r in rows})
+    if units in measured:
+        return value(units)
+    if not measured[0] < units < measured[-1]:
+        near = min(measured, key=lambda u: abs(u - units))
+        notes.append(f"estimate: {what} at {units} units taken from {near} units ({p.label()} measured {measured})")
+        return value(near)
+    lo, hi = max(u for u in measured if u < units), min(u for u in measured if u > units)
+    notes.append(f"estimate: {what} at {units} units interpolated between {lo} and {hi} units")
+    return value(lo) + (value(hi) - value(lo)) * (units - lo) / (hi - lo)
+
+
+def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
+    from rlbench.predict.profile import fit_inference
+
+    def at(u: int) -> float:
+        pts = sorted((r["batch"], r["seconds"]) for r in p.inference if r["units"] == u)
+        if pts[0][0] <= batch <= pts[-1][0] or len(pts) < 2:
+            return _interp(batch, [b for b, _ in pts], [s for _, s in pts])
+        fixed, per_env = fit_inference([r for r in p.inference if r["units"] == u])[u]
+        return fixed + per_env * batch
+
+    return _by_units(p.inference, units, "central inference", p, notes, at)
+
+
+def update_s(p: Profile, units: int, notes: list[str]) -> float | None:
+    if not p.update:
+        return None
+    return _by_units(p.update, units, "the learner update", p, notes,
+                     lambda u: next(r["seconds"] for r in p.update if r["units"] == u))

@@ -1,0 +1,166 @@
+"""What `python -m rlbench.predict` prints and draws: the grid's table, figure and
+recommendation, and the validation's table, figure and prediction_error."""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+
+GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "cpu_gpu_ratio", "fps",
+                "learner_updates_per_s", "runtime_s", "bound")
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3g}" if isinstance(v, float) and abs(v) < 10 else (f"{v:.0f}" if isinstance(v, float) else str(v))
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    cells = [header] + [[_cell(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
+
+
+def recommend(preds):
+    """The configuration that finishes the task first (fewest compute units on a tie)."""
+    return min(preds, key=lambda p: (round(p.runtime_s, 6), p.knobs["sm_limit"], p.knobs["actor_threads"]))
+
+
+def run_grid(a, confs, m) -> int:
+    from rlbench.predict.jobs import predict_job
+
+    preds = [predict_job(c, m) for c in confs]
+    print(f"predicted with {m.names()} — a model's predictions, not measurements "
+          f"(task: {confs[0].workload.frames} frames):")
+    rows = [[p.row()[k] for k in GRID_COLUMNS] for p in preds]
+    print(table(list(GRID_COLUMNS), rows))
+    for n in dict.fromkeys(n for p in preds for n in p.notes):
+        print(f"  {n}")
+    best = recommend(preds)
+    print(f"energy_per_task_j: {preds[0].energy_reason}")
+    print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
+          + " ".join(f"{k}={v}" for k, v in best.knobs.items())
+          + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
+    out = a.out or Path("predictions") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "grid.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(GRID_COLUMNS)
+        w.writerows([p.row()[k] for k in GRID_COLUMNS] for p in preds)
+    grid_figure(preds, best, m.names(), out / "grid.png")
+    print(f"wrote {out / 'grid.csv'} and {out / 'grid.png'}")
+    return 0
+
+
+def _figure(ncols: int, width: float = 5.0):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, 4.4))
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(1, ncols)
+
+
+def _wrap(text: str, width: int = 150) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def grid_figure(preds, best, names: str, path: Path) -> Path:
+    fig, (ax_fps, ax_rt, ax_e) = _figure(3)
+    for actors in sorted({p.knobs["actors"] for p in preds}):
+        pts = sorted((p.cpu_gpu_ratio, p.fps, p.runtime_s) for p in preds if p.knobs["actors"] == actors)
+        ax_fps.plot([x for x, _, _ in pts], [y for _, y, _ in pts], marker="o", label=f"{actors} actors")
+        ax_rt.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", label=f"{actors} actors")
+    ax_fps.scatter([best.cpu_gpu_ratio], [best.fps], s=160, facecolors="none", edgecolors="k", label="recommended")
+    ax_rt.scatter([best.cpu_gpu_ratio], [best.runtime_s], s=160, facecolors="none", edgecolors="k",
+                  label="recommended")
+    ax_fps.set(xlabel="CPU/GPU ratio (actor threads / compute units)", ylabel="predicted fps", title="throughput")
+    ax_rt.set(xlabel="CPU/GPU ratio (actor threads / compute units)", ylabel="predicted runtime_s", title="task time")
+    ax_e.axis("off")
+    ax_e.text(0.0, 0.5, _wrap("energy per task: " + preds[0].energy_reason, 45), va="center", fontsize=9)
+    for ax in (ax_fps, ax_rt):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(_wrap(f"Predicted (not measured) with {names}"), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def validation_figure(checked, names: str, error: float, path: Path) -> Path:
+    """Predicted against measured fps and runtime_s per job, with y = x and a +-15% band."""
+    fig, axes = _figure(2)
+    for ax, key in zip(axes, ("fps", "runtime_s")):
+        measured = [c.measured[key] for c in checked]
+        predicted = [getattr(c.predicted, key) for c in checked]
+        ax.scatter(measured, predicted, zorder=3)
+        for c, x, y in zip(checked, measured, predicted):
+            ax.annotate(str(c.predicted.knobs["actors"]) + "a/" + str(c.predicted.knobs["sm_limit"]) + "u", (x, y),
+                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+        hi = 1.1 * max(measured + predicted)
+        ax.plot([0, hi], [0, hi], color="k", lw=1, label="predicted = measured")
+        ax.fill_between([0, hi], [0, 0.85 * hi], [0, 1.15 * hi], color="k", alpha=0.08, label="within 15%")
+        ax.set(xlim=(0, hi), ylim=(0, hi), xlabel=f"measured {key}", ylabel=f"predicted {key}", title=key)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(_wrap(f"prediction_error={error:.4f} (larger median abs. % error of fps and runtime_s); "
+                       f"labels: actors a / compute units u; {names}"), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def validation_rows(checked) -> list[list]:
+    return [[c.name, c.predicted.knobs["actors"], c.predicted.knobs["actor_threads"], c.predicted.knobs["sm_limit"],
+             c.predicted.fps, c.measured["fps"], c.ape("fps"), c.predicted.runtime_s, c.measured["runtime_s"],
+             c.ape("runtime_s"), c.predicted.bound] for c in checked]
+
+
+VALIDATION_HEADER = ["job", "actors", "threads", "units", "fps pred", "fps meas", "fps err", "runtime_s pred",
+                     "runtime_s meas", "runtime_s err", "predicted bound"]
+
+
+def run_validate(a) -> int:
+    import tempfile
+
+    import mlflow
+
+    from rlbench.predict.cli import machine
+    from rlbench.predict.validate import check_jobs, prediction_error
+    from rlbench.report.records import load_parent
+
+    study = load_parent(a.sweep)
+    finished = study.finished
+    if not finished:
+        raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
+    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"))
+    checked = check_jobs(study.jobs, m)
+    error, per = prediction_error(checked)
+    print(f"sweep {study.title} ({a.sweep}); predicted with {m.names()}")
+    print(table(VALIDATION_HEADER, validation_rows(checked)))
+    worst = max(checked, key=lambda c: max(c.ape("fps"), c.ape("runtime_s")))
+    print(f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
+          f"predicted bound: {worst.predicted.bound})")
+    for n in dict.fromkeys(n for c in checked for n in c.predicted.notes):
+        print(f"  {n}")
+    print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
+          f"over {len(checked)} finished jobs")
+    if not a.no_log:
+        client = mlflow.MlflowClient()
+        client.log_metric(a.sweep, "prediction_error", error)
+        for k, v in per.items():
+            client.log_metric(a.sweep, f"prediction_mdape/{k}", v)
+        client.set_tag(a.sweep, "prediction_profile", m.names())
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = validation_rows(checked)
+            with open(Path(tmp) / "validation.csv", "w", newline="") as f:
+                csv.writer(f).writerows([VALIDATION_HEADER, *rows])
+            validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
+            client.log_artifacts(a.sweep, tmp, "prediction")
+        print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
+    print(f"prediction_error={error:.4f}")
+    return 0

@@ -1,0 +1,61 @@
+"""How right the model is: every finished job of a real sweep predicted from a profile (taken
+on the job's host, not fitted to the jobs) next to what the job measured.
+
+prediction_error = the larger of the median absolute percentage errors of `fps` and of
+`runtime_s` over the finished jobs (the larger, so a good fps cannot hide a bad runtime)."""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+from dataclasses import dataclass
+
+from rlbench.predict.jobs import JobPrediction, Machine, predict_job
+
+COMPARED = ("fps", "runtime_s")
+
+
+@dataclass
+class Checked:
+    run_id: str
+    name: str
+    predicted: JobPrediction
+    measured: dict[str, float]
+
+    def ape(self, key: str) -> float:
+        return abs(getattr(self.predicted, key) - self.measured[key]) / self.measured[key]
+
+
+def job_conf(tags: dict):
+    """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
+    where it was recorded does not change the work)."""
+    from hydra import compose, initialize_config_dir
+
+    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.schema import register_configs
+    from rlbench.config.validate import validate
+
+    overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
+                 and not o.lstrip("+~").startswith("tracking.")]
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return validate(compose(config_name="config", overrides=overrides), host=False)
+
+
+def check_jobs(jobs, m: Machine) -> list[Checked]:
+    """`jobs`: the sweep's JobRuns (rlbench.report.records); the finished ones with both metrics."""
+    out = []
+    for j in jobs:
+        if not j.finished or any(j.value(k) is None for k in COMPARED):
+            continue
+        p = predict_job(job_conf(j.tags), m)
+        out.append(Checked(j.run_id, j.name, p, {k: j.value(k) for k in COMPARED}))
+    return out
+
+
+def prediction_error(checked: list[Checked]) -> tuple[float, dict[str, float]]:
+    """(the larger median APE, {metric: median APE})."""
+    if not checked:
+        raise ValueError("no finished job with fps and runtime_s to compare")
+    per = {k: statistics.median(c.ape(k) for c in checked) for k in COMPARED}
+    return max(per.values()), per

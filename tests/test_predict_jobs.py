@@ -1,0 +1,93 @@
+"""A job's configuration through the model: costs read off a (synthetic) profile at the
+job's point, estimates named, the learner's data needs, the grid and its recommendation."""
+
+import pytest
+
+from rlbench.predict import model
+from rlbench.predict.cli import grid_overrides, parse
+from rlbench.predict.jobs import Machine, learner_data, predict_job
+from rlbench.predict.profiles import Profile, env_step_s, inference_s, update_s
+from rlbench.predict.report import recommend
+
+ENV = [{"threads": t, "envs": e, "sps": 0.0, "env_step_s": s}
+       for t, e, s in ((1, 4, 1e-3), (1, 64, 2e-3), (2, 4, 1.5e-3), (2, 64, 3e-3))]
+INF = [{"units": u, "batch": b, "seconds": (2e-3 + 1e-4 * b) / u} for u in (1, 2) for b in (4, 16, 64)]
+UPD = [{"units": 1, "seconds": 2.0}, {"units": 2, "seconds": 1.2}]
+TAGS = {"host": "h", "cpu_model": "cpu", "hardware_threads": "2", "device": "cpu", "env_id": "CartPole-v1"}
+
+
+def prof(run_id="p1", **tags) -> Profile:
+    return Profile(run_id, {**TAGS, **tags}, ENV, INF, UPD)
+
+
+def test_costs_are_read_off_the_profile_at_the_jobs_point():
+    p, notes = prof(), []
+    assert env_step_s(p, 2, 4, notes) == pytest.approx(1.5e-3)
+    assert env_step_s(p, 1, 16, notes) == pytest.approx(1.5e-3)  # halfway in log(envs) between 4 and 64
+    assert env_step_s(p, 2, 256, notes) == pytest.approx(3e-3)   # flat beyond the last measured count
+    assert inference_s(p, 2, 10, notes) == pytest.approx((2e-3 + 1e-3) / 2)  # between batches 4 and 16
+    assert inference_s(p, 1, 128, notes) == pytest.approx(2e-3 + 1e-4 * 128)  # the fitted line beyond 64
+    assert update_s(p, 2, notes) == 1.2 and not notes
+
+
+def test_points_the_profile_did_not_measure_are_named_as_estimates():
+    p, notes = prof(), []
+    assert env_step_s(p, 8, 64, notes) == pytest.approx(3e-3)  # 2 threads' cost: linear scaling assumed
+    assert update_s(p, 4, notes) == 1.2
+    assert "estimate: env stepping on 8 actor threads" in notes[0] and "at 4 units taken from 2 units" in notes[1]
+
+
+def test_learner_data_follows_the_algorithm(compose_cfg):
+    from rlbench.config.validate import validate
+
+    r2d2 = validate(compose_cfg(["actors=40"]))  # Pong R2D2: sequences of 121 steps at stride 80, min_replay 50
+    start, per_update = learner_data(r2d2)
+    assert start == model.learner_start_steps(40, 50, 121, 80) and per_update == pytest.approx(64 * 80 / 1.5)
+    vt = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4"]))
+    assert learner_data(vt) == (model.learner_start_steps(4, vt.algo.batch_size, vt.algo.unroll_length + 1,
+                                                          vt.algo.unroll_length),
+                                float(vt.algo.batch_size * vt.algo.unroll_length))
+    assert learner_data(validate(compose_cfg(["env=cartpole", "algo=random", "actors=2"]))) == (0, 0.0)
+
+
+def test_a_cartpole_job_predicted_by_hand(compose_cfg):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "sm_limit=1", "learner=false"]))
+    pred = predict_job(conf, Machine(prof(), prof()))
+    # gym envs step on one thread: 4 x 1 ms, then a forward of 4 on 1 thread: 2.4 ms -> 4 / 6.4 ms
+    assert pred.fps == pytest.approx(4 / 6.4e-3 * conf.env.frameskip)
+    assert pred.runtime_s == pytest.approx(conf.workload.frames / pred.fps) and pred.learner_updates_per_s is None
+    assert pred.cpu_gpu_ratio == 1.0 and pred.energy_per_task_j is None and "measured no power" in pred.energy_reason
+
+
+def test_what_if_machines_name_both_profiles_and_their_estimates(compose_cfg):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["actors=64", "learner=false"]), host=False)
+    gpu = Profile("g1", {**TAGS, "device": "cuda", "gpu_name": "H100", "compute_units_total": "132"}, ENV, INF, UPD)
+    m = Machine(prof(), gpu, threads=16)
+    pred = predict_job(conf, m)
+    assert pred.knobs["actor_threads"] == 16 and pred.knobs["sm_limit"] == 132 and "H100" in m.names()
+    assert any("scaled from 2 to 16" in n for n in pred.notes) and any("132 units" in n for n in pred.notes)
+
+
+def test_grid_expands_lists_and_recommends_the_fastest_task():
+    assert grid_overrides(["actors=4,40", "sm_limit=1,2", "env=pong"]) == [
+        ["actors=4", "sm_limit=1", "env=pong"], ["actors=4", "sm_limit=2", "env=pong"],
+        ["actors=40", "sm_limit=1", "env=pong"], ["actors=40", "sm_limit=2", "env=pong"]]
+
+    class P:
+        def __init__(self, runtime, units):
+            self.runtime_s, self.knobs = runtime, {"sm_limit": units, "actor_threads": 2}
+
+    assert recommend([P(10.0, 2), P(9.0, 2), P(9.0, 1)]).knobs["sm_limit"] == 1
+
+
+def test_bad_command_lines_are_refused(capsys):
+    for argv, says in ((["actors=4,40"], "needs --grid"), (["--validate"], "--validate --sweep"),
+                       (["--threads", "0"], "--threads=0"), (["--profile", "a", "--cpu-profile", "b"], "not both"),
+                       (["--validate", "--sweep", "x", "--grid"], "allowed with it")):
+        with pytest.raises(SystemExit):
+            parse(argv)
+        assert says in capsys.readouterr().err
