@@ -1,6 +1,8 @@
 """A job's configuration through the model: costs read off a (synthetic) profile at the
 job's point, estimates named, the learner's data needs, the grid and its recommendation."""
 
+import math
+
 import pytest
 
 from rlbench.predict import model
@@ -53,10 +55,14 @@ def test_learner_data_follows_the_algorithm(compose_cfg):
 def test_a_cartpole_job_predicted_by_hand(compose_cfg):
     from rlbench.config.validate import validate
 
-    conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "sm_limit=1", "learner=false"]))
+    conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "sm_limit=1", "learner=false",
+                                 "eval_envs=0"]))
     pred = predict_job(conf, Machine(prof(), prof()))
     # gym envs step on one thread: 4 x 1 ms, then a forward of 4 on 1 thread: 2.4 ms -> 4 / 6.4 ms
     assert pred.fps == pytest.approx(4 / 6.4e-3 * conf.env.frameskip)
+    conf.eval_envs = 2  # 2 evaluation envs step and infer with them; only the 4 training envs' steps count
+    env_6 = 1e-3 + (2e-3 - 1e-3) * math.log(6 / 4) / math.log(64 / 4)  # log-interpolated between 4 and 64 envs
+    assert predict_job(conf, Machine(prof(), prof())).fps == pytest.approx(4 / (6 * env_6 + 2.6e-3))
     assert pred.runtime_s == pytest.approx(conf.workload.frames / pred.fps) and pred.learner_updates_per_s is None
     assert pred.cpu_gpu_ratio == 1.0 and pred.energy_per_task_j is None and "measured no power" in pred.energy_reason
 

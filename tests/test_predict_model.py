@@ -107,3 +107,9 @@ def test_a_learner_waiting_for_data_keeps_pace_with_the_actors_and_frees_its_cor
     assert p.learner_s == pytest.approx(t2 + (600 - t2 * rate) * 0.01) and p.bound == LEARNER
     busy_learner = predict(c, actors=40, frames=400_000, frameskip=4, updates=600, learner_threads=2)
     assert busy_learner.actors_s > p.actors_s  # a learner that never waits takes cores from the actors
+
+
+def test_evaluation_envs_step_and_infer_but_do_not_count():
+    # 40 training + 10 eval envs on 2 threads: 25 ms of stepping, a forward of 50: 7 ms -> 40 steps / 32 ms
+    assert actor_rate(C, actors=40, eval_envs=10)[0] == pytest.approx(40 / 0.032)
+    assert actor_rate(C, actors=40, batch=20, eval_envs=10)[0] == pytest.approx(2000.0 * 40 / 50)  # env-bound

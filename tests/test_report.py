@@ -226,6 +226,45 @@ def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     assert len(images) == 3  # figures 3 and 4 and the operations; GPU busy is not measured here
 
 
+def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_draws_it(tiny_sweep, capsys):
+    """A tiny profile of this host, then `rlbench.predict --validate` on the real sweep: the
+    printed prediction_error is the one recomputed here from the runs' metrics and predictions
+    made independently; the parent records it and the report draws predicted vs measured."""
+    import statistics
+
+    from rlbench.predict.cli import main as predict_main
+    from rlbench.predict.jobs import Machine, predict_job
+    from rlbench.predict.profiles import load_profile
+    from rlbench.predict.validate import job_conf
+    from rlbench.profile import main as profile_main
+
+    uri, parent, tmp = tiny_sweep
+    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", uri, "--no-log"]) == 2
+    assert "no profile of host" in capsys.readouterr().err  # none yet: says how to make one
+    assert profile_main(["--threads", "1", "--envs", "2,4", "--batches", "2,4", "--units", "1,2", "--seconds", "0.2",
+                         "--repeats", "3", "--updates", "1", "--tracking-uri", uri, *CARTPOLE_TINY, "eval_envs=0"]) == 0
+    capsys.readouterr()
+    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    printed = float(re.search(r"^prediction_error=([0-9.]+)$", out.strip().splitlines()[-1]).group(1))
+    mlflow.set_tracking_uri(uri)
+    (profile_id,) = [r.info.run_id for r in mlflow.search_runs(experiment_names=["rlbench-profiles"], output_format="list")]
+    machine = Machine(load_profile(profile_id), load_profile(profile_id))
+    kids = [r for r in mlflow.search_runs(experiment_names=["test"], output_format="list")
+            if r.data.tags.get("mlflow.parentRunId") == parent]
+    errors = {k: [] for k in ("fps", "runtime_s")}
+    for r in kids:
+        p = predict_job(job_conf(r.data.tags), machine)
+        for k, found in errors.items():
+            found.append(abs(getattr(p, k) - r.data.metrics[k]) / r.data.metrics[k])
+    assert len(errors["fps"]) == 4
+    assert printed == pytest.approx(max(statistics.median(v) for v in errors.values()), abs=6e-5)
+    assert mlflow.get_run(parent).data.metrics["prediction_error"] == pytest.approx(printed, abs=6e-5)
+    result = build_report(load_parent(parent), tmp / "report-predicted")
+    assert "predicted_vs_measured" in result["figures"]
+    assert any(ln.startswith("model: prediction_error=") and profile_id[:8] in ln for ln in result["lines"])
+
+
 def test_on_off_policy_figure_and_verdict_from_the_record(store):
     mlflow.set_tracking_uri(store["uri"])
     client = mlflow.MlflowClient()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rlbench.algo import config_module
 from rlbench.predict import model
 from rlbench.predict.profiles import Profile, env_step_s, inference_s, update_s
 from rlbench.resources import cpu_gpu_ratio
@@ -64,8 +65,6 @@ class JobPrediction:
 def learner_data(conf) -> tuple[int, float]:
     """(agent steps before the learner may start, agent steps of data per update while the
     actors run) for the job's algorithm; (0, 0) without a learner."""
-    from rlbench.algo import config_module
-
     a = conf.algo
     if not (config_module(a.name).LEARNS and conf.learner):
         return 0, 0.0
@@ -97,18 +96,21 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     u = units(conf, m)
     on_cpu = m.gpu.device == "cpu"
     threads = 1 if conf.env.kind != "atari" else (conf.actor_threads or m.cores)
-    batch = conf.inference_batch if 0 < conf.inference_batch < conf.actors else conf.actors
+    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # as build_trainer steps them
+    envs = conf.actors + n_eval
+    batch = conf.inference_batch if 0 < conf.inference_batch < envs else envs
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes) if updates else None
     if updates and upd is None:
         raise ValueError(f"{m.gpu.label()} has no learner-update timing (profiled with --updates 0); the job "
                          f"needs {updates} updates; allowed: a profile with updates, or learner=false")
-    costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, conf.actors, notes), actor_threads=threads,
+    costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, envs, notes), actor_threads=threads,
                         infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
                         update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores)
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
-                      learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update)
+                      learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
+                      eval_envs=n_eval)
     learner_time = p.learner_s - min(start, conf.workload.frames / conf.env.frameskip) / p.sps if updates else 0.0
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,

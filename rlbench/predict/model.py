@@ -71,18 +71,21 @@ class Prediction:
         return self.sps * frameskip
 
 
-def actor_rate(c: Costs, actors: int, batch: int = 0) -> tuple[float, str]:
-    """(agent steps per second, the stage that bounds it); see the module doc."""
-    if actors < 1 or c.actor_threads < 1:
-        raise ValueError(f"actors={actors} and actor_threads={c.actor_threads} must be >= 1")
-    parallel = min(c.actor_threads, actors)
-    if batch <= 0 or batch >= actors:
-        return actors / (actors * c.env_step_s / parallel + c.infer_s(actors)), SYNC
+def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0) -> tuple[float, str]:
+    """(training agent steps per second, the stage that bounds it); see the module doc.
+    `eval_envs` evaluation envs step and infer alongside the actors (a job's eval_envs) but
+    their steps do not count: the rate of all envs is scaled by actors / (actors + eval_envs)."""
+    if actors < 1 or c.actor_threads < 1 or eval_envs < 0:
+        raise ValueError(f"actors={actors}, actor_threads={c.actor_threads} must be >= 1, eval_envs={eval_envs} >= 0")
+    n = actors + eval_envs
+    parallel = min(c.actor_threads, n)
+    if batch <= 0 or batch >= n:
+        return actors / (n * c.env_step_s / parallel + c.infer_s(n)), SYNC
     capacities = {ENV: parallel / c.env_step_s, INFERENCE: batch / c.infer_s(batch)}
     if c.cores:
         capacities[CORES] = c.cores / (c.env_step_s + c.infer_threads * c.infer_s(batch) / batch)
     bound = min(capacities, key=capacities.get)
-    return capacities[bound], bound
+    return capacities[bound] * actors / n, bound
 
 
 def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> int:
@@ -96,15 +99,18 @@ def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> i
     return actors * (length + (per_actor - 1) * stride)
 
 
-def actor_cores(c: Costs, actors: int, batch: int, sps: float) -> float:
-    """Cores the actors and central inference keep busy at `sps` steps/s: each step costs
-    env_step_s of an env thread and its share of a forward on infer_threads threads."""
-    b = actors if batch <= 0 or batch >= actors else batch
-    return sps * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
+def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 0) -> float:
+    """Cores the actors and central inference keep busy at `sps` training steps/s: each env
+    step costs env_step_s of an env thread and its share of a forward on infer_threads
+    threads; the eval envs add their steps in proportion."""
+    n = actors + eval_envs
+    b = n if batch <= 0 or batch >= n else batch
+    return sps * n / actors * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
-            learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0) -> Prediction:
+            learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
+            eval_envs: int = 0) -> Prediction:
     """The task's time in three phases: the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
     host's (`learner_threads` > 0 and `cores` > 0: processor sharing, both slowed by
@@ -115,7 +121,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     unroll_length; 0 = never waits). Its rate is then share x min(1 / update_s,
     sps / steps_per_update), and while it waits it keeps no core busy, so its demand is
     learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels)."""
-    sps0, actor_bound = actor_rate(c, actors, batch)
+    sps0, actor_bound = actor_rate(c, actors, batch, eval_envs)
     steps = frames / frameskip
     t1 = min(learner_start_steps, steps) / sps0
     left = steps - min(learner_start_steps, steps)
@@ -125,7 +131,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share = 1.0
     if c.cores and learner_threads:
-        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0) + learner_threads * busy))
+        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0, eval_envs) + learner_threads * busy))
     sps_s = sps0 * share
     update_rate = share * (min(1 / c.update_s, sps0 / steps_per_update) if steps_per_update > 0 else 1 / c.update_s)
     if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone

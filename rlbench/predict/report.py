@@ -70,37 +70,49 @@ def _wrap(text: str, width: int = 150) -> str:
 
 
 def grid_figure(preds, best, names: str, path: Path) -> Path:
-    fig, (ax_fps, ax_rt, ax_e) = _figure(3)
-    for actors in sorted({p.knobs["actors"] for p in preds}):
-        pts = sorted((p.cpu_gpu_ratio, p.fps, p.runtime_s) for p in preds if p.knobs["actors"] == actors)
-        ax_fps.plot([x for x, _, _ in pts], [y for _, y, _ in pts], marker="o", label=f"{actors} actors")
-        ax_rt.plot([x for x, _, _ in pts], [y for _, _, y in pts], marker="o", label=f"{actors} actors")
-    ax_fps.scatter([best.cpu_gpu_ratio], [best.fps], s=160, facecolors="none", edgecolors="k", label="recommended")
-    ax_rt.scatter([best.cpu_gpu_ratio], [best.runtime_s], s=160, facecolors="none", edgecolors="k",
-                  label="recommended")
-    ax_fps.set(xlabel="CPU/GPU ratio (actor threads / compute units)", ylabel="predicted fps", title="throughput")
-    ax_rt.set(xlabel="CPU/GPU ratio (actor threads / compute units)", ylabel="predicted runtime_s", title="task time")
-    ax_e.axis("off")
-    ax_e.text(0.0, 0.5, _wrap("energy per task: " + preds[0].energy_reason, 45), va="center", fontsize=9)
-    for ax in (ax_fps, ax_rt):
+    """Predicted fps and runtime_s against the CPU/GPU ratio, a line per actor count through
+    the best configuration at each ratio, every configuration a dot (against actors when the
+    grid has one ratio); the recommended configuration circled."""
+    by_ratio = len({p.cpu_gpu_ratio for p in preds}) > 1
+    series, label = (("actors", "CPU/GPU ratio (actor threads / compute units)") if by_ratio
+                     else ("cpu_gpu_ratio", "actors"))
+    fig, axes = _figure(2, 6.0)
+
+    def x(p):
+        return p.cpu_gpu_ratio if by_ratio else p.knobs["actors"]
+
+    for ax, metric in zip(axes, ("fps", "runtime_s")):
+        pick = max if metric == "fps" else min
+        for v in sorted({p.knobs.get(series, p.cpu_gpu_ratio) for p in preds}):
+            pts = [(x(p), getattr(p, metric)) for p in preds if p.knobs.get(series, p.cpu_gpu_ratio) == v]
+            line = sorted((a, pick(b for a2, b in pts if a2 == a)) for a in {a for a, _ in pts})
+            drawn = ax.plot([a for a, _ in line], [b for _, b in line], marker="o", label=f"{series} {v:g}")
+            ax.scatter([a for a, _ in pts], [b for _, b in pts], s=14, color=drawn[0].get_color(), alpha=0.5)
+        ax.scatter([x(best)], [getattr(best, metric)], s=160, facecolors="none", edgecolors="k", label="recommended")
+        ax.set(xlabel=label, ylabel=f"predicted {metric}", title=("throughput" if metric == "fps" else "task time"))
+        if not by_ratio:
+            ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(_wrap(f"Predicted (not measured) with {names}"), fontsize=9)
+    fig.suptitle(_wrap(f"Predicted (not measured) with {names}; a line through the best configuration at each x, "
+                       f"a dot per configuration. Energy per task: {preds[0].energy_reason}", 130),
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     return path
 
 
-def validation_figure(checked, names: str, error: float, path: Path) -> Path:
-    """Predicted against measured fps and runtime_s per job, with y = x and a +-15% band."""
+def validation_figure(checked, names: str, error: float, path: Path | None = None):
+    """Predicted against measured fps and runtime_s per job, with y = x and a +-15% band; the
+    Figure, saved to `path` when given."""
     fig, axes = _figure(2)
     for ax, key in zip(axes, ("fps", "runtime_s")):
         measured = [c.measured[key] for c in checked]
         predicted = [getattr(c.predicted, key) for c in checked]
         ax.scatter(measured, predicted, zorder=3)
         for c, x, y in zip(checked, measured, predicted):
-            ax.annotate(str(c.predicted.knobs["actors"]) + "a/" + str(c.predicted.knobs["sm_limit"]) + "u", (x, y),
-                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(f"{c.predicted.knobs['actors']}a/{c.predicted.knobs['actor_threads']}t/"
+                        f"{c.predicted.knobs['sm_limit']}u", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         hi = 1.1 * max(measured + predicted)
         ax.plot([0, hi], [0, hi], color="k", lw=1, label="predicted = measured")
         ax.fill_between([0, hi], [0, 0.85 * hi], [0, 1.15 * hi], color="k", alpha=0.08, label="within 15%")
@@ -108,10 +120,20 @@ def validation_figure(checked, names: str, error: float, path: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
     fig.suptitle(_wrap(f"prediction_error={error:.4f} (larger median abs. % error of fps and runtime_s); "
-                       f"labels: actors a / compute units u; {names}"), fontsize=9)
+                       f"labels: actors a / actor threads t / compute units u; {names}"), fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    return path
+    if path is not None:
+        fig.savefig(path, dpi=90)
+    return fig
+
+
+def disagreements(checked, share: float = 0.15) -> list[str]:
+    """Jobs whose fps or runtime_s the model missed by more than `share`, worst first."""
+    off = sorted(checked, key=lambda c: -max(c.ape("fps"), c.ape("runtime_s")))
+    return [f"{c.name}: fps predicted {c.predicted.fps:.0f}, measured {c.measured['fps']:.0f} ({c.ape('fps'):.0%} off); "
+            f"runtime_s predicted {c.predicted.runtime_s:.1f}, measured {c.measured['runtime_s']:.1f} "
+            f"({c.ape('runtime_s'):.0%} off); predicted bound: {c.predicted.bound}"
+            for c in off if max(c.ape("fps"), c.ape("runtime_s")) > share]
 
 
 def validation_rows(checked) -> list[list]:
@@ -155,6 +177,7 @@ def run_validate(a) -> int:
         for k, v in per.items():
             client.log_metric(a.sweep, f"prediction_mdape/{k}", v)
         client.set_tag(a.sweep, "prediction_profile", m.names())
+        client.set_tag(a.sweep, "prediction_profile_run", m.gpu.run_id)
         with tempfile.TemporaryDirectory() as tmp:
             rows = validation_rows(checked)
             with open(Path(tmp) / "validation.csv", "w", newline="") as f:

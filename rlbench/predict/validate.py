@@ -36,7 +36,7 @@ def job_conf(tags: dict):
     from rlbench.config.validate import validate
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
-                 and not o.lstrip("+~").startswith("tracking.")]
+                 and not o.lstrip("+~").startswith(("tracking.", "hydra."))]
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return validate(compose(config_name="config", overrides=overrides), host=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings, verdict_lines
 from rlbench.report.html import png_bytes, render
+from rlbench.report.prediction import prediction_section
 from rlbench.report.records import Study
 
 
@@ -16,8 +17,9 @@ def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, toleranc
     "findings": dict, "lines": [verdict sentences]}."""
     out_dir.mkdir(parents=True, exist_ok=True)
     found = findings(study, knee_share, tolerance)
+    predicted, found["prediction"] = prediction_section(study)
     lines = verdict_lines(found)
-    drawn = all_figures(study)
+    drawn = all_figures(study) + [predicted]
     pngs, paths = {}, {}
     for d in drawn:
         if d.fig is not None:

@@ -64,6 +64,9 @@ def verdict_lines(f: dict) -> list[str]:
     lines.append(f["study_rule"])
     if f.get("on_off_policy"):
         lines.append(f"on- vs off-policy: {f['on_off_policy']['text']}")
+    if f.get("prediction"):
+        lines.append(f"model: {f['prediction']['text']}")
+        lines += [f"model missed {d}" for d in f["prediction"].get("disagreements", [])]
     lines += [f"NOT FINISHED ({d['status']}): {d['name']}: {d['reason']}" for d in f["not_finished"]]
     lines += [f"MISSING: {m}" for m in f["missing"]]
     return lines

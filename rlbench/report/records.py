@@ -72,6 +72,7 @@ class Study:
     host: dict[str, str]
     jobs: list[JobRun]
     missing: list[str]               # planned jobs with no run at all, as text
+    parent_tags: dict[str, str] = field(default_factory=dict)
 
     @property
     def frameskip(self) -> int | None:
@@ -146,7 +147,8 @@ def load_parent(parent_id: str) -> Study:
     kind = tags.get("rlbench.role", "sweep")
     planned = parent.data.params.get("jobs")
     return Study(kind=kind, title=parent.info.run_name or parent_id, parent_id=parent_id, host=_host(tags, jobs),
-                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None))
+                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None),
+                 parent_tags=dict(tags))
 
 
 def load_experiment(name: str) -> Study:

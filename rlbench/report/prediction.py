@@ -1,0 +1,56 @@
+"""The report's predicted-vs-measured section: when a profile of the study's host exists
+(`python -m rlbench.profile`), every finished job is predicted from it (rlbench.predict) and
+drawn against what it measured, naming the profile; the jobs the model misses by more than
+15% are listed (for a search: where the prediction and the measured trials disagree)."""
+
+from __future__ import annotations
+
+from rlbench.report.figures import Drawn
+from rlbench.report.records import Study
+
+NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured fps and runtime_s"
+
+
+def profile_for(study: Study) -> tuple[str | None, str]:
+    """(profile run id, how it was chosen) or (None, why there is none)."""
+    from rlbench.predict.profiles import find_profiles
+
+    named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
+    if named:
+        return named, "named on the parent run"
+    host = study.host.get("host")
+    env_ids = {j.params.get("env.id") for j in study.finished}
+    if len(env_ids) != 1:
+        return None, f"the finished jobs span {len(env_ids)} envs ({sorted(map(str, env_ids))}); a profile is per env"
+    (env_id,) = env_ids
+    found = find_profiles(host, env_id)
+    if not found:
+        return None, (f"no profile of host {host!r} for env {env_id!r} in experiment rlbench-profiles; "
+                      f"make one on that host: python -m rlbench.profile env=<the sweep's env>")
+    return found[0], f"the newest profile of host {host!r} for {env_id}"
+
+
+def prediction_section(study: Study) -> tuple[Drawn, dict]:
+    """(the figure, findings["prediction"]: profile, prediction_error, per-metric errors, disagreements)."""
+    from rlbench.predict.jobs import Machine
+    from rlbench.predict.profiles import ProfileError, load_profile
+    from rlbench.predict.report import disagreements, validation_figure
+    from rlbench.predict.validate import check_jobs, prediction_error
+
+    run_id, how = profile_for(study)
+    if run_id is None:
+        return Drawn(NAME, TITLE, None, how), {"text": f"not predicted: {how}"}
+    try:
+        profile = load_profile(run_id)
+        m = Machine(profile, profile)
+        checked = check_jobs(study.jobs, m)
+        error, per = prediction_error(checked)
+    except (ProfileError, ValueError, LookupError) as e:
+        return Drawn(NAME, TITLE, None, f"not predicted: {e}"), {"text": f"not predicted: {e}"}
+    off = disagreements(checked)
+    text = (f"prediction_error={error:.4f} (median abs. % error: fps {per['fps']:.3f}, runtime_s {per['runtime_s']:.3f}) "
+            f"over {len(checked)} jobs with {m.names()} ({how}); "
+            + (f"{len(off)} job(s) off by more than 15%" if off else "every job within 15%"))
+    fig = validation_figure(checked, m.names(), error)
+    return Drawn(NAME, TITLE, fig), {"text": text, "profile": run_id, "prediction_error": error, "mdape": per,
+                                     "disagreements": off}
