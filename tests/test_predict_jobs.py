@@ -97,3 +97,13 @@ def test_bad_command_lines_are_refused(capsys):
         with pytest.raises(SystemExit):
             parse(argv)
         assert says in capsys.readouterr().err
+
+
+def test_startup_is_the_profiles_reset_cost_per_env_times_envs_per_thread():
+    from rlbench.predict.profiles import reset_s
+
+    rows = [{**r, "reset_s": {4: 0.2, 64: 4.8}[r["envs"]] * (1 if r["threads"] == 2 else 2)} for r in ENV]
+    p, notes = Profile("p2", TAGS, rows, INF, UPD), []
+    # 2 threads: 0.1 s per env-thread at 4 envs, 0.15 at 64; at 16 envs halfway in log(envs): 0.125 x 16 / 2
+    assert reset_s(p, 2, 16, notes) == pytest.approx(0.125 * 16 / 2) and not notes
+    assert reset_s(prof(), 2, 16, notes) == 0.0 and "did not time the envs' first reset" in notes[0]

@@ -113,3 +113,9 @@ def test_evaluation_envs_step_and_infer_but_do_not_count():
     # 40 training + 10 eval envs on 2 threads: 25 ms of stepping, a forward of 50: 7 ms -> 40 steps / 32 ms
     assert actor_rate(C, actors=40, eval_envs=10)[0] == pytest.approx(40 / 0.032)
     assert actor_rate(C, actors=40, batch=20, eval_envs=10)[0] == pytest.approx(2000.0 * 40 / 50)  # env-bound
+
+
+def test_the_first_reset_delays_everything_but_not_the_stepping_rate():
+    p = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000, start_s=3.0)
+    assert (p.actors_s, p.learner_s, p.runtime_s) == (pytest.approx(28.0), pytest.approx(18.5), pytest.approx(28.0))
+    assert p.fps(4) == pytest.approx(8000.0)  # fps counts the stepping only, as the job's fps does

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
 from rlbench.predict import model
-from rlbench.predict.profiles import Profile, env_step_s, inference_s, update_s
+from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, update_s
 from rlbench.resources import cpu_gpu_ratio
 
 
@@ -110,7 +110,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
-                      eval_envs=n_eval)
+                      eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes))
     learner_time = p.learner_s - min(start, conf.workload.frames / conf.env.frameskip) / p.sps if updates else 0.0
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,

@@ -110,8 +110,9 @@ def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
             learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
-            eval_envs: int = 0) -> Prediction:
-    """The task's time in three phases: the actors alone until the learner may start; both
+            eval_envs: int = 0, start_s: float = 0.0) -> Prediction:
+    """The task's time in three phases after `start_s` (the envs' first reset, before any
+    step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
     host's (`learner_threads` > 0 and `cores` > 0: processor sharing, both slowed by
     cores / demand); then whichever is left, alone again.
@@ -126,7 +127,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     t1 = min(learner_start_steps, steps) / sps0
     left = steps - min(learner_start_steps, steps)
     if not updates:
-        t = steps / sps0
+        t = start_s + steps / sps0
         return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound)
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share = 1.0
@@ -142,6 +143,6 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
         t2 = updates / update_rate
         learner_s = t1 + t2
         actors_s = learner_s + (left - t2 * sps_s) / sps0
-    runtime = max(actors_s, learner_s)
-    return Prediction(steps / actors_s, actor_bound, actors_s, learner_s, runtime,
-                      LEARNER if learner_s > actors_s else actor_bound)
+    bound = LEARNER if learner_s > actors_s else actor_bound
+    return Prediction(steps / actors_s, actor_bound, start_s + actors_s, start_s + learner_s,
+                      start_s + max(actors_s, learner_s), bound)

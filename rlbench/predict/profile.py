@@ -25,7 +25,9 @@ import numpy as np
 
 
 def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, seed: int = 0) -> list[dict]:
-    """[{threads, envs, sps, env_step_s}] for each (threads, envs); the first reset is not timed."""
+    """[{threads, envs, sps, env_step_s, reset_s}] for each (threads, envs); reset_s: the first
+    reset of all envs (a job's actors do it before their first step: up to noop_max no-ops per
+    Atari env), timed apart from the stepping."""
     from rlbench.envs.vector import make_actors
 
     rows = []
@@ -33,7 +35,9 @@ def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, see
         env = make_actors(env_conf, envs, threads, 0)
         rng = np.random.default_rng(seed)
         try:
+            t0 = time.perf_counter()
             env.reset(seed=seed)
+            reset_s = time.perf_counter() - t0
             steps, t0 = 0, time.perf_counter()
             while time.perf_counter() - t0 < seconds:
                 env.send(rng.integers(0, env.num_actions, envs))
@@ -42,7 +46,8 @@ def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, see
         finally:
             env.close()
         used = min(env.threads_used, envs)
-        rows.append({"threads": env.threads_used, "envs": envs, "sps": sps, "env_step_s": used / sps})
+        rows.append({"threads": env.threads_used, "envs": envs, "sps": sps, "env_step_s": used / sps,
+                     "reset_s": reset_s})
     return rows
 
 

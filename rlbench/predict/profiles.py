@@ -121,6 +121,21 @@ def env_step_s(p: Profile, threads: int, envs: int, notes: list[str]) -> float:
     return _interp(math.log(envs), [math.log(e) for e, _ in pts], [s for _, s in pts])
 
 
+def reset_s(p: Profile, threads: int, envs: int, notes: list[str]) -> float:
+    """Seconds of the first reset of `envs` envs on `threads` threads: the profile's CPU
+    seconds per env reset (log-interpolated over envs) x envs / threads; 0 with a note for a
+    profile that did not time resets."""
+    measured = sorted({r["threads"] for r in p.env})
+    t = min(threads, envs)
+    use = t if t in measured else (max(x for x in measured if x <= t) if min(measured) <= t else min(measured))
+    pts = sorted((r["envs"], r["reset_s"] * min(r["threads"], r["envs"]) / r["envs"])
+                 for r in p.env if r["threads"] == use and r.get("reset_s") is not None)
+    if not pts:
+        notes.append(f"{p.label()} did not time the envs' first reset: startup counted as 0 s")
+        return 0.0
+    return _interp(math.log(envs), [math.log(e) for e, _ in pts], [s for _, s in pts]) * envs / t
+
+
 def _by_units(rows: list[dict], units: int, what: str, p: Profile, notes: list[str], value) -> float:
     """value(u) at `units`, linear between measured unit counts, the nearest beyond them."""
     measured = sorted({r["units"] for r in rows})
