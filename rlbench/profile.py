@@ -38,34 +38,38 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per env-stepping point (default 2)")
     p.add_argument("--repeats", type=int, default=10, help="timed inference calls per point (default 10)")
     p.add_argument("--updates", type=int, default=1, help="timed learner updates per unit count; 0 = none")
+    p.add_argument("--corun-envs", type=int, default=40, help="envs of the co-run (the actor loop alone and beside "
+                                                              "the learner, per unit count); 0 = none")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
     p.add_argument("--experiment", default="rlbench-profiles")
     p.add_argument("--no-log", action="store_true", help="print only; log nothing to MLflow")
     p.add_argument("overrides", nargs="*", help="job overrides picking the env and algorithm, e.g. env=cartpole")
     args = p.parse_args(argv)
-    if args.seconds <= 0 or args.repeats < 1 or args.updates < 0:
+    if args.seconds <= 0 or args.repeats < 1 or args.updates < 0 or args.corun_envs < 0:
         p.error(f"--seconds={args.seconds} (> 0), --repeats={args.repeats} (>= 1), --updates={args.updates} "
-                "(>= 0): out of range")
+                f"(>= 0), --corun-envs={args.corun_envs} (>= 0): out of range")
     return args
 
 
 def measure(conf, args) -> dict:
-    from rlbench.predict.profile import env_curve, fit_inference, inference_curve, update_time
+    from rlbench.predict.profile import corun, env_curve, fit_inference, inference_curve, update_time
 
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
     inference = inference_curve(conf, args.batches, args.units, args.repeats)
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
     updates = [{"units": u, "seconds": update_time(conf, u, args.updates)} for u in args.units] if args.updates else []
-    return {"env": env, "inference": inference, "fit": fit, "update": updates}
+    co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates) for u in args.units]
+          if args.updates and args.corun_envs else [])
+    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co}
 
 
 def figure(curves: dict, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(13, 4))
+    fig = Figure(figsize=(17, 4))
     FigureCanvasAgg(fig)
-    ax_env, ax_inf, ax_upd = fig.subplots(1, 3)
+    ax_env, ax_inf, ax_upd, ax_co = fig.subplots(1, 4)
     for t in sorted({r["threads"] for r in curves["env"]}):
         pts = sorted((r["envs"], r["sps"]) for r in curves["env"] if r["threads"] == t)
         ax_env.plot(*zip(*pts), marker="o", label=f"{t} actor threads")
@@ -79,6 +83,17 @@ def figure(curves: dict, path: Path) -> Path:
     else:
         ax_upd.text(0.5, 0.5, "not measured (--updates 0)", ha="center", va="center", transform=ax_upd.transAxes)
     ax_upd.set(xlabel="compute units", ylabel="s per update", title="learner update")
+    if curves.get("corun"):
+        rows = curves["corun"]
+        xs = range(len(rows))
+        ax_co.bar([x - 0.2 for x in xs], [r["loop_sps"] for r in rows], 0.4, label="actor loop alone")
+        ax_co.bar([x + 0.2 for x in xs], [r["corun_sps"] for r in rows], 0.4, label="beside the learner")
+        ax_co.set_xticks(list(xs), [f"{r['units']} units\n{r['envs']} envs" for r in rows])
+        ax_co.legend(fontsize=8)
+    else:
+        ax_co.text(0.5, 0.5, "not measured (--updates 0 or --corun-envs 0)", ha="center", va="center",
+                   transform=ax_co.transAxes)
+    ax_co.set(ylabel="agent steps / s", title="co-run: actors beside the learner")
     for ax in (ax_env, ax_inf):
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
@@ -91,17 +106,21 @@ def figure(curves: dict, path: Path) -> Path:
 def log_profile(conf, args, curves: dict) -> str:
     import mlflow
 
+    from rlbench.resources import ComputeLimit
     from rlbench.tracking.fingerprint import host_tags
     from rlbench.tracking.parent import source_tags
     from rlbench.tracking.store import open_experiment
+    from rlbench.trainer import resolve_device
 
+    device = resolve_device(conf.device)
+    units = {"profile_device": device.type, "compute_units_total": str(ComputeLimit(None, device).grant.total)}
     tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
     with mlflow.start_run(experiment_id=open_experiment(tracking), run_name=f"profile {conf.env.id} {conf.algo.name}",
                           tags={**host_tags(), **source_tags("profile"), "rlbench.role": "profile",
-                                "env_id": conf.env.id, "device": conf.device}) as run:
+                                "env_id": conf.env.id, "device": conf.device, **units}) as run:
         mlflow.log_params({"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads,
                            "envs": args.envs, "batches": args.batches, "units": args.units})
-        for name in ("env", "inference", "update"):
+        for name in ("env", "inference", "update", "corun"):
             if curves[name]:
                 mlflow.log_table({k: [r[k] for r in curves[name]] for k in curves[name][0]}, f"{name}.json")
         for u, (fixed, per_env) in curves["fit"].items():
@@ -134,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"central inference at {u} units: {1e3 * fixed:.2f} ms + {1e3 * per_env:.3f} ms per env")
     for r in curves["update"]:
         print(f"learner update at {r['units']} units: {r['seconds']:.2f} s")
+    for r in curves["corun"]:
+        print(f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
+              f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "
+              f"{r['corun_update_s']:.2f} s")
     if not args.no_log:
         print(f"profile logged as run {log_profile(conf, args, curves)} in experiment {args.experiment}")
     return 0

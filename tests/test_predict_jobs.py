@@ -107,3 +107,17 @@ def test_startup_is_the_profiles_reset_cost_per_env_times_envs_per_thread():
     # 2 threads: 0.1 s per env-thread at 4 envs, 0.15 at 64; at 16 envs halfway in log(envs): 0.125 x 16 / 2
     assert reset_s(p, 2, 16, notes) == pytest.approx(0.125 * 16 / 2) and not notes
     assert reset_s(prof(), 2, 16, notes) == 0.0 and "did not time the envs' first reset" in notes[0]
+
+
+def test_sharing_is_read_off_the_co_run():
+    from rlbench.predict.profiles import sharing
+
+    co = [{"units": 2, "envs": 16, "threads": 2, "loop_sps": 400.0, "corun_sps": 200.0, "corun_update_s": 2.4}]
+    p, notes = Profile("p3", TAGS, ENV, INF, UPD, co), []
+    step = 1.5e-3 + 1.5e-3 * math.log(16 / 4) / math.log(64 / 4)   # env_step_s at 2 threads, 16 envs
+    infer = (2e-3 + 1e-4 * 16) / 2                                  # a forward of 16 at 2 units
+    overhead = 16 / (16 * step / 2 + infer) / 400                   # composed rate / the loop's
+    demand = 400 * overhead * (step + 2 * infer / 16) + 2           # the actors' cores + a 2-thread learner
+    assert sharing(p, 2, notes) == pytest.approx((overhead, demand / 2, demand / (2.4 / 1.2))) and not notes
+    assert sharing(p, 1, notes)[0] == pytest.approx(overhead) and "taken from the co-run at 2 units" in notes[0]
+    assert sharing(prof(), 2, notes) is None  # no co-run measured

@@ -119,3 +119,17 @@ def test_the_first_reset_delays_everything_but_not_the_stepping_rate():
     p = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000, start_s=3.0)
     assert (p.actors_s, p.learner_s, p.runtime_s) == (pytest.approx(28.0), pytest.approx(18.5), pytest.approx(28.0))
     assert p.fps(4) == pytest.approx(8000.0)  # fps counts the stepping only, as the job's fps does
+
+
+def test_measured_loop_overhead_and_effective_cores_replace_the_ideal_sharing():
+    # the loop takes 1.25x the composed time; sharing, the actors see 1 core, the learner 1.5
+    c = Costs(**{**C.__dict__, "cores": 2, "loop_overhead": 1.25, "share_cores_actors": 1.0,
+                 "share_cores_learner": 1.5})
+    sps0 = 40 / (1.25 * 0.026)
+    demand = sps0 * 1.25 * 1e-3 + 2
+    share_a, share_l = 1.0 / demand, 1.5 / demand
+    p = predict(c, actors=40, frames=40_000, frameskip=4, updates=10, learner_start_steps=2000, learner_threads=2)
+    t1, t2 = 2000 / sps0, 8000 / (sps0 * share_a)
+    assert t2 < 10 / share_l  # the actors finish first
+    assert p.actors_s == pytest.approx(t1 + t2) and p.learner_s == pytest.approx(t1 + t2 + (10 - t2 * share_l) * 1.0)
+    assert actor_rate(c, actors=40)[0] == pytest.approx(sps0)

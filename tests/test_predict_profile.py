@@ -52,7 +52,7 @@ def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
     from rlbench.profile import main
 
     assert main(["--threads", "1", "--envs", "2", "--batches", "1,4", "--units", "1", "--seconds", "0.2",
-                 "--repeats", "2", "--updates", "1", "--tracking-uri", store["uri"], "--experiment", "prof",
+                 "--repeats", "2", "--updates", "1", "--corun-envs", "4", "--tracking-uri", store["uri"], "--experiment", "prof",
                  "env=cartpole", "eval_envs=0"]) == 0
     out = capsys.readouterr().out
     assert "env stepping: 1 threads x 2 envs" in out and "central inference at 1 units" in out
@@ -60,7 +60,8 @@ def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
     (run,) = mlflow.search_runs(experiment_names=["prof"], output_format="list")
     assert run.data.tags["rlbench.role"] == "profile" and run.data.tags["hardware_threads"]
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"env.json", "inference.json", "update.json", "profile.png"} <= names
+    assert {"env.json", "inference.json", "update.json", "corun.json", "profile.png"} <= names
+    assert run.data.tags["profile_device"] == "cpu" and int(run.data.tags["compute_units_total"]) >= 1
     assert run.data.metrics["inference_fixed_ms/1"] >= 0 and run.data.metrics["inference_per_env_ms/1"] >= 0
 
 
@@ -71,3 +72,13 @@ def test_profile_command_refuses_bad_input_before_measuring(capsys):
         main(["--units", "0"])
     assert e.value.code == 2 and "'0': allowed: comma-separated integers >= 1" in capsys.readouterr().err
     assert main(["actors=0", "--no-log"]) == 2
+
+
+def test_corun_times_the_actor_loop_alone_and_beside_the_learner(compose_cfg):
+    from rlbench.config.validate import validate
+    from rlbench.predict.profile import corun
+
+    conf = validate(compose_cfg(["env=cartpole", "algo=r2d2_vector", "actors=4", "eval_envs=0"]))
+    r = corun(conf, envs=4, threads=1, units=1, seconds=0.3, updates=1)
+    assert (r["units"], r["envs"], r["threads"]) == (1, 4, 1)
+    assert r["loop_sps"] > 0 and r["corun_sps"] > 0 and r["corun_update_s"] > 0

@@ -242,7 +242,8 @@ def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_dr
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", uri, "--no-log"]) == 2
     assert "no profile of host" in capsys.readouterr().err  # none yet: says how to make one
     assert profile_main(["--threads", "1", "--envs", "2,4", "--batches", "2,4", "--units", "1,2", "--seconds", "0.2",
-                         "--repeats", "3", "--updates", "1", "--tracking-uri", uri, *CARTPOLE_TINY, "eval_envs=0"]) == 0
+                         "--repeats", "3", "--updates", "1", "--corun-envs", "4", "--tracking-uri", uri, *CARTPOLE_TINY,
+                         "eval_envs=0"]) == 0
     capsys.readouterr()
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
 from rlbench.predict import model
-from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, update_s
+from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.resources import cpu_gpu_ratio
 
 
@@ -104,9 +104,15 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     if updates and upd is None:
         raise ValueError(f"{m.gpu.label()} has no learner-update timing (profiled with --updates 0); the job "
                          f"needs {updates} updates; allowed: a profile with updates, or learner=false")
+    shared = sharing(m.gpu, u, notes) if m.cpu.run_id == m.gpu.run_id and not m.threads else None
+    if shared is None and updates and on_cpu:
+        notes.append("no co-run in the profile for this machine: the actors and the learner share the cores ideally "
+                     "(processor sharing, no loop overhead)")
+    overhead, cores_a, cores_l = shared or (1.0, 0.0, 0.0)
     costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, envs, notes), actor_threads=threads,
                         infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
-                        update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores)
+                        update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores,
+                        loop_overhead=overhead, share_cores_actors=cores_a, share_cores_learner=cores_l)
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,

@@ -53,6 +53,9 @@ class Costs:
     update_s: float
     infer_threads: int = 0
     cores: int = 1
+    loop_overhead: float = 1.0        # the actor loop's time per step / the composed one (measured; 1 = none)
+    share_cores_actors: float = 0.0   # effective cores the actors see when sharing with the learner (0 = cores)
+    share_cores_learner: float = 0.0  # effective cores the learner sees (0 = cores)
 
     def infer_s(self, batch: int) -> float:
         return self.infer_fixed_s + batch * self.infer_per_env_s
@@ -79,13 +82,14 @@ def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0) -> tup
         raise ValueError(f"actors={actors}, actor_threads={c.actor_threads} must be >= 1, eval_envs={eval_envs} >= 0")
     n = actors + eval_envs
     parallel = min(c.actor_threads, n)
+    g = c.loop_overhead
     if batch <= 0 or batch >= n:
-        return actors / (n * c.env_step_s / parallel + c.infer_s(n)), SYNC
+        return actors / (g * (n * c.env_step_s / parallel + c.infer_s(n))), SYNC
     capacities = {ENV: parallel / c.env_step_s, INFERENCE: batch / c.infer_s(batch)}
     if c.cores:
         capacities[CORES] = c.cores / (c.env_step_s + c.infer_threads * c.infer_s(batch) / batch)
     bound = min(capacities, key=capacities.get)
-    return capacities[bound] * actors / n, bound
+    return capacities[bound] * actors / n / g, bound
 
 
 def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> int:
@@ -105,7 +109,7 @@ def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 
     threads; the eval envs add their steps in proportion."""
     n = actors + eval_envs
     b = n if batch <= 0 or batch >= n else batch
-    return sps * n / actors * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
+    return sps * n / actors * c.loop_overhead * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
@@ -130,11 +134,15 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
         t = start_s + steps / sps0
         return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound)
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
-    share = 1.0
+    share_a = share_l = 1.0
     if c.cores and learner_threads:
-        share = min(1.0, c.cores / (actor_cores(c, actors, batch, sps0, eval_envs) + learner_threads * busy))
-    sps_s = sps0 * share
-    update_rate = share * (min(1 / c.update_s, sps0 / steps_per_update) if steps_per_update > 0 else 1 / c.update_s)
+        demand = actor_cores(c, actors, batch, sps0, eval_envs) + learner_threads * busy
+        share_a = min(1.0, (c.share_cores_actors or c.cores) / demand)
+        share_l = min(1.0, (c.share_cores_learner or c.cores) / demand)
+    sps_s = sps0 * share_a
+    update_rate = share_l / c.update_s
+    if steps_per_update > 0:
+        update_rate = min(update_rate, sps_s / steps_per_update)
     if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
         t2 = left / sps_s
         actors_s = t1 + t2

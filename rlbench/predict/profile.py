@@ -152,6 +152,75 @@ def update_time(conf, units: int, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1) -> dict:
+    """The actor loop as a job runs it (rlbench's ActorRole: env stepping, then central
+    inference of all envs; no eval envs), `seconds` alone, then while the learner updates back
+    to back in another thread, both under the units' grant (they share the host as in a job):
+    {units, envs, threads, loop_sps, corun_sps, corun_update_s}. The learner starts
+    once replay holds a batch and does not wait for the replay ratio; the first update is
+    untimed, the next `updates` are timed with the actors' steps during them."""
+    import copy
+
+    from rlbench.algo import algorithm
+    from rlbench.algo.parts import AlgoContext
+    from rlbench.envs.spec import env_spec
+    from rlbench.envs.vector import make_actors
+    from rlbench.resources import ComputeLimit
+    from rlbench.roles.actors import ActorRole
+    from rlbench.roles.inference import InferenceServer
+    from rlbench.trainer import resolve_device
+
+    conf = copy.deepcopy(conf)
+    conf.actors, conf.eval_envs = envs, 0
+    if hasattr(conf.algo, "min_replay"):
+        conf.algo.min_replay = conf.algo.batch_size
+    device, spec, free = resolve_device(conf.device), env_spec(conf.env), threading.Event()
+    free.set()  # the learner's view: never wait for the replay ratio
+    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, free))
+    if parts.learner is None:
+        raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner to run beside the actors")
+    role = ActorRole(make_actors(conf.env, envs, threads, 0), InferenceServer(parts.policy, device, envs, num_train=envs),
+                     envs, frame_target=1 << 62, seed=conf.seed)
+    role.may_step = parts.may_step
+    stop, errors, marks = threading.Event(), [], []
+    with ComputeLimit(units, device, conf.sm_backend) as compute:
+        actors = threading.Thread(target=lambda: _in_scope(compute.thread_scope, lambda: role.run(stop), errors))
+        actors.start()
+        try:
+            _wait(lambda: role.stepping_since is not None or errors, 600, "the envs' first reset")
+            s0, t0 = role.steps, time.perf_counter()
+            time.sleep(seconds)
+            loop_sps = (role.steps - s0) / (time.perf_counter() - t0)
+            _wait(lambda: parts.learner.may_update() or errors, 600, "replay to hold a batch")
+
+            def learn() -> None:
+                for _ in range(updates + 1):
+                    marks.append((time.perf_counter(), role.steps))
+                    parts.learner.update()
+                marks.append((time.perf_counter(), role.steps))
+
+            learner = threading.Thread(target=lambda: _in_scope(compute.thread_scope, learn, errors))
+            learner.start()
+            learner.join()
+        finally:
+            stop.set()
+            actors.join()
+            role.env.close()
+    if errors:
+        raise errors[0]
+    (t1, n1), (t2, n2) = marks[1], marks[-1]
+    return {"units": units, "envs": envs, "threads": role.env.threads_used, "loop_sps": loop_sps,
+            "corun_sps": (n2 - n1) / (t2 - t1), "corun_update_s": (t2 - t1) / updates}
+
+
+def _wait(ready, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the co-run waited {timeout_s:g} s for {what}")
+        time.sleep(0.02)
+
+
 def _in_scope(scope, fn, errors: list | None = None) -> None:
     try:
         with scope():

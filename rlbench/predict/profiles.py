@@ -32,6 +32,7 @@ class Profile:
     env: list[dict]
     inference: list[dict]
     update: list[dict] = field(default_factory=list)
+    corun: list[dict] = field(default_factory=list)
 
     @property
     def device(self) -> str:
@@ -62,10 +63,10 @@ def load_profile(run_id: str) -> Profile:
     if run.data.tags.get("rlbench.role") != "profile":
         raise ProfileError(f"--profile={run_id}: run {run.info.run_name!r} is not a profile (tag rlbench.role="
                            f"{run.data.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
-    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update")}
+    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update", "corun")}
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
-    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"])
+    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"], tables["corun"])
 
 
 def _table(run_id: str, name: str) -> list[dict]:
@@ -168,3 +169,30 @@ def update_s(p: Profile, units: int, notes: list[str]) -> float | None:
         return None
     return _by_units(p.update, units, "the learner update", p, notes,
                      lambda u: next(r["seconds"] for r in p.update if r["units"] == u))
+
+
+def sharing(p: Profile, units: int, notes: list[str]) -> tuple[float, float, float] | None:
+    """(loop_overhead, effective cores of the actors, of the learner) from the profile's co-run
+    at the job's unit count (the nearest measured one otherwise, named), or None without one.
+
+    loop_overhead = the composed time per step (env stepping + inference at the co-run's envs)
+    over the actor loop's measured one. The co-run's demand D = loop_sps x the CPU seconds per
+    step (env_step_s + units x inference / envs, x loop_overhead) + units (a learner never
+    waiting); the actors were slowed by f_a = loop_sps / corun_sps, the learner by
+    f_l = corun_update_s / update_s, so processor sharing holds with D / f_a cores seen by the
+    actors and D / f_l by the learner: the model shares those at other demands."""
+    if not p.corun or not p.update or p.device != "cpu":
+        return None
+    rows = sorted(p.corun, key=lambda r: (abs(r["units"] - units), r["units"]))
+    r = rows[0]
+    if r["units"] != units:
+        notes.append(f"estimate: sharing with the learner at {units} units taken from the co-run at {r['units']} units")
+    quiet: list[str] = []
+    envs, u = r["envs"], r["units"]
+    step = env_step_s(p, r["threads"], envs, quiet)
+    composed = envs / (envs * step / min(r["threads"], envs) + inference_s(p, u, envs, quiet))
+    overhead = max(1.0, composed / r["loop_sps"])
+    demand = r["loop_sps"] * overhead * (step + u * inference_s(p, u, envs, quiet) / envs) + u
+    f_a = max(1.0, r["loop_sps"] / r["corun_sps"])
+    f_l = max(1.0, r["corun_update_s"] / update_s(p, u, quiet))
+    return overhead, demand / f_a, demand / f_l
