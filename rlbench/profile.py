@@ -31,13 +31,17 @@ def _ints(text: str) -> list[int]:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rlbench.profile", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=_ints, default=[1, 2], help="actor threads to step envs with (default 1,2)")
-    p.add_argument("--envs", type=_ints, default=[4, 40], help="env counts (default 4,40)")
-    p.add_argument("--batches", type=_ints, default=[1, 8, 40], help="inference batch sizes (default 1,8,40)")
-    p.add_argument("--units", type=_ints, default=[1, 2], help="compute units: SMs on CUDA, threads on CPU")
+    p.add_argument("--threads", type=_ints, default=None, help="actor threads to step envs with (default 1, half "
+                                                               "and all of this host's usable CPUs)")
+    p.add_argument("--envs", type=_ints, default=[4, 16, 64, 256], help="env counts (default 4,16,64,256: the "
+                                                                          "study's actor sweep spans 4..256)")
+    p.add_argument("--batches", type=_ints, default=[4, 16, 64, 256], help="inference batch sizes (default 4,16,64,256)")
+    p.add_argument("--units", type=_ints, default=None, help="compute units: SMs on CUDA, threads on CPU (default "
+                                                             "on CPU 1, half and all threads; on CUDA a quarter, half "
+                                                             "and all SMs)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per env-stepping point (default 2)")
     p.add_argument("--repeats", type=int, default=10, help="timed inference calls per point (default 10)")
-    p.add_argument("--updates", type=int, default=1, help="timed learner updates per unit count; 0 = none")
+    p.add_argument("--updates", type=int, default=2, help="timed learner updates per unit count (default 2); 0 = none")
     p.add_argument("--corun-envs", type=int, default=40, help="envs of the co-run (the actor loop alone and beside "
                                                               "the learner, per unit count); 0 = none")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
@@ -130,6 +134,27 @@ def log_profile(conf, args, curves: dict) -> str:
         return run.info.run_id
 
 
+def _default_counts(conf, args) -> str | None:
+    """--threads and --units left out: spread over this host (its CPUs; its device's units).
+    Returns what this host cannot honour, or None."""
+    from rlbench.resources import ComputeLimit, usable_cpus
+    from rlbench.trainer import resolve_device
+
+    cpus = len(usable_cpus())
+    if args.threads is None:
+        args.threads = sorted({1, max(1, cpus // 2), cpus})
+    if args.units is None:
+        device = resolve_device(conf.device)
+        total = ComputeLimit(None, device).grant.total
+        args.units = sorted({1, max(1, total // 2), total} if device.type == "cpu"
+                            else {max(1, total // 4), max(1, total // 2), total})
+    total = ComputeLimit(None, resolve_device(conf.device)).grant.total
+    if max(args.threads) > cpus or max(args.units) > total:
+        return (f"--threads={args.threads} --units={args.units}: allowed: threads in 1..{cpus} (this host's usable "
+                f"CPUs), units in 1..{total} (its {'SMs' if resolve_device(conf.device).type == 'cuda' else 'CPU threads'})")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     from hydra import compose, initialize_config_dir
 
@@ -144,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             conf = validate(compose(config_name="config", overrides=args.overrides))
     except ConfigError as e:
         print(f"rlbench profile: {e}", file=sys.stderr)
+        return 2
+    problem = _default_counts(conf, args)
+    if problem:
+        print(f"rlbench profile: {problem}", file=sys.stderr)
         return 2
     curves = measure(conf, args)
     for r in curves["env"]:

@@ -72,6 +72,8 @@ def test_profile_command_refuses_bad_input_before_measuring(capsys):
         main(["--units", "0"])
     assert e.value.code == 2 and "'0': allowed: comma-separated integers >= 1" in capsys.readouterr().err
     assert main(["actors=0", "--no-log"]) == 2
+    assert main(["--units", "999", "--no-log", "env=cartpole"]) == 2
+    assert "--units=[999]: allowed: threads in 1.." in capsys.readouterr().err
 
 
 def test_corun_times_the_actor_loop_alone_and_beside_the_learner(compose_cfg):

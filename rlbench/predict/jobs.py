@@ -117,7 +117,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
                       eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes))
-    learner_time = p.learner_s - min(start, conf.workload.frames / conf.env.frameskip) / p.sps if updates else 0.0
+    learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
                          p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,
