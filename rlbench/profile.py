@@ -5,8 +5,9 @@ Measures, with rlbench's own components: env stepping vs actor threads and envs,
 inference vs batch size and compute units, and one learner update vs compute units. Logs a
 run (tag `rlbench.role=profile` and the host fingerprint, so many machines' profiles can live
 in one tracking server) with the curves as tables (env.json, inference.json, update.json), the
-inference fit as metrics and a figure (profile.png). Overrides pick the workload as for a job
-(`env=breakout`, `algo=vtrace`). Power per component is not measured yet.
+inference fit as metrics and a figure (profile.png), the co-run (corun.json) and the power of
+each pipeline state where telemetry can read it (power.json: null plus the reason where not).
+Overrides pick the workload as for a job (`env=breakout`, `algo=vtrace`).
 """
 
 from __future__ import annotations
@@ -61,10 +62,12 @@ def measure(conf, args) -> dict:
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
     inference = inference_curve(conf, args.batches, args.units, args.repeats)
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
-    updates = [{"units": u, "seconds": update_time(conf, u, args.updates)} for u in args.units] if args.updates else []
-    co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates) for u in args.units]
+    power: list[dict] = []
+    updates = ([{"units": u, "seconds": update_time(conf, u, args.updates, power)} for u in args.units]
+               if args.updates else [])
+    co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
           if args.updates and args.corun_envs else [])
-    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co}
+    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power}
 
 
 def figure(curves: dict, path: Path) -> Path:
@@ -124,7 +127,7 @@ def log_profile(conf, args, curves: dict) -> str:
                                 "env_id": conf.env.id, "device": conf.device, **units}) as run:
         mlflow.log_params({"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads,
                            "envs": args.envs, "batches": args.batches, "units": args.units})
-        for name in ("env", "inference", "update", "corun"):
+        for name in ("env", "inference", "update", "corun", "power"):
             if curves[name]:
                 mlflow.log_table({k: [r[k] for r in curves[name]] for k in curves[name][0]}, f"{name}.json")
         for u, (fixed, per_env) in curves["fit"].items():
@@ -182,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"central inference at {u} units: {1e3 * fixed:.2f} ms + {1e3 * per_env:.3f} ms per env")
     for r in curves["update"]:
         print(f"learner update at {r['units']} units: {r['seconds']:.2f} s")
+    for r in curves["power"]:
+        watts = [f"{k} {r[f'power_{k}_w']:.1f} W" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is not None]
+        why = [f"{k}: {r[f'{k}_reason']}" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is None]
+        print(f"power, {r['state']} at {r['units']} units: " + ", ".join(watts or ["not measured"])
+              + (f" ({'; '.join(why)})" if why else ""))
     for r in curves["corun"]:
         print(f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
               f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "

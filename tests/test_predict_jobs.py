@@ -64,7 +64,7 @@ def test_a_cartpole_job_predicted_by_hand(compose_cfg):
     env_6 = 1e-3 + (2e-3 - 1e-3) * math.log(6 / 4) / math.log(64 / 4)  # log-interpolated between 4 and 64 envs
     assert predict_job(conf, Machine(prof(), prof())).fps == pytest.approx(4 / (6 * env_6 + 2.6e-3))
     assert pred.runtime_s == pytest.approx(conf.workload.frames / pred.fps) and pred.learner_updates_per_s is None
-    assert pred.cpu_gpu_ratio == 1.0 and pred.energy_per_task_j is None and "measured no power" in pred.energy_reason
+    assert pred.cpu_gpu_ratio == 1.0 and pred.energy_per_task_j is None and "the profile metered no power" in pred.energy_reason
 
 
 def test_what_if_machines_name_both_profiles_and_their_estimates(compose_cfg):
@@ -121,3 +121,43 @@ def test_sharing_is_read_off_the_co_run():
     assert sharing(p, 2, notes) == pytest.approx((overhead, demand / 2, demand / (2.4 / 1.2))) and not notes
     assert sharing(p, 1, notes)[0] == pytest.approx(overhead) and "taken from the co-run at 2 units" in notes[0]
     assert sharing(prof(), 2, notes) is None  # no co-run measured
+
+
+def test_energy_is_each_phase_at_its_states_power_and_never_counts_the_unknown_as_zero():
+    from rlbench.predict.power import task_energy
+
+    rows = [{"state": s, "units": 2, "power_cpu_w": w, "power_gpu_w": None, "cpu_reason": None,
+             "gpu_reason": "no NVML"} for s, w in (("actors", 50.0), ("both", 80.0), ("learner", 60.0))]
+    joules, how = task_energy({"actors": 10.0, "both": 20.0, "learner": 5.0}, rows, 2)
+    assert joules == pytest.approx(10 * 50 + 20 * 80 + 5 * 60) and how.startswith("estimate:")
+    assert "not included: gpu: no NVML" in how
+    unread = [{**r, "power_cpu_w": None, "cpu_reason": "no RAPL"} for r in rows]
+    joules, how = task_energy({"actors": 10.0, "both": 0.0, "learner": 0.0}, unread, 1)
+    assert joules is None and "cpu: no RAPL" in how and "gpu: no NVML" in how
+    assert task_energy({"actors": 1.0}, [], 1)[0] is None
+
+
+def test_metered_records_a_states_power_or_why_not():
+    from rlbench.predict.power import metered
+
+    class FakeSampler:
+        def __init__(self, cpu, gpu):
+            self.cpu, self.gpu, self.running = cpu, gpu, False
+
+        def start(self):
+            self.running = True
+
+        def stop(self):
+            self.running = False
+
+        def summary(self):
+            return {"power_cpu_w_avg": self.cpu, "power_gpu_w_avg": self.gpu,
+                    "telemetry_cpu_reason": "no RAPL here", "telemetry_gpu_reason": "no NVML here"}
+
+    rows = []
+    with metered(rows, "both", 2, make_sampler=lambda: FakeSampler(41.5, None)):
+        pass
+    with metered(None, "learner", 2, make_sampler=lambda: pytest.fail("no rows: nothing metered")):
+        pass
+    assert rows == [{"state": "both", "units": 2, "power_cpu_w": 41.5, "power_gpu_w": None, "cpu_reason": None,
+                     "gpu_reason": "no NVML here"}]

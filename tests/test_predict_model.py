@@ -44,6 +44,8 @@ def test_task_with_a_learner_tail_is_bound_by_the_learner():
     p = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000)
     assert p.actors_s == pytest.approx(25.0) and p.learner_s == pytest.approx(15.5)
     assert p.runtime_s == pytest.approx(25.0) and p.bound == ENV and p.fps(4) == pytest.approx(8000.0)
+    # phases: 0.5 s actors alone, 15 s both, then 9.5 s actors alone again (the learner is done)
+    assert p.phases == {"actors": pytest.approx(10.0), "both": pytest.approx(15.0), "learner": 0.0}
     q = predict(C, actors=40, frames=200_000, frameskip=4, updates=40, batch=20, learner_start_steps=1000)
     assert q.runtime_s == pytest.approx(40.5) and q.bound == LEARNER  # the tail: 15.5 s after the actors
 

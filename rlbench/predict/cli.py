@@ -100,7 +100,8 @@ def show(pred, frames: int) -> list[str]:
              (f"  fps={pred.fps:.0f}  learner_updates_per_s={ups}  runtime_s={pred.runtime_s:.1f}  "
              f"(task: {frames} frames, {pred.learner_updates} updates; actors done at {pred.actors_s:.1f} s)"),
              f"  bound: {pred.bound}" + (f" (the actors by {pred.actor_bound})" if pred.bound != pred.actor_bound else ""),
-             f"  energy_per_task_j: {pred.energy_reason}"]
+             (f"  energy_per_task_j={pred.energy_per_task_j:.0f} J ({pred.energy_reason})"
+              if pred.energy_per_task_j is not None else f"  energy_per_task_j: {pred.energy_reason}")]
     return lines + [f"  {n}" for n in dict.fromkeys(pred.notes)]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
 from rlbench.predict import model
+from rlbench.predict.power import task_energy
 from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.resources import cpu_gpu_ratio
 
@@ -119,11 +120,16 @@ def predict_job(conf, m: Machine) -> JobPrediction:
                       eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
+    joules, how = energy(p, m, u)
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
                          p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,
-                         p.actor_bound, None, _no_energy(m), notes)
+                         p.actor_bound, joules, how, notes)
 
 
-def _no_energy(m: Machine) -> str:
-    return (f"not predicted: {m.gpu.label()} measured no power "
-            "(python -m rlbench.profile does not measure power per component yet)")
+def energy(p: model.Prediction, m: Machine, units: int) -> tuple[float | None, str]:
+    """The task's energy from the profile's power per state; one profile only (a what-if's
+    states mix two machines, whose powers were never drawn together)."""
+    if m.cpu.run_id != m.gpu.run_id:
+        return None, "not predicted: a what-if machine combines two profiles whose power was never measured together"
+    joules, how = task_energy(p.phases, m.gpu.power, units)
+    return joules, how if joules is not None else f"{how} [{m.gpu.label()}]"

@@ -39,7 +39,7 @@ cache or memory-bandwidth interference, no GIL).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ENV, INFERENCE, CORES, SYNC, LEARNER = "env stepping", "inference", "cores", "env stepping + inference", "learner"
 
@@ -69,6 +69,7 @@ class Prediction:
     learner_s: float
     runtime_s: float
     bound: str                # what bounds the task: the actors' bound, or the learner
+    phases: dict = field(default_factory=dict)  # seconds with only "actors", "both" or only "learner" running
 
     def fps(self, frameskip: int) -> float:
         return self.sps * frameskip
@@ -132,7 +133,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     left = steps - min(learner_start_steps, steps)
     if not updates:
         t = start_s + steps / sps0
-        return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound)
+        return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound, {"actors": t, "both": 0.0, "learner": 0.0})
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share_a = share_l = 1.0
     if c.cores and learner_threads:
@@ -152,5 +153,8 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
         learner_s = t1 + t2
         actors_s = learner_s + (left - t2 * sps_s) / sps0
     bound = LEARNER if learner_s > actors_s else actor_bound
+    alone = abs(actors_s - learner_s)  # the third phase: whichever is left runs alone
+    phases = {"actors": start_s + t1 + (alone if actors_s > learner_s else 0.0), "both": t2,
+              "learner": alone if learner_s > actors_s else 0.0}
     return Prediction(steps / actors_s, actor_bound, start_s + actors_s, start_s + learner_s,
-                      start_s + max(actors_s, learner_s), bound)
+                      start_s + max(actors_s, learner_s), bound, phases)

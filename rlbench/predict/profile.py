@@ -12,7 +12,8 @@ performance model"; a first part: env stepping and central inference).
   fixed + per_env x batch per unit count by least squares.
 - `update_time`: seconds of one learner update (the algorithm's learner, its batch from unrolls
   that central inference assembled from synthetic observations), under the units' grant.
-Power per component, the MLflow run and the CLI are still to come.
+- power per state (rlbench/predict/power.py): the co-run's actors alone and beside the
+  learner, and the timed learner updates, metered with the jobs' telemetry sampler.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import threading
 import time
 
 import numpy as np
+
+from rlbench.predict.power import metered
 
 
 def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, seed: int = 0) -> list[dict]:
@@ -99,7 +102,7 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def update_time(conf, units: int, repeats: int = 3) -> float:
+def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> float:
     """Median seconds of one learner update (after one untimed update). Replay or the FIFO is
     filled by central inference from synthetic observations (as a job fills it) until the
     learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
@@ -137,10 +140,11 @@ def update_time(conf, units: int, repeats: int = 3) -> float:
                 if k > 1_000_000:
                     raise RuntimeError("the learner never became ready to update")
             done.set()  # from now on only the data the learner needs, no replay-ratio wait
-            t0 = time.perf_counter()
-            learner.update()
-            if i:
-                times.append(time.perf_counter() - t0)
+            with metered(power if i else None, "learner", units):
+                t0 = time.perf_counter()
+                learner.update()
+                if i:
+                    times.append(time.perf_counter() - t0)
 
     with ComputeLimit(units, device, conf.sm_backend) as compute:
         errors: list[BaseException] = []
@@ -152,7 +156,8 @@ def update_time(conf, units: int, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1) -> dict:
+def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1,
+          power: list | None = None) -> dict:
     """The actor loop as a job runs it (rlbench's ActorRole: env stepping, then central
     inference of all envs; no eval envs), `seconds` alone, then while the learner updates back
     to back in another thread, both under the units' grant (they share the host as in a job):
@@ -188,16 +193,20 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
         actors.start()
         try:
             _wait(lambda: role.stepping_since is not None or errors, 600, "the envs' first reset")
-            s0, t0 = role.steps, time.perf_counter()
-            time.sleep(seconds)
-            loop_sps = (role.steps - s0) / (time.perf_counter() - t0)
+            with metered(power, "actors", units):
+                s0, t0 = role.steps, time.perf_counter()
+                time.sleep(seconds)
+                loop_sps = (role.steps - s0) / (time.perf_counter() - t0)
             _wait(lambda: parts.learner.may_update() or errors, 600, "replay to hold a batch")
 
             def learn() -> None:
-                for _ in range(updates + 1):
-                    marks.append((time.perf_counter(), role.steps))
-                    parts.learner.update()
                 marks.append((time.perf_counter(), role.steps))
+                parts.learner.update()  # untimed: the first update warms up
+                with metered(power, "both", units):
+                    for _ in range(updates):
+                        marks.append((time.perf_counter(), role.steps))
+                        parts.learner.update()
+                    marks.append((time.perf_counter(), role.steps))
 
             learner = threading.Thread(target=lambda: _in_scope(compute.thread_scope, learn, errors))
             learner.start()

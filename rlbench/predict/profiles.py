@@ -33,6 +33,7 @@ class Profile:
     inference: list[dict]
     update: list[dict] = field(default_factory=list)
     corun: list[dict] = field(default_factory=list)
+    power: list[dict] = field(default_factory=list)
 
     @property
     def device(self) -> str:
@@ -63,10 +64,11 @@ def load_profile(run_id: str) -> Profile:
     if run.data.tags.get("rlbench.role") != "profile":
         raise ProfileError(f"--profile={run_id}: run {run.info.run_name!r} is not a profile (tag rlbench.role="
                            f"{run.data.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
-    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update", "corun")}
+    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update", "corun", "power")}
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
-    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"], tables["corun"])
+    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"], tables["corun"],
+                   tables["power"])
 
 
 def _table(run_id: str, name: str) -> list[dict]:

@@ -39,7 +39,14 @@ def run_grid(a, confs, m) -> int:
     for n in dict.fromkeys(n for p in preds for n in p.notes):
         print(f"  {n}")
     best = recommend(preds)
-    print(f"energy_per_task_j: {preds[0].energy_reason}")
+    with_energy = [p for p in preds if p.energy_per_task_j is not None]
+    if with_energy:
+        low = min(with_energy, key=lambda p: p.energy_per_task_j)
+        print(f"least energy per task: cpu_gpu_ratio={low.cpu_gpu_ratio:g} ("
+              + " ".join(f"{k}={v}" for k, v in low.knobs.items())
+              + f"): {low.energy_per_task_j:.0f} J ({low.energy_reason})")
+    else:
+        print(f"energy_per_task_j: {preds[0].energy_reason}")
     print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
           + " ".join(f"{k}={v}" for k, v in best.knobs.items())
           + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
@@ -76,26 +83,35 @@ def grid_figure(preds, best, names: str, path: Path) -> Path:
     by_ratio = len({p.cpu_gpu_ratio for p in preds}) > 1
     series, label = (("actors", "CPU/GPU ratio (actor threads / compute units)") if by_ratio
                      else ("cpu_gpu_ratio", "actors"))
-    fig, axes = _figure(2, 6.0)
+    with_energy = any(p.energy_per_task_j is not None for p in preds)
+    metrics = ("fps", "runtime_s", "energy_per_task_j") if with_energy else ("fps", "runtime_s")
+    fig, axes = _figure(len(metrics), 6.0)
 
     def x(p):
         return p.cpu_gpu_ratio if by_ratio else p.knobs["actors"]
 
-    for ax, metric in zip(axes, ("fps", "runtime_s")):
+    for ax, metric in zip(axes, metrics):
         pick = max if metric == "fps" else min
         for v in sorted({p.knobs.get(series, p.cpu_gpu_ratio) for p in preds}):
-            pts = [(x(p), getattr(p, metric)) for p in preds if p.knobs.get(series, p.cpu_gpu_ratio) == v]
+            pts = [(x(p), getattr(p, metric)) for p in preds
+                   if p.knobs.get(series, p.cpu_gpu_ratio) == v and getattr(p, metric) is not None]
+            if not pts:
+                continue
             line = sorted((a, pick(b for a2, b in pts if a2 == a)) for a in {a for a, _ in pts})
             drawn = ax.plot([a for a, _ in line], [b for _, b in line], marker="o", label=f"{series} {v:g}")
             ax.scatter([a for a, _ in pts], [b for _, b in pts], s=14, color=drawn[0].get_color(), alpha=0.5)
-        ax.scatter([x(best)], [getattr(best, metric)], s=160, facecolors="none", edgecolors="k", label="recommended")
-        ax.set(xlabel=label, ylabel=f"predicted {metric}", title=("throughput" if metric == "fps" else "task time"))
+        if getattr(best, metric) is not None:
+            ax.scatter([x(best)], [getattr(best, metric)], s=160, facecolors="none", edgecolors="k",
+                       label="recommended")
+        ax.set(xlabel=label, ylabel=f"predicted {metric}",
+               title={"fps": "throughput", "runtime_s": "task time", "energy_per_task_j": "energy per task"}[metric])
         if not by_ratio:
             ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    energy = "" if with_energy else f" Energy per task: {preds[0].energy_reason}"
     fig.suptitle(_wrap(f"Predicted (not measured) with {names}; a line through the best configuration at each x, "
-                       f"a dot per configuration. Energy per task: {preds[0].energy_reason}", 130),
+                       f"a dot per configuration.{energy}", 130),
                  fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
