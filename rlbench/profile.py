@@ -63,8 +63,7 @@ def measure(conf, args) -> dict:
     inference = inference_curve(conf, args.batches, args.units, args.repeats)
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
     power: list[dict] = []
-    updates = ([{"units": u, "seconds": update_time(conf, u, args.updates, power)} for u in args.units]
-               if args.updates else [])
+    updates = [update_time(conf, u, args.updates, power) for u in args.units] if args.updates else []
     co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
           if args.updates and args.corun_envs else [])
     return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power}
@@ -184,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     for u, (fixed, per_env) in curves["fit"].items():
         print(f"central inference at {u} units: {1e3 * fixed:.2f} ms + {1e3 * per_env:.3f} ms per env")
     for r in curves["update"]:
-        print(f"learner update at {r['units']} units: {r['seconds']:.2f} s")
+        print(f"learner update at {r['units']} units: {r['seconds']:.2f} s (the first: {r['first_s']:.2f} s)")
     for r in curves["power"]:
         watts = [f"{k} {r[f'power_{k}_w']:.1f} W" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is not None]
         why = [f"{k}: {r[f'{k}_reason']}" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is None]

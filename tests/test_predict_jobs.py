@@ -161,3 +161,10 @@ def test_metered_records_a_states_power_or_why_not():
         pass
     assert rows == [{"state": "both", "units": 2, "power_cpu_w": 41.5, "power_gpu_w": None, "cpu_reason": None,
                      "gpu_reason": "no NVML here"}]
+
+
+def test_a_tasks_mean_update_pays_the_first_updates_cost_once():
+    rows = [{"units": 1, "seconds": 2.0, "first_s": 5.0}, {"units": 2, "seconds": 1.2, "first_s": 3.0}]
+    p = Profile("p4", TAGS, ENV, INF, rows)
+    assert update_s(p, 2, [], updates=4) == pytest.approx((3.0 + 3 * 1.2) / 4)
+    assert update_s(p, 2, []) == 1.2 and update_s(prof(), 2, [], updates=4) == 1.2  # steady; an older profile

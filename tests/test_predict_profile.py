@@ -34,8 +34,8 @@ def test_update_time_of_each_learner_on_cartpole(compose_cfg, algo):
     from rlbench.config.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", f"algo={algo}", "actors=4", "eval_envs=0"]))
-    seconds = update_time(conf, units=1, repeats=2)
-    assert 0 < seconds < 30
+    timed = update_time(conf, units=1, repeats=2)
+    assert timed["units"] == 1 and 0 < timed["seconds"] < 30 and timed["first_s"] > 0
 
 
 def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):

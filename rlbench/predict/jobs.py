@@ -101,7 +101,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     envs = conf.actors + n_eval
     batch = conf.inference_batch if 0 < conf.inference_batch < envs else envs
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
-    upd = update_s(m.gpu, u, notes) if updates else None
+    upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:
         raise ValueError(f"{m.gpu.label()} has no learner-update timing (profiled with --updates 0); the job "
                          f"needs {updates} updates; allowed: a profile with updates, or learner=false")

@@ -102,8 +102,10 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> float:
-    """Median seconds of one learner update (after one untimed update). Replay or the FIFO is
+def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
+    """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
+    job pays it too: first allocations and autograd set-up; cold only for the first unit
+    count profiled in a process)}. Replay or the FIFO is
     filled by central inference from synthetic observations (as a job fills it) until the
     learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
     (the update's cost does not depend on how the data arrived)."""
@@ -143,8 +145,7 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
             with metered(power if i else None, "learner", units):
                 t0 = time.perf_counter()
                 learner.update()
-                if i:
-                    times.append(time.perf_counter() - t0)
+                times.append(time.perf_counter() - t0)
 
     with ComputeLimit(units, device, conf.sm_backend) as compute:
         errors: list[BaseException] = []
@@ -153,7 +154,7 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
         thread.join()
     if errors:
         raise errors[0]
-    return statistics.median(times)
+    return {"units": units, "seconds": statistics.median(times[1:]), "first_s": times[0]}
 
 
 def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1,

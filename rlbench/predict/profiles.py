@@ -166,11 +166,18 @@ def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
     return _by_units(p.inference, units, "central inference", p, notes, at)
 
 
-def update_s(p: Profile, units: int, notes: list[str]) -> float | None:
+def update_s(p: Profile, units: int, notes: list[str], updates: int = 0) -> float | None:
+    """Seconds per update at `units`; with `updates` > 0, the mean over a task of that many
+    updates whose first one costs the profile's `first_s` (older profiles: all alike)."""
     if not p.update:
         return None
-    return _by_units(p.update, units, "the learner update", p, notes,
-                     lambda u: next(r["seconds"] for r in p.update if r["units"] == u))
+    steady = _by_units(p.update, units, "the learner update", p, notes,
+                       lambda u: next(r["seconds"] for r in p.update if r["units"] == u))
+    if updates < 1 or any(r.get("first_s") is None for r in p.update):
+        return steady
+    first = _by_units(p.update, units, "the first learner update", p, [],
+                      lambda u: next(r["first_s"] for r in p.update if r["units"] == u))
+    return (first + (updates - 1) * steady) / updates
 
 
 def sharing(p: Profile, units: int, notes: list[str]) -> tuple[float, float, float] | None:
