@@ -186,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"learner update at {r['units']} units: {r['seconds']:.2f} s (the first: {r['first_s']:.2f} s)")
     for r in curves["power"]:
         watts = [f"{k} {r[f'power_{k}_w']:.1f} W" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is not None]
-        why = [f"{k}: {r[f'{k}_reason']}" for k in ("cpu", "gpu") if r[f"power_{k}_w"] is None]
-        print(f"power, {r['state']} at {r['units']} units: " + ", ".join(watts or ["not measured"])
-              + (f" ({'; '.join(why)})" if why else ""))
+        print(f"power, {r['state']} at {r['units']} units: " + ", ".join(watts or ["not measured"]))
+    why = {f"{k}: {r[f'{k}_reason']}" for r in curves["power"] for k in ("cpu", "gpu") if r[f"power_{k}_w"] is None}
+    if why:
+        print("power not measured: " + "; ".join(sorted(why)))
     for r in curves["corun"]:
         print(f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
               f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "

@@ -168,3 +168,15 @@ def test_a_tasks_mean_update_pays_the_first_updates_cost_once():
     p = Profile("p4", TAGS, ENV, INF, rows)
     assert update_s(p, 2, [], updates=4) == pytest.approx((3.0 + 3 * 1.2) / 4)
     assert update_s(p, 2, []) == 1.2 and update_s(prof(), 2, [], updates=4) == 1.2  # steady; an older profile
+
+
+def test_a_profile_of_another_env_or_algorithm_is_refused(compose_cfg):
+    from rlbench.config.validate import validate
+
+    conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "eval_envs=0"]))
+    pong = Profile("p5", {**TAGS, "env_id": "pong"}, ENV, INF, UPD, params={"algo.name": conf.algo.name})
+    with pytest.raises(ValueError, match="measured env_id=pong; the job has env_id=CartPole-v1"):
+        predict_job(conf, Machine(pong, pong))
+    other = Profile("p6", TAGS, ENV, INF, UPD, params={"algo.name": "r2d2"})
+    with pytest.raises(ValueError, match=f"measured algo.name=r2d2; the job has algo.name={conf.algo.name}"):
+        predict_job(conf, Machine(prof(), other))

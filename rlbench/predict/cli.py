@@ -73,8 +73,8 @@ def compose(overrides: list[str]):
         return validate(hydra_compose(config_name="config", overrides=overrides), host=False)
 
 
-def machine(a, host: str, env_id: str):
-    """The profiles named on the command line, else the newest profile of `host` and `env_id`."""
+def machine(a, host: str, env_id: str, algo: str):
+    """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`."""
     from rlbench.predict.jobs import Machine
     from rlbench.predict.profiles import ProfileError, find_profiles, load_profile
 
@@ -85,11 +85,11 @@ def machine(a, host: str, env_id: str):
     if a.profile:
         p = load_profile(a.profile)
     else:
-        found = find_profiles(host, env_id, a.profiles_experiment)
+        found = find_profiles(host, env_id, a.profiles_experiment, algo)
         if not found:
-            raise ProfileError(f"no profile of host {host!r} for env {env_id!r} in experiment {a.profiles_experiment!r} "
-                               f"at {a.tracking_uri}; make one: python -m rlbench.profile env={env_id} "
-                               "(or name one: --profile <run id>)")
+            raise ProfileError(f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
+                               f"{a.profiles_experiment!r} at {a.tracking_uri}; make one on that host: "
+                               f"python -m rlbench.profile env=<env> algo=<algo> (or name one: --profile <run id>)")
         p = load_profile(found[0])
     return Machine(p, p, a.threads)
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_validate(a)
         confs = [compose(o) for o in grid_overrides(a.overrides)]
-        m = machine(a, socket.gethostname(), confs[0].env.id)
+        m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name)
         if a.grid:
             from rlbench.predict.report import run_grid
 

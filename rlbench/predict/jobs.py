@@ -93,6 +93,8 @@ def units(conf, m: Machine) -> int:
 
 def predict_job(conf, m: Machine) -> JobPrediction:
     """The validated job config `conf` on machine `m`."""
+    m.cpu.check_fits(conf, "actors")
+    m.gpu.check_fits(conf, "learner")
     notes = m.caveats()
     u = units(conf, m)
     on_cpu = m.gpu.device == "cpu"

@@ -131,25 +131,32 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     dtype = np.uint8 if conf.env.kind == "atari" else np.float32
     times: list[float] = []
 
-    def fill_and_time() -> None:
+    def fill() -> None:
         k = 0
-        for i in range(repeats + 1):
-            while not learner.may_update():
-                obs = (rng.integers(0, 255, (n, *spec.obs_shape)) if dtype == np.uint8
-                       else rng.standard_normal((n, *spec.obs_shape))).astype(dtype)
-                server.step(StepBatch(np.arange(n), obs, np.zeros(n, np.float32), np.full(n, k == 0)))
-                k += 1
-                if k > 1_000_000:
-                    raise RuntimeError("the learner never became ready to update")
-            done.set()  # from now on only the data the learner needs, no replay-ratio wait
-            with metered(power if i else None, "learner", units):
+        while not learner.may_update():
+            obs = (rng.integers(0, 255, (n, *spec.obs_shape)) if dtype == np.uint8
+                   else rng.standard_normal((n, *spec.obs_shape))).astype(dtype)
+            server.step(StepBatch(np.arange(n), obs, np.zeros(n, np.float32), np.full(n, k == 0)))
+            k += 1
+            if k > 1_000_000:
+                raise RuntimeError("the learner never became ready to update")
+        done.set()  # from now on only the data the learner needs, no replay-ratio wait
+
+    def timed() -> None:
+        fill()
+        t0 = time.perf_counter()
+        learner.update()
+        times.append(time.perf_counter() - t0)
+        with metered(power, "learner", units):  # the timed updates together, as one state
+            for _ in range(repeats):
+                fill()
                 t0 = time.perf_counter()
                 learner.update()
                 times.append(time.perf_counter() - t0)
 
     with ComputeLimit(units, device, conf.sm_backend) as compute:
         errors: list[BaseException] = []
-        thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, fill_and_time, errors))
+        thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, timed, errors))
         thread.start()
         thread.join()
     if errors:

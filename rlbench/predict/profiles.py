@@ -34,6 +34,7 @@ class Profile:
     update: list[dict] = field(default_factory=list)
     corun: list[dict] = field(default_factory=list)
     power: list[dict] = field(default_factory=list)
+    params: dict = field(default_factory=dict)
 
     @property
     def device(self) -> str:
@@ -46,6 +47,15 @@ class Profile:
     @property
     def hardware_threads(self) -> int:
         return int(self.tags.get("hardware_threads") or max(r["threads"] for r in self.env))
+
+    def check_fits(self, conf, side: str) -> None:
+        """A profile measures one env (the actor side) and one algorithm (inference and the
+        learner); ValueError when the job's differ."""
+        key, want = (("env_id", conf.env.id) if side == "actors" else ("algo.name", conf.algo.name))
+        have = self.tags.get(key) if key == "env_id" else self.params.get(key)
+        if have is not None and have != want:
+            raise ValueError(f"{self.label()} measured {key}={have}; the job has {key}={want}: "
+                             f"allowed: a profile of {key}={want} (python -m rlbench.profile env=... algo=...)")
 
     def label(self) -> str:
         where = self.tags.get("gpu_name") if self.device == "cuda" else self.tags.get("cpu_model", "?")
@@ -68,7 +78,7 @@ def load_profile(run_id: str) -> Profile:
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
     return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"], tables["corun"],
-                   tables["power"])
+                   tables["power"], dict(run.data.params))
 
 
 def _table(run_id: str, name: str) -> list[dict]:
@@ -86,8 +96,8 @@ def _table(run_id: str, name: str) -> list[dict]:
 
 
 def find_profiles(host: str | None = None, env_id: str | None = None,
-                  experiment: str = "rlbench-profiles") -> list[str]:
-    """Profile run ids, newest first, of `host` and `env_id` where given."""
+                  experiment: str = "rlbench-profiles", algo: str | None = None) -> list[str]:
+    """Profile run ids, newest first, of `host`, `env_id` and `algo` where given."""
     import mlflow
 
     if mlflow.get_experiment_by_name(experiment) is None:
@@ -97,6 +107,8 @@ def find_profiles(host: str | None = None, env_id: str | None = None,
         conditions.append(f"tags.host = '{host}'")
     if env_id:
         conditions.append(f"tags.env_id = '{env_id}'")
+    if algo:
+        conditions.append(f"params.`algo.name` = '{algo}'")
     runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
                               order_by=["attributes.start_time DESC"], output_format="list")
     return [r.info.run_id for r in runs]

@@ -122,21 +122,25 @@ def validation_figure(checked, names: str, error: float, path: Path | None = Non
     """Predicted against measured fps and runtime_s per job, with y = x and a +-15% band; the
     Figure, saved to `path` when given."""
     fig, axes = _figure(2)
+    short = {"actors": "a", "actor_threads": "t", "sm_limit": "u"}
+    varying = [k for k in short if len({c.predicted.knobs[k] for c in checked}) > 1] or ["actors"]
     for ax, key in zip(axes, ("fps", "runtime_s")):
         measured = [c.measured[key] for c in checked]
         predicted = [getattr(c.predicted, key) for c in checked]
         ax.scatter(measured, predicted, zorder=3)
         for c, x, y in zip(checked, measured, predicted):
-            ax.annotate(f"{c.predicted.knobs['actors']}a/{c.predicted.knobs['actor_threads']}t/"
-                        f"{c.predicted.knobs['sm_limit']}u", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        hi = 1.1 * max(measured + predicted)
-        ax.plot([0, hi], [0, hi], color="k", lw=1, label="predicted = measured")
-        ax.fill_between([0, hi], [0, 0.85 * hi], [0, 1.15 * hi], color="k", alpha=0.08, label="within 15%")
-        ax.set(xlim=(0, hi), ylim=(0, hi), xlabel=f"measured {key}", ylabel=f"predicted {key}", title=key)
+            ax.annotate("/".join(f"{c.predicted.knobs[k]}{short[k]}" for k in varying), (x, y), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        lo, hi = 0.8 * min(measured + predicted), 1.1 * max(measured + predicted)
+        ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
+        ax.fill_between([lo, hi], [0.85 * lo, 0.85 * hi], [1.15 * lo, 1.15 * hi], color="k", alpha=0.08,
+                        label="within 15%")
+        ax.set(xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured {key}", ylabel=f"predicted {key}", title=key)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
+    legend = ", ".join(f"{short[k]} = {k}" for k in varying)
     fig.suptitle(_wrap(f"prediction_error={error:.4f} (larger median abs. % error of fps and runtime_s); "
-                       f"labels: actors a / actor threads t / compute units u; {names}"), fontsize=9)
+                       f"labels: {legend}; {names}"), fontsize=9)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=90)
@@ -175,7 +179,7 @@ def run_validate(a) -> int:
     finished = study.finished
     if not finished:
         raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
-    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"))
+    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"))
     checked = check_jobs(study.jobs, m)
     error, per = prediction_error(checked)
     print(f"sweep {study.title} ({a.sweep}); predicted with {m.names()}")

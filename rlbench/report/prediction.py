@@ -19,15 +19,16 @@ def profile_for(study: Study) -> tuple[str | None, str]:
     if named:
         return named, "named on the parent run"
     host = study.host.get("host")
-    env_ids = {j.params.get("env.id") for j in study.finished}
-    if len(env_ids) != 1:
-        return None, f"the finished jobs span {len(env_ids)} envs ({sorted(map(str, env_ids))}); a profile is per env"
-    (env_id,) = env_ids
-    found = find_profiles(host, env_id)
+    pairs = {(j.params.get("env.id"), j.params.get("algo.name")) for j in study.finished}
+    if len(pairs) != 1:
+        return None, (f"the finished jobs span {len(pairs)} env/algorithm pairs ({sorted(map(str, pairs))}); "
+                      "a profile measures one")
+    ((env_id, algo),) = pairs
+    found = find_profiles(host, env_id, algo=algo)
     if not found:
-        return None, (f"no profile of host {host!r} for env {env_id!r} in experiment rlbench-profiles; "
-                      f"make one on that host: python -m rlbench.profile env=<the sweep's env>")
-    return found[0], f"the newest profile of host {host!r} for {env_id}"
+        return None, (f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
+                      f"rlbench-profiles; make one on that host: python -m rlbench.profile env=... algo=...")
+    return found[0], f"the newest profile of host {host!r} for {env_id}, {algo}"
 
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
