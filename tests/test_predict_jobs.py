@@ -72,7 +72,7 @@ def test_what_if_machines_name_both_profiles_and_their_estimates(compose_cfg):
 
     conf = validate(compose_cfg(["actors=64", "learner=false"]), host=False)
     gpu = Profile("g1", {**TAGS, "device": "cuda", "gpu_name": "H100", "compute_units_total": "132"}, ENV, INF, UPD)
-    m = Machine(prof(), gpu, threads=16)
+    m = Machine(prof(env_id="pong"), gpu, threads=16)
     pred = predict_job(conf, m)
     assert pred.knobs["actor_threads"] == 16 and pred.knobs["sm_limit"] == 132 and "H100" in m.names()
     assert any("scaled from 2 to 16" in n for n in pred.notes) and any("132 units" in n for n in pred.notes)
