@@ -109,8 +109,10 @@ def predict_job(conf, m: Machine) -> JobPrediction:
                          f"needs {updates} updates; allowed: a profile with updates, or learner=false")
     shared = sharing(m.gpu, u, notes) if m.cpu.run_id == m.gpu.run_id and not m.threads else None
     if shared is None and updates and on_cpu:
-        notes.append("no co-run in the profile for this machine: the actors and the learner share the cores ideally "
-                     "(processor sharing, no loop overhead)")
+        why = ("the profile's co-run does not describe a scaled or combined machine" if m.threads or
+               m.cpu.run_id != m.gpu.run_id else "the profile has no co-run")
+        notes.append(f"estimate: {why}, so the actors and the learner share the cores ideally (processor sharing, "
+                     "no loop overhead)")
     overhead, cores_a, cores_l = shared or (1.0, 0.0, 0.0)
     costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, envs, notes), actor_threads=threads,
                         infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
