@@ -82,6 +82,8 @@ class SearchConfig:
     workers: int = 1  # workers you start on this study; SQLite allows only 1, more need PostgreSQL
     pruning: bool = False  # stop clearly dominated trials early on their intermediate fps (one objective only)
     pruner_startup_trials: int = 3  # trials that always run to the end before pruning starts
+    warm_start_profile: Optional[str] = None  # a profile run id (python -m rlbench.profile): enqueue the predicted best
+    warm_start_trials: int = 3  # how many predicted-best configurations run first (a new study only)
 
 
 @dataclass

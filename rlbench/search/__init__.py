@@ -61,6 +61,7 @@ def run_search(sweeper, arguments: list[str]) -> None:
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
     preflight_or_exit(conf.tracking.uri, s.storage)
+    machine = _warm_start_machine(conf) if s.warm_start_profile else None
     lock = StudyLock(s.storage, s.study)
     with lock:  # workers starting together: one creates the tables, the study and the parent run
         study = open_study(s)
@@ -70,6 +71,8 @@ def run_search(sweeper, arguments: list[str]) -> None:
         mark_stale_runs(conf.tracking)
         parent = find_or_open_parent(conf.tracking, s.study)
         mlflow.MlflowClient().update_run(parent, status="RUNNING")
+        if machine is not None:
+            _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
     print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
           + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
     status = "FAILED"
@@ -87,6 +90,38 @@ def run_search(sweeper, arguments: list[str]) -> None:
         experiment_id = mlflow.MlflowClient().get_run(parent).info.experiment_id
         print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}\n"
               f"[rlbench search] {ui_hint(conf.tracking.uri, experiment_id, parent)}", flush=True)
+
+
+def _warm_start_machine(conf):
+    from rlbench.search.warm_start import load_machine
+
+    mlflow.set_tracking_uri(conf.tracking.uri)
+    try:
+        return load_machine(conf.search)
+    except SearchError as e:
+        _refuse([str(e)])
+
+
+def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
+    """Enqueue the predicted best configurations (a new study only) and record them."""
+    from rlbench.config.validate import validate
+    from rlbench.search.warm_start import enqueue, record
+
+    loader = sweeper.hydra_context.config_loader
+
+    def compose(overrides: list[str]):
+        return validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=overrides), host=False)
+
+    try:
+        chosen, unused = enqueue(study, s, job, machine, compose, frames)
+    except SearchError as e:
+        _refuse([str(e)])
+    if chosen:
+        record(parent, s, machine, chosen, unused)
+        print(f"[rlbench search] warm start: {len(chosen)} trial(s) enqueued from {machine.names()}: "
+              + "; ".join(f"actors={p.knobs['actors']} actor_threads={p.knobs['actor_threads']} "
+                          f"sm_limit={p.knobs['sm_limit']} (predicted {p.fps:.0f} fps, {p.runtime_s:.1f} s)"
+                          for p in chosen), flush=True)
 
 
 def _refuse(problems: list[str]) -> None:
