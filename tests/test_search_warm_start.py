@@ -62,6 +62,11 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     out = _search(store, tmp_path, 4, f"search.warm_start_profile={profile}", "search.warm_start_trials=2")
     assert out.returncode == 0 and "warm start" not in out.stdout  # resumed: nothing enqueued again
     assert len([t for t in _study(tmp_path).trials if t.user_attrs.get("warm_start")]) == 2
+    from rlbench.report import build_report, load_parent
+
+    result = build_report(load_parent(parent.info.run_id), tmp_path / "report")  # where prediction and trials differ
+    assert "predicted_vs_measured" in result["figures"]
+    assert any(ln.startswith("model: prediction_error=") and "named on the parent run" in ln for ln in result["lines"])
 
 
 @pytest.mark.parametrize(("extra", "says"), [
