@@ -71,7 +71,7 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["search.warm_start_profile=" + "0" * 32], "search.warm_start_profile=" + "0" * 32 + ": --profile="),
-    (["search.warm_start_profile=x", "search.warm_start_trials=9"], "search.warm_start_trials=9: allowed"),
+    (["search.warm_start_profile=x", "search.warm_start_trials=9"], "search.warm_start_trials=9: allowed: an integer [1, search.n_trials=3]"),
 ])
 def test_a_bad_warm_start_is_refused_before_any_trial(store, tmp_path, extra, says):
     out = _search(store, tmp_path, 3, *extra)

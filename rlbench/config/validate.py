@@ -102,9 +102,10 @@ def _search_checks(c: Config) -> list[str]:
             hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
             problems.append(f"search.objectives={list(c.search.objectives)}: {name!r} is no final metric; {hint}"
                             f"allowed: a job's final metrics (docs/metrics.md), e.g. fps, runtime_s, energy_per_task_j")
-    if c.search.warm_start_profile and not 1 <= c.search.warm_start_trials <= c.search.n_trials:
-        problems.append(f"search.warm_start_trials={c.search.warm_start_trials}: allowed: an integer in "
-                        f"[1, search.n_trials={c.search.n_trials}]")
+    top = c.search.n_trials if c.search.warm_start_profile else None  # more than n_trials: only with a warm start
+    if c.search.warm_start_trials < 1 or (top is not None and c.search.warm_start_trials > top):
+        allowed = f"[1, search.n_trials={top}]" if top is not None else ">= 1"
+        problems.append(f"search.warm_start_trials={c.search.warm_start_trials}: allowed: an integer {allowed}")
     return problems
 
 
