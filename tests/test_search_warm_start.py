@@ -1,6 +1,7 @@
 """The ratio search warm-started from a profile: candidates, their ranking, and a tiny real
 search whose first trials are the enqueued predictions (and a resume that adds none)."""
 
+import copy
 import json
 from types import SimpleNamespace
 
@@ -8,8 +9,11 @@ import mlflow
 import optuna
 import pytest
 
-from rlbench.search.warm_start import candidates, ranked
+from rlbench.config.schema import SearchConfig
+from rlbench.search.space import suggest
+from rlbench.search.warm_start import candidates, enqueue, predict_candidates, ranked
 from tests.conftest import CARTPOLE_TINY, runs
+from tests.test_predict_jobs import prof
 from tests.test_search import _search, _study
 
 
@@ -37,6 +41,78 @@ def test_ranking_uses_the_predictable_objectives_and_names_the_others():
     assert [p.knobs["actors"] for p in best] == [3, 1, 2] and unused == ["perf_per_watt"]
 
 
+@pytest.fixture(scope="module")
+def cartpole_compose():
+    """compose(overrides) for the tiny CartPole job: one composed config, the knobs set per candidate."""
+    from rlbench.predict.cli import compose
+
+    base = compose([*CARTPOLE_TINY, "eval_envs=0", "learner=false"])
+
+    def _compose(overrides: list[str]):
+        conf = copy.deepcopy(base)
+        for o in overrides:
+            key, value = o.split("=", 1)
+            if key in ("actors", "actor_threads", "sm_limit"):
+                setattr(conf, key, int(value))
+        return conf
+    return _compose
+
+
+def _space(**kw) -> SearchConfig:
+    return SearchConfig(actors=[2, 8], actor_threads=[1, 2], sm_limit=[1, 2], warm_start_profile="p1", **kw)
+
+
+def test_candidates_are_predicted_with_their_own_params(cartpole_compose):
+    from rlbench.predict.jobs import Machine
+
+    pairs = predict_candidates(["env=cartpole", "actors=40", "sm_limit=1"], _space(), Machine(prof(), prof()),
+                               cartpole_compose)
+    assert [c for c, _ in pairs] == candidates(_space()) and len(pairs) == 3 * 2 * 2
+    assert all(p.knobs["actors"] == c["actors"] and p.knobs["sm_limit"] == c["sm_limit"] for c, p in pairs)
+    # a gym env is modelled stepping on one thread: actor_threads=2 predicts the same job as 1
+    assert {p.knobs["actor_threads"] for _, p in pairs} == {1}
+
+
+def test_enqueued_trials_are_distinct_numbered_and_asked_first_and_a_resumed_study_gets_none(cartpole_compose):
+    from rlbench.predict.jobs import Machine
+
+    s, m = _space(warm_start_trials=3), Machine(prof(), prof())
+    study = optuna.create_study(directions=list(s.directions))
+    rows, unused = enqueue(study, s, [], m, cartpole_compose, 3000)
+    assert unused == ["energy_per_task_j"] and [r["trial"] for r in rows] == [0, 1, 2]
+    params = [{k: r[k] for k in ("actors", "actor_threads", "sm_limit")} for r in rows]
+    # fps ranks them (the synthetic profile: 4 actors fastest); actor_threads=2 adds nothing the model sees
+    assert params == [{"actors": a, "actor_threads": 1, "sm_limit": 2} for a in (4, 8, 2)]
+    assert rows[0]["predicted_fps"] > rows[1]["predicted_fps"] > rows[2]["predicted_fps"]
+    assert all(r["predicted_bound"] and r["predicted_runtime_s"] > 0 for r in rows)
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert [t.number for t in waiting] == [0, 1, 2] and all(t.user_attrs["warm_start"] for t in waiting)
+    asked = [suggest(study.ask(), s) for _ in range(3)]  # the search's own suggest pops them in order
+    assert asked == params
+    assert enqueue(study, s, [], m, cartpole_compose, 3000) == ([], [])  # resumed: nothing again
+    assert not study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+
+
+def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
+    from rlbench.predict.jobs import Machine
+    from rlbench.predict.profiles import Profile
+    from rlbench.search.space import SearchError
+    from tests.test_predict_jobs import ENV, INF, TAGS
+
+    pong = prof(env_id="ALE/Pong-v5")
+    with pytest.raises(SearchError, match="search.warm_start_profile=p1: .*allowed: a profile of env_id=CartPole-v1"):
+        predict_candidates([], _space(), Machine(pong, pong), cartpole_compose)
+    no_updates = Profile("p2", TAGS, ENV, INF, [])  # profiled with --updates 0, but the job learns
+
+    def learning(overrides):
+        conf = cartpole_compose(overrides)
+        conf.learner, conf.workload.learner_updates = True, 10
+        return conf
+
+    with pytest.raises(SearchError, match="search.warm_start_profile=p1: .*no learner-update timing"):
+        predict_candidates([], _space(), Machine(no_updates, no_updates), learning)
+
+
 def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_them(store, tmp_path):
     from rlbench.profile import main as profile_main
 
@@ -54,11 +130,13 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     (parent,) = [r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") == "study"]
     assert parent.data.tags["warm_start_profile"] == profile
     assert "not predictable, left out of the ranking: energy_per_task_j" in parent.data.tags["warm_start_note"]
+    assert parent.data.tags["warm_start_note"] in parent.data.tags["mlflow.note.content"]  # the description
     with open(mlflow.MlflowClient().download_artifacts(parent.info.run_id, "warm_start/predictions.json")) as f:
         table = json.load(f)
     rows = [dict(zip(table["columns"], r)) for r in table["data"]]
     assert [dict(t.params) for t in warm] == [{k: r[k] for k in ("actors", "actor_threads", "sm_limit")} for r in rows]
-    assert [r["trial"] for r in rows] == [0, 1] and all(r["predicted_fps"] > 0 for r in rows)
+    assert [r["trial"] for r in rows] == [0, 1] and all(r["predicted_fps"] > 0 and r["predicted_bound"] for r in rows)
+    assert [t.user_attrs["predicted_fps"] for t in warm] == pytest.approx([r["predicted_fps"] for r in rows])
     out = _search(store, tmp_path, 4, f"search.warm_start_profile={profile}", "search.warm_start_trials=2")
     assert out.returncode == 0 and "warm start" not in out.stdout  # resumed: nothing enqueued again
     assert len([t for t in _study(tmp_path).trials if t.user_attrs.get("warm_start")]) == 2

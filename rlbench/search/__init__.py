@@ -105,7 +105,7 @@ def _warm_start_machine(conf):
 def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
     """Enqueue the predicted best configurations (a new study only) and record them."""
     from rlbench.config.validate import validate
-    from rlbench.search.warm_start import enqueue, record
+    from rlbench.search.warm_start import enqueue, note, record
 
     loader = sweeper.hydra_context.config_loader
 
@@ -113,15 +113,15 @@ def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames:
         return validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=overrides), host=False)
 
     try:
-        chosen, unused = enqueue(study, s, job, machine, compose, frames)
+        rows, unused = enqueue(study, s, job, machine, compose, frames)
     except SearchError as e:
         _refuse([str(e)])
-    if chosen:
-        record(parent, s, machine, chosen, unused)
-        print(f"[rlbench search] warm start: {len(chosen)} trial(s) enqueued from {machine.names()}: "
-              + "; ".join(f"actors={p.knobs['actors']} actor_threads={p.knobs['actor_threads']} "
-                          f"sm_limit={p.knobs['sm_limit']} (predicted {p.fps:.0f} fps, {p.runtime_s:.1f} s)"
-                          for p in chosen), flush=True)
+    if rows:
+        record(parent, s, machine, rows, unused)
+        print(f"[rlbench search] {note(s, machine, rows, unused)}\n  "
+              + "\n  ".join(f"trial {r['trial']}: actors={r['actors']} actor_threads={r['actor_threads']} "
+                          f"sm_limit={r['sm_limit']} (predicted {r['predicted_fps']:.0f} fps, "
+                          f"{r['predicted_runtime_s']:.1f} s, bound by {r['predicted_bound']})" for r in rows), flush=True)
 
 
 def _refuse(problems: list[str]) -> None:

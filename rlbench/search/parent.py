@@ -107,11 +107,13 @@ def report(study: optuna.Study, s: SearchConfig, parent: str, out_dir: Path) -> 
     if not_drawn:
         client.set_tag(parent, UNMEASURED, format_unmeasured(not_drawn))
     text = recommendation_text(best, front, names)
-    client.set_tag(parent, NOTE_TAG, search_note(study.study_name, len(done), text))
+    warm = client.get_run(parent).data.tags.get("warm_start_note")  # rlbench/search/warm_start.py
+    client.set_tag(parent, NOTE_TAG, search_note(study.study_name, len(done), text, warm))
     return text
 
 
-def search_note(study_name: str, completed: int, recommendation: str) -> str:
-    """The study parent's description (MLflow's note): the recommendation and its Pareto front."""
-    return "\n".join([f"**rlbench search** study `{study_name}` · {completed} complete trials", "", "```",
-                      recommendation, "```"])
+def search_note(study_name: str, completed: int, recommendation: str, warm_start: str | None = None) -> str:
+    """The study parent's description (MLflow's note): the recommendation and its Pareto front,
+    and the warm start's line when the study began from a profile's predictions."""
+    return "\n".join([f"**rlbench search** study `{study_name}` · {completed} complete trials",
+                      *(["", warm_start] if warm_start else []), "", "```", recommendation, "```"])

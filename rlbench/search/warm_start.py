@@ -6,7 +6,9 @@ enqueued as the study's first trials (Optuna runs WAITING trials first). Ranking
 search's objectives the model predicts (fps, runtime_s, task_fps, learner_updates_per_s,
 energy_per_task_j where the profile has power): candidates in order of their Pareto rank,
 then predicted runtime_s; objectives it cannot predict are named on the parent run and left
-out of the ranking. A resumed study (it has trials) is never enqueued again.
+out of the ranking. Candidates the model cannot tell apart (the same knobs as the job sees them,
+e.g. actor_threads of a gym env, modelled as stepping on one thread) are enqueued once, with the
+smallest such values. A resumed study (it has trials) is never enqueued again.
 
 The parent run records the profile (tag `warm_start_profile`) and the enqueued predictions
 (`warm_start/predictions.json`); the report then draws predicted vs measured for the trials
@@ -17,7 +19,11 @@ from __future__ import annotations
 
 import math
 
+import optuna
+
 from rlbench.search.space import SearchError
+
+KNOBS = ("actors", "actor_threads", "sm_limit")  # the params of space.suggest
 
 
 def _spread(lo: int, hi: int, most: int = 8) -> list[int]:
@@ -40,8 +46,8 @@ PREDICTED = {"fps": lambda p: p.fps, "runtime_s": lambda p: p.runtime_s, "task_f
              "energy_per_task_j": lambda p: p.energy_per_task_j}
 
 
-def ranked(preds: list, objectives: list[str], directions: list[str], frames: int) -> tuple[list, list[str]]:
-    """(predictions best first, the objectives the ranking could not use)."""
+def order(preds: list, objectives: list[str], directions: list[str], frames: int) -> tuple[list[int], list[str]]:
+    """(indices of `preds` best first, the objectives the ranking could not use)."""
     def value(p, name):
         if name == "task_fps":
             return frames / p.runtime_s
@@ -60,8 +66,26 @@ def ranked(preds: list, objectives: list[str], directions: list[str], frames: in
         rank |= dict.fromkeys(front, level)
         left -= front
         level += 1
-    order = sorted(range(len(preds)), key=lambda i: (rank[i], preds[i].runtime_s))
-    return [preds[i] for i in order], unused
+    return sorted(range(len(preds)), key=lambda i: (rank[i], preds[i].runtime_s)), unused
+
+
+def ranked(preds: list, objectives: list[str], directions: list[str], frames: int) -> tuple[list, list[str]]:
+    """(predictions best first, the objectives the ranking could not use)."""
+    best, unused = order(preds, objectives, directions, frames)
+    return [preds[i] for i in best], unused
+
+
+def choose(pairs: list[tuple[dict, object]], s, frames: int) -> tuple[list[tuple[dict, object]], list[str]]:
+    """The best `s.warm_start_trials` (params, prediction) pairs, one per distinct predicted job
+    (candidates in grid order, so the smallest of indistinguishable values is kept)."""
+    best, unused = order([p for _, p in pairs], list(s.objectives), list(s.directions), frames)
+    chosen, seen = [], set()
+    for i in best:
+        knobs = tuple(sorted(pairs[i][1].knobs.items()))
+        if knobs not in seen and len(chosen) < s.warm_start_trials:
+            seen.add(knobs)
+            chosen.append(pairs[i])
+    return chosen, unused
 
 
 def load_machine(s):
@@ -77,48 +101,50 @@ def load_machine(s):
     return Machine(profile, profile)
 
 
-def predict_candidates(base: list[str], s, machine, compose) -> list:
-    """Every candidate predicted, its config composed (`compose(overrides)` -> a validated
-    config; the sweeper's loader inside a sweep) from the search's job overrides."""
+def predict_candidates(base: list[str], s, machine, compose) -> list[tuple[dict, object]]:
+    """(params, prediction) of every candidate, its config composed (`compose(overrides)` -> a
+    validated config; the sweeper's loader inside a sweep) from the search's job overrides."""
     from rlbench.predict.jobs import predict_job
 
-    knobs = ("actors", "actor_threads", "sm_limit")
-    keep = [o for o in base if o.split("=", 1)[0].lstrip("+~") not in knobs]
-    preds = []
+    keep = [o for o in base if o.split("=", 1)[0].lstrip("+~") not in KNOBS]
+    pairs = []
     for c in candidates(s):
         try:
-            preds.append(predict_job(compose(keep + [f"{k}={v}" for k, v in c.items()]), machine))
+            pairs.append((c, predict_job(compose(keep + [f"{k}={v}" for k, v in c.items()]), machine)))
         except ValueError as e:  # a profile of another env or algorithm: the same for every candidate
             raise SearchError(f"search.warm_start_profile={s.warm_start_profile}: {e}") from None
-    return preds
+    return pairs
 
 
-def enqueue(study, s, base: list[str], machine, compose, frames: int) -> tuple[list, list[str]]:
-    """Enqueue the best predicted configurations on a study without trials; ([], []) if it has some."""
+def enqueue(study, s, base: list[str], machine, compose, frames: int) -> tuple[list[dict], list[str]]:
+    """Enqueue the best predicted configurations on a study without trials; ([], []) if it has
+    some. Returns one row per enqueued trial (its number, params and prediction) and the
+    objectives left out of the ranking."""
     if study.trials:
         return [], []
-    best, unused = ranked(predict_candidates(base, s, machine, compose), list(s.objectives), list(s.directions),
-                          frames)
-    chosen = best[: s.warm_start_trials]
-    for p in chosen:
-        study.enqueue_trial({k: p.knobs[k] for k in ("actors", "actor_threads", "sm_limit")},
-                            user_attrs={"warm_start": True, "predicted_fps": p.fps,
-                                        "predicted_runtime_s": p.runtime_s})
-    return chosen, unused
+    chosen, unused = choose(predict_candidates(base, s, machine, compose), s, frames)
+    for params, p in chosen:
+        study.enqueue_trial(params, user_attrs={"warm_start": True, "predicted_fps": p.fps,
+                                                "predicted_runtime_s": p.runtime_s})
+    waiting = sorted(t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+                     if t.user_attrs.get("warm_start"))
+    return [{"trial": n, **params, "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s,
+             "predicted_bound": p.bound} for n, (params, p) in zip(waiting, chosen)], unused
 
 
-def record(parent: str, s, machine, chosen: list, unused: list[str]) -> None:
+def note(s, machine, rows: list[dict], unused: list[str]) -> str:
+    """One line for the parent run: what was enqueued, from which profile, ranked by what."""
+    return (f"warm start: {len(rows)} trial(s) enqueued from {machine.names()}; ranked by "
+            + (", ".join(o for o in s.objectives if o not in unused) or "predicted runtime_s")
+            + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else ""))
+
+
+def record(parent: str, s, machine, rows: list[dict], unused: list[str]) -> None:
     """The profile and the enqueued predictions on the search's parent run."""
     import mlflow
 
     client = mlflow.MlflowClient()
     client.set_tag(parent, "warm_start_profile", s.warm_start_profile)
-    client.set_tag(parent, "warm_start_note",
-                   f"{len(chosen)} trial(s) enqueued from {machine.names()}; ranked by "
-                   + (", ".join(o for o in s.objectives if o not in unused) or "predicted runtime_s")
-                   + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else ""))
-    rows = [{"trial": i, **{k: p.knobs[k] for k in ("actors", "actor_threads", "sm_limit")},
-             "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s, "predicted_bound": p.bound}
-            for i, p in enumerate(chosen)]
+    client.set_tag(parent, "warm_start_note", note(s, machine, rows, unused))
     if rows:
         client.log_table(parent, {k: [r[k] for r in rows] for k in rows[0]}, "warm_start/predictions.json")
