@@ -19,6 +19,14 @@ def eta_s(frames: int, frame_target: int, fps: float, updates: int, update_targe
     return left
 
 
+def fps_text(frames: int, frame_target: int, metrics: dict) -> str:
+    """The actors' windowed rate, or what they are doing when they tick no rate (`window/fps`
+    is logged only while they step): still starting, or done with the task's frames."""
+    if "window/fps" in metrics:
+        return f"fps {metrics['window/fps']:.0f}"
+    return "actors done" if frames >= frame_target else "actors starting"
+
+
 class Progress:
     def __init__(self, frame_target: int, update_target: int, mode: str = "auto", every_s: float = 10.0):
         if mode == "auto":
@@ -33,19 +41,19 @@ class Progress:
             self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
 
     def update(self, frames: int, updates: int, metrics: dict) -> None:
-        fps = metrics.get("window/fps", 0.0)
+        rate = fps_text(frames, self.frame_target, metrics)
         elapsed = max(time.monotonic() - self._t0, 1e-9)  # averages: a window may hold no update
         left = eta_s(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
         left_txt = "?" if math.isinf(left) else f"{left:.0f}s"
         if self._bar is not None:
             self._bar.n = min(frames, self.frame_target)
-            self._bar.set_postfix_str(f"fps={fps:.0f} updates={updates}/{self.update_target} left={left_txt}")
+            self._bar.set_postfix_str(f"{rate} updates={updates}/{self.update_target} left={left_txt}")
             return
         now = time.monotonic()
         if now - self._last >= self.every_s:
             self._last = now
-            log.info("frames %d/%d (%.0f%%) fps %.0f updates %d/%d time left %s", frames, self.frame_target,
-                     100.0 * frames / self.frame_target, fps, updates, self.update_target, left_txt)
+            log.info("frames %d/%d (%.0f%%) %s updates %d/%d time left %s", frames, self.frame_target,
+                     100.0 * frames / self.frame_target, rate, updates, self.update_target, left_txt)
 
     def close(self) -> None:
         if self._bar is not None:

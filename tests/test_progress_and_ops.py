@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rlbench.progress import eta_s
+from rlbench.progress import eta_s, fps_text
 from rlbench.telemetry.ops import calibrate_annotation, corrected_fractions, op_metrics
 from rlbench.telemetry.plot import op_shares
 from rlbench.telemetry.timing import OpTimer
@@ -15,6 +15,13 @@ def test_eta_is_the_slower_half_of_the_task():
     assert eta_s(100, 100, 10.0, 5, 10, 0.5) == pytest.approx(10.0)
     assert math.isinf(eta_s(0, 100, 0.0, 0, 10, 1.0))
     assert eta_s(100, 100, 0.0, 10, 10, 0.0) == 0.0
+
+
+def test_progress_says_what_the_actors_do_when_they_tick_no_rate():
+    # window/fps is logged only while the actors step: no "fps 0" in the learner's tail
+    assert fps_text(500, 1000, {"window/fps": 3527.6}) == "fps 3528"
+    assert fps_text(1000, 1000, {"window/learner_updates_per_s": 0.1}) == "actors done"
+    assert fps_text(0, 1000, {}) == "actors starting"
 
 
 def test_corrected_fractions_remove_annotation_cost():
