@@ -120,5 +120,6 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured)})
         _log_operations(record, final, walls, output_dir)
         final["run_id"] = record.run_id
+        final["unmeasured"] = dict(record.unmeasured)  # the sweep's table says why a value is missing
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final

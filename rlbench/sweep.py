@@ -81,7 +81,8 @@ def job_row(index: int, job: list[str], ret, name: str = "") -> dict:
     if ret is None:
         return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-        return row | {"status": "FINISHED"} | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[4:]}
+        return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
+                | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[4:]})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -92,7 +93,31 @@ def summary_text(rows: list[dict]) -> str:
 
     table = [_PRINTED] + [tuple(fmt(r[c]) for c in _PRINTED) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table)
+    return "\n".join(["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table]
+                     + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()])
+
+
+# a value derived from others: its reason points at theirs, so the table prints those too
+_DERIVED_FROM = {"energy_per_task_j": ("energy_cpu_j", "energy_gpu_j")}
+
+
+def missing_reasons(rows: list[dict]) -> dict[str, str]:
+    """Why a printed column of a finished job is empty: the jobs' recorded reasons, each once."""
+    out = {}
+    for c in _PRINTED:
+        reasons = []
+        for r in rows:
+            if r.get("status") == "FINISHED" and r.get(c) is None:
+                why = r.get("unmeasured") or {}
+                for name in (c, *_DERIVED_FROM.get(c, ())):
+                    text = f"{name}: {why[name]}" if name != c and name in why else why.get(name)
+                    if text and text not in reasons:
+                        reasons.append(text)
+                if not reasons:
+                    reasons.append("not recorded (no reason logged)")
+        if reasons:
+            out[c] = "; ".join(reasons)
+    return out
 
 
 def close_parent(parent_id: str, rows: list[dict], status: str) -> None:

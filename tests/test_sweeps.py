@@ -192,3 +192,21 @@ def test_top_level_runs_of_the_same_overrides_get_unique_names(store):
     assert unique_top_level_name(exp, "env.id=spaceXinvaders") == "env.id=spaceXinvaders"
     client.create_run(exp, run_name="tracking.tags.note='it''s'")
     assert unique_top_level_name(exp, "tracking.tags.note='it''s'") == "tracking.tags.note='it''s' #2"
+
+
+def test_summary_table_says_why_a_value_is_missing():
+    from rlbench.sweep import summary_text
+
+    why = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
+           "energy_gpu_j": "nvmlInit failed", "energy_cpu_j": "no RAPL"}
+    rows = [{"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 10.0, "fps": 100.0,
+             "energy_per_task_j": None, "cpu_gpu_ratio": 1.0, "unmeasured": why} for i, a in enumerate((4, 40))]
+    rows.append({"job": 2, "name": "actors=256", "status": "FAILED", "runtime_s": None, "fps": None,
+                 "energy_per_task_j": None, "cpu_gpu_ratio": None})
+    lines = summary_text(rows).splitlines()
+    # each reason once; a failed job's empty cells are its failure, not a missing measurement
+    assert lines[-1] == ("- energy_per_task_j: no measured power (see the GPU and CPU reasons); "
+                         "energy_cpu_j: no RAPL; energy_gpu_j: nvmlInit failed")
+    assert len(lines) == 5
+    rows[0]["unmeasured"] = {}
+    assert summary_text(rows[:1]).splitlines()[-1] == "- energy_per_task_j: not recorded (no reason logged)"
