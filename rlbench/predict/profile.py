@@ -102,6 +102,39 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
+    """(conf copy with `envs` actors, device, env spec, the algorithm's parts) for timing its
+    learner: R2D2's min_replay lowered to one batch (no more to wait for); `gate` is the
+    learner's actors-done event, which lifts its replay-ratio wait once set."""
+    import copy
+
+    from rlbench.algo import algorithm
+    from rlbench.algo.parts import AlgoContext
+    from rlbench.envs.spec import env_spec
+    from rlbench.trainer import resolve_device
+
+    conf = copy.deepcopy(conf)
+    conf.actors = envs
+    if hasattr(conf.algo, "min_replay"):
+        conf.algo.min_replay = conf.algo.batch_size
+    device, spec = resolve_device(conf.device), env_spec(conf.env)
+    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, gate))
+    if parts.learner is None:
+        raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner {why}")
+    return conf, device, spec, parts
+
+
+def _run_granted(compute, fn) -> None:
+    """Run `fn` in a thread inside the grant's thread scope (as a job's roles run); its error
+    is raised here."""
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, fn, errors))
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
 def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
     """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
     job pays it too: first allocations and autograd set-up; cold only for the first unit
@@ -109,25 +142,14 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     filled by central inference from synthetic observations (as a job fills it) until the
     learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
     (the update's cost does not depend on how the data arrived)."""
-    import copy
-
-    from rlbench.algo import algorithm
-    from rlbench.algo.parts import AlgoContext
-    from rlbench.envs.spec import env_spec
     from rlbench.envs.vector import StepBatch
     from rlbench.resources import ComputeLimit
     from rlbench.roles.inference import InferenceServer
-    from rlbench.trainer import resolve_device
 
-    conf = copy.deepcopy(conf)
-    if hasattr(conf.algo, "min_replay"):
-        conf.algo.min_replay = conf.algo.batch_size  # enough to sample one batch; no more to wait for
-    device, spec, done = resolve_device(conf.device), env_spec(conf.env), threading.Event()
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, conf.actors, 0, done))
-    if parts.learner is None:
-        raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner to time")
-    server, learner = InferenceServer(parts.policy, device, conf.actors, num_train=conf.actors), parts.learner
-    rng, n = np.random.default_rng(0), conf.actors
+    done = threading.Event()
+    conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
+    n, learner = conf.actors, parts.learner
+    server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
     dtype = np.uint8 if conf.env.kind == "atari" else np.float32
     times: list[float] = []
 
@@ -142,25 +164,20 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
                 raise RuntimeError("the learner never became ready to update")
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
 
-    def timed() -> None:
+    def one() -> None:
         fill()
         t0 = time.perf_counter()
         learner.update()
         times.append(time.perf_counter() - t0)
+
+    def timed() -> None:
+        one()  # the first update, reported apart
         with metered(power, "learner", units):  # the timed updates together, as one state
             for _ in range(repeats):
-                fill()
-                t0 = time.perf_counter()
-                learner.update()
-                times.append(time.perf_counter() - t0)
+                one()
 
     with ComputeLimit(units, device, conf.sm_backend) as compute:
-        errors: list[BaseException] = []
-        thread = threading.Thread(target=lambda: _in_scope(compute.thread_scope, timed, errors))
-        thread.start()
-        thread.join()
-    if errors:
-        raise errors[0]
+        _run_granted(compute, timed)
     return {"units": units, "seconds": statistics.median(times[1:]), "first_s": times[0]}
 
 
@@ -172,26 +189,14 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
     {units, envs, threads, loop_sps, corun_sps, corun_update_s}. The learner starts
     once replay holds a batch and does not wait for the replay ratio; the first update is
     untimed, the next `updates` are timed with the actors' steps during them."""
-    import copy
-
-    from rlbench.algo import algorithm
-    from rlbench.algo.parts import AlgoContext
-    from rlbench.envs.spec import env_spec
     from rlbench.envs.vector import make_actors
     from rlbench.resources import ComputeLimit
     from rlbench.roles.actors import ActorRole
     from rlbench.roles.inference import InferenceServer
-    from rlbench.trainer import resolve_device
 
-    conf = copy.deepcopy(conf)
-    conf.actors, conf.eval_envs = envs, 0
-    if hasattr(conf.algo, "min_replay"):
-        conf.algo.min_replay = conf.algo.batch_size
-    device, spec, free = resolve_device(conf.device), env_spec(conf.env), threading.Event()
+    free = threading.Event()
     free.set()  # the learner's view: never wait for the replay ratio
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, free))
-    if parts.learner is None:
-        raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner to run beside the actors")
+    conf, device, _, parts = _learner_setup(conf, envs, free, "to run beside the actors")
     role = ActorRole(make_actors(conf.env, envs, threads, 0), InferenceServer(parts.policy, device, envs, num_train=envs),
                      envs, frame_target=1 << 62, seed=conf.seed)
     role.may_step = parts.may_step
