@@ -27,9 +27,10 @@ class RoleFailed(RuntimeError):
 class RoleThread(threading.Thread):
     """Runs one role; `scope()` is entered in the thread first (e.g. a CUDA green context)."""
 
-    def __init__(self, role, stop: threading.Event, scope=contextlib.nullcontext):
+    def __init__(self, role, stop: threading.Event, scope=contextlib.nullcontext, ended: threading.Event | None = None):
         super().__init__(name=role.name, daemon=True)
         self.role, self.stop, self.scope = role, stop, scope
+        self.ended = ended or threading.Event()  # set when this role returns (the runner wakes on it)
         self.error: BaseException | None = None
         self.started_at = self.ended_at = None
 
@@ -43,6 +44,7 @@ class RoleThread(threading.Thread):
             self.stop.set()
         finally:
             self.ended_at = time.perf_counter()
+            self.ended.set()
 
     def wall_s(self) -> float:
         if self.started_at is None:
@@ -66,32 +68,38 @@ class Window:
 
 def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progress,
               tick_s: float = 1.0, max_runtime_s: float = 0.0, scope=contextlib.nullcontext) -> dict:
-    stop = threading.Event()
-    threads = [RoleThread(r, stop, scope) for r in trainer.roles()]
+    """Ticks every `tick_s`, and wakes as soon as a role ends, so runtime_s is when the last
+    role ended (not the next tick: with tracking.log_every_s=30 a task that ended at 18 s
+    measured 30 s)."""
+    stop, woken = threading.Event(), threading.Event()
+    threads = [RoleThread(r, stop, scope, woken) for r in trainer.roles()]
     t0 = time.perf_counter()
-    window = Window(t0)
+    window, next_tick = Window(t0), t0 + tick_s
     for th in threads:
         th.start()
     try:
-        while any(th.is_alive() for th in threads):
-            stop.wait(tick_s)
+        while True:
+            woken.wait(max(next_tick - time.perf_counter(), 0.0))
+            woken.clear()
             _raise_role_error(threads)
             now = time.perf_counter()
-            ended = not any(th.is_alive() for th in threads)
+            ended = all(th.ended_at is not None for th in threads)
             if max_runtime_s and (max(th.ended_at for th in threads) if ended else now) - t0 > max_runtime_s:
                 raise TimeoutError(f"workload.max_runtime_s={max_runtime_s} exceeded before the task finished")
             if ended:
                 break  # the task ended in this window: no tick of an idle process (the final metrics follow)
+            if now < next_tick:
+                continue  # a role ended mid-window; the others tick on schedule
+            next_tick = max(next_tick + tick_s, now)
             metrics = trainer.step_metrics(window, now)
             log_metrics(metrics, trainer.actors.frames)
             progress.update(trainer.actors.frames, trainer.updates(), metrics)
-        _raise_role_error(threads)
     finally:
         stop.set()
         for th in threads:
             th.join(timeout=120)
         progress.close()
-    runtime = time.perf_counter() - t0
+    runtime = max(th.ended_at for th in threads) - t0
     return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
 
 

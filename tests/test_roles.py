@@ -5,6 +5,7 @@ V-trace FIFO, the actors' flow control and the learner loop."""
 from __future__ import annotations
 
 import threading
+import time
 import types
 
 import numpy as np
@@ -324,6 +325,17 @@ def test_runner_logs_no_tick_once_every_role_has_finished():
 
     run_roles(_FakeTrainer([role]), log, Progress(100, 10, mode="log"), tick_s=0.2)
     assert ticks == [False]
+
+
+def test_runner_runtime_is_when_the_last_role_ended_not_the_next_tick():
+    """runtime_s once waited for the next tick: a 0.05 s task measured tick_s (5 s) here."""
+    trainer = _FakeTrainer([_TimedRole("actors", 0.0), _TimedRole("learner", 0.05)])
+    t0 = time.perf_counter()
+    run_roles(trainer, lambda metrics, frames: None, Progress(100, 10, mode="log"), tick_s=5.0)
+    returned_after = time.perf_counter() - t0
+    runtime, walls = trainer.final_calls[0]
+    assert walls["learner"] <= runtime < walls["learner"] + 0.5  # the learner's end, not a tick later
+    assert returned_after < 2.5  # woke when the roles ended (half the tick)
 
 
 def test_runner_times_out_and_stops_every_role():
