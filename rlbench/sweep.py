@@ -37,6 +37,7 @@ from rlbench.tracking.store import (
     ui_hint,
     unique_top_level_name,
 )
+from rlbench.tracking.unmeasured import explain
 
 log = logging.getLogger(__name__)
 
@@ -97,26 +98,14 @@ def summary_text(rows: list[dict]) -> str:
                      + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()])
 
 
-# a value derived from others: its reason points at theirs, so the table prints those too
-_DERIVED_FROM = {"energy_per_task_j": ("energy_cpu_j", "energy_gpu_j")}
-
-
 def missing_reasons(rows: list[dict]) -> dict[str, str]:
     """Why a printed column of a finished job is empty: the jobs' recorded reasons, each once."""
     out = {}
     for c in _PRINTED:
-        reasons = []
-        for r in rows:
-            if r.get("status") == "FINISHED" and r.get(c) is None:
-                why = r.get("unmeasured") or {}
-                for name in (c, *_DERIVED_FROM.get(c, ())):
-                    text = f"{name}: {why[name]}" if name != c and name in why else why.get(name)
-                    if text and text not in reasons:
-                        reasons.append(text)
-                if not reasons:
-                    reasons.append("not recorded (no reason logged)")
+        empty = [r for r in rows if r.get("status") == "FINISHED" and r.get(c) is None]
+        reasons = [explain(c, r.get("unmeasured") or {}) or "not recorded (no reason logged)" for r in empty]
         if reasons:
-            out[c] = "; ".join(reasons)
+            out[c] = "; ".join(dict.fromkeys(reasons))
     return out
 
 

@@ -91,3 +91,14 @@ def test_a_sweep_over_envs_records_its_jobs_in_one_experiment():
 def test_sweep_names_say_what_varies_and_fit_the_runs_table(preset, jobs, name):
     assert sweep_name(preset, jobs) == name
     assert len(sweep_name(None, [[f"k{i}=a", f"k{i}b=x"] for i in range(20)] + [["k0=b"]])) <= 48
+
+
+def test_a_derived_values_reason_brings_the_reasons_it_points_at():
+    from rlbench.tracking.unmeasured import explain
+
+    reasons = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
+               "energy_gpu_j": "no NVML", "energy_cpu_j": "no RAPL", "gpu_busy_frac": "no CUDA device"}
+    assert explain("energy_per_task_j", reasons) == ("no measured power (see the GPU and CPU reasons); "
+                                                     "energy_cpu_j: no RAPL; energy_gpu_j: no NVML")
+    assert explain("gpu_busy_frac", reasons) == "no CUDA device"
+    assert explain("fps", reasons) is None  # measured: nothing to explain

@@ -8,6 +8,7 @@ import io
 
 from rlbench.report.figures import Drawn
 from rlbench.report.records import JobRun, Study
+from rlbench.tracking.unmeasured import explain
 
 COLUMNS = (("actors", "actors"), ("actor threads", "actor_threads_used"), ("units granted", "sm_granted"),
            ("CPU/GPU ratio", "cpu_gpu_ratio"), ("fps (env frames/s)", "fps"), ("runtime (s)", "runtime_s"),
@@ -53,7 +54,7 @@ def not_measured(study: Study) -> str:
     """Each table column some finished job could not measure, with the distinct reasons."""
     items = []
     for head, key in COLUMNS:
-        reasons = sorted({j.why_missing(key) for j in study.finished if j.knob(key) is None})
+        reasons = sorted({explain(key, j.nulls) or j.why_missing(key) for j in study.finished if j.knob(key) is None})
         items += [f"<li>{html.escape(head)} ({key}): {html.escape(r)}</li>" for r in reasons]
     return f"<p>n/a means not measured:</p><ul>{''.join(items)}</ul>" if items else ""
 

@@ -14,6 +14,9 @@ from __future__ import annotations
 TAG = "unmeasured"
 _GROUPS, _NAMES = " | ", ", "
 
+# values derived from measured power: their reason points at the power sources' reasons
+DERIVED = dict.fromkeys(("energy_per_task_j", "perf_per_watt", "joules_per_mframe"), ("energy_cpu_j", "energy_gpu_j"))
+
 
 def format_unmeasured(reasons: dict[str, str]) -> str:
     """The tag's value for {metric: reason} (metric order kept within and across groups)."""
@@ -39,3 +42,11 @@ def unmeasured_of(tags: dict[str, str]) -> dict[str, str]:
     recorded before it existed."""
     old = {k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")}
     return old | parse_unmeasured(tags.get(TAG))
+
+
+def explain(name: str, reasons: dict[str, str]) -> str | None:
+    """`name`'s reason followed by the reasons of the values it derives from (a table that
+    shows only `energy_per_task_j` still says why the CPU and GPU energies are missing)."""
+    if name not in reasons:
+        return None
+    return "; ".join([reasons[name], *(f"{src}: {reasons[src]}" for src in DERIVED.get(name, ()) if src in reasons)])
