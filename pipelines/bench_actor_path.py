@@ -24,7 +24,7 @@ from hydra import compose, initialize_config_dir
 from rlbench.__main__ import CONF_DIR
 from rlbench.config.schema import register_configs
 from rlbench.config.validate import validate
-from rlbench.envs.vector import AtariActors
+from rlbench.envs.vector import AtariActors, resolve_inference_batch
 from rlbench.trainer import build_trainer
 
 
@@ -100,7 +100,7 @@ def main() -> None:
         print(f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps", flush=True)
     r, o = statistics.median(raw), statistics.median(ours)
     print(f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
-          f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={conf.inference_batch or conf.actors})")
+          f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={resolve_inference_batch(conf.inference_batch, conf.actors)})")
     print(f"actor_path_efficiency={o / r:.3f}")
 
 

@@ -17,6 +17,7 @@ from rlbench import preflight
 from rlbench.algo import config_module
 from rlbench.config.schema import Config
 from rlbench.config.validate import validate
+from rlbench.envs.vector import job_inference_batch
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
@@ -79,6 +80,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     ratio = compute.grant.metrics(threads)  # logged once, at the start: a failed job has them too
     tags = {"device": str(device), "env_id": conf.env.id, "compute_unit": compute.grant.compute_unit,
             "sm_backend_used": compute.grant.backend,  # the param sm_backend is what was asked for
+            "inference_batch_used": str(job_inference_batch(conf)),  # envs per forward; the param is what was asked
             "config_hash": config_hash(conf)}
     returns: list[tuple[float, int]] = []
     walls: dict[str, float] = {}
@@ -92,9 +94,10 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     with (sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, env_dataset(conf.env))
           as record, compute):
         record.log_metrics(ratio, step=0)
-        log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss)",
-                 record.run_id, conf.tracking.uri, conf.env.id, device, ratio["cpu_gpu_ratio"], threads,
-                 compute.grant.granted, compute.grant.compute_unit)
+        log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss), "
+                 "inference_batch_used %s", record.run_id, conf.tracking.uri, conf.env.id, device,
+                 ratio["cpu_gpu_ratio"], threads, compute.grant.granted, compute.grant.compute_unit,
+                 tags["inference_batch_used"])
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
             final = train(conf, _with_tick(record.log_metrics, on_tick), on_episode=lambda r, f: returns.append((r, f)),

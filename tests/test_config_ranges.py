@@ -48,7 +48,8 @@ GROUPS: dict[str, tuple[list[str], list[tuple[str, type]]]] = {
 # Values with a documented meaning: accepted by the key's own rule (a cross-key check may
 # still refuse them in a given config, naming another key first).
 DOCUMENTED: dict[tuple[str, object], str] = {
-    ("inference_batch", 0): "0 = wait for all actors (schema.py, README)",
+    ("inference_batch", 0): "0 = lock-step: wait for all envs (schema.py, README)",
+    ("inference_batch", -1): "-1 = SEED RL's auto, envs // 2 (schema.py, README)",
     ("seed", 0): "any integer >= 0: numpy's default_rng refuses negative seeds",
     ("eval_envs", 0): "0 = no evaluation envs (schema.py, docs/r2d2.md)",
     ("eval_epsilon", 0): "a probability: greedy evaluation",

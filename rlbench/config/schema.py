@@ -99,7 +99,11 @@ class Config:
     actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
     sm_backend: str = "green_context"  # on CUDA: "green_context" or "mps" (needs the MPS daemon)
-    inference_batch: int = 0  # 0 = wait for all actors; k < actors = forward the first k ready
+    # Envs per central-inference forward (envs = actors + eval envs; rlbench/envs/vector.py
+    # resolve_inference_batch): -1 = SEED RL's auto, (actors + eval envs) // 2, at least 1, so
+    # stepping half the envs overlaps inference of the other half; 0 = lock-step (wait for all
+    # envs); k < envs = forward the first k ready. Gym envs always step in lock-step.
+    inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     seed: int = 1
     learner: bool = True  # false = actors and inference only (benchmarks)

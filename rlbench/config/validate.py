@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from rlbench.algo import ALGORITHMS, config_module
 from rlbench.algo.checks import Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
+from rlbench.envs.vector import job_envs, resolve_inference_batch
 from rlbench.resources import usable_cpus
 
 
@@ -34,7 +35,7 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "actors": int_at_least(1),
         "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
-        "inference_batch": ((lambda v: 0 <= v <= c.actors), f"0 (all actors) or an integer in [1, actors={c.actors}]"),
+        "inference_batch": _inference_batch_rule(c),
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
         "sm_backend": one_of("green_context", "mps"),
         "progress": one_of("auto", "bar", "log"),
@@ -64,6 +65,18 @@ def _rules(c: Config, host: bool = True) -> Rules:
                                    (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
                                     f"{beat:g} (else running jobs are marked FAILED)")),
     } | (_search_rules() if c.search is not None else {})
+
+
+def _inference_batch_rule(c: Config):
+    """-1 (auto), 0 (lock-step) or k in [1, envs - 1], envs as the job steps them (eval envs
+    only when the algorithm learns); rlbench/envs/vector.py resolve_inference_batch."""
+    n = job_envs(c)
+    envs = f"envs = actors {c.actors} + eval envs {n - c.actors}"
+    auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
+            f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
+    first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
+    gym = "; gym envs always step in lock-step, whatever the value" if c.env.kind != "atari" else ""
+    return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{gym}"
 
 
 def _search_rules() -> Rules:

@@ -2,9 +2,10 @@
 
 Atari runs in ale-py's C++ AtariVectorEnv: `actors` emulators stepped by `threads` CPU
 threads, same-step autoreset (at an episode end the returned observation is the first of
-the next episode, as SEED RL's actors do). With batch < actors it runs asynchronously:
+the next episode, as SEED RL's actors do). With batch < envs it runs asynchronously:
 recv() returns the first `batch` environments that are ready, so inference never waits
-for the slowest actor. Gym environments (CartPole) run in gymnasium's SyncVectorEnv.
+for the slowest actor (`resolve_inference_batch`: the default -1 is SEED RL's auto, half
+the envs). Gym environments (CartPole) run in gymnasium's SyncVectorEnv, in lock-step.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class VectorEnv(Protocol):
     obs_dtype: np.dtype
     num_actions: int
     threads_used: int
+    inference_batch: int  # envs per recv(): resolve_inference_batch; num_envs = lock-step
 
     def reset(self, seed: int) -> StepBatch: ...
     def send(self, actions: np.ndarray) -> None: ...
@@ -46,10 +48,11 @@ class AtariActors:
     def __init__(self, cfg: EnvConfig, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
         from ale_py.vector_env import AtariVectorEnv
 
+        self.inference_batch = resolve_inference_batch(batch, num_envs, "atari")  # envs per recv()
         self._env = AtariVectorEnv(
             cfg.id,
             num_envs,
-            batch_size=batch if 0 < batch < num_envs else 0,
+            batch_size=self.inference_batch if self.inference_batch < num_envs else 0,  # 0: lock-step
             num_threads=threads,
             thread_affinity_offset=affinity_offset,
             img_height=cfg.img_size,
@@ -98,6 +101,7 @@ class GymActors:
         self.obs_dtype = np.float32
         self.num_actions = int(self._env.single_action_space.n)
         self.threads_used = 1  # SyncVectorEnv steps every env in the calling thread
+        self.inference_batch = num_envs  # always lock-step (resolve_inference_batch)
         self._ids = np.arange(num_envs)
         self._actions: np.ndarray | None = None
 
@@ -117,8 +121,45 @@ class GymActors:
         self._env.close()
 
 
+def resolve_inference_batch(inference_batch: int, num_envs: int, kind: str = "atari") -> int:
+    """The environments each central-inference forward takes, in [1, num_envs] (num_envs =
+    lock-step), for the config's `inference_batch` and the `num_envs` the vector env steps
+    (actors plus eval envs: `job_envs`).
+
+    -1: SEED RL's auto rule (common/utils.py validate_learner_config: inference_batch_size -1
+        = max(env_batch_size, num_envs // 2), env_batch_size 1 here, num_envs counting the eval
+        envs), so stepping one half of the envs overlaps inference of the other half; with one
+        env that is all of them, lock-step.
+    0: lock-step: every forward waits for all num_envs.
+    k: the first k ready (ale-py AtariVectorEnv's async batch_size); k >= num_envs is lock-step.
+    Gym envs (gymnasium's SyncVectorEnv) always step in lock-step: every value resolves to
+    num_envs there."""
+    if inference_batch < -1:
+        raise ValueError(f"inference_batch={inference_batch}: allowed: -1 (auto), 0 (lock-step) or k >= 1")
+    if kind != "atari" or inference_batch == 0 or inference_batch >= num_envs:
+        return num_envs
+    if inference_batch == -1:
+        return max(1, num_envs // 2)
+    return inference_batch
+
+
+def job_envs(conf) -> int:
+    """The envs a job's actors step, as build_trainer makes them: `actors` plus `eval_envs`
+    when the algorithm learns (evaluation measures a learned policy)."""
+    from rlbench.algo import config_module
+
+    return conf.actors + (conf.eval_envs if config_module(conf.algo.name).LEARNS else 0)
+
+
+def job_inference_batch(conf) -> int:
+    """resolve_inference_batch for a job's config: envs per central-inference forward."""
+    return resolve_inference_batch(conf.inference_batch, job_envs(conf), conf.env.kind)
+
+
 def make_actors(cfg: EnvConfig, num_envs: int, threads: int, batch: int, affinity_offset: int = -1) -> VectorEnv:
-    """`affinity_offset` >= 0 pins the Atari threads to CPUs offset, offset + 1, ..."""
+    """`batch`: the config's inference_batch (-1 auto, 0 lock-step, k), resolved by
+    resolve_inference_batch; the env's `inference_batch` is the result.
+    `affinity_offset` >= 0 pins the Atari threads to CPUs offset, offset + 1, ..."""
     if cfg.kind == "atari":
         return AtariActors(cfg, num_envs, threads, batch, affinity_offset)
     return GymActors(cfg, num_envs)

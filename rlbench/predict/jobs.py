@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
+from rlbench.envs.vector import resolve_inference_batch
 from rlbench.predict import model
 from rlbench.predict.power import task_energy
 from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, sharing, update_s
@@ -43,7 +44,7 @@ class Machine:
 
 @dataclass
 class JobPrediction:
-    knobs: dict                 # actors, actor_threads, sm_limit, inference_batch as the job sees them
+    knobs: dict                 # actors, actor_threads, sm_limit, inference_batch (envs per forward) as the job sees them
     cpu_gpu_ratio: float
     fps: float
     sps: float
@@ -101,7 +102,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     threads = 1 if conf.env.kind != "atari" else (conf.actor_threads or m.cores)
     n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # as build_trainer steps them
     envs = conf.actors + n_eval
-    batch = conf.inference_batch if 0 < conf.inference_batch < envs else envs
+    batch = resolve_inference_batch(conf.inference_batch, envs, conf.env.kind)  # as the job's actors run it
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:
@@ -119,11 +120,11 @@ def predict_job(conf, m: Machine) -> JobPrediction:
                         update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores,
                         loop_overhead=overhead, share_cores_actors=cores_a, share_cores_learner=cores_l)
     start, per_update = learner_data(conf)
-    p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=conf.inference_batch,
+    p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
                       eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
-    knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": conf.inference_batch}
+    knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch}
     joules, how = energy(p, m, u)
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
                          p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,

@@ -9,12 +9,13 @@ Costs at one configuration (what a profile measures, evaluated at the granted un
   update_s        seconds of one learner update alone on its units
   cores           hardware threads of the host
 
-Actor side, for `actors` envs and `batch` = inference_batch (0 or >= actors: all):
-- synchronous (batch = actors, SEED's default): the env threads step every env, then one
+Actor side, for `actors` envs and `batch` = envs per forward (0 or >= actors: all), the job's
+inference_batch resolved (rlbench/envs/vector.py resolve_inference_batch; -1 = SEED's auto):
+- synchronous (batch = actors, lock-step: inference_batch=0): the env threads step every env, then one
   forward serves them all; nothing overlaps:
       iteration = actors * env_step_s / min(actor_threads, actors) + infer(actors)
       sps = actors / iteration
-- asynchronous (batch < actors): the env threads keep stepping the other envs while a
+- asynchronous (batch < actors; SEED's default, auto): the env threads keep stepping the other envs while a
   forward serves the first `batch` ready ones, so the slower side bounds:
       env capacity       = min(actor_threads, actors) / env_step_s
       inference capacity = batch / infer(batch)

@@ -26,9 +26,10 @@ class Checked:
         return abs(getattr(self.predicted, key) - self.measured[key]) / self.measured[key]
 
 
-def job_conf(tags: dict):
+def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
-    where it was recorded does not change the work)."""
+    where it was recorded does not change the work). The recorded param `inference_batch` is
+    kept where no override set it: a job from before its default became -1 ran lock-step (0)."""
     from hydra import compose, initialize_config_dir
 
     from rlbench.__main__ import CONF_DIR
@@ -37,6 +38,9 @@ def job_conf(tags: dict):
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
                  and not o.lstrip("+~").startswith(("tracking.", "hydra."))]
+    recorded = (params or {}).get("inference_batch")
+    if recorded is not None and not any(o.lstrip("+~").startswith("inference_batch=") for o in overrides):
+        overrides.append(f"inference_batch={recorded}")
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return validate(compose(config_name="config", overrides=overrides), host=False)
@@ -48,7 +52,7 @@ def check_jobs(jobs, m: Machine) -> list[Checked]:
     for j in jobs:
         if not j.finished or any(j.value(k) is None for k in COMPARED):
             continue
-        p = predict_job(job_conf(j.tags), m)
+        p = predict_job(job_conf(j.tags, j.params), m)
         out.append(Checked(j.run_id, j.name, p, {k: j.value(k) for k in COMPARED}))
     return out
 
