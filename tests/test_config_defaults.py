@@ -116,11 +116,13 @@ ATARI = {
     "stack": (4, "4 stacked frames"),
     "img_size": (84, "84x84 grey"),
     "noop_max": (30, "`env.noop_max=30`"),
+    "full_action_space": (True, "the full action set, 18 actions in every game (`env.full_action_space=true`)"),
+    "fire_reset": (False, "no FIRE at reset (`env.fire_reset=false`)"),
     "sticky_actions": (0.0, "no sticky actions (`env.sticky_actions=0`)"),
     "episodic_life": (False, "full episodes (no life-loss terminals)"),
     "max_episode_frames": (108_000, "truncated at 108,000 frames"),
 }
-MINIMAL_ACTIONS = {"pong": 6, "breakout": 4}
+NOOPS = "ale-py draws 0 to 30 no-ops at each reset where SEED RL draws 1 to 30"  # noop_max + 1 passed to ale-py
 
 
 def _readme_atari_section() -> str:
@@ -137,19 +139,19 @@ def test_composed_atari_config_is_the_readmes(compose_cfg, game):
 
 
 def test_readme_states_the_atari_settings():
-    """The README says what the config holds (one phrase per setting), and the action set."""
+    """The README says what the config holds (one phrase per setting), and the no-op range."""
     section = " ".join(_readme_atari_section().split())
-    missing = [p for _, p in ATARI.values() if " ".join(p.split()) not in section]
-    assert not missing and "minimal action set" in section, f"README Atari settings lack {missing}"
+    missing = [p for p in [*(p for _, p in ATARI.values()), NOOPS] if " ".join(p.split()) not in section]
+    assert not missing and "minimal action set" not in section, f"README Atari settings lack {missing}"
 
 
-def _minimal_action_set(game: str) -> int:
+def _legal_action_set(game: str) -> int:
     import ale_py
 
     ale = ale_py.ALEInterface()
     ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.loadROM(ale_py.roms.get_rom_path(game))
-    return len(ale.getMinimalActionSet())
+    return len(ale.getLegalActionSet())
 
 
 @pytest.fixture
@@ -171,30 +173,34 @@ def ale_kwargs(monkeypatch) -> dict:
 
 @pytest.mark.parametrize("game", ["pong", "breakout"])
 def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
-    """The AtariVectorEnv built from the real config: obs, minimal action set, truncation by
-    frames (200 frames / frameskip 4 = 50 steps), no life-loss terminals, FIRE at reset."""
+    """The AtariVectorEnv built from the real config: obs, SEED RL's full action set (18 actions),
+    no FIRE at reset, no-ops, truncation by frames (200 frames / frameskip 4 = 50 steps), no
+    life-loss terminals."""
     from rlbench.envs.vector import AtariActors
 
     env_cfg = compose_cfg([f"env={game}", "env.max_episode_frames=200"]).env
     actors = AtariActors(env_cfg, num_envs=2, threads=1, batch=0)
     try:
         assert actors.obs_shape == (4, 84, 84)
-        assert actors.num_actions == _minimal_action_set(game) == MINIMAL_ACTIONS[game]
-        assert ale_kwargs["repeat_action_probability"] == 0.0 and ale_kwargs["noop_max"] == 30
+        assert actors.num_actions == _legal_action_set(game) == 18
+        # ale-py draws 0..noop_max-1 no-ops: 31 gives SEED RL's maximum of 30 (from 0, not 1)
+        assert ale_kwargs["repeat_action_probability"] == 0.0 and ale_kwargs["noop_max"] == 31
         assert ale_kwargs["reward_clipping"] is False and ale_kwargs["episodic_life"] is False
-        assert not ale_kwargs.get("full_action_space", False) and ale_kwargs.get("use_fire_reset", True)
+        assert ale_kwargs["full_action_space"] is True and ale_kwargs["use_fire_reset"] is False
 
         first = actors.reset(seed=0)
-        done_at, moved = [], False
-        for step in range(1, 61):  # NOOPs: Pong scores no 21 points and Breakout launches no new ball
-            actors.send(np.zeros(2, np.int64))
+        done_at, changed = [], []
+        for step in range(1, 61):  # NOOPs but one FIRE (action 1) at step 11; Pong scores no 21 points
+            actors.send(np.full(2, 1 if step == 11 else 0, np.int64))
             batch = actors.recv()
-            moved |= bool((batch.obs[:, -1] != first.obs[:, -1]).any())
+            changed.append(bool((batch.obs[:, -1] != first.obs[:, -1]).any()))
             if batch.done.any():
                 done_at.append((step, batch.done.tolist()))
-        # Breakout loses its first life at about step 20: with episodic_life it would end there.
+        if game == "breakout":  # its ball waits for FIRE: with FIRE at reset the screen moves at once
+            assert not any(changed[:10]), "the screen changed before FIRE: FIRE was pressed at reset"
+        assert any(changed[10:]), "the screen never changed after FIRE"
+        # Breakout loses its first life at step 35 (the ball launched at 11): with episodic_life it would end there.
         assert done_at[:1] == [(50, [True, True])], done_at
-        assert moved, "the screen never changed: no FIRE at reset (Breakout's ball waits for it)"
     finally:
         actors.close()
 

@@ -24,9 +24,10 @@ def gym_cfg(env_id: str) -> EnvConfig:
     return EnvConfig(kind="gym", id=env_id, frameskip=1)
 
 
-@pytest.mark.parametrize("rom,stack,size", [("pong", 4, 84), ("breakout", 2, 64), ("space_invaders", 4, 84)])
-def test_atari_spec_matches_vector_env(rom, stack, size):
-    cfg = atari(rom, stack=stack, img_size=size)
+@pytest.mark.parametrize("rom,stack,size,full", [("pong", 4, 84, True), ("breakout", 2, 64, False),
+                                                  ("space_invaders", 4, 84, True)])
+def test_atari_spec_matches_vector_env(rom, stack, size, full):
+    cfg = atari(rom, stack=stack, img_size=size, full_action_space=full)
     assert check_env(cfg) is None
     s = env_spec(cfg)
     actors = make_actors(cfg, num_envs=2, threads=1, batch=0)
@@ -38,7 +39,10 @@ def test_atari_spec_matches_vector_env(rom, stack, size):
         assert (s.stack, s.frame_shape, s.bytes_per_frame) == (stack, (size, size), size * size)
     finally:
         actors.close()
-    assert (env_spec(atari("pong")).num_actions, env_spec(atari("breakout")).num_actions) == (6, 4)
+    # SEED RL's full action set by default; the ROM's minimal set without it (a cache entry of its own)
+    assert (env_spec(atari("pong")).num_actions, env_spec(atari("breakout")).num_actions) == (18, 18)
+    minimal = [env_spec(atari(g, full_action_space=False)).num_actions for g in ("pong", "breakout")]
+    assert minimal == [6, 4]
 
 
 @pytest.mark.parametrize("bad,expect", [

@@ -90,7 +90,7 @@ def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, sto
                 "op_frac/inference/queue_put", "op_frac/learner/queue_get", "eval_frames"):
         assert key in m, key
     assert "replay_ratio" not in m and "op_frac/learner/replay_sample" not in m
-    assert 0 < m["vtrace/entropy"] <= 1.7918  # nats; log(6) for Pong's 6 actions is the most there is
+    assert 0 < m["vtrace/entropy"] <= 2.8904  # nats; log(18) for the full action set's 18 actions is the most there is
     assert run.data.params["algo.name"] == "vtrace" and final["frames"] >= 4000
 
 

@@ -21,7 +21,12 @@ class EnvConfig:
     frameskip: int = 4  # emulator frames per agent step (Atari); 1 for gym envs
     stack: int = 4  # stacked frames per observation (Atari)
     img_size: int = 84  # square grey observation side (Atari)
-    noop_max: int = 30  # random no-ops at each reset (Atari)
+    # SEED's max_random_noops (Atari): SEED draws 1..noop_max no-ops at each reset; ale-py draws
+    # 0..n-1 with no lower end to set, so AtariActors passes n = noop_max + 1: 0..noop_max (the
+    # one deviation: a 1-in-31 chance of no no-op, mean 15 vs SEED's 15.5; same maximum)
+    noop_max: int = 30
+    full_action_space: bool = True  # all 18 ALE actions (Atari): SEED atari/env.py, gym.make(full_action_space=True)
+    fire_reset: bool = False  # press FIRE at each reset (Atari); SEED atari_preprocessing.py presses none
     sticky_actions: float = 0.0  # repeat_action_probability (Atari)
     episodic_life: bool = False  # end an episode at each life loss (Atari)
     reward_clipping: bool = False  # clip rewards to [-1, 1] (Atari); off: R2D2 uses value rescaling instead

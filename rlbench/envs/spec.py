@@ -1,13 +1,15 @@
 """What an env.id gives the agent (observation shape and dtype, action count), known
 before any actor starts, and a one-line reason when an id cannot run under its env.kind.
 
-Atari ids are ALE ROM names (`pong`, `space_invaders`); the action count is the ROM's
-minimal action set, as ale-py's AtariVectorEnv uses by default (full_action_space=False).
+Atari ids are ALE ROM names (`pong`, `space_invaders`); the action count follows
+env.full_action_space as ale-py's AtariVectorEnv does: the legal action set (18 for every
+ROM) when true, as SEED RL's Atari env, the ROM's minimal set (Pong 6, Breakout 4) when false.
 It is read by loading the ROM in a child process: ALE ends the whole process (exit 1) for
 a few ROMs that ale-py ships but cannot run (combat, joust, maze_craze, warlords in 0.12).
 Gym ids are anything gymnasium.make accepts, `module:EnvName-v0` included (gymnasium
 imports `module`, which registers the env); they need a Discrete action space and a 1-D
-Box observation (the MLP torso). Probes are cached per id: a sweep validates many jobs.
+Box observation (the MLP torso). Probes are cached per id (and action set): a sweep
+validates many jobs.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class EnvSpec:
 def env_spec(cfg: EnvConfig) -> EnvSpec:
     """The spec of cfg's env without starting a vector env; raises EnvIdError if it cannot run."""
     if cfg.kind == "atari":
-        n = _atari_actions(cfg.id)
+        n = _atari_actions(cfg.id, cfg.full_action_space)
         if isinstance(n, str):
             raise EnvIdError(n)
         frame = (cfg.img_size, cfg.img_size)
@@ -77,21 +79,23 @@ from ale_py import roms
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 ale = ale_py.ALEInterface()
 ale.loadROM(str(roms.get_rom_path(sys.argv[1])))
-print(len(ale.getMinimalActionSet()))
+print(len(ale.getLegalActionSet() if sys.argv[2] == "full" else ale.getMinimalActionSet()))
 """
 
 
 @functools.cache
-def _atari_actions(rom: str) -> int | str:
-    """The ROM's minimal action count, or why `rom` is no runnable ALE ROM."""
+def _atari_actions(rom: str, full_action_space: bool) -> int | str:
+    """The ROM's action count (legal set if full_action_space, else minimal), or why `rom` is no
+    runnable ALE ROM."""
     from ale_py import roms
 
     ids = roms.get_all_rom_ids()
     if rom not in ids:
         return f"env.id={rom}: " + _not_a_rom(rom, ids)
+    action_set = "full" if full_action_space else "minimal"
     try:
-        p = subprocess.run([sys.executable, "-c", _PROBE, rom], check=False, capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run([sys.executable, "-c", _PROBE, rom, action_set], check=False, capture_output=True,
+                           text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return f"env.id={rom}: ALE did not load this ROM within 300 s"
     if p.returncode != 0:

@@ -59,7 +59,9 @@ class AtariActors:
             img_width=cfg.img_size,
             stack_num=cfg.stack,
             frameskip=cfg.frameskip,
-            noop_max=cfg.noop_max,
+            noop_max=cfg.noop_max + 1,  # ale-py draws 0..noop_max-1 no-ops; SEED 1..noop_max (schema)
+            use_fire_reset=cfg.fire_reset,
+            full_action_space=cfg.full_action_space,
             repeat_action_probability=cfg.sticky_actions,
             episodic_life=cfg.episodic_life,
             reward_clipping=cfg.reward_clipping,

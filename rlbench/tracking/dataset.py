@@ -2,8 +2,8 @@
 filter and group runs by the environment they consumed (RL has no dataset; its env is the data).
 
 The digest identifies the environment's settings (id, frameskip, stack, observation size,
-no-ops, sticky actions, episode rules) and the emulator's version: two runs with the same
-digest stepped the same environment.
+no-ops, action set, FIRE at reset, sticky actions, episode rules: every EnvConfig field) and
+the emulator's version: two runs with the same digest stepped the same environment.
 """
 
 from __future__ import annotations
