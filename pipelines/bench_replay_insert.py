@@ -10,8 +10,9 @@ start). The two modes alternate (the order flips every repeat) over `--repeats` 
 The median insert time with the learner on over the median with it off is printed last
 as `replay_insert_ratio=<x>` (target <= 1.2).
 
-The learner starts early and never waits: a small min_replay, samples_per_insert=0
-(unthrottled), effectively unlimited frames and updates (runs are stopped by time), and
+It measures the inserts of `algo.coupling=free_running` (not SEED's coupling, where inference
+copies unrolls into the unroll queue and the learner inserts them). The learner starts early
+and never waits: a small min_replay, samples_per_insert=0 (unthrottled), effectively unlimited frames and updates (runs are stopped by time), and
 sm_limit=1 (one intra-op torch thread on a 2-core CPU host). Extra Hydra overrides are
 passed through, after these. The learner's activity is printed (updates per run, sample
 calls in each window, inserts that overlapped a sample): on a 2-core CPU host one update
@@ -46,7 +47,7 @@ from rlbench.runner import RoleFailed, RoleThread
 from rlbench.trainer import build_trainer, resolve_device
 
 DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",
-               "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "sm_limit=1",
+               "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "algo.coupling=free_running", "sm_limit=1",
                "telemetry.enabled=false", "progress=log"]
 
 

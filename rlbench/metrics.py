@@ -39,6 +39,8 @@ _TRAINING = [
     Metric("eval_frames", "env frames", "final", "frames the evaluation envs stepped (not in frames or fps)"),
     Metric("loss", "-", "tick, final", "the learner's last loss"),
     Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
+    Metric("window/replay_ratio", "samples / sequence", "tick", "sequences sampled / inserted by the learner updates "
+           "that ended in the tick's window (R2D2; logged when both moved)"),
     Metric("task_replay_ratio", "samples / unroll", "final",
            "learner_updates x batch_size / the task's unrolls (R2D2: sequences; V-trace: 1)"),
     Metric("replay_capacity", "sequences", "final", "sequences replay holds (R2D2)"),
@@ -53,7 +55,7 @@ _TRAINING = [
     Metric("learner_updates", "updates", "tick, final", "learner updates made"),
     Metric("episodes", "count", "tick, final", "training episodes finished"),
     Metric("replay_size", "sequences", "tick", "sequences in replay (R2D2)"),
-    Metric("queue_size", "unrolls", "tick", "unrolls waiting in the FIFO for the learner (V-trace)"),
+    Metric("queue_size", "unrolls", "tick", "unrolls waiting for the learner: V-trace's FIFO, R2D2's unroll queue"),
     Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
     Metric("policy_lag", "updates", "tick, final",
            "mean learner updates between the weights that finished an unroll and its training (V-trace)"),
@@ -97,15 +99,17 @@ METRICS: dict[str, Metric] = {m.name: m for m in _TRAINING + _TELEMETRY}
 OPS: dict[str, tuple[str, ...]] = {
     "actors": ("env_step", "inference", "rate_limited"),
     "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert",
-                  "queue_put"),
-    "learner": ("wait", "replay_sample", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward",
-                "optimizer_step", "replay_update", "publish"),
+                  "queue_put", "queue_full_wait"),
+    "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
+                "forward_backward", "optimizer_step", "replay_update", "publish"),
 }
 ALGO_OPS: dict[str, dict[str, tuple[str, ...]]] = {
+    # r2d2: queue_put, queue_full_wait and the learner's queue_get/replay_insert under the unroll queue
+    # (SEED's coupling); the inference-side replay_insert under coupling=free_running/rate_limited
     "r2d2": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
-                           "replay_insert"),
-             "learner": ("wait", "replay_sample", "h2d_transfer", "stack_rebuild", "forward_backward",
-                         "optimizer_step", "replay_update", "publish")},
+                           "queue_put", "queue_full_wait", "replay_insert"),
+             "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
+                         "forward_backward", "optimizer_step", "replay_update", "publish")},
     "vtrace": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
                "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward",
                            "optimizer_step", "publish")},

@@ -136,7 +136,7 @@ def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, conf.actors, n_eval, actors_done))
     inference = InferenceServer(parts.policy, device, conf.actors + n_eval, num_train=conf.actors)
     actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed, n_eval, done=actors_done)
-    actors.may_step = parts.may_step
+    actors.may_step, actors.more_data = parts.may_step, parts.more_data
     for role in (actors, inference, parts.learner):
         if role is not None:
             role.timer.gpu = gpu_busy

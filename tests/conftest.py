@@ -19,9 +19,10 @@ from rlbench.config.schema import register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# A seconds-long CartPole job (the smoke workload's 24000 frames take ~16 s of CartPole on 2 cores):
-# 3000 frames, the learner starts after 16 sequences and makes the smoke workload's 2 updates.
-CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "algo.min_replay=16"]
+# A seconds-long CartPole job (the smoke workload's 40000 frames take ~25 s of CartPole on 2 cores):
+# 3000 frames, the learner starts after 16 sequences and makes 2 updates.
+CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
+                 "algo.min_replay=16"]
 
 
 @pytest.fixture(scope="session")

@@ -165,13 +165,14 @@ def _learner_batch(seqs: Sequences, extra=()) -> dict:
     return b
 
 
-def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_torch_thread):
+@pytest.mark.parametrize("pad", [0, 3], ids=["no pad", "first unroll zero-padded over the burn-in (SEED)"])
+def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_torch_thread, pad):
     algo = R2D2Schema(burn_in=3, seq_len=4, n_step=2, network=R2D2NetworkConfig(
         torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8))
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     torch.manual_seed(1)
     acting = R2D2Net(OBS, ACTIONS, algo.network)
-    asm = UnrollAssembler(NUM_TRAIN, length, overlap, OBS, np.float32, ACTIONS, 16)
+    asm = UnrollAssembler(NUM_TRAIN, length, overlap, OBS, np.float32, ACTIONS, 16, pad=pad)
     replay = SequenceReplay.for_shapes(200, length, OBS, np.float32, ACTIONS, 16, alpha=0.9, beta=0.6, seed=0)
     eps = np.concatenate([np.full(NUM_TRAIN, 0.5), np.zeros(NUM_EVAL)])
     policy = EpsilonGreedy(SharedNet(acting), asm, replay, eps, algo, seed=0)
@@ -181,6 +182,9 @@ def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_to
     assert replay.size >= 10
     assert np.abs(rows.state).sum(axis=1).min() == 0 < np.abs(rows.state).sum(axis=1).max()  # both kinds
     assert rows.done[:, 1:].any()  # episode starts inside sequences
+    if pad:  # each actor's first unroll: pad zero steps (no episode start among them), then its reset
+        zeros = (np.abs(rows.frames[:, :pad]).sum(axis=(1, 2)) == 0) & (rows.state == 0).all(1)
+        assert (zeros & rows.done[:, pad] & ~rows.done[:, :pad].any(1)).sum() == NUM_TRAIN
     net = R2D2Net(OBS, ACTIONS, algo.network)  # the learner's copy, as build() makes it
     net.load_state_dict(acting.state_dict())
     b = _learner_batch(rows)

@@ -20,12 +20,13 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     for key in CONTRACT:
         assert key in run.data.metrics, key
     assert [k for k in run.data.metrics if not declared(k)] == []  # rlbench/metrics.py names everything logged
-    assert run.data.metrics["frames"] >= 24000 and run.data.metrics["learner_updates"] == 2
+    assert run.data.metrics["frames"] >= 40000 and run.data.metrics["learner_updates"] == 1
     assert run.data.metrics["fps"] == pytest.approx(4 * run.data.metrics["sps"], rel=1e-5)  # each to 6 digits
     m = run.data.metrics  # 2 eval envs step beside the 4 actors but are not in the task's frames
-    assert m["frames"] < 24000 + 4 * 4 and 0 < m["eval_frames"] <= m["frames"] / 2 + 4 * 2
-    assert m["replay_size"] < m["replay_capacity"]  # never wrapped: every inserted sequence is still there
-    assert m["replay_ratio"] == pytest.approx(2 * 64 / m["replay_size"], rel=1e-5)  # 2 updates of 64 / inserted
+    assert m["frames"] < 40000 + 4 * 4 and 0 < m["eval_frames"] <= m["frames"] / 2 + 4 * 2
+    # SEED's coupling: the update took one insertion batch of int(64 / 0.75) = 85 unrolls from the queue
+    assert m["replay_ratio"] == pytest.approx(64 / 85, rel=1e-5)
+    assert m["op_frac/learner/queue_get"] > 0 and "op_frac/inference/queue_put" in m
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
     assert run.data.params["env.id"] == "pong"
     assert run.data.tags["overrides"] == "workload=smoke actors=4" and "overrides" not in run.data.params
@@ -46,6 +47,23 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert len(window) >= 1 and min(p.value for p in window) > 0
     assert m["task_fps"] == pytest.approx(m["frames"] / m["runtime_s"], rel=1e-4) and m["task_fps"] <= m["fps"]
     assert 0 < m["actors_done_s"] <= m["runtime_s"]
+
+
+def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_actors(compose_cfg, store):
+    """SEED's unroll queue: each update inserts int(32 / 4) = 8 fresh unrolls and samples 32, so
+    every window's ratio is the configured 4 and the actors wait (queue_full_wait) while the
+    learner is behind; the learner's tail is what the queue held when the actors stopped.
+    (A unit test cannot give this: it is how the three threads wait for each other.)"""
+    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=12000", "progress=log",
+                       "tracking.log_every_s=0.2", *store["overrides"]])
+    final = run_job(cfg, overrides=["env=cartpole"])
+    (run,) = runs(store["uri"])
+    window = [p.value for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "window/replay_ratio")]
+    assert len(window) >= 3 and all(abs(r / 4.0 - 1) <= 0.10 for r in window), window
+    assert abs(final["replay_ratio"] / 4.0 - 1) <= 0.10 and final["learner_updates"] == cfg.workload.learner_updates
+    assert final["op_frac/inference/queue_full_wait"] > 0  # inference, and so the actors, blocked on a full queue
+    updates_s = final["runtime_s"] / final["learner_updates"]  # each update moves 8 unrolls; the queue holds 100
+    assert final["runtime_s"] - final["actors_done_s"] <= (1 + 100 / 8) * updates_s * 3, final
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlbench.algo.r2d2.replay import SequenceReplay
-from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
+from rlbench.algo.r2d2.sequences import sequence_starts, sequences_per_actor, unroll_layout
 from rlbench.algo.unrolls import UnrollAssembler
 
 
@@ -114,6 +114,22 @@ def test_trained_steps_of_consecutive_sequences_tile_the_stream():
     assert trained == list(range(burn_in, burn_in + len(emitted) * seq_len))
     for a, b in itertools.pairwise(emitted):  # the extra last step is the next sequence's first trained step
         assert a.frames[0, -1, 0] == b.frames[0, burn_in, 0]
+
+
+def test_the_first_sequence_is_zero_padded_over_the_burn_in_so_every_step_is_trained():
+    """SEED RL's UnrollStore starts each env's index at the overlap (R2D2: burn_in) over zeros:
+    an actor's first sequence is burn_in zero steps then its first steps, so the trained steps
+    tile the stream from its first step on (without the pad the first burn_in are never trained)."""
+    burn_in, seq_len = 3, 5
+    length, overlap = unroll_layout(burn_in, seq_len, None)
+    asm = UnrollAssembler(1, length, overlap, (1,), np.int32, 3, 1, pad=burn_in)
+    emitted = _feed(asm, 40, np.array([0]))
+    first = emitted[0]
+    assert first.frames[0, :burn_in, 0].tolist() == [0] * burn_in and not first.done[0, :burn_in].any()
+    assert (first.reward[0, :burn_in] == 0).all() and (first.agent_out[0, :burn_in] == 0).all()
+    trained = [t for s in emitted for t in s.frames[0, burn_in:burn_in + seq_len, 0].tolist()]
+    assert trained == list(range(len(emitted) * seq_len))  # the stream's steps from 0 (_feed: frame = step)
+    assert len(emitted) == sequences_per_actor(40, length, overlap, pad=burn_in) == (40 - 1) // seq_len
 
 
 def test_sampling_copies_outside_the_lock_and_drops_rows_overwritten_meanwhile():

@@ -3,7 +3,8 @@
 The trainer (rlbench/trainer.py) builds the env, calls `rlbench.algo.algorithm(name).build(ctx)`
 and wires the parts into the generic roles: `policy` into central inference, `learner` as a
 role thread, `may_step` into the actors (they wait, op `rate_limited`, while it is False),
-`metrics` into the step and final metrics.
+`metrics` into the step and final metrics, `more_data` into the actors (they step on past the
+task's frames while it is True).
 """
 
 from __future__ import annotations
@@ -63,3 +64,4 @@ class AlgoParts:
     learner: Any = None  # a role (rlbench.roles.learner.LearnerLoop) or None
     may_step: Callable[[], bool] | None = None  # actors step only while it is True
     metrics: Callable[[bool], dict] = lambda final: {}  # the buffer's metrics; final=True at the end
+    more_data: Callable[[], bool] | None = None  # actors step on past the task's frames while it is True

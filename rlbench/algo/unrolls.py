@@ -41,6 +41,10 @@ class Sequences:
     def __len__(self) -> int:
         return len(self.action)
 
+    def rows(self, sl: slice) -> Sequences:
+        """Rows `sl` of owned (array) sequences."""
+        return Sequences(**{f: getattr(self, f)[sl] for f in FIELDS})
+
     def owned(self) -> Sequences:
         """A copy that owns all its arrays (frame pieces concatenated)."""
         f = self.frames
@@ -49,13 +53,29 @@ class Sequences:
                                                                      "done", "agent_out", "state")))
 
 
+FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
+
+
+def concat(parts: list[Sequences]) -> Sequences:
+    """Owned sequences, one after another."""
+    if len(parts) == 1:
+        return parts[0]
+    return Sequences(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS})
+
+
 class UnrollAssembler:
     """Per-actor rolling buffers that emit overlapping sequences."""
 
-    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1):
-        """state_size: floats of flattened recurrent state per actor (0: none)."""
+    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1,
+                 pad=0):
+        """state_size: floats of flattened recurrent state per actor (0: none). pad: zero steps
+        (zero frames, rewards, actions, outputs, done False) that start each actor's first
+        sequence, from the initial (zero) recurrent state, as SEED RL's UnrollStore starts its
+        index at the overlap (R2D2: the burn-in), so that the actor's first steps are trained."""
         if not 0 <= overlap <= length // 2:
             raise ValueError(f"overlap={overlap} must be in [0, length // 2 = {length // 2}]")
+        if not 0 <= pad < length - overlap:
+            raise ValueError(f"pad={pad} must be in [0, length - overlap = {length - overlap})")
         n, L = num_actors, length
         self.length, self.overlap, self.stride, self.stack = L, overlap, L - overlap, stack
         frame = frame_shape(obs_shape, stack)
@@ -70,7 +90,7 @@ class UnrollAssembler:
         self.agent_out = np.zeros((n, L, num_actions), dtype=np.float32)
         self.start_state = np.zeros((n, state_size), dtype=np.float32)
         self.next_start_state = np.zeros((n, state_size), dtype=np.float32)
-        self.pos = np.zeros(n, dtype=np.int64)  # step index within the current sequence
+        self.pos = np.full(n, pad, dtype=np.int64)  # step index within the current sequence (the rings are zero)
         self.base = np.zeros(n, dtype=np.int64)  # ring column of the current sequence's step 0
 
     def needs_state(self, ids: np.ndarray) -> np.ndarray:

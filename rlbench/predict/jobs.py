@@ -71,12 +71,16 @@ def learner_data(conf) -> tuple[int, float]:
     if not (config_module(a.name).LEARNS and conf.learner):
         return 0, 0.0
     if hasattr(a, "min_replay"):  # R2D2: sequences of burn_in + seq_len + 1 at stride length - overlap
-        from rlbench.algo.r2d2.sequences import unroll_layout
+        from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, unroll_layout
 
         length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
-        stride = length - overlap
+        stride, first_length = length - overlap, length - a.burn_in  # the first unroll starts zero-padded
+        if a.coupling == "unroll_queue":  # each update takes one insertion batch; the first after the fill
+            per_update = insertion_batch(a.batch_size, a.samples_per_insert)
+            first = fill_insertions(a.min_replay, per_update) * per_update
+            return model.learner_start_steps(conf.actors, first, first_length, stride), float(per_update * stride)
         first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
-        start = model.learner_start_steps(conf.actors, int(first), length, stride)
+        start = model.learner_start_steps(conf.actors, int(first), first_length, stride)
         return start, (a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
     if hasattr(a, "unroll_length"):  # V-trace: batch_size unrolls of unroll_length + 1 steps
         start = model.learner_start_steps(conf.actors, a.batch_size, a.unroll_length + 1, a.unroll_length)

@@ -37,6 +37,7 @@ class ActorRole:
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
         self.may_step = None  # the algorithm's flow control: actors wait while it returns False
+        self.more_data = None  # the algorithm still needs unrolls past the frame target while it returns True
         self.done = done if done is not None else threading.Event()  # set when the actors stop
 
     @property
@@ -47,7 +48,7 @@ class ActorRole:
         with self.timer.op("env_step"):
             batch = self.env.reset(seed=self.seed)
         self.stepping_since = time.perf_counter()
-        while not stop.is_set() and self.frames < self.frame_target:
+        while not stop.is_set() and (self.frames < self.frame_target or (self.more_data is not None and self.more_data())):
             if self.may_step is not None and not self.may_step():
                 with self.timer.op("rate_limited"):
                     stop.wait(0.001)

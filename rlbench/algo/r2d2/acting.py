@@ -1,6 +1,8 @@
 """What R2D2's central inference does with the network: epsilon-greedy over Q (Ape-X epsilons
-per training env, eval_epsilon for evaluation envs), and completed sequences into replay
-with initial priorities computed from the actors' own Q values (SEED RL)."""
+per training env, eval_epsilon for evaluation envs), and completed sequences, with initial
+priorities computed from the actors' own Q values (SEED RL), into the unroll queue (SEED's
+coupling: inference blocks while it is full) or, under coupling=free_running/rate_limited,
+straight into replay."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ import torch
 from rlbench.algo.parts import SharedNet
 from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets
 from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.unroll_queue import UnrollQueue
 from rlbench.algo.unrolls import Sequences, UnrollAssembler
 
 
 class EpsilonGreedy:
     def __init__(self, shared: SharedNet, unrolls: UnrollAssembler, replay: SequenceReplay, epsilons: np.ndarray,
-                 algo, seed: int):
+                 algo, seed: int, queue: UnrollQueue | None = None):
         self.shared, self.unrolls, self.replay, self.algo = shared, unrolls, replay, algo
+        self.queue = queue  # SEED's unroll queue, or None: insert into replay directly
         self.epsilons = epsilons  # one per environment: training envs first, then eval envs
         self.rng = np.random.default_rng(seed)
 
@@ -30,11 +34,17 @@ class EpsilonGreedy:
         return np.where(explore, random, greedy).astype(np.int64)
 
     def store(self, seqs: Sequences, timer) -> None:
-        """The assembler's sink: initial priorities, then the copy into replay."""
+        """The assembler's sink: initial priorities, then the copy into the unroll queue (blocking
+        while it is full: op `queue_full_wait`) or into replay."""
         with timer.op("initial_priority"):
             priorities = initial_priorities(seqs, self.algo)
-        with timer.op("replay_insert"):
-            self.replay.insert(seqs, priorities)
+        if self.queue is None:
+            with timer.op("replay_insert"):
+                self.replay.insert(seqs, priorities)
+            return
+        with timer.op("queue_put"):
+            owned = seqs.owned()  # the assembler's rows are views of its rings
+        self.queue.put(owned, priorities, blocked=lambda: timer.op("queue_full_wait"))
 
 
 def initial_priorities(seqs: Sequences, algo) -> np.ndarray:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from rlbench.algo.checks import Rules, int_at_least, one_of, torso_checks
-from rlbench.algo.r2d2.sequences import sequences_per_actor, unroll_layout
+from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 
 LEARNS = True
 
@@ -41,19 +41,35 @@ class Schema:
     importance_exponent: float = 0.6  # beta
     # Sequences kept (FIFO once full). SEED RL's flag default is 1e3 and its Atari GCP script
     # uses 1e5; 2000 Atari sequences are 1.8 GB here (frames stored once, stacks rebuilt).
+    # Sequences kept (FIFO once full). SEED RL's flag default is 100 and its published Atari run
+    # (gcp/train_atari.sh) 100,000 unrolls: 88 GB with our storage. A decision: 2000 Atari
+    # sequences (1.8 GB here, frames stored once, stacks rebuilt) hold the default task's 625
+    # sequences three times over; algo.replay_memory_gb sizes it by memory instead.
     replay_capacity: int = 2000
     replay_memory_gb: Optional[float] = None  # instead of replay_capacity: as many sequences as fit in this
     replay_prefault: bool = True  # touch replay memory at start, off the actors' path
-    min_replay: int = 50  # sequences in replay before the learner starts
-    # Replay ratio: sequence samples per inserted sequence (the trained steps tile the stream, so
-    # per observation the same); 0 = unthrottled. 1.5 = SEED RL's R2D2 `replay_ratio` flag
-    # ("an interpretation of the R2D2 paper using the end of section 2.3").
-    samples_per_insert: float = 1.5
-    rate_limit: str = "learner"  # who waits for the ratio: "learner" (SEED RL) or "both" (actors too)
+    # Sequences inserted before the learner samples (SEED: replay_buffer_min_size, 5000 in the
+    # published run). A decision: 5000 is 8x the default task's 625 sequences (no update would
+    # ever happen); 50 is less than one insertion batch, so learning starts after the first.
+    min_replay: int = 50
+    # The replay ratio: sequence samples per inserted sequence (SEED RL's `replay_ratio`; the
+    # trained steps tile the stream, so per observation the same). 0.75 = SEED's published Atari
+    # run (gcp/train_atari.sh); the flag's default is 1.5. 0 = unthrottled (free_running only).
+    samples_per_insert: float = 0.75
+    # How actors, inference and the learner wait for each other:
+    #  "unroll_queue" (SEED RL): inference puts completed unrolls into a bounded queue and blocks
+    #    (and the actors with it) while it is full; before each update the learner takes
+    #    int(batch_size / samples_per_insert) unrolls from it into replay, then samples a batch.
+    #  "free_running" (not SEED): inference inserts straight into replay and never waits; the
+    #    learner is held to the ratio while the actors run and trains on after they stop.
+    #  "rate_limited" (not SEED): as free_running, and the actors also wait while they are more
+    #    than `actors` sequences ahead of the ratio (Reverb's SampleToInsertRatio idea).
+    coupling: str = "unroll_queue"
+    unroll_queue_size: int = 100  # unrolls the queue holds (SEED: unroll_queue_max_size, 100)
     batch_size: int = 64
-    learning_rate: float = 1e-4
-    adam_eps: float = 1e-3
-    grad_clip: float = 40.0  # global gradient-norm clip; 0 = off
+    learning_rate: float = 1e-4  # SEED's published Atari run (the flag's default is 4.8e-4)
+    adam_eps: float = 1e-3  # Keras' epsilon (added to sqrt(v) before bias correction), as SEED
+    grad_clip: float = 80.0  # global gradient-norm clip (SEED's published run: clip_norm 80; flag 40); 0 = off
     target_update: int = 2500  # learner updates between target-network copies
     publish_every: int = 1  # learner updates between weight copies to central inference
     eps_base: float = 0.4  # Ape-X per-actor epsilon: eps_i = base^(1 + alpha * i / (N - 1))
@@ -83,8 +99,9 @@ def rules(c) -> Rules:
         "algo.replay_memory_gb": ((lambda v: v is None or v > 0), "null (use algo.replay_capacity) or gigabytes > 0"),
         "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity or a.replay_memory_gb is not None),
                             f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
-        "algo.samples_per_insert": ((lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"),
-        "algo.rate_limit": one_of("learner", "both"),
+        "algo.samples_per_insert": _ratio_rule(a),
+        "algo.coupling": one_of(*COUPLINGS),
+        "algo.unroll_queue_size": _queue_rule(a),
         "algo.batch_size": int_at_least(1),
         "algo.learning_rate": ((lambda v: v > 0), "a number > 0"),
         "algo.adam_eps": ((lambda v: v > 0), "a number > 0"),
@@ -96,6 +113,27 @@ def rules(c) -> Rules:
     }
 
 
+COUPLINGS = ("unroll_queue", "free_running", "rate_limited")
+
+
+def _ratio_rule(a):
+    if a.coupling != "unroll_queue":
+        return (lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"
+    return ((lambda v: 0 < v <= a.batch_size),
+            (f"a number in (0, algo.batch_size={a.batch_size}] under algo.coupling=unroll_queue (the learner "
+             f"inserts int(batch_size / ratio) >= 1 unrolls per update); 0 = unthrottled only with "
+             f"algo.coupling=free_running or rate_limited"))
+
+
+def _queue_rule(a):
+    if a.coupling != "unroll_queue" or not 0 < a.samples_per_insert <= a.batch_size:
+        return int_at_least(1)
+    need = insertion_batch(a.batch_size, a.samples_per_insert)
+    return ((lambda v: v >= need),
+            (f"an integer >= the insertion batch int(algo.batch_size / algo.samples_per_insert) = "
+             f"int({a.batch_size} / {a.samples_per_insert}) = {need}: the learner takes that many at once"))
+
+
 def checks(c) -> list[str]:
     """Across keys: the torso fits the env, the task fills a sequence, replay fits in memory."""
     problems = torso_checks(c)
@@ -105,8 +143,8 @@ def checks(c) -> list[str]:
         problems.append("workload.learner_updates=None: it follows from the replay ratio, but "
                         "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates")
     trains = c.learner and c.workload.learner_updates != 0
-    if trains and sequences_per_actor(steps_per_actor, length, overlap) < 1:
-        need = length * c.env.frameskip * c.actors
+    if trains and sequences_per_actor(steps_per_actor, length, overlap, c.algo.burn_in) < 1:
+        need = (length - c.algo.burn_in) * c.env.frameskip * c.actors
         problems.append(
             f"workload.frames={c.workload.frames}: too few for {c.actors} actors to fill one "
             f"sequence of {length} steps each; allowed: >= {need} (or fewer actors)"
@@ -141,10 +179,16 @@ def host_checks(c) -> list[str]:
 
 
 def task_learner_updates(c) -> int:
-    """frames / frameskip / seq_len sequences (the trained steps tile the stream) x
-    samples_per_insert samples per sequence / batch_size samples per update."""
-    sequences = c.workload.frames / c.env.frameskip / c.algo.seq_len
-    return max(1, round(sequences * c.algo.samples_per_insert / c.algo.batch_size))
+    """frames / frameskip / seq_len sequences (the trained steps tile the stream). Under the
+    unroll queue (SEED RL) each update takes one insertion batch of them, the first update
+    after fill_insertions batches (SEED's final_iteration is frames / the insertion batch's
+    frames); otherwise samples_per_insert samples per sequence / batch_size per update."""
+    a = c.algo
+    sequences = c.workload.frames / c.env.frameskip / a.seq_len
+    if a.coupling == "unroll_queue":
+        per_update = insertion_batch(a.batch_size, a.samples_per_insert)
+        return max(1, int(sequences // per_update) - fill_insertions(a.min_replay, per_update) + 1)
+    return max(1, round(sequences * a.samples_per_insert / a.batch_size))
 
 
 def task_replay_ratio(c) -> float:

@@ -3,8 +3,14 @@
 Burn-in with the stored recurrent state (no gradient), double-Q n-step targets on rescaled
 values, importance-weighted loss, mixed max/mean |TD| priorities written back, a periodic
 target copy, and weights published to central inference every `publish_every` updates.
-The replay ratio (`samples_per_insert`, rlbench.algo.r2d2.rate_limit) holds the learner back
-while actors are running, and with `rate_limit=both` the actors too.
+
+How it waits for data (`algo.coupling`): under SEED RL's unroll queue, each update first
+moves one insertion batch, int(batch_size / samples_per_insert) unrolls, from the queue into
+replay (SEED's data thread, agents/r2d2/learner.py `create_dataset`), and samples only once
+replay has received min_replay; it closes the queue when it leaves, so inference never
+blocks on a learner that is gone. Otherwise (free_running, rate_limited) inference inserts
+into replay itself and the replay ratio (rlbench.algo.r2d2.rate_limit) holds the learner
+back while the actors run, and under rate_limited the actors too.
 """
 
 from __future__ import annotations
@@ -15,36 +21,70 @@ import threading
 import torch
 
 from rlbench.algo.batches import rebuild_obs, to_time_major
+from rlbench.algo.keras_adam import KerasAdam
 from rlbench.algo.parts import SharedNet
 from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets, sequence_loss
 from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.r2d2.replay import SequenceReplay
+from rlbench.algo.r2d2.sequences import insertion_batch
+from rlbench.algo.r2d2.unroll_queue import UnrollQueue
 from rlbench.roles.learner import LearnerLoop
 
 
 class R2D2Learner(LearnerLoop):
     def __init__(self, net, algo, replay: SequenceReplay, shared: SharedNet, device,
-                 update_target: int, actors_done: threading.Event, num_train: int):
+                 update_target: int, actors_done: threading.Event, num_train: int,
+                 queue: UnrollQueue | None = None):
         super().__init__(update_target, actors_done)
         self.net, self.algo, self.replay, self.shared = net, algo, replay, shared
-        self.device, self.num_train = device, num_train
+        self.device, self.num_train, self.queue = device, num_train, queue
+        self.insert_batch = insertion_batch(algo.batch_size, algo.samples_per_insert)
         self.target = copy.deepcopy(net).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(net.parameters(), lr=algo.learning_rate, eps=algo.adam_eps)
+        self.optimizer = KerasAdam(net.parameters(), lr=algo.learning_rate, eps=algo.adam_eps)
+        self.counts = (0, 0)  # (sequences inserted, sampled) as of the last update: window/replay_ratio
+        self.first_counts: tuple[int, int] | None = None  # ... as of the first (after replay's warm-up fill)
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            super().run(stop)
+        finally:
+            if self.queue is not None:
+                self.queue.close()
 
     def may_update(self) -> bool:
         a = self.algo
+        if self.queue is not None:  # an insertion batch is waiting, or whatever is left at the end
+            return self.queue.size >= self.insert_batch or self.actors_done.is_set()
         return learner_may_update(self.updates, a.batch_size, self.replay.inserted, self.replay.size,
                                   a.min_replay, a.samples_per_insert, self.actors_done.is_set())
 
+    def exhausted(self) -> bool:
+        """Unroll queue: the actors are done and nothing is left to insert or sample."""
+        return (self.queue is not None and self.actors_done.is_set() and self.queue.size == 0
+                and self.replay.size == 0)
+
     def actors_may_insert(self) -> bool:
-        """For `rate_limit=both`: the actors' side of the replay ratio (see rlbench.algo.r2d2.rate_limit)."""
+        """For `coupling=rate_limited`: the actors' side of the replay ratio (rlbench.algo.r2d2.rate_limit)."""
         if self.finished.is_set():
             return True
         a = self.algo
         return actors_may_insert(self.updates, a.batch_size, self.replay.inserted, a.min_replay,
                                  a.samples_per_insert, slack=self.num_train)
 
+    def _feed(self) -> bool:
+        """One insertion batch from the unroll queue into replay (what is left, once the actors are
+        done); True once replay may be sampled: it has received min_replay unrolls, or no more come."""
+        with self.timer.op("queue_get"):
+            seqs, priorities = self.queue.take(self.insert_batch)
+        if seqs is not None:
+            with self.timer.op("replay_insert"):
+                self.replay.insert(seqs, priorities)
+        no_more = self.actors_done.is_set() and self.queue.size == 0
+        return self.replay.size > 0 and (self.replay.inserted >= self.algo.min_replay or no_more)
+
     def update(self) -> float:
+        if self.queue is not None and not self._feed():
+            return self.last_loss  # SEED inserts another batch before its first sample
         with self.timer.op("replay_sample"):
             slots, gens, seqs, weights = self.replay.sample(self.algo.batch_size)
         if not len(slots):  # every row was overwritten while it was copied: sample again
@@ -70,6 +110,9 @@ class R2D2Learner(LearnerLoop):
         if self.updates % self.algo.publish_every == 0:
             with self.timer.op("publish"):
                 self.shared.publish(self.net.state_dict(), self.updates)
+        self.counts = (self.replay.inserted, self.replay.sampled)
+        if self.first_counts is None:
+            self.first_counts = self.counts
         return float(loss.detach())
 
     def _loss(self, b: dict, weights: torch.Tensor):

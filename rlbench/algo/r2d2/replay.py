@@ -18,9 +18,7 @@ import numpy as np
 
 from rlbench.algo.frames import frame_shape
 from rlbench.algo.r2d2.sequences import importance_weights
-from rlbench.algo.unrolls import Sequences
-
-_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
+from rlbench.algo.unrolls import FIELDS, Sequences
 
 
 class SequenceReplay:
@@ -29,7 +27,7 @@ class SequenceReplay:
         self.capacity, self.alpha, self.beta = capacity, alpha, beta
         self._store = {
             f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype)
-            for f in _FIELDS
+            for f in FIELDS
         }
         if prefault:  # touch every page now, not on the actors' path (first touch is ~40x slower)
             for a in self._store.values():
@@ -63,7 +61,7 @@ class SequenceReplay:
     def bytes_per_sequence(cls, *shapes, **kw) -> int:
         """Bytes one stored sequence takes (same arguments as `example`)."""
         ex = cls.example(*shapes, **kw)
-        return sum(getattr(ex, f).nbytes for f in _FIELDS)
+        return sum(getattr(ex, f).nbytes for f in FIELDS)
 
     @classmethod
     def for_shapes(cls, capacity, length, obs_shape, obs_dtype, num_actions, state_size, stack=1, **kw):
@@ -77,7 +75,7 @@ class SequenceReplay:
         with self.lock:
             slots = (self._next + np.arange(k)) % self.capacity
             self._generation[slots] += 1  # before the copy: a sample copying these rows now drops them
-            for f in _FIELDS:
+            for f in FIELDS:
                 self._copy_in(f, slots, getattr(seqs, f))
             self._priority[slots] = np.maximum(priorities, 1e-6) ** self.alpha
             self._next = int((self._next + k) % self.capacity)
@@ -105,7 +103,7 @@ class SequenceReplay:
             slots = self._rng.choice(self.size, size=batch_size, p=probs)
             gens = self._generation[slots].copy()
             weights = importance_weights(probs[slots], self.size, self.beta)
-        rows = {f: self._store[f][slots] for f in _FIELDS}  # the big copy, outside the lock
+        rows = {f: self._store[f][slots] for f in FIELDS}  # the big copy, outside the lock
         with self.lock:
             live = self._generation[slots] == gens
         self.dropped += int((~live).sum())

@@ -47,8 +47,29 @@ def sequence_starts(num_steps: int, length: int, overlap: int) -> list[int]:
     return list(range(0, num_steps - length + 1, stride))
 
 
-def sequences_per_actor(agent_steps: int, length: int, overlap: int) -> int:
-    """How many complete sequences one actor yields from agent_steps steps."""
-    if agent_steps < length:
+def sequences_per_actor(agent_steps: int, length: int, overlap: int, pad: int = 0) -> int:
+    """How many complete sequences one actor yields from agent_steps steps; its first sequence
+    starts with `pad` zero steps (SEED RL pads the burn-in), so it needs only length - pad."""
+    first = length - pad
+    if agent_steps < first:
         return 0
-    return 1 + (agent_steps - length) // (length - overlap)
+    return 1 + (agent_steps - first) // (length - overlap)
+
+
+def insertion_batch(batch_size: int, samples_per_insert: float) -> int:
+    """Unrolls the learner moves from the unroll queue into replay before each update: SEED
+    RL's get_replay_insertion_batch_size, int(batch_size / replay_ratio); 0 if unthrottled."""
+    return int(batch_size / samples_per_insert) if samples_per_insert > 0 else 0
+
+
+def fill_insertions(min_replay: int, insert_batch: int) -> int:
+    """Insertion batches before the first update: SEED's data thread inserts until replay has
+    received min_replay unrolls, then samples; each later update follows one insertion."""
+    return max(1, -(-min_replay // insert_batch))
+
+
+def unrolls_for_updates(updates: int, insert_batch: int, min_replay: int) -> int:
+    """Unrolls the learner takes from the unroll queue to make `updates` updates."""
+    if updates <= 0:
+        return 0
+    return (updates + fill_insertions(min_replay, insert_batch) - 1) * insert_batch

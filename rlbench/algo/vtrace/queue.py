@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from rlbench.algo.unrolls import Sequences
+from rlbench.algo.unrolls import Sequences, concat
 
 
 class UnrollQueue:
@@ -47,23 +47,12 @@ class UnrollQueue:
             while need:
                 seqs, version = self._chunks.popleft()
                 if len(seqs) > need:  # split: the rest stays at the front
-                    self._chunks.appendleft((_rows(seqs, slice(need, None)), version))
-                    seqs = _rows(seqs, slice(0, need))
+                    self._chunks.appendleft((seqs.rows(slice(need, None)), version))
+                    seqs = seqs.rows(slice(0, need))
                 parts.append(seqs)
                 versions.append(np.full(len(seqs), version))
                 need -= len(seqs)
             self.size -= n
-        return _concat(parts), np.concatenate(versions)
+        return concat(parts), np.concatenate(versions)
 
 
-_FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
-
-
-def _rows(seqs: Sequences, rows: slice) -> Sequences:
-    return Sequences(**{f: getattr(seqs, f)[rows] for f in _FIELDS})
-
-
-def _concat(parts: list[Sequences]) -> Sequences:
-    if len(parts) == 1:
-        return parts[0]
-    return Sequences(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS})

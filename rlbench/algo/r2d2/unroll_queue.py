@@ -1,0 +1,81 @@
+"""SEED RL's unroll queue between central inference and R2D2's replay (coupling=unroll_queue).
+
+agents/r2d2/learner.py: inference enqueues every completed unroll with its initial priority
+into a FIFO of `unroll_queue_max_size` unrolls and blocks while it is full (TF's
+enqueue_many: the rows go in as room appears, in order), so the actors, which wait for
+inference, block too. Before each update the learner's data thread dequeues
+int(batch / replay_ratio) unrolls and inserts them into replay. Neither side runs free.
+
+The queue owns its condition variable. `put` blocks (inside the caller's `blocked()`
+operation, so the wait is timed apart) until every row is in, or until the queue is closed:
+the learner closes it when it leaves (its task done, stopped or failed), and rows put after
+that are dropped and counted, since no learner will ever take them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import threading
+
+import numpy as np
+
+from rlbench.algo.unrolls import Sequences, concat
+
+
+class UnrollQueue:
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._chunks: collections.deque = collections.deque()  # (Sequences, priorities), oldest first
+        self.size = 0  # unrolls queued
+        self.put_total = 0  # unrolls ever offered (queued or dropped)
+        self.dropped = 0  # unrolls offered after the queue closed
+        self.closed = False
+        self._cond = threading.Condition()
+
+    def put(self, seqs: Sequences, priorities: np.ndarray, blocked=contextlib.nullcontext) -> None:
+        """Queue owned rows `seqs` in order, waiting for room as it appears (inside `blocked()`)."""
+        n, i = len(seqs), 0
+        with self._cond:
+            self.put_total += n
+            while i < n:
+                if self.closed:
+                    self.dropped += n - i
+                    return
+                room = self.capacity - self.size
+                if room <= 0:
+                    with blocked():
+                        while self.size >= self.capacity and not self.closed:
+                            self._cond.wait()
+                    continue
+                k = min(room, n - i)
+                part = seqs if k == n else seqs.rows(slice(i, i + k))
+                self._chunks.append((part, priorities[i : i + k]))
+                self.size += k
+                i += k
+                self._cond.notify_all()
+
+    def take(self, n: int) -> tuple[Sequences, np.ndarray]:
+        """The oldest min(n, size) unrolls and their priorities (never waits: see `size`)."""
+        with self._cond:
+            n = min(n, self.size)
+            parts, prios, need = [], [], n
+            while need:
+                seqs, pr = self._chunks.popleft()
+                if len(seqs) > need:  # split: the rest stays at the front
+                    self._chunks.appendleft((seqs.rows(slice(need, None)), pr[need:]))
+                    seqs, pr = seqs.rows(slice(0, need)), pr[:need]
+                parts.append(seqs)
+                prios.append(pr)
+                need -= len(seqs)
+            self.size -= n
+            self._cond.notify_all()
+        if not parts:
+            return None, np.zeros(0)
+        return concat(parts), np.concatenate(prios)
+
+    def close(self) -> None:
+        """No learner will take more: wake a blocked put, and drop what is offered from now on."""
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
