@@ -28,9 +28,11 @@ def test_defaults_are_pong_r2d2_reference(compose_cfg):
     assert conf.env.id == "pong" and conf.env.frameskip == 4 and conf.env.stack == 4
     assert (a.burn_in, a.seq_len, a.overlap, a.n_step, a.discount) == (40, 80, None, 5, 0.997)
     assert unroll_layout(a.burn_in, a.seq_len, a.overlap) == (121, 41)  # SEED RL: burn-in + 80 + 1, tiled
-    assert (a.samples_per_insert, conf.env.reward_clipping, conf.eval_epsilon) == (1.5, False, 0.001)
+    # SEED's published Atari run (gcp/train_atari.sh): replay_ratio 0.75, clip_norm 80, lr 1e-4
+    assert (a.samples_per_insert, conf.env.reward_clipping, conf.eval_epsilon) == (0.75, False, 0.001)
     assert (a.priority_eta, a.priority_exponent, a.importance_exponent) == (0.9, 0.9, 0.6)
-    assert (a.target_update, a.learning_rate, a.adam_eps, a.batch_size) == (2500, 1e-4, 1e-3, 64)
+    assert (a.target_update, a.learning_rate, a.adam_eps, a.batch_size, a.grad_clip) == (2500, 1e-4, 1e-3, 64, 80)
+    assert (a.coupling, a.unroll_queue_size) == ("unroll_queue", 100)  # SEED's unroll_queue_max_size
 
 
 @pytest.mark.parametrize(
@@ -47,7 +49,8 @@ def test_validate_names_key_value_and_rule(compose_cfg, override, key):
 
 
 def test_too_few_frames_for_one_sequence_is_refused(compose_cfg):
-    with pytest.raises(ConfigError, match=r"workload.frames=1000: too few .* allowed: >= 19360"):
+    # 40 actors x (121 - 40) steps x frameskip 4: the first sequence is zero-padded over the burn-in
+    with pytest.raises(ConfigError, match=r"workload.frames=1000: too few .* allowed: >= 12960"):
         validate(compose_cfg(["workload.frames=1000"]))
 
 
@@ -85,7 +88,7 @@ def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun):
 
 def test_replay_that_would_not_fit_in_free_memory_is_refused_with_the_numbers(compose_cfg):
     with pytest.raises(ConfigError, match=r"algo.replay_capacity=1000000: replay needs [\d.]+ GB \(1000000 "
-                                          r"sequences x 0.88\d MB\) but this host has [\d.]+ GB free; allowed: at most"):
+                                          r"sequences x 0.89\d MB\) but this host has [\d.]+ GB free; allowed: at most"):
         validate(compose_cfg(["algo.replay_capacity=1000000"]))
 
 
@@ -96,20 +99,24 @@ def test_replay_memory_budget_sets_the_capacity(compose_cfg):
     conf = validate(compose_cfg(["algo.replay_memory_gb=0.5"]))
     spec = env_spec(conf.env)
     per_seq = sequence_bytes(conf, spec)
-    # 121 frames + 3 head frames of 84x84 bytes, plus actions, rewards, dones, Q values and the LSTM state
-    assert per_seq == 124 * 84 * 84 + 121 * (8 + 8 + 4 + 1 + 6 * 4) + 2 * 512 * 4
-    assert replay_capacity(conf, per_seq) == int(0.5e9 // per_seq) == 565
+    # 121 frames + 3 head frames of 84x84 bytes, plus actions, rewards, dones, Q values (18 actions) and
+    # the LSTM state
+    assert per_seq == 124 * 84 * 84 + 121 * (8 + 8 + 4 + 1 + 18 * 4) + 2 * 512 * 4
+    assert replay_capacity(conf, per_seq) == int(0.5e9 // per_seq) == 561
 
 
 def test_learner_updates_follow_from_frames_and_the_replay_ratio(compose_cfg):
     from rlbench.algo.r2d2.config import task_replay_ratio
 
     conf = validate(compose_cfg([]))  # default workload: 200k frames, learner_updates null
-    assert conf.workload.learner_updates == round(200_000 / 4 / 80 * 1.5 / 64) == 15
-    assert task_replay_ratio(conf) == pytest.approx(15 * 64 / 625)
-    assert validate(compose_cfg(["workload=large"])).workload.learner_updates == round(10_000_000 / 4 / 80 * 1.5 / 64)
+    # 625 sequences, one insertion batch of int(64 / 0.75) = 85 per update (the first after one fill)
+    assert conf.workload.learner_updates == 200_000 // 4 // 80 // 85 == 7
+    assert task_replay_ratio(conf) == pytest.approx(7 * 64 / 625)
+    assert validate(compose_cfg(["workload=large"])).workload.learner_updates == 10_000_000 // 4 // 80 // 85
+    free = ["algo.coupling=free_running"]  # samples per inserted sequence / batch, rounded
+    assert validate(compose_cfg(free + ["algo.samples_per_insert=1.5"])).workload.learner_updates == 15
     with pytest.raises(ConfigError, match="algo.samples_per_insert=0"):
-        validate(compose_cfg(["algo.samples_per_insert=0"]))
+        validate(compose_cfg(free + ["algo.samples_per_insert=0"]))
 
 
 def test_a_cuda_device_this_host_lacks_is_refused_naming_it(compose_cfg, monkeypatch):

@@ -96,12 +96,12 @@ defaults:
   - /schema/algo@_here_: r2d2
   - _self_
 burn_in: 4
-grad_clip: 40
+grad_clip: 80
 network:
   lstm_hidden: 512
   torso: mlp
 """
-    assert restated_defaults(text) == ["grad_clip=40", "network.lstm_hidden=512"]
+    assert restated_defaults(text) == ["grad_clip=80", "network.lstm_hidden=512"]
     assert restated_defaults("defaults:\n  - schema\nactors: 40\nseed: 7\n") == ["actors=40"]
     env = "defaults:\n  - /schema/env@env: base\nenv:\n  id: pong\n  stack: 4\n  episodic_life: true\n"
     assert restated_defaults(env) == ["stack=4"]

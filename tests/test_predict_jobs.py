@@ -42,9 +42,13 @@ def test_points_the_profile_did_not_measure_are_named_as_estimates():
 def test_learner_data_follows_the_algorithm(compose_cfg):
     from rlbench.config.validate import validate
 
-    r2d2 = validate(compose_cfg(["actors=40"]))  # Pong R2D2: sequences of 121 steps at stride 80, min_replay 50
+    # Pong R2D2 under SEED's unroll queue: an update after one insertion batch of int(64 / 0.75) = 85
+    # sequences (the first of each actor zero-padded: 81 real steps), then 85 fresh ones (x stride 80) each
+    r2d2 = validate(compose_cfg(["actors=40"]))
     start, per_update = learner_data(r2d2)
-    assert start == model.learner_start_steps(40, 50, 121, 80) and per_update == pytest.approx(64 * 80 / 1.5)
+    assert start == model.learner_start_steps(40, 85, 81, 80) and per_update == pytest.approx(85 * 80)
+    free = validate(compose_cfg(["actors=40", "algo.coupling=free_running"]))  # min_replay 50, 64 / 0.75 per update
+    assert learner_data(free) == (model.learner_start_steps(40, 86, 81, 80), pytest.approx(64 * 80 / 0.75))
     vt = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4"]))
     assert learner_data(vt) == (model.learner_start_steps(4, vt.algo.batch_size, vt.algo.unroll_length + 1,
                                                           vt.algo.unroll_length),
