@@ -50,6 +50,22 @@ def test_task_with_a_learner_tail_is_bound_by_the_learner():
     assert q.runtime_s == pytest.approx(40.5) and q.bound == LEARNER  # the tail: 15.5 s after the actors
 
 
+def test_seeds_unroll_queue_lets_a_slower_learner_pace_the_actors():
+    # as above with 49 updates of 1 s, each taking 1000 steps of fresh unrolls; the queue lets the actors
+    # be 8000 steps ahead: after 0.5 s alone they step at the learner's 1000/s until 50k - 1000 - 8000
+    # steps are taken (41 s), then the learner's tail takes the queue's 8 updates: 8 s
+    p = predict(C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000,
+                steps_per_update=1000, lead_steps=8000)
+    assert p.actors_s == pytest.approx(0.5 + 41.0) and p.learner_s == pytest.approx(41.5 + 8.0)
+    assert p.bound == LEARNER and p.phases["learner"] == pytest.approx(8.0) and p.fps(4) == pytest.approx(4 * 50e3 / 41.5)
+    free = predict(C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000,
+                   steps_per_update=1000)  # unpaced: the actors are done at 25 s, the learner 24.5 s later
+    assert free.actors_s == pytest.approx(25.0) and free.runtime_s == pytest.approx(p.runtime_s)
+    fast = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000,
+                   steps_per_update=1000, lead_steps=8000)  # a learner faster than the data: nothing to pace
+    assert fast.actors_s == pytest.approx(25.0)
+
+
 def test_no_learner_and_bad_counts():
     assert predict(C, actors=4, frames=4000, frameskip=4, updates=0).learner_s == 0.0
     with pytest.raises(ValueError, match="actors=0"):

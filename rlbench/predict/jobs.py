@@ -88,6 +88,18 @@ def learner_data(conf) -> tuple[int, float]:
     return 0, 0.0
 
 
+def queue_lead(conf) -> float | None:
+    """Agent steps the actors may run ahead of the learner under SEED's unroll queue (its
+    capacity in unrolls x the steps each adds); None for couplings without one."""
+    a = conf.algo
+    if not conf.learner or getattr(a, "coupling", None) != "unroll_queue":
+        return None
+    from rlbench.algo.r2d2.sequences import unroll_layout
+
+    length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
+    return float(a.unroll_queue_size * (length - overlap))
+
+
 def units(conf, m: Machine) -> int:
     """Compute units the job is granted: sm_limit, or all of the inference side's units."""
     if conf.sm_limit:
@@ -126,7 +138,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
-                      eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes))
+                      eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes), lead_steps=queue_lead(conf))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch}
     joules, how = energy(p, m, u)

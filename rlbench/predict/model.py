@@ -116,7 +116,7 @@ def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
             learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
-            eval_envs: int = 0, start_s: float = 0.0) -> Prediction:
+            eval_envs: int = 0, start_s: float = 0.0, lead_steps: float | None = None) -> Prediction:
     """The task's time in three phases after `start_s` (the envs' first reset, before any
     step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
@@ -127,7 +127,12 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     per update (R2D2: batch_size x stride / samples_per_insert; V-trace: batch_size x
     unroll_length; 0 = never waits). Its rate is then share x min(1 / update_s,
     sps / steps_per_update), and while it waits it keeps no core busy, so its demand is
-    learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels)."""
+    learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels).
+
+    `lead_steps` (SEED's unroll queue: its capacity in agent steps; None = no coupling): the
+    actors may be at most that far ahead of what the learner has taken, so while both run a
+    slower learner also paces the actors (sps = update rate x steps_per_update, the rest of
+    their time blocked), and the learner's tail is the lead the queue held when they stopped."""
     sps0, actor_bound = actor_rate(c, actors, batch, eval_envs)
     steps = frames / frameskip
     t1 = min(learner_start_steps, steps) / sps0
@@ -145,7 +150,13 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     update_rate = share_l / c.update_s
     if steps_per_update > 0:
         update_rate = min(update_rate, sps_s / steps_per_update)
-    if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
+    paced = (lead_steps is not None and steps_per_update > 0 and update_rate * steps_per_update < sps_s
+             and left > lead_steps and updates * steps_per_update >= left - lead_steps)
+    if paced:  # the learner paces the actors; they end a queue's lead ahead of it
+        t2 = (left - lead_steps) / (update_rate * steps_per_update)
+        actors_s = t1 + t2
+        learner_s = actors_s + max(updates - t2 * update_rate, 0.0) * c.update_s
+    elif left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
         t2 = left / sps_s
         actors_s = t1 + t2
         learner_s = actors_s + (updates - t2 * update_rate) * c.update_s

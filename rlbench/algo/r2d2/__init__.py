@@ -2,6 +2,7 @@
 
 network.py (recurrent dueling Q-net), acting.py (epsilon-greedy, initial priorities),
 sequences.py + math.py (the numpy and tensor math), replay.py (prioritized sequence replay),
-rate_limit.py (the replay ratio), learner.py, config.py (schema and rules).
+unroll_queue.py (SEED's coupling of inference and the learner), rate_limit.py (the replay ratio
+of the free couplings), learner.py, config.py (schema and rules).
 build.py makes them for one job (`build(ctx)`).
 """

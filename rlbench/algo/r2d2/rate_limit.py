@@ -1,11 +1,11 @@
-"""The replay ratio: sequence samples per inserted sequence (`samples_per_insert`, spi).
+"""The replay ratio of the free couplings: sequence samples per inserted sequence (`samples_per_insert`, spi).
 
-The learner always respects it: it may not sample ahead of spi x inserted sequences while
-actors still run (after they stop it trains on what is there). With `rate_limit=both`
-(Reverb's SampleToInsertRatio idea) actors wait too when they get more than `slack`
-sequences ahead of the learner, so the updates-per-frame ratio no longer depends on
-which side of the machine is faster. SEED RL does not hold actors back: the Atari default
-is `rate_limit=learner`, so actor throughput is measured unhindered.
+Under `algo.coupling=free_running` and `rate_limited` (not SEED's: its default is the unroll
+queue, rlbench.algo.r2d2.unroll_queue) inference inserts into replay itself and the learner
+respects the ratio: it may not sample ahead of spi x inserted sequences while actors still run
+(after they stop it trains on what is there). With `rate_limited` (Reverb's
+SampleToInsertRatio idea) actors wait too when they get more than `slack` sequences ahead of
+the learner. With `free_running` actors never wait, so actor throughput is measured unhindered.
 """
 
 from __future__ import annotations
