@@ -159,9 +159,10 @@ def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg)
              for a in ("r2d2", "vtrace")}
     assert {c.algo.name for c in confs.values()} == {"r2d2", "vtrace"}
     assert len({(c.env.id, c.actors, c.workload.frames) for c in confs.values()}) == 1  # the same task
-    # each algorithm's own rule for the updates (the smoke preset's fixed 2 is cleared):
-    assert confs["r2d2"].workload.learner_updates == round(24000 / 4 / 80 * 1.5 / 64)
-    assert confs["vtrace"].workload.learner_updates == 40 * ((24000 // 4 // 40 - 1) // 100) // 32
+    # each algorithm's own rule for the updates: R2D2 one insertion batch of int(64 / 0.75) = 85
+    # sequences per update (SEED's unroll queue); V-trace every unroll once, 32 per update
+    assert confs["r2d2"].workload.learner_updates == 40000 // 4 // 80 // 85 == 1
+    assert confs["vtrace"].workload.learner_updates == 40 * ((40000 // 4 // 40 - 1) // 100) // 32 == 2
 
 
 def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
