@@ -38,6 +38,13 @@ class Schema:
     rho_bar: float = 1.0  # truncation of the importance weights in the value targets (clip_rho_threshold)
     pg_rho_bar: float = 1.0  # ... in the policy-gradient advantages (clip_pg_rho_threshold); c_bar is 1 as in SEED
     baseline_cost: float = 0.5
+    # Rewards in the loss are clipped to [-max_abs_reward, max_abs_reward]; 0 = off. SEED's
+    # agents/vtrace/learner.py flag `max_abs_reward` (its default 0 is off); the default here is
+    # the value all four SEED DMLab V-trace scripts (gcp/train_dmlab_*.sh) set, 1.0, which is
+    # also IMPALA's Atari reward clip to [-1, 1]. Only the loss sees the clip (SEED's learner
+    # clips after running the network); the network's reward input stays the env's reward
+    # (SEED's DMLab network clips that input to [-1, 1] itself: docs/vtrace.md).
+    max_abs_reward: float = 1.0
     entropy_cost: float = 0.0033  # the reference notes' Atari value (SEED's flag default is 0.00025)
     optimizer: str = "adam"  # "adam" (SEED's dmlab/football) or "rmsprop" (the IMPALA paper)
     learning_rate: float = 0.00048  # SEED's dmlab and football value
@@ -74,6 +81,7 @@ def rules(c) -> Rules:
         "algo.rho_bar": ((lambda v: v > 0), "a number > 0"),
         "algo.pg_rho_bar": ((lambda v: v > 0), "a number > 0"),
         "algo.baseline_cost": ((lambda v: v >= 0), "a number >= 0"),
+        "algo.max_abs_reward": ((lambda v: v >= 0), "a number >= 0 (0 = no reward clipping)"),
         "algo.entropy_cost": ((lambda v: v >= 0), "a number >= 0"),
         "algo.optimizer": one_of("adam", "rmsprop"),
         "algo.learning_rate": ((lambda v: v > 0), "a number > 0"),

@@ -1,4 +1,4 @@
-"""V-trace's learner: whole unrolls from the FIFO -> V-trace loss -> Adam (or RMSProp).
+"""V-trace's learner: whole unrolls from the FIFO -> V-trace loss -> Keras' Adam (or RMSProp).
 
 Each update takes the oldest `batch_size` unrolls, runs the network over their
 unroll_length + 1 steps from the recurrent state stored with each unroll, and minimises
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from rlbench.algo.batches import rebuild_obs, to_time_major
+from rlbench.algo.keras_adam import KerasAdam
 from rlbench.algo.parts import SharedNet
 from rlbench.algo.vtrace.math import loss_terms
 from rlbench.algo.vtrace.queue import UnrollQueue
@@ -23,9 +24,21 @@ from rlbench.roles.learner import LearnerLoop
 
 
 def make_optimizer(params, a) -> torch.optim.Optimizer:
+    """SEED's dmlab/vtrace_main.py: tf.keras.optimizers.Adam (epsilon hat: KerasAdam), beta_2 Keras' 0.999."""
     if a.optimizer == "rmsprop":
         return torch.optim.RMSprop(params, lr=a.learning_rate, alpha=a.rmsprop_alpha, eps=a.rmsprop_eps)
-    return torch.optim.Adam(params, lr=a.learning_rate, betas=(a.adam_beta1, 0.999), eps=a.adam_eps)
+    return KerasAdam(params, lr=a.learning_rate, betas=(a.adam_beta1, 0.999), eps=a.adam_eps)
+
+
+def compute_loss(net, b: dict, a) -> dict:
+    """SEED's agents/vtrace/learner.py compute_loss: the network runs over the unrolls with
+    their raw rewards as its reward input; only the loss sees them clipped to
+    [-max_abs_reward, max_abs_reward] (0: not clipped)."""
+    state = net.unflatten_state(b["state"])
+    logits, values, _ = net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
+    rewards = b["reward"].clamp(-a.max_abs_reward, a.max_abs_reward) if a.max_abs_reward else b["reward"]
+    return loss_terms(logits, values, b["agent_out"], b["action"], rewards, b["done"], a.discount,
+                      a.rho_bar, a.pg_rho_bar, a.lambda_, a.baseline_cost, a.entropy_cost)
 
 
 class VTraceLearner(LearnerLoop):
@@ -73,11 +86,7 @@ class VTraceLearner(LearnerLoop):
         return float(terms["total"].detach())
 
     def _loss(self, b: dict) -> dict:
-        a = self.algo
-        state = self.net.unflatten_state(b["state"])
-        logits, values, _ = self.net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
-        return loss_terms(logits, values, b["agent_out"], b["action"], b["reward"], b["done"], a.discount,
-                          a.rho_bar, a.pg_rho_bar, a.lambda_, a.baseline_cost, a.entropy_cost)
+        return compute_loss(self.net, b, self.algo)
 
     def metrics(self) -> dict:
         m = {f"vtrace/{k}": v for k, v in self.last_terms.items()}
