@@ -190,3 +190,26 @@ def test_replay_ratio_holds_actors_back_beyond_slack():
         for updates in range(40):
             if not actors_may_insert(updates, 32, inserted, 8, 4, slack=4):
                 assert learner_may_update(updates, 32, inserted, min(inserted, 100), 8, 4, False)
+
+
+def test_initial_priorities_bootstrap_from_the_played_action_as_seed_rl():
+    """SEED computes initial priorities from the stored agent outputs, whose `action` inference
+    already replaced by the epsilon-greedy one: the target bootstraps from Q(s', a' played)."""
+    import numpy as np
+    import torch
+
+    from rlbench.algo.r2d2.acting import initial_priorities
+    from rlbench.algo.r2d2.config import Schema
+    from rlbench.algo.r2d2.math import inverse_value_rescale, value_rescale
+    from rlbench.algo.unrolls import Sequences
+
+    algo = Schema(burn_in=0, seq_len=2, n_step=1, discount=0.5)
+    q = np.array([[[1.0, 2.0], [3.0, 0.5], [0.2, 4.0]]], np.float32)  # [1 sequence, 3 steps, 2 actions]
+    action = np.array([[0, 1, 0]])  # step 1 plays 1 (argmax 0), step 2 plays 0 (argmax 1)
+    reward = np.array([[0.0, 1.0, -1.0]], np.float32)
+    seqs = Sequences(frames=np.zeros((1, 3, 1)), head=np.zeros((1, 0, 1)), action=action, prev_action=action,
+                     reward=reward, done=np.zeros((1, 3), bool), agent_out=q, state=np.zeros((1, 0), np.float32))
+    h, hinv = (lambda x: float(value_rescale(torch.tensor(x)))), (lambda x: float(inverse_value_rescale(torch.tensor(x))))
+    td = [abs(h(1.0 + 0.5 * hinv(0.5)) - 1.0), abs(h(-1.0 + 0.5 * hinv(0.2)) - 0.5)]  # Q(s1, 1), Q(s2, 0)
+    expected = 0.9 * max(td) + 0.1 * sum(td) / 2
+    assert initial_priorities(seqs, algo)[0] == pytest.approx(expected, rel=1e-5)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from rlbench.algo.parts import SharedNet
-from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets
+from rlbench.algo.r2d2.math import mixed_priority, n_step_targets
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
 from rlbench.algo.unrolls import Sequences, UnrollAssembler
@@ -48,12 +48,16 @@ class EpsilonGreedy:
 
 
 def initial_priorities(seqs: Sequences, algo) -> np.ndarray:
-    """Priorities at insertion from the actors' own Q values (SEED RL): online net as target."""
+    """Priorities at insertion from the actors' own Q values, as SEED RL computes them
+    (agents/r2d2/learner.py: compute_loss_and_priorities_from_agent_outputs with the stored
+    agent outputs as both networks' outputs): its bootstrap action is the output's `action`,
+    which inference has already replaced by the epsilon-greedy one, so the targets bootstrap
+    from Q(s, a played), not from the argmax as the learner's double-Q targets do."""
     q = torch.from_numpy(seqs.agent_out).transpose(0, 1)  # [L, k, A]
     reward = torch.from_numpy(seqs.reward).transpose(0, 1)
     done = torch.from_numpy(seqs.done).transpose(0, 1)
     action = torch.from_numpy(seqs.action).transpose(0, 1)
     q, reward, done, action = q[algo.burn_in:], reward[algo.burn_in:], done[algo.burn_in:], action[algo.burn_in:]
-    targets = n_step_double_q_targets(reward, done, q, q, algo.n_step, algo.discount, algo.rescale_eps)
-    taken = q[:-1].gather(-1, action[:-1].unsqueeze(-1)).squeeze(-1)  # the seq_len trained steps
-    return mixed_priority((targets - taken).abs(), algo.priority_eta).numpy()
+    played = q.gather(-1, action.unsqueeze(-1)).squeeze(-1)  # [seq_len + 1, k]
+    targets = n_step_targets(reward, done, played, algo.n_step, algo.discount, algo.rescale_eps)
+    return mixed_priority((targets - played[:-1]).abs(), algo.priority_eta).numpy()
