@@ -28,7 +28,7 @@ def test_evaluation_envs_act_greedily_and_training_envs_do_not():
     assert {0, 2} <= set(acts[:, :2].ravel().tolist())  # samples take the other actions too
 
 
-def test_a_done_zeroes_the_state_the_previous_action_and_the_reward_input():
+def test_a_done_zeroes_the_state_and_keeps_the_previous_action_and_the_reward_input():
     torch.manual_seed(0)
     net = VTraceNet((4,), 3, NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=6))
     obs = torch.randn(1, 2, 4)
@@ -40,9 +40,11 @@ def test_a_done_zeroes_the_state_the_previous_action_and_the_reward_input():
             return net.unroll(obs, torch.tensor([prev_action]), torch.tensor([reward]), done, state)[0]
 
     first = run([2, 2], [5.0, 5.0], done, state)
-    fresh = run([0, 0], [0.0, 0.0], done, net.initial_state(2))
-    assert torch.equal(first[0, 0], fresh[0, 0])  # env 0 starts an episode: nothing carried in
+    fresh = run([2, 2], [5.0, 5.0], done, net.initial_state(2))
+    assert torch.equal(first[0, 0], fresh[0, 0])  # env 0 starts an episode: no state carried in
     assert not torch.allclose(first[0, 1], fresh[0, 1])  # env 1 does not
+    # as SEED's networks (only the core state is reset): the last action and reward stay inputs
+    assert not torch.allclose(first[0, 0], run([0, 0], [0.0, 0.0], done, state)[0, 0])
     # The reward input is the env's reward, not clipped to [-1, 1] (SEED's DMLab network clips it).
     going = torch.tensor([[False, False]])
     assert not torch.allclose(run([2, 2], [5.0, 5.0], going, state), run([2, 2], [1.0, 1.0], going, state))

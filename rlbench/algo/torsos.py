@@ -1,6 +1,6 @@
 """The network pieces the algorithms share: observation torsos (Nature-CNN for Atari pixels,
 an MLP for vector observations; `make_torso` picks one), `features` over [T, B] inputs, and
-the LSTM core over [torso, one-hot previous action, reward] that zeroes at an episode start
+the LSTM core over [torso, one-hot previous action, reward] whose state zeroes at an episode start
 (`lstm_core`, with its state as (h, c) and flattened for storage)."""
 
 from __future__ import annotations
@@ -54,11 +54,12 @@ def features(torso: nn.Module, obs: torch.Tensor) -> torch.Tensor:
 
 def lstm_core(cell: nn.LSTMCell, num_actions: int, feats, prev_action, reward, done, state):
     """The core over [features, one-hot(previous action), reward], all [T, B, ...]; at an episode
-    start (done) the state, the previous action and the reward input are zeroed, so inference
-    and the learner see identical inputs for identical stored data. -> outputs [T, B, H], (h, c)."""
+    start (done) only the recurrent state is zeroed, as SEED RL's networks do (atari/networks.py
+    `_unroll_cell`; the previous action and the reward, the last of the ended episode, stay as
+    inputs), so inference and the learner see identical inputs for identical stored data.
+    -> outputs [T, B, H], (h, c)."""
     keep = (~done).to(feats.dtype).unsqueeze(-1)  # [T, B, 1]
-    core_in = torch.cat(
-        [feats, F.one_hot(prev_action, num_actions).to(feats.dtype) * keep, reward.unsqueeze(-1) * keep], dim=-1)
+    core_in = torch.cat([feats, F.one_hot(prev_action, num_actions).to(feats.dtype), reward.unsqueeze(-1)], dim=-1)
     h, c = state
     outputs = []
     for t in range(done.shape[0]):

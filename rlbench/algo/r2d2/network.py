@@ -1,7 +1,7 @@
 """R2D2's recurrent Q-network: Nature-CNN (or MLP) torso, LSTM core, dueling head.
 
 The core input is [torso(obs), one-hot(previous action), reward]; at an episode start
-(done) the recurrent state, the previous action and the reward input are zeroed, so
+(done) the recurrent state is zeroed (SEED RL's DuelingLSTMDQNNet, atari/networks.py), so
 inference and the learner see identical inputs for identical stored data.
 """
 
@@ -22,8 +22,8 @@ class R2D2Net(nn.Module):
         self.hidden = cfg.lstm_hidden
         self.core = nn.LSTMCell(self.torso.out_dim + num_actions + 1, cfg.lstm_hidden)
         self.value = nn.Sequential(nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, 1))
-        self.advantage = nn.Sequential(
-            nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, num_actions)
+        self.advantage = nn.Sequential(  # no bias on the last layer, as SEED's (atari/networks.py)
+            nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, num_actions, bias=False)
         )
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,7 +2,7 @@
 linear policy-logit and baseline heads (SEED RL's agents/vtrace networks).
 
 With an LSTM the core input is [torso(obs), one-hot(previous action), reward] and a done
-zeroes the state, the previous action and the reward (as R2D2Net, so inference and the
+zeroes the state only, as SEED's networks reset only the core state (inference and the
 learner see identical inputs for identical stored data). Without one (lstm_hidden=0) the
 heads read the torso and the recurrent state is empty.
 """
