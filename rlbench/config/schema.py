@@ -37,8 +37,9 @@ class EnvConfig:
 class WorkloadConfig:
     name: str = MISSING
     frames: int = MISSING  # env frames every job must generate (agent steps x frameskip)
-    # Learner updates every job must finish; null = what the frames and the algorithm's replay
-    # ratio imply: frames / frameskip / seq_len * samples_per_insert / batch_size (rounded).
+    # Learner updates every job must finish; null = what the frames imply under the algorithm's
+    # rule (its config.py task_learner_updates; R2D2 under SEED's unroll queue: the frames'
+    # sequences // the insertion batch int(batch_size / samples_per_insert), less its fill).
     learner_updates: Optional[int] = None
     max_runtime_s: float = 0.0  # safety limit: a job still running after this fails; 0 = none
 

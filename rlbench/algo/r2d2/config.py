@@ -39,10 +39,8 @@ class Schema:
     priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
     priority_exponent: float = 0.9  # alpha
     importance_exponent: float = 0.6  # beta
-    # Sequences kept (FIFO once full). SEED RL's flag default is 1e3 and its Atari GCP script
-    # uses 1e5; 2000 Atari sequences are 1.8 GB here (frames stored once, stacks rebuilt).
     # Sequences kept (FIFO once full). SEED RL's flag default is 100 and its published Atari run
-    # (gcp/train_atari.sh) 100,000 unrolls: 88 GB with our storage. A decision: 2000 Atari
+    # (gcp/train_atari.sh) 100,000 unrolls: 89 GB with our storage (0.89 MB each). A decision: 2000 Atari
     # sequences (1.8 GB here, frames stored once, stacks rebuilt) hold the default task's 625
     # sequences three times over; algo.replay_memory_gb sizes it by memory instead.
     replay_capacity: int = 2000
