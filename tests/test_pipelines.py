@@ -40,3 +40,13 @@ def test_pipeline_refused_before_any_job_gets_no_report(store):
     out = subprocess.run([sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and "no report" in out.stderr and "actors" in out.stderr
+
+
+def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
+    for bad, said in ((["--repeats", "0"], "--repeats: 0: allowed: an integer >= 1"),
+                      (["--actors", "40,x"], "--actors: 'x': allowed: an integer >= 1"),
+                      (["--actors", "40,40"], "allowed: distinct actor counts"),
+                      (["inference_batch=3"], "inference_batch=3: allowed: overrides other than inference_batch")):
+        out = subprocess.run([sys.executable, "pipelines/bench_inference_batch.py", *bad], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 2 and said in out.stderr, out.stderr
