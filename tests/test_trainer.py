@@ -95,7 +95,7 @@ def test_vtrace_learns_cartpole(compose_cfg, store):
 def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, store):
     """V-trace on real Pong through the same trainer: short unrolls and batches keep it quick."""
     args = ["algo=vtrace", "workload=smoke", "workload.frames=4000", "actors=2", "workload.learner_updates=null",
-            "algo.unroll_length=20",
+            "algo.unroll_length=20", "inference_batch=0",  # lock-step: each actor steps exactly 500 times
             "algo.batch_size=8", "algo.network.lstm_hidden=32", "progress=log", *store["overrides"]]
     final = run_job(compose_cfg(args), overrides=args[:5])
     (run,) = runs(store["uri"])
