@@ -104,7 +104,8 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
 
 def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     """(conf copy with `envs` actors, device, env spec, the algorithm's parts) for timing its
-    learner: R2D2's min_replay lowered to one batch (no more to wait for); `gate` is the
+    learner: R2D2's min_replay lowered to one batch (no more to wait for), its coupling free
+    running (no unroll queue to block the actors); `gate` is the
     learner's actors-done event, which lifts its replay-ratio wait once set."""
     import copy
 
@@ -117,6 +118,10 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     conf.actors = envs
     if hasattr(conf.algo, "min_replay"):
         conf.algo.min_replay = conf.algo.batch_size
+    if getattr(conf.algo, "coupling", None) == "unroll_queue":
+        # the costs alone: inference inserts into replay itself, so the actor loop is never held
+        # by a full unroll queue (the model applies SEED's coupling: predict.model lead_steps)
+        conf.algo.coupling = "free_running"
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, gate))
     if parts.learner is None:
