@@ -549,3 +549,15 @@ def test_learner_sets_finished_when_update_raises():
     with pytest.raises(ValueError, match="update failed"):
         learner.run(threading.Event())
     assert learner.finished.is_set() and learner.updates == 0
+
+
+def test_actors_step_on_past_the_frame_target_while_the_algorithm_needs_more_data():
+    env, inference = _FakeEnv(), _FakeInference(notify_after=10**9)
+    role = ActorRole(env, inference, num_actors=2, frame_target=6, seed=0)  # 3 steps of 2 envs
+    asked = []
+    role.more_data = lambda: (asked.append(role.frames) or len(asked)) <= 2  # two more steps, then done
+    role.run(threading.Event())
+    assert role.frames == 10 and asked == [6, 8, 10] and role.done.is_set()
+    plain = ActorRole(_FakeEnv(), _FakeInference(notify_after=10**9), num_actors=2, frame_target=6, seed=0)
+    plain.run(threading.Event())
+    assert plain.frames == 6  # without the hook the frame target ends it
