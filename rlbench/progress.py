@@ -19,11 +19,13 @@ def eta_s(frames: int, frame_target: int, fps: float, updates: int, update_targe
     return left
 
 
-def fps_text(frames: int, frame_target: int, metrics: dict) -> str:
-    """The actors' windowed rate, or what they are doing when they tick no rate (`window/fps`
-    is logged only while they step): still starting, or done with the task's frames."""
+def fps_text(frames: int, frame_target: int, metrics: dict, rate: float | None = None) -> str:
+    """The actors' rate while they step (`window/fps` is logged only then): `rate`, frames over
+    the time since the previous line, else the tick's window, which is 0 for a second in which
+    the actors waited on a full unroll queue; otherwise what they are doing: still starting, or
+    done with the task's frames."""
     if "window/fps" in metrics:
-        return f"fps {metrics['window/fps']:.0f}"
+        return f"fps {metrics['window/fps'] if rate is None else rate:.0f}"
     return "actors done" if frames >= frame_target else "actors starting"
 
 
@@ -33,6 +35,7 @@ class Progress:
             mode = "bar" if sys.stderr.isatty() else "log"
         self.frame_target, self.update_target, self.mode = frame_target, update_target, mode
         self.every_s, self._last = every_s, 0.0
+        self._mark: tuple[float, int] | None = None  # (time, frames) the shown rate is measured from
         self._bar = None
         self._t0 = time.monotonic()
         if mode == "bar":
@@ -40,8 +43,19 @@ class Progress:
 
             self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
 
+    def _rate(self, frames: int) -> float | None:
+        """Frames per second since the mark, moved on every `every_s` (one log line's span)."""
+        now, mark = time.monotonic(), self._mark
+        if mark is None or frames < mark[1]:
+            self._mark = (now, frames)
+            return None
+        rate = (frames - mark[1]) / max(now - mark[0], 1e-9)
+        if now - mark[0] >= self.every_s:
+            self._mark = (now, frames)
+        return rate
+
     def update(self, frames: int, updates: int, metrics: dict) -> None:
-        rate = fps_text(frames, self.frame_target, metrics)
+        rate = fps_text(frames, self.frame_target, metrics, self._rate(frames))
         elapsed = max(time.monotonic() - self._t0, 1e-9)  # averages: a window may hold no update
         left = eta_s(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
         left_txt = "?" if math.isinf(left) else f"{left:.0f}s"

@@ -22,6 +22,8 @@ def test_progress_says_what_the_actors_do_when_they_tick_no_rate():
     assert fps_text(500, 1000, {"window/fps": 3527.6}) == "fps 3528"
     assert fps_text(1000, 1000, {"window/learner_updates_per_s": 0.1}) == "actors done"
     assert fps_text(0, 1000, {}) == "actors starting"
+    # over the line's span: a tick window in which the actors waited on a full queue shows 0
+    assert fps_text(500, 1000, {"window/fps": 0.0}, rate=2560.4) == "fps 2560"
 
 
 def test_corrected_fractions_remove_annotation_cost():
@@ -50,3 +52,18 @@ def test_op_shares_from_cumulative_totals():
     times, shares = op_shares(ticks, "actors")
     assert times == [1.0, 3.0]
     assert shares["env_step"] == pytest.approx([0.5, 0.5]) and shares["inference"] == pytest.approx([0.0, 0.2])
+
+
+def test_progress_rate_is_the_frames_over_a_lines_span(monkeypatch):
+    from rlbench.progress import Progress
+
+    t = [100.0]
+    monkeypatch.setattr("rlbench.progress.time.monotonic", lambda: t[0])
+    p = Progress(10**6, 10, mode="log", every_s=10.0)
+    assert p._rate(0) is None  # the mark
+    t[0] = 105.0
+    assert p._rate(5000) == 1000.0  # half a span: the mark stays
+    t[0] = 110.0
+    assert p._rate(20000) == 2000.0  # a whole span: the mark moves to (110, 20000)
+    t[0] = 111.0
+    assert p._rate(21000) == 1000.0
