@@ -47,6 +47,17 @@ def test_bound_from_the_actors_time(ops, kind):
     assert b.evidence["learner tail of runtime"] == pytest.approx(0.0)
 
 
+def test_inference_blocked_on_a_full_unroll_queue_counts_as_the_learner():
+    # SEED's coupling: 94% of the actors' time in the inference call, 46% of that blocked on the
+    # queue (the main command's 40-actor job): 0.43 of their time waited on the learner, 0.51 inferred
+    b = bottleneck(_ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.462})
+                   | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
+    assert b.kind == "inference" and b.share == pytest.approx(0.94 * (1 - 0.462))
+    b = bottleneck(_ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.644})
+                   | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
+    assert b.kind == "learner" and b.share == pytest.approx(0.94 * 0.644) and "full unroll queue" in b.text
+
+
 def test_learner_tail_bounds_the_task():
     # Actors done after 20 s of 100 s: the learner's updates set the runtime.
     b = bottleneck(_ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4,
