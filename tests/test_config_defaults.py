@@ -222,3 +222,32 @@ def test_atari_rewards_are_not_clipped(compose_cfg):
         assert reward.max() > 1, f"rewards {reward}: clipped to [-1, 1]"
     finally:
         actors.close()
+
+
+# SEED RL's published Atari run (gcp/train_atari.sh) and its flags, as the composed defaults:
+# the R2D2 learner and coupling, central inference's batching, V-trace's reward clip.
+PUBLISHED_RUN = {
+    "algo.samples_per_insert": 0.75,  # replay_ratio 0.75 (the flag's 1.5 is not what SEED ran on Atari)
+    "algo.grad_clip": 80.0,  # clip_norm 80 (flag 40)
+    "algo.learning_rate": 1e-4,
+    "algo.seq_len": 80,  # unroll_length 80
+    "algo.burn_in": 40,
+    "algo.batch_size": 64,
+    "algo.adam_eps": 1e-3,  # Keras' epsilon (rlbench/algo/keras_adam.py)
+    "algo.target_update": 2500,  # update_target_every_n_step's default
+    "algo.coupling": "unroll_queue",  # the learner feeds on a bounded unroll queue
+    "algo.unroll_queue_size": 100,  # unroll_queue_max_size
+    "inference_batch": -1,  # inference_batch_size -1: auto, num_envs // 2
+}
+
+
+@pytest.mark.parametrize("game", ["pong", "breakout"])
+def test_the_composed_r2d2_is_seeds_published_run(compose_cfg, game):
+    conf = OmegaConf.to_container(compose_cfg([f"env={game}"]), resolve=True)
+    got = {k: OmegaConf.select(OmegaConf.create(conf), k) for k in PUBLISHED_RUN}
+    assert got == PUBLISHED_RUN
+
+
+def test_vtrace_clips_rewards_on_atari_and_not_on_cartpole(compose_cfg):
+    assert compose_cfg(["algo=vtrace"]).algo.max_abs_reward == 1.0  # SEED's V-trace scripts, IMPALA
+    assert compose_cfg(["env=cartpole", "algo=vtrace_vector"]).algo.max_abs_reward == 0.0
