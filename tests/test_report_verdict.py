@@ -65,6 +65,14 @@ def test_learner_tail_bounds_the_task():
     assert b.kind == "learner" and b.share == pytest.approx(0.8) and "20.0 s of 100.0 s" in b.text
 
 
+def test_the_learner_tail_is_runtime_less_actors_done_s():
+    # 256 Pong envs: the first reset took 14 s, so the actors were done at 34 s, not frames / fps = 20 s
+    m = _ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4, "learner_updates": 15.0}
+    b = bottleneck(m | {"actors_done_s": 34.0})
+    assert b.evidence["learner tail of runtime"] == pytest.approx(0.66) and "34.0 s of 100.0 s" in b.text
+    assert bottleneck(m).evidence["learner tail of runtime"] == pytest.approx(0.8)  # older runs: frames / fps
+
+
 def test_a_job_without_a_learner_has_no_learner_tail():
     # algo=random: the same timing, no updates: the actors' own shares decide (it said "learner busy nan%")
     m = {k: v for k, v in _ops(0.8, 0.1, 0.05, 0.05).items() if k != "op_frac/learner/wait"}
