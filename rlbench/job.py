@@ -120,7 +120,8 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
             log.warning("compute grant changed during the job: %s at the start, %s at the end", ratio,
                         {k: final.get(k) for k in ratio})
         record.log_metrics({k: v for k, v in final.items() if k not in ratio}, step=int(final["frames"]))
-        record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured)})
+        timeline = telemetry is not None and conf.telemetry.trace_window_s > 0
+        record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured, timeline)})
         _log_operations(record, final, walls, output_dir)
         final["run_id"] = record.run_id
         final["unmeasured"] = dict(record.unmeasured)  # the sweep's table says why a value is missing

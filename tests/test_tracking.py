@@ -102,3 +102,12 @@ def test_a_derived_values_reason_brings_the_reasons_it_points_at():
                                                      "energy_cpu_j: no RAPL; energy_gpu_j: no NVML")
     assert explain("gpu_busy_frac", reasons) == "no CUDA device"
     assert explain("fps", reasons) is None  # measured: nothing to explain
+
+
+def test_a_jobs_note_says_where_its_timeline_opens_when_it_wrote_one():
+    from rlbench.tracking.job_note import job_note
+
+    final = {"frames": 1000.0, "learner_updates": 2.0, "runtime_s": 10.0, "fps": 200.0}
+    assert "ui.perfetto.dev" in job_note(final, "pong", {}, timeline=True)
+    assert "telemetry/trace.json" in job_note(final, "pong", {}, timeline=True)
+    assert "perfetto" not in job_note(final, "pong", {}).lower()  # telemetry off or trace_window_s=0: no file

@@ -42,6 +42,7 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     fractions = {f"{role}/{op}": f for role, op, f, _ in table["data"]}
     assert fractions["actors/env_step"] == pytest.approx(m["op_frac/actors/env_step"], abs=1e-4)
     assert "`fps`" in run.data.tags["mlflow.note.content"] and "`task_fps`" in run.data.tags["mlflow.note.content"]
+    assert "ui.perfetto.dev" in run.data.tags["mlflow.note.content"]  # where its timeline opens
     assert [p.value for p in client.get_metric_history(run.info.run_id, "fps")] == [pytest.approx(final["fps"], rel=1e-5)]
     window = client.get_metric_history(run.info.run_id, "window/fps")  # the series: while the actors step
     assert len(window) >= 1 and min(p.value for p in window) > 0

@@ -10,7 +10,12 @@ def _pct(x) -> str:
     return f"{100 * x:.0f}%"
 
 
-def job_note(final: dict, env_id: str, unmeasured: dict[str, str]) -> str:
+TIMELINE = ("- timeline of every role: artifact `telemetry/trace.json`; download it and open it in "
+            "https://ui.perfetto.dev (\"Open trace file\") or chrome://tracing (docs/timeline.md)")
+
+
+def job_note(final: dict, env_id: str, unmeasured: dict[str, str], timeline: bool = False) -> str:
+    """`timeline`: the job wrote its Perfetto trace (telemetry on, telemetry.trace_window_s > 0)."""
     m = final
     lines = [(f"**rlbench job** on {env_id}: {m['frames']:.0f} frames, {m.get('learner_updates', 0):.0f} learner "
              f"updates in {m['runtime_s']:.1f} s"), ""]
@@ -31,6 +36,8 @@ def job_note(final: dict, env_id: str, unmeasured: dict[str, str]) -> str:
     if roles:
         lines += [("- time per operation, >= 5% of a role's wall time (all: artifacts `operations.json`, "
                   "`operations.png`):"), *roles]
+    if timeline:
+        lines.append(TIMELINE)
     if unmeasured:
         lines.append(f"- not measured here: {', '.join(unmeasured)} (reasons: tag `unmeasured`)")
     return "\n".join(lines)
