@@ -184,3 +184,16 @@ def test_a_profile_of_another_env_or_algorithm_is_refused(compose_cfg):
     other = Profile("p6", TAGS, ENV, INF, UPD, params={"algo.name": "r2d2"})
     with pytest.raises(ValueError, match=f"measured algo.name=r2d2; the job has algo.name={conf.algo.name}"):
         predict_job(conf, Machine(prof(), other))
+
+
+def test_the_suggested_profile_command_names_the_jobs_env_and_algorithm(compose_cfg):
+    from rlbench.config.validate import validate
+    from rlbench.predict.profiles import profile_command
+
+    assert profile_command("pong", "atari", "r2d2") == "python -m rlbench.profile env=pong algo=r2d2"
+    assert profile_command("space_invaders", "atari", "vtrace") == \
+        "python -m rlbench.profile env=pong env.id=space_invaders algo=vtrace"
+    cmd = profile_command("CartPole-v1", "gym", "r2d2")
+    assert cmd == "python -m rlbench.profile env=cartpole algo=r2d2_vector"
+    conf = validate(compose_cfg(cmd.split()[3:]))  # the command composes the job's env and algorithm
+    assert (conf.env.id, conf.algo.name) == ("CartPole-v1", "r2d2")

@@ -55,7 +55,8 @@ class Profile:
         have = self.tags.get(key) if key == "env_id" else self.params.get(key)
         if have is not None and have != want:
             raise ValueError(f"{self.label()} measured {key}={have}; the job has {key}={want}: "
-                             f"allowed: a profile of {key}={want} (python -m rlbench.profile env=... algo=...)")
+                             f"allowed: a profile of {key}={want} "
+                             f"({profile_command(conf.env.id, conf.env.kind, conf.algo.name)})")
 
     def label(self) -> str:
         where = self.tags.get("gpu_name") if self.device == "cuda" else self.tags.get("cpu_model", "?")
@@ -93,6 +94,18 @@ def _table(run_id: str, name: str) -> list[dict]:
     with open(client.download_artifacts(run_id, name)) as f:
         table = json.load(f)
     return [dict(zip(table["columns"], row)) for row in table["data"]]
+
+
+def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
+    """The profile command for a job's env and algorithm, with the config groups that compose
+    them (conf/env: pong, breakout, cartpole; a gym env takes the algorithm's _vector preset)."""
+    gym = kind == "gym"
+    if env_id in ("pong", "breakout"):
+        env = f"env={env_id}"
+    else:
+        env = f"env={'cartpole' if gym else 'pong'}" + ("" if env_id == "CartPole-v1" else f" env.id={env_id}")
+    algo_part = f" algo={algo}_vector" if gym and algo in ("r2d2", "vtrace") else (f" algo={algo}" if algo else "")
+    return f"python -m rlbench.profile {env}{algo_part}"
 
 
 def find_profiles(host: str | None = None, env_id: str | None = None,

@@ -13,7 +13,7 @@ NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured 
 
 def profile_for(study: Study) -> tuple[str | None, str]:
     """(profile run id, how it was chosen) or (None, why there is none)."""
-    from rlbench.predict.profiles import find_profiles
+    from rlbench.predict.profiles import find_profiles, profile_command
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     if named:
@@ -26,8 +26,9 @@ def profile_for(study: Study) -> tuple[str | None, str]:
     ((env_id, algo),) = pairs
     found = find_profiles(host, env_id, algo=algo)
     if not found:
+        kind = study.finished[0].params.get("env.kind")
         return None, (f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
-                      f"rlbench-profiles; make one on that host: python -m rlbench.profile env=... algo=...")
+                      f"rlbench-profiles; make one on that host: {profile_command(env_id, kind, algo)}")
     return found[0], f"the newest profile of host {host!r} for {env_id}, {algo}"
 
 
