@@ -50,7 +50,7 @@ def synthetic(store):
     client.log_param(parent, "jobs", 6)
     ids = {}
     for actors, sm_limit, sm, fps, runtime, watts in [(4, "None", 80, 1000.0, 600.0, 70.0), (40, "None", 80, 5800.0, 110.0, 150.0),
-                                                      (256, "None", 80, 6000.0, 100.0, 160.0), (40, "40", 40, 5500.0, 117.0, 140.0)]:
+                                                      (256, "None", 80, 6000.0, 104.0, 160.0), (40, "40", 40, 5500.0, 117.0, 140.0)]:
         name = f"actors={actors} sm_limit={sm_limit}"
         ids[name] = _child(client, exp, parent, name, {"actors": actors, "sm_limit": sm_limit, "env.frameskip": 4,
                                                        "cpu_gpu_ratio": 40 / sm}, _metrics(fps, runtime, watts, sm)
@@ -74,11 +74,11 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     study = load_parent(parent)
     fig3 = F.actor_scaling(study)
     runtime = _lines(fig3, "runtime_s|")["runtime_s|sm_limit=None"]
-    assert runtime == ([4.0, 40.0, 256.0], pytest.approx([1.0, 110 / 600, 100 / 600]))
+    assert runtime == ([4.0, 40.0, 256.0], pytest.approx([1.0, 110 / 600, 104 / 600]))
     power = _lines(fig3, "power_gpu_w_avg|")["power_gpu_w_avg|sm_limit=None"]
     assert power[1] == [70.0, 150.0, 160.0]
     energy = _lines(fig3, "energy_per_task_j|")["energy_per_task_j|sm_limit=None"]
-    assert energy[1] == pytest.approx([70 * 600.0, 150 * 110.0, 160 * 100.0])
+    assert energy[1] == pytest.approx([70 * 600.0, 150 * 110.0, 160 * 104.0])
     assert all(64.0 not in x for x, _ in _lines(fig3, "").values())
     footer = " ".join(t.get_text() for t in fig3.fig.texts)
     assert "actors=64 sm_limit=None: FAILED (RuntimeError: boom)" in footer and "actors=128" in footer

@@ -5,26 +5,34 @@ import pytest
 from rlbench.report.verdict import bottleneck, knee, pareto, recommend, study_rule
 
 
-def test_knee_is_where_more_actors_stop_paying():
-    # The study's shape: 4 -> 40 gives 5.8x, 40 -> 256 only a few percent more.
-    k = knee({4: 1000.0, 40: 5800.0, 256: 6000.0}, share=0.10)
-    assert (k.actors, k.reached) == (40, True) and k.gain_after == pytest.approx(6000 / 5800 - 1)
+def test_knee_is_where_more_actors_stop_shortening_the_task():
+    # The study's shape: 4 -> 40 actors cut the task 5.5x, 256 only 5% more.
+    k = knee({4: 600.0, 40: 110.0, 256: 104.0}, share=0.10, fps={4: 1000.0, 40: 5800.0, 256: 6000.0})
+    assert (k.actors, k.reached) == (40, True) and k.gain_after == pytest.approx(1 - 104 / 110)
+    assert "at 256 actors: actors' fps +3.4%, task -5.5%" in k.text
 
 
 def test_knee_looks_past_a_dip():
-    # 64 is slower than 40 but 256 is not 10% above 40 either: the knee is 40.
-    assert knee({4: 1000.0, 40: 3000.0, 64: 2900.0, 256: 3100.0}, share=0.10).actors == 40
-    # ...while a big gain after the dip moves it on.
-    assert knee({4: 1000.0, 40: 3000.0, 64: 2900.0, 256: 4000.0}, share=0.10).actors == 256
+    # 64 is slower than 40 but 256 is not 10% faster than 40 either: the knee is 40.
+    assert knee({4: 600.0, 40: 200.0, 64: 210.0, 256: 190.0}, share=0.10).actors == 40
+    # ...while a big saving after the dip moves it on.
+    assert knee({4: 600.0, 40: 200.0, 64: 210.0, 256: 150.0}, share=0.10).actors == 256
 
 
 def test_no_knee_inside_the_sweep_says_so():
-    k = knee({4: 1000.0, 8: 1900.0, 16: 3000.0}, share=0.10)
-    assert not k.reached and "no knee" in k.text and "+57.9%" in k.text
+    k = knee({4: 600.0, 8: 316.0, 16: 200.0}, share=0.10)
+    assert not k.reached and "no knee" in k.text and "task -36.7%" in k.text
+
+
+def test_the_knee_judges_the_task_and_says_when_the_learner_bounds_it():
+    # the actors' fps grew 46.6% from 2 to 4 actors, the task only 2.7% shorter: the learner bounds it
+    k = knee({2: 37.45, 4: 36.44}, share=0.10, fps={2: 1000.0, 4: 1466.0})
+    assert k.actors == 2 and k.reached
+    assert "actors' fps +46.6%, task -2.7%: the learner bounds the task, not the actors" in k.text
 
 
 def test_knee_share_is_configurable():
-    pts = {4: 1000.0, 40: 5800.0, 256: 6000.0}
+    pts = {4: 600.0, 40: 110.0, 256: 104.0}
     assert knee(pts, share=0.02).actors == 256 and not knee(pts, share=0.02).reached
     assert knee({4: 100.0}, 0.1).actors is None
 

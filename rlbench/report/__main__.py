@@ -23,7 +23,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_URI})")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<id>)")
     p.add_argument("--knee-share", type=float, default=0.10,
-                   help="knee: more actors must gain at least this share of fps (default 0.10)")
+                   help="knee: more actors must shorten the task by at least this share of its time (default 0.10)")
     p.add_argument("--tolerance", type=float, default=0.05,
                    help="recommendation: trade up to this share of the best fps for less energy (default 0.05)")
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")

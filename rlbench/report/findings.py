@@ -24,9 +24,10 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     threads = _int(study.host.get("hardware_threads"))
     knees = {}
     for g, js in series(study.finished, "actors", "actors").items():
+        runtimes = {j.actors: j.value("runtime_s") for j in js if j.value("runtime_s") is not None}
         fps = {j.actors: j.value("fps") for j in js if j.value("fps") is not None}
-        if len(fps) >= 2:
-            k = knee(fps, knee_share)
+        if len(runtimes) >= 2:
+            k = knee(runtimes, knee_share, fps)
             knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads"}
     bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
     candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"),

@@ -1,6 +1,7 @@
 """The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
 
-- `knee`: the smallest actor count after which adding actors gains less than `share` of fps.
+- `knee`: the smallest actor count after which adding actors shortens the task by less than
+  `share` of its time (the actors' fps stated beside).
 - `bottleneck`: what bounds one job (environment stepping, inference, learner, or waiting),
   from its operation breakdown (`op_frac/<role>/<op>`) and how long the learner ran on after
   the actors were done.
@@ -18,30 +19,43 @@ from dataclasses import dataclass, field
 @dataclass
 class Knee:
     actors: int | None       # None: fewer than two points
-    fps: float | None
-    gain_after: float | None  # best relative fps gain of any larger actor count over the knee
-    reached: bool             # False: still gaining >= share at the largest actor count swept
+    runtime_s: float | None  # the knee's task time
+    gain_after: float | None  # the largest share of the task's time any larger actor count saved
+    reached: bool             # False: still saving >= share at the largest actor count swept
     text: str
 
 
-def knee(points: dict[int, float], share: float = 0.10) -> Knee:
-    """points: actors -> fps (env frames / s). The knee is the smallest actor count whose fps
-    no larger actor count beats by `share` or more."""
-    xs = sorted(points)
+def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None) -> Knee:
+    """runtimes: actors -> runtime_s (the task's time); fps: actors -> the actors' fps, stated
+    beside. The knee is the smallest actor count whose task no larger actor count shortens by
+    `share` or more: the task's time, not the actors' rate, since a learner that bounds the
+    task makes faster actors worth nothing."""
+    xs = sorted(runtimes)
     if len(xs) < 2:
         return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
     for i, a in enumerate(xs[:-1]):
-        best_after = max(points[b] for b in xs[i + 1:])
-        gain = best_after / points[a] - 1 if points[a] > 0 else float("inf")
-        if gain < share:
-            return Knee(a, points[a], gain, True,
-                        f"knee at {a} actors ({points[a]:.0f} fps): more actors gain at most {gain:+.1%} "
-                        f"(threshold {share:.0%})")
+        best = min(xs[i + 1:], key=lambda b: runtimes[b])
+        saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
+        if saved < share:
+            return Knee(a, runtimes[a], saved, True,
+                        f"knee at {a} actors (task {runtimes[a]:.1f} s): more actors shorten the task by at most "
+                        f"{saved:.1%} (threshold {share:.0%}); at {best} actors: {_changes(runtimes, fps, a, best)}")
     last, prev = xs[-1], xs[-2]
-    gain = points[last] / points[prev] - 1 if points[prev] > 0 else float("inf")
-    return Knee(last, points[last], None, False,
-                f"no knee within the swept range: {prev} -> {last} actors still gained {gain:+.1%} "
+    return Knee(last, runtimes[last], None, False,
+                f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
                 f"(threshold {share:.0%}); sweep further")
+
+
+def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
+    """The task's time and the actors' fps from a to b actors, and which one bounds the task."""
+    task = runtimes[b] / runtimes[a] - 1 if runtimes[a] > 0 else float("nan")
+    text = f"task {task:+.1%}"
+    if fps and fps.get(a) and fps.get(b) is not None:
+        rate = fps[b] / fps[a] - 1
+        text = f"actors' fps {rate:+.1%}, {text}"
+        if rate > 0 and rate > -task + 0.10:  # the actors sped up far more than the task did
+            text += ": the learner bounds the task, not the actors"
+    return text
 
 
 BOUND_KINDS = ("environment stepping", "inference", "learner", "waiting")
