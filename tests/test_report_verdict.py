@@ -31,6 +31,12 @@ def test_the_knee_judges_the_task_and_says_when_the_learner_bounds_it():
     assert "actors' fps +46.6%, task -2.7%: the learner bounds the task, not the actors" in k.text
 
 
+def test_a_knee_where_more_actors_only_slow_the_task_says_so():
+    k = knee({40: 72.8, 256: 86.1}, share=0.10, fps={40: 3393.0, 256: 3401.0})  # the main command on 2 cores
+    assert k.actors == 40 and "no larger actor count shortens the task" in k.text
+    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%")  # no claim about the learner
+
+
 def test_knee_share_is_configurable():
     pts = {4: 600.0, 40: 110.0, 256: 104.0}
     assert knee(pts, share=0.02).actors == 256 and not knee(pts, share=0.02).reached

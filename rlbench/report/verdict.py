@@ -37,9 +37,11 @@ def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] 
         best = min(xs[i + 1:], key=lambda b: runtimes[b])
         saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
         if saved < share:
+            how = (f"more actors shorten the task by at most {saved:.1%}" if saved > 0 else
+                   "no larger actor count shortens the task")
             return Knee(a, runtimes[a], saved, True,
-                        f"knee at {a} actors (task {runtimes[a]:.1f} s): more actors shorten the task by at most "
-                        f"{saved:.1%} (threshold {share:.0%}); at {best} actors: {_changes(runtimes, fps, a, best)}")
+                        f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
+                        f"at {best} actors: {_changes(runtimes, fps, a, best)}")
     last, prev = xs[-1], xs[-2]
     return Knee(last, runtimes[last], None, False,
                 f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
@@ -53,7 +55,7 @@ def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
     if fps and fps.get(a) and fps.get(b) is not None:
         rate = fps[b] / fps[a] - 1
         text = f"actors' fps {rate:+.1%}, {text}"
-        if rate > 0 and rate > -task + 0.10:  # the actors sped up far more than the task did
+        if rate >= 0.10 and rate + task >= 0.10:  # the actors sped up, and far more than the task did
             text += ": the learner bounds the task, not the actors"
     return text
 
