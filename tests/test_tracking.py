@@ -111,3 +111,32 @@ def test_a_jobs_note_says_where_its_timeline_opens_when_it_wrote_one():
     assert "ui.perfetto.dev" in job_note(final, "pong", {}, timeline=True)
     assert "telemetry/trace.json" in job_note(final, "pong", {}, timeline=True)
     assert "perfetto" not in job_note(final, "pong", {}).lower()  # telemetry off or trace_window_s=0: no file
+
+
+def test_logging_a_dataset_another_writer_just_created_retries(monkeypatch):
+    """Two search workers log the same new env dataset at once: the loser's insert hits the
+    store's unique key (seen in CI: psycopg2 UniqueViolation on dataset_pk); the retry finds it."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    from rlbench.tracking import record
+
+    calls = []
+
+    def flaky(dataset, context):
+        calls.append(context)
+        if len(calls) == 1:
+            raise MlflowException('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates '
+                                  'unique constraint "dataset_pk"')
+
+    monkeypatch.setattr(mlflow, "log_input", flaky)
+    monkeypatch.setattr(record.time, "sleep", lambda s: None)
+    record.log_input(object())
+    assert calls == ["environment", "environment"]
+
+    def broken(dataset, context):
+        raise MlflowException("RESOURCE_DOES_NOT_EXIST: run not found")
+
+    monkeypatch.setattr(mlflow, "log_input", broken)
+    with pytest.raises(MlflowException, match="run not found"):  # anything else is not retried
+        record.log_input(object())

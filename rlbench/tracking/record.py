@@ -18,6 +18,7 @@ from typing import Self
 
 import mlflow
 from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
@@ -67,6 +68,21 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     return params, tags
 
 
+def log_input(dataset, tries: int = 3) -> None:
+    """The job's env as its MLflow input. Two writers logging the same new dataset at once (a
+    search's workers against one server) can both find it missing and both insert it: the
+    loser's insert breaks the store's unique key, and its retry finds the winner's row."""
+    for attempt in range(tries):
+        try:
+            mlflow.log_input(dataset, context="environment")
+            return
+        except MlflowException as e:
+            text = str(e).lower()
+            if attempt == tries - 1 or not ("duplicate key" in text or "unique constraint" in text):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
 class JobRecord:
     def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
                  output_dir: Path | None, extra_tags: dict | None = None, dataset=None):
@@ -101,7 +117,7 @@ class JobRecord:
             mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))
         mlflow.set_tags({**host_tags(), **tags, **self.extra_tags, **self.tracking.tags})
         if self.dataset is not None:
-            mlflow.log_input(self.dataset, context="environment")
+            log_input(self.dataset)
         return self
 
     @property
