@@ -63,6 +63,25 @@ def concat(parts: list[Sequences]) -> Sequences:
     return Sequences(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS})
 
 
+def pop_rows(chunks, n: int) -> tuple[Sequences | None, np.ndarray]:
+    """The oldest n rows of a deque of (owned Sequences, per-row tags) chunks, and their tags;
+    a chunk split by the cut keeps its rest at the front. The queues between inference and a
+    learner keep their unrolls so (R2D2's with initial priorities, V-trace's with policy
+    versions). (None, empty) for n = 0; the caller holds the queue's lock and checks n."""
+    parts, tags, need = [], [], n
+    while need:
+        seqs, tag = chunks.popleft()
+        if len(seqs) > need:
+            chunks.appendleft((seqs.rows(slice(need, None)), tag[need:]))
+            seqs, tag = seqs.rows(slice(0, need)), tag[:need]
+        parts.append(seqs)
+        tags.append(tag)
+        need -= len(seqs)
+    if not parts:
+        return None, np.zeros(0)
+    return concat(parts), np.concatenate(tags)
+
+
 class UnrollAssembler:
     """Per-actor rolling buffers that emit overlapping sequences."""
 

@@ -20,7 +20,7 @@ import threading
 
 import numpy as np
 
-from rlbench.algo.unrolls import Sequences, concat
+from rlbench.algo.unrolls import Sequences, pop_rows
 
 
 class UnrollQueue:
@@ -53,26 +53,15 @@ class UnrollQueue:
                 self._chunks.append((part, priorities[i : i + k]))
                 self.size += k
                 i += k
-                self._cond.notify_all()
 
-    def take(self, n: int) -> tuple[Sequences, np.ndarray]:
+    def take(self, n: int) -> tuple[Sequences | None, np.ndarray]:
         """The oldest min(n, size) unrolls and their priorities (never waits: see `size`)."""
         with self._cond:
             n = min(n, self.size)
-            parts, prios, need = [], [], n
-            while need:
-                seqs, pr = self._chunks.popleft()
-                if len(seqs) > need:  # split: the rest stays at the front
-                    self._chunks.appendleft((seqs.rows(slice(need, None)), pr[need:]))
-                    seqs, pr = seqs.rows(slice(0, need)), pr[:need]
-                parts.append(seqs)
-                prios.append(pr)
-                need -= len(seqs)
+            rows = pop_rows(self._chunks, n)
             self.size -= n
             self._cond.notify_all()
-        if not parts:
-            return None, np.zeros(0)
-        return concat(parts), np.concatenate(prios)
+        return rows
 
     def close(self) -> None:
         """No learner will take more: wake a blocked put, and drop what is offered from now on."""

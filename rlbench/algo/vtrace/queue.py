@@ -14,13 +14,13 @@ import threading
 
 import numpy as np
 
-from rlbench.algo.unrolls import Sequences, concat
+from rlbench.algo.unrolls import Sequences, pop_rows
 
 
 class UnrollQueue:
     def __init__(self, capacity: int, keep: bool = True):
         self.capacity, self.keep = capacity, keep  # keep=False (no learner): count the unrolls, drop them
-        self._chunks: collections.deque = collections.deque()  # (Sequences, version), oldest first
+        self._chunks: collections.deque = collections.deque()  # (Sequences, per-row version), oldest first
         self.size = 0  # unrolls queued
         self.put_total = 0  # unrolls ever put
         self._lock = threading.Lock()
@@ -34,7 +34,7 @@ class UnrollQueue:
             return
         owned = seqs.owned()  # the assembler's rows are views of its rings
         with self._lock:
-            self._chunks.append((owned, version))
+            self._chunks.append((owned, np.full(len(owned), version)))
             self.size += len(owned)
             self.put_total += len(owned)
 
@@ -43,16 +43,8 @@ class UnrollQueue:
         with self._lock:
             if self.size < n:
                 raise RuntimeError(f"take({n}) from a queue of {self.size} unrolls")
-            parts, versions, need = [], [], n
-            while need:
-                seqs, version = self._chunks.popleft()
-                if len(seqs) > need:  # split: the rest stays at the front
-                    self._chunks.appendleft((seqs.rows(slice(need, None)), version))
-                    seqs = seqs.rows(slice(0, need))
-                parts.append(seqs)
-                versions.append(np.full(len(seqs), version))
-                need -= len(seqs)
+            rows = pop_rows(self._chunks, n)
             self.size -= n
-        return concat(parts), np.concatenate(versions)
+        return rows
 
 
