@@ -7,10 +7,13 @@ environment or thread exists.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import tempfile
 from pathlib import Path
 
+import mlflow
 from omegaconf import DictConfig
 
 from rlbench import preflight
@@ -18,6 +21,7 @@ from rlbench.algo import config_module
 from rlbench.config.schema import Config
 from rlbench.config.validate import validate
 from rlbench.envs.vector import job_inference_batch
+from rlbench.report.verdict import bottleneck
 from rlbench.resources import ComputeLimit, actor_hardware_threads
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
@@ -25,8 +29,10 @@ from rlbench.telemetry.op_chart import as_columns, op_breakdown_rows, plot_op_br
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
-from rlbench.tracking.record import JobRecord
+from rlbench.tracking.record import JobRecord, flatten
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
+from rlbench.tracking.unmeasured import explain
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, NOT_MEASURED, job_view, knobs_of
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
@@ -57,6 +63,38 @@ def _log_operations(record: JobRecord, final: dict, walls: dict, output_dir: Pat
         log.warning("could not log the operations table and chart: %s", e)
 
 
+def _noting(log_metrics, names: set[str]):
+    def log(metrics: dict, step: int) -> None:
+        names.update(metrics)
+        log_metrics(metrics, step)
+
+    return log
+
+
+def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config, overrides: list[str],
+                  timeline: bool) -> None:
+    """The final values where MLflow draws them comparably: a value only the end knows at step 0
+    (a bar in the UI's charts, one per run), a series' last value at the step after its last
+    tick (steps are seconds since the task started). Tags: the bound, a headline metric the job
+    could not measure as "not measured: why"; the job's chart view; its description."""
+    last = math.ceil(final["runtime_s"])
+    record.log_metrics({k: v for k, v in final.items() if k not in ticked}, step=0)
+    record.log_metrics({k: v for k, v in final.items() if k in ticked}, step=last)
+    bound = bottleneck(final)
+    tags = {BOUND_TAG: f"{bound.kind} {bound.share:.0%}" if bound.share is not None else bound.kind}
+    measured = {m for m in HEADLINE if final.get(m) is not None and math.isfinite(final[m])}
+    tags |= {m: f"{NOT_MEASURED}: {explain(m, record.unmeasured) or 'not recorded'}" for m in HEADLINE
+             if m not in measured}
+    charts = None
+    try:
+        params = set(flatten(dataclasses.asdict(conf)))
+        charts = job_view(mlflow.MlflowClient(), record.run.info.experiment_id, record.run_id,
+                          knobs_of([overrides], params, varying=False), measured)
+    except Exception as e:  # noqa: BLE001 - the job's record stands without it
+        log.warning("could not store the job's chart view: %s", e)
+    record.set_tags(tags | {NOTE_TAG: job_note(final, conf.env.id, record.unmeasured, timeline, charts)})
+
+
 def _with_tick(log_metrics, on_tick):
     if on_tick is None:
         return log_metrics
@@ -84,6 +122,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
             "config_hash": config_hash(conf)}
     returns: list[tuple[float, int]] = []
     walls: dict[str, float] = {}
+    ticked: set[str] = set()  # the names logged as series
     eval_returns: list[tuple[float, int]] = []
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
@@ -100,7 +139,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
                  tags["inference_batch_used"])
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
-            final = train(conf, _with_tick(record.log_metrics, on_tick), on_episode=lambda r, f: returns.append((r, f)),
+            final = train(conf, _with_tick(_noting(record.log_metrics, ticked), on_tick), on_episode=lambda r, f: returns.append((r, f)),
                           telemetry=telemetry, set_tags=record.set_tags, compute=compute,
                           on_eval_episode=lambda r, f: eval_returns.append((r, f)), on_walls=walls.update)
         finally:
@@ -119,9 +158,9 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         if any(final.get(k) != v for k, v in ratio.items()):
             log.warning("compute grant changed during the job: %s at the start, %s at the end", ratio,
                         {k: final.get(k) for k in ratio})
-        record.log_metrics({k: v for k, v in final.items() if k not in ratio}, step=int(final["frames"]))
         timeline = telemetry is not None and conf.telemetry.trace_window_s > 0
-        record.set_tags({NOTE_TAG: job_note(final, conf.env.id, record.unmeasured, timeline)})
+        _record_final(record, {k: v for k, v in final.items() if k not in ratio}, ticked, conf, overrides or [],
+                      timeline)
         _log_operations(record, final, walls, output_dir)
         final["run_id"] = record.run_id
         final["unmeasured"] = dict(record.unmeasured)  # the sweep's table says why a value is missing

@@ -90,9 +90,9 @@ def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progr
                 break  # the task ended in this window: no tick of an idle process (the final metrics follow)
             if now < next_tick:
                 continue  # a role ended mid-window; the others tick on schedule
-            next_tick = max(next_tick + tick_s, now)
+            next_tick = max(next_tick + tick_s, now + tick_s)  # ticks >= tick_s apart: one per whole-second step
             metrics = trainer.step_metrics(window, now)
-            log_metrics(metrics, trainer.actors.frames)
+            log_metrics(metrics, int(now - t0))  # step: whole seconds since the task started
             progress.update(trainer.actors.frames, trainer.updates(), metrics)
     finally:
         stop.set()

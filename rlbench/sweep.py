@@ -28,7 +28,7 @@ from mlflow.entities import Metric
 
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
-from rlbench.tracking.record import rounded
+from rlbench.tracking.record import flatten, rounded
 from rlbench.tracking.store import (
     config_hash,
     mark_stale_runs,
@@ -38,6 +38,7 @@ from rlbench.tracking.store import (
     unique_top_level_name,
 )
 from rlbench.tracking.unmeasured import explain
+from rlbench.tracking.views import HEADLINE, knobs_of, runs_view
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,27 @@ def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
     client.set_terminated(parent_id, status)
 
 
+def _param_names(conf) -> set[str]:
+    """The params a job logs for its config (rlbench/tracking/record.py params_and_tags)."""
+    return set(flatten(dataclasses.asdict(conf)))
+
+
+def sweep_view(experiment_id: str, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
+    """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored)."""
+    try:
+        return runs_view(mlflow.MlflowClient(), experiment_id, parent, knobs_of(jobs, _param_names(confs[0])),
+                         measured_headline(rows))
+    except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
+        log.warning("could not store the runs table's view: %s", e)
+        return None
+
+
+def measured_headline(rows: list[dict]) -> set[str]:
+    """The headline metrics some finished job logged (a job's time and rates always are)."""
+    done = [r for r in rows if r.get("status") == "FINISHED"]
+    return {"runtime_s", "task_fps", "fps"} | {m for m in HEADLINE if any(r.get(m) is not None for r in done)}
+
+
 def sweep_name(preset: str | None, jobs: list[list[str]]) -> str:
     """The parent's name: the preset (or 'sweep') and what varies, short enough for the runs
     table (`actor_sweep actors=4..256`, `sweep actors=2,4`)."""
@@ -216,8 +238,9 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list)
     finally:
         rows = [rows[i] for i in sorted(rows)]
         close_parent(parent, rows, status)
+        view = sweep_view(experiment_id, parent, jobs, confs, rows)
         print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}\n"
-              f"[rlbench sweep] {ui_hint(tracking.uri, experiment_id, parent)}", flush=True)
+              f"[rlbench sweep] {ui_hint(tracking.uri, experiment_id, view)}", flush=True)
     if status == "FAILED":
         failed = [r["overrides"] for r in rows if r["status"] == "FAILED"]
         print(f"rlbench: {len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """Sweeps: one parent per multirun, isolated failures, resume, KILLED on SIGTERM."""
 
+import json
 import time
 
 import mlflow
@@ -29,8 +30,12 @@ def test_multirun_gives_parent_and_finished_children(store):
     assert parent.info.status == "FINISHED" and len(kids) == 3
     assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]
     assert (f"[rlbench sweep] MLflow UI: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs?"
-            f"workflowType=machine_learning&searchFilter=tags.mlflow.parentRunId%20%3D%20%27{parent.info.run_id}%27"
-            in out.stdout)
+            f"viewStateShareKey=rlbench-{parent.info.run_id}&workflowType=machine_learning" in out.stdout)
+    exp = mlflow.get_experiment(parent.info.experiment_id)
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"])
+    assert view["searchFilter"] == f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    assert view["selectedColumns"][:4] == ["params.`seed`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`"]
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # never the GenAI view
     for k in kids:
         assert k.info.status == "FINISHED"
         for key in ("cpu_gpu_ratio", "sm_granted", "sm_total"):
@@ -168,10 +173,8 @@ def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg)
 def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
     from rlbench.tracking.store import ui_hint, ui_runs_url
 
-    url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "ab12")
-    assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
-                   "&searchFilter=tags.mlflow.parentRunId%20%3D%20%27ab12%27"
-                   "&orderByKey=metrics.%60runtime_s%60&orderByAsc=true")  # sorted by a metric: children listed
+    url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "rlbench-ab12")
+    assert url == "http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=rlbench-ab12&workflowType=machine_learning"
     assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
     assert ui_hint("sqlite:///x.db", "7", "ab12").endswith("(start it: mlflow ui --backend-store-uri sqlite:///x.db)")
     assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")

@@ -140,3 +140,33 @@ def test_logging_a_dataset_another_writer_just_created_retries(monkeypatch):
     monkeypatch.setattr(mlflow, "log_input", broken)
     with pytest.raises(MlflowException, match="run not found"):  # anything else is not retried
         record.log_input(object())
+
+
+def test_the_runs_table_view_shows_the_knobs_and_headline_numbers_and_says_what_was_not_measured():
+    from rlbench.tracking.views import view_state
+
+    state = view_state("tags.mlflow.parentRunId = 'p'", ["actors", "sm_limit"], {"runtime_s", "task_fps", "fps"})
+    assert state["selectedColumns"] == state["columnOrder"] == [
+        "params.`actors`", "params.`sm_limit`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`",
+        "tags.`energy_per_task_j`", "tags.`bound`"]  # energy: the jobs' "not measured: why" tag
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`runtime_s`", True)
+    bars, parallel = state["compareRunCharts"][:3], state["compareRunCharts"][3]
+    assert [(c["type"], c["metricKey"]) for c in bars] == [("BAR", "runtime_s"), ("BAR", "task_fps"), ("BAR", "fps")]
+    assert parallel["selectedParams"] == ["actors", "sm_limit"] and parallel["selectedMetrics"][-1] == "runtime_s"
+    assert state["isAccordionReordered"] and state["compareRunSections"][0]["uuid"] == bars[0]["metricSectionId"]
+    measured = view_state("f", [], {"runtime_s", "task_fps", "fps", "energy_per_task_j"})
+    assert "metrics.`energy_per_task_j`" in measured["selectedColumns"]
+    assert [c["type"] for c in measured["compareRunCharts"]] == ["BAR"] * 4  # no knobs: no parallel coordinates
+
+
+def test_knobs_are_the_swept_overrides_as_param_names():
+    from rlbench.tracking.views import knobs_of, view_link
+
+    params = {"actors", "sm_limit", "algo.name", "env.id", "seed"}
+    jobs = [["actors=4", "algo=r2d2", "env=pong", "tracking.uri=x", "seed=1"],
+            ["actors=40", "algo=vtrace", "env=pong", "tracking.uri=y", "seed=1"]]
+    assert knobs_of(jobs, params) == ["actors", "algo.name"]  # env and seed do not vary; tracking is no knob
+    assert knobs_of(jobs[:1], params, varying=False) == ["actors", "algo.name", "env.id", "seed"]
+    assert view_link("7", "rlbench-p", chart=True) == (
+        "#/experiments/7/runs?viewStateShareKey=rlbench-p&workflowType=machine_learning&compareRunsMode=CHART")
+    assert view_link("7", None) == "#/experiments/7/runs?workflowType=machine_learning"

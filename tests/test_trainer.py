@@ -1,5 +1,7 @@
 """The real trainer: Atari smoke job in MLflow, CartPole learning, truthful statuses."""
 
+import json
+
 import mlflow
 import pytest
 
@@ -48,6 +50,27 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert len(window) >= 1 and min(p.value for p in window) > 0
     assert m["task_fps"] == pytest.approx(m["frames"] / m["runtime_s"], rel=1e-4) and m["task_fps"] <= m["fps"]
     assert 0 < m["actors_done_s"] <= m["runtime_s"]
+    _assert_drawn_comparably(client, run, final)
+
+
+def _assert_drawn_comparably(client, run, final):
+    """Final values at step 0 (the UI draws one bar per run); series against whole seconds since
+    the task started, one point per step, a running value's last point after its last tick;
+    the bound and the unmeasured energy as tags; the job's own chart view, linked from its note."""
+    rid, last = run.info.run_id, -(-final["runtime_s"] // 1)
+    for key in ("runtime_s", "task_fps", "fps", "op_frac/actors/env_step"):
+        assert [p.step for p in client.get_metric_history(rid, key)] == [0], key
+    for key in ("window/fps", "learner_updates", "frames"):
+        steps = [p.step for p in client.get_metric_history(rid, key)]
+        assert steps == sorted(set(steps)) and steps[-1] <= last, (key, steps)
+    assert client.get_metric_history(rid, "learner_updates")[-1].step == last
+    tags = run.data.tags
+    assert tags["bound"].split()[0] in ("environment", "inference", "learner", "waiting"), tags["bound"]
+    assert tags["energy_per_task_j"].startswith("not measured: ")  # no NVML, no RAPL on CI
+    view = json.loads(mlflow.get_experiment(run.info.experiment_id).tags[f"mlflow.sharedViewState.rlbench-job-{rid}"])
+    assert view["searchFilter"] == f"attributes.run_id = '{rid}'"
+    assert [c["metricKey"] for c in view["compareRunCharts"][:3]] == ["runtime_s", "task_fps", "fps"]
+    assert f"viewStateShareKey=rlbench-job-{rid}" in tags["mlflow.note.content"]
 
 
 def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_actors(compose_cfg, store):
@@ -56,7 +79,7 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
     learner is behind; the learner's tail is what the queue held when the actors stopped.
     (A unit test cannot give this: it is how the three threads wait for each other.)"""
     cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=12000", "progress=log",
-                       "tracking.log_every_s=0.2", *store["overrides"]])
+                       "tracking.log_every_s=1", *store["overrides"]])
     final = run_job(cfg, overrides=["env=cartpole"])
     (run,) = runs(store["uri"])
     window = [p.value for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "window/replay_ratio")]

@@ -60,7 +60,8 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
         "seed": ((lambda v: 0 <= v <= 2**31 - envs),
                  f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)"),
-        "tracking.log_every_s": ((lambda v: v > 0), "seconds > 0"),
+        "tracking.log_every_s": ((lambda v: v >= 1),
+                                 "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)"),
         "tracking.stale_after_s": ((lambda v: v > beat),
                                    (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
                                     f"{beat:g} (else running jobs are marked FAILED)")),

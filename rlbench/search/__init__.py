@@ -34,6 +34,7 @@ from rlbench.search.space import SearchError, check_space, energy_check, make_sa
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.tracking.store import ui_hint
+from rlbench.tracking.views import runs_view
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
            "objective_values", "open_study", "recommend", "run_search", "run_trials", "suggest"]
@@ -88,8 +89,22 @@ def run_search(sweeper, arguments: list[str]) -> None:
         mlflow.MlflowClient().set_terminated(parent, status)
         lock.close()
         experiment_id = mlflow.MlflowClient().get_run(parent).info.experiment_id
+        view = _search_view(experiment_id, parent, conf)
         print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}\n"
-              f"[rlbench search] {ui_hint(conf.tracking.uri, experiment_id, parent)}", flush=True)
+              f"[rlbench search] {ui_hint(conf.tracking.uri, experiment_id, view)}", flush=True)
+
+
+def _search_view(experiment_id: str, parent: str, conf) -> str | None:
+    """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
+    and the headline numbers; energy when the study minimises it (the search refuses an energy
+    objective that cannot be measured)."""
+    measured = {"runtime_s", "task_fps", "fps"} | ({"energy_per_task_j"} & set(conf.search.objectives))
+    try:
+        return runs_view(mlflow.MlflowClient(), experiment_id, parent, ["actors", "actor_threads", "sm_limit"],
+                         measured)
+    except Exception as e:  # noqa: BLE001 - the trials' record stands without it
+        print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
+        return None
 
 
 def _warm_start_machine(conf):

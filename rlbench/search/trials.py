@@ -42,7 +42,7 @@ def make_reporter(trial):
             return
         trial.report(fps, step)
         if trial.should_prune():
-            raise JobPruned(f"window/fps {fps:.0f} at frame {step} is below the pruner's threshold")
+            raise JobPruned(f"window/fps {fps:.0f} at {step} s is below the pruner's threshold")
 
     return report
 

@@ -14,11 +14,16 @@ TIMELINE = ("- timeline of every role: artifact `telemetry/trace.json`; download
             "https://ui.perfetto.dev (\"Open trace file\") or chrome://tracing (docs/timeline.md)")
 
 
-def job_note(final: dict, env_id: str, unmeasured: dict[str, str], timeline: bool = False) -> str:
-    """`timeline`: the job wrote its Perfetto trace (telemetry on, telemetry.trace_window_s > 0)."""
+def job_note(final: dict, env_id: str, unmeasured: dict[str, str], timeline: bool = False,
+             charts: str | None = None) -> str:
+    """`timeline`: the job wrote its Perfetto trace (telemetry on, telemetry.trace_window_s > 0);
+    `charts`: the UI link of the job's chart view (rlbench/tracking/views.py)."""
     m = final
     lines = [(f"**rlbench job** on {env_id}: {m['frames']:.0f} frames, {m.get('learner_updates', 0):.0f} learner "
              f"updates in {m['runtime_s']:.1f} s"), ""]
+    if charts:
+        lines += [(f"[Headline charts]({charts}) (runtime_s, task_fps, fps, energy as bars; the series under "
+                  "\"Model metrics\" are plotted against seconds since the task started)"), ""]
     rates = f"- `fps` {m['fps']:.0f}: the actors' rate (frames / their stepping time)"
     if m.get("task_fps") is not None:
         rates += f"; `task_fps` {m['task_fps']:.0f}: frames / `runtime_s`"

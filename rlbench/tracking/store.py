@@ -13,13 +13,13 @@ import json
 import logging
 import re
 import time
-import urllib.parse
 from pathlib import Path
 
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.artifacts import SCHEME, store_root
+from rlbench.tracking.views import KIND, KIND_TAG, ensure_model_training
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +59,11 @@ def open_experiment(tracking: TrackingConfig) -> str:
     mlflow.set_tracking_uri(tracking.uri)
     exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
+        ensure_model_training(mlflow.MlflowClient(), exp)
         return exp.experiment_id
     try:
-        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking))
+        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking),
+                                        tags={KIND_TAG: KIND})
     except mlflow.exceptions.MlflowException:
         exp = mlflow.get_experiment_by_name(tracking.experiment)  # another worker created it meanwhile
         if exp is None:
@@ -130,20 +132,19 @@ def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
     return stale
 
 
-def ui_runs_url(uri: str, experiment_id: str, parent_id: str) -> str:
-    """Where the MLflow UI shows a sweep's or search's runs: the experiment's runs table in
-    its "Model training" view (MLflow 3 opens experiments on its GenAI view otherwise),
-    filtered to the parent's children and sorted by runtime_s, the shortest task first (sorted
-    by a metric, the UI lists the children themselves; sorted by date it folds them under
-    their parent). A local store's UI is what `mlflow ui` serves on its default address; a
-    tracking server is its own UI."""
+def ui_runs_url(uri: str, experiment_id: str, view_key: str) -> str:
+    """Where the MLflow UI shows a sweep's or search's runs: the experiment's runs table in its
+    "Model training" view, opened on the shared view `view_key` (rlbench/tracking/views.py: the
+    parent's children, shortest task first, with their swept knobs and headline numbers as
+    columns). A local store's UI is what `mlflow ui` serves on its default address; a tracking
+    server is its own UI."""
+    from rlbench.tracking.views import view_link
+
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    query = urllib.parse.quote(f"tags.mlflow.parentRunId = '{parent_id}'")
-    return (f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning&searchFilter={query}"
-            f"&orderByKey={urllib.parse.quote('metrics.`runtime_s`')}&orderByAsc=true")
+    return f"{base}/{view_link(experiment_id, view_key)}"
 
 
-def ui_hint(uri: str, experiment_id: str, parent_id: str) -> str:
+def ui_hint(uri: str, experiment_id: str, view_key: str) -> str:
     """The line a sweep or a search prints at its end: the URL, and how to start the UI for a local store."""
     start = "" if uri.startswith(("http://", "https://")) else f" (start it: mlflow ui --backend-store-uri {uri})"
-    return f"MLflow UI: {ui_runs_url(uri, experiment_id, parent_id)}{start}"
+    return f"MLflow UI: {ui_runs_url(uri, experiment_id, view_key)}{start}"

@@ -1,0 +1,117 @@
+"""What the MLflow UI opens on when a user follows rlbench's links: saved views of the runs table.
+
+MLflow 3's UI keeps its runs-table layout (columns, sort, filter, the chart view's charts) in
+the browser, except for a *shared view*: an experiment tag `mlflow.sharedViewState.<key>` whose
+JSON value the page loads for `#/experiments/<id>/runs?viewStateShareKey=<key>` (the "Share"
+button writes the same tag). rlbench writes one per sweep or search and one per job, so the
+address a sweep prints opens on each job's swept knobs and headline numbers, and
+`compareRunsMode=CHART` on the headline numbers drawn as bars, then the swept knobs against
+them in parallel coordinates.
+
+What no link can carry (MLflow 3.17): a run page's own "Model metrics" tab orders its sections
+by metric-name prefix (op_frac/..., window/... first, unprefixed names last) and keeps any
+other layout in the browser's localStorage; the job's description links to its chart view
+instead (docs/metrics.md, "In the MLflow UI").
+
+`experiment_kind_tag`: MLflow 3 opens an experiment it cannot classify in its GenAI view
+(its overview, a "Detect issues" pop-up, run pages under "Evaluations"); the tag
+`mlflow.experimentKind` = custom_model_development keeps every page in "Model training".
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+SHARE_PREFIX = "mlflow.sharedViewState."
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
+BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.report.verdict.bottleneck)
+NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
+_VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
+
+
+def _col(kind: str, key: str) -> str:
+    return f"{kind}.`{key}`"  # the UI's canonical column key
+
+
+def _bar(metric: str) -> dict:
+    return {"type": "BAR", "uuid": f"rlbench-bar-{metric}", "metricKey": metric, "metricSectionId": "rlbench-headline",
+            "isGenerated": False, "deleted": False, "runsCountToCompare": 100}
+
+
+def view_state(search_filter: str, knobs: list[str], measured: set[str]) -> dict:
+    """The runs table filtered by `search_filter`, sorted by runtime_s (shortest task first), with
+    the columns: the swept `knobs` (params), the headline metrics (a tag column reading "not
+    measured ..." for a headline metric no job logged), the bound; the chart view's first
+    section: a bar per headline metric, then the knobs and rates in parallel coordinates."""
+    metrics = [m for m in HEADLINE if m in measured]
+    columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
+               + [_col("tags", m) for m in HEADLINE if m not in measured] + [_col("tags", BOUND_TAG)])
+    charts = [_bar(m) for m in metrics]
+    if knobs:  # the last axis is the colour scale: the task's time
+        charts.append({"type": "PARALLEL", "uuid": "rlbench-parallel", "metricSectionId": "rlbench-headline",
+                       "isGenerated": False, "deleted": False, "runsCountToCompare": 100, "showAllRuns": True,
+                       "selectedParams": list(knobs),
+                       "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured]})
+    return {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
+            "selectedColumns": columns, "columnOrder": columns,
+            "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
+            "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
+                                    "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
+
+
+def share_view(client, experiment_id: str, key: str, state: dict) -> str:
+    """Store the view as the experiment's shared view `key`; returns the key."""
+    client.set_experiment_tag(experiment_id, SHARE_PREFIX + key, json.dumps(state, separators=(",", ":")))
+    return key
+
+
+def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
+    """The UI's address of a shared view, relative (`#/...`): the table, or with `chart` its chart
+    view; no key: the experiment's runs as the browser last left them."""
+    share = f"viewStateShareKey={urllib.parse.quote(key)}&" if key else ""
+    mode = "&compareRunsMode=CHART" if chart else ""
+    return f"#/experiments/{experiment_id}/runs?{share}{_VIEW}{mode}"
+
+
+def job_view(client, experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
+    """A job's own chart view (its headline numbers first); returns its relative link."""
+    key = share_view(client, experiment_id, f"rlbench-job-{run_id}",
+                     view_state(f"attributes.run_id = '{run_id}'", knobs, measured))
+    return view_link(experiment_id, key, chart=True)
+
+
+def runs_view(client, experiment_id: str, parent_id: str, knobs: list[str], measured: set[str]) -> str:
+    """A sweep's or search's jobs (the parent's children) as a shared view; returns its key."""
+    return share_view(client, experiment_id, f"rlbench-{parent_id}",
+                      view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured))
+
+
+def ensure_model_training(client, experiment) -> None:
+    """Tag the experiment as model training unless someone chose its kind already."""
+    if KIND_TAG not in (experiment.tags or {}):
+        client.set_experiment_tag(experiment.experiment_id, KIND_TAG, KIND)
+
+
+def _param_of(key: str, params: set[str]) -> str | None:
+    return next((n for n in (key, f"{key}.name", f"{key}.id") if n in params), None)
+
+
+def knobs_of(jobs: list[list[str]], params: set[str], varying: bool = True) -> list[str]:
+    """The params a grid sets: override keys (whose value differs between jobs, with `varying`)
+    as their param names (`actors`; a config group `algo=vtrace` is the param `algo.name`,
+    `env=pong` is `env.id`), in override order; where results go and how progress shows are not knobs."""
+    values: dict[str, set[str]] = {}
+    for job in jobs:
+        for o in job:
+            key, _, value = o.partition("=")
+            values.setdefault(key.lstrip("+~"), set()).add(value)
+    knobs = []
+    for key, seen in values.items():
+        if (varying and len(seen) < 2) or key.startswith(("hydra", "tracking.", "progress")):
+            continue
+        name = _param_of(key, params)
+        if name is not None and name not in knobs:
+            knobs.append(name)
+    return knobs
