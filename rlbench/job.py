@@ -31,8 +31,7 @@ from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
 from rlbench.tracking.record import JobRecord, flatten
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
-from rlbench.tracking.unmeasured import explain
-from rlbench.tracking.views import BOUND_TAG, HEADLINE, NOT_MEASURED, job_view, knobs_of
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
 from rlbench.trainer import last_returns_mean, resolve_device, train
 
 log = logging.getLogger(__name__)
@@ -83,8 +82,7 @@ def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config
     bound = bottleneck(final)
     tags = {BOUND_TAG: f"{bound.kind} {bound.share:.0%}" if bound.share is not None else bound.kind}
     measured = {m for m in HEADLINE if final.get(m) is not None and math.isfinite(final[m])}
-    tags |= {m: f"{NOT_MEASURED}: {explain(m, record.unmeasured) or 'not recorded'}" for m in HEADLINE
-             if m not in measured}
+    tags |= {m: not_measured(m, record.unmeasured) for m in HEADLINE if m not in measured}
     charts = None
     try:
         params = set(flatten(dataclasses.asdict(conf)))

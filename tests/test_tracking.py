@@ -170,3 +170,12 @@ def test_knobs_are_the_swept_overrides_as_param_names():
     assert view_link("7", "rlbench-p", chart=True) == (
         "#/experiments/7/runs?viewStateShareKey=rlbench-p&workflowType=machine_learning&compareRunsMode=CHART")
     assert view_link("7", None) == "#/experiments/7/runs?workflowType=machine_learning"
+
+
+def test_a_headline_metric_not_measured_says_why_with_its_sources_first():
+    from rlbench.tracking.views import not_measured
+
+    reasons = {"energy_per_task_j": "no measured power", "energy_gpu_j": "no GPU (NVML)", "energy_cpu_j": "no RAPL"}
+    assert not_measured("energy_per_task_j", reasons) == (
+        "not measured: energy_cpu_j: no RAPL; energy_gpu_j: no GPU (NVML); no measured power")
+    assert not_measured("fps", {}) == "not measured: no value recorded"

@@ -19,7 +19,6 @@ import mlflow
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.artifacts import SCHEME, store_root
-from rlbench.tracking.views import KIND, KIND_TAG, ensure_model_training
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +58,9 @@ def open_experiment(tracking: TrackingConfig) -> str:
     mlflow.set_tracking_uri(tracking.uri)
     exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
-        ensure_model_training(mlflow.MlflowClient(), exp)
         return exp.experiment_id
     try:
-        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking),
-                                        tags={KIND_TAG: KIND})
+        return mlflow.create_experiment(tracking.experiment, artifact_location=artifact_location(tracking))
     except mlflow.exceptions.MlflowException:
         exp = mlflow.get_experiment_by_name(tracking.experiment)  # another worker created it meanwhile
         if exp is None:

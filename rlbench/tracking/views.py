@@ -13,9 +13,10 @@ by metric-name prefix (op_frac/..., window/... first, unprefixed names last) and
 other layout in the browser's localStorage; the job's description links to its chart view
 instead (docs/metrics.md, "In the MLflow UI").
 
-`experiment_kind_tag`: MLflow 3 opens an experiment it cannot classify in its GenAI view
-(its overview, a "Detect issues" pop-up, run pages under "Evaluations"); the tag
-`mlflow.experimentKind` = custom_model_development keeps every page in "Model training".
+Every link carries `workflowType=machine_learning`: MLflow 3.17 takes its "GenAI" or "Model
+training" view from the address, else from the browser's last choice of the sidebar switch
+(GenAI when it never chose); the experiment's `mlflow.experimentKind` tag does not decide it
+while that switch is shown. The run names in MLflow's own table link without it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import json
 import urllib.parse
 
 SHARE_PREFIX = "mlflow.sharedViewState."
-KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
 BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.report.verdict.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
@@ -56,9 +56,20 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str]) -> dict
                        "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured]})
     return {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
             "selectedColumns": columns, "columnOrder": columns,
+            "columnWidths": {_col("tags", m): 300 for m in HEADLINE if m not in measured} | {_col("tags", BOUND_TAG): 170},
             "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
             "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
                                     "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
+
+
+def not_measured(metric: str, reasons: dict[str, str]) -> str:
+    """The tag a job writes for a headline metric it could not measure: the reasons of what it
+    derives from first (what a column of ~45 characters shows), its own last."""
+    from rlbench.tracking.unmeasured import DERIVED
+
+    parts = [f"{src}: {reasons[src]}" for src in DERIVED.get(metric, ()) if src in reasons]
+    own = reasons.get(metric)
+    return f"{NOT_MEASURED}: " + ("; ".join(parts + ([own] if own else [])) or "no value recorded")
 
 
 def share_view(client, experiment_id: str, key: str, state: dict) -> str:
@@ -86,12 +97,6 @@ def runs_view(client, experiment_id: str, parent_id: str, knobs: list[str], meas
     """A sweep's or search's jobs (the parent's children) as a shared view; returns its key."""
     return share_view(client, experiment_id, f"rlbench-{parent_id}",
                       view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured))
-
-
-def ensure_model_training(client, experiment) -> None:
-    """Tag the experiment as model training unless someone chose its kind already."""
-    if KIND_TAG not in (experiment.tags or {}):
-        client.set_experiment_tag(experiment.experiment_id, KIND_TAG, KIND)
 
 
 def _param_of(key: str, params: set[str]) -> str | None:
