@@ -40,16 +40,17 @@ def _bar(metric: str) -> dict:
             "isGenerated": False, "deleted": False, "runsCountToCompare": 100}
 
 
-def view_state(search_filter: str, knobs: list[str], measured: set[str]) -> dict:
+def view_state(search_filter: str, knobs: list[str], measured: set[str], parallel: bool = True) -> dict:
     """The runs table filtered by `search_filter`, sorted by runtime_s (shortest task first), with
     the columns: the swept `knobs` (params), the headline metrics (a tag column reading "not
     measured ..." for a headline metric no job logged), the bound; the chart view's first
-    section: a bar per headline metric, then the knobs and rates in parallel coordinates."""
+    section: a bar per headline metric, then (`parallel`: several runs) the knobs and rates in
+    parallel coordinates."""
     metrics = [m for m in HEADLINE if m in measured]
     columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
                + [_col("tags", m) for m in HEADLINE if m not in measured] + [_col("tags", BOUND_TAG)])
     charts = [_bar(m) for m in metrics]
-    if knobs:  # the last axis is the colour scale: the task's time
+    if knobs and parallel:  # the last axis is the colour scale: the task's time
         charts.append({"type": "PARALLEL", "uuid": "rlbench-parallel", "metricSectionId": "rlbench-headline",
                        "isGenerated": False, "deleted": False, "runsCountToCompare": 100, "showAllRuns": True,
                        "selectedParams": list(knobs),
@@ -89,7 +90,7 @@ def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
 def job_view(client, experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
     """A job's own chart view (its headline numbers first); returns its relative link."""
     key = share_view(client, experiment_id, f"rlbench-job-{run_id}",
-                     view_state(f"attributes.run_id = '{run_id}'", knobs, measured))
+                     view_state(f"attributes.run_id = '{run_id}'", knobs, measured, parallel=False))
     return view_link(experiment_id, key, chart=True)
 
 
