@@ -52,7 +52,7 @@ def moved_sweep(store, tmp_path):
     overrides = [o for o in store["overrides"] if not o.startswith(("tracking.uri", "tracking.artifact_location"))]
     # sm_limit=1: one torch thread for learner and inference; on a busy 2-core host the default
     # (all cores) makes the same 3000 frames take 30 s instead of 2 s
-    out = rlbench_cli(["-m", "seed=1,2", *CARTPOLE_TINY, "actors=2", "sm_limit=1", "progress=log",
+    out = rlbench_cli(["-m", "actors=2,4", *CARTPOLE_TINY, "sm_limit=1", "progress=log",
                        "telemetry.rate_hz=2", f"tracking.uri=sqlite:///{first}/mlflow.db", *overrides], timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     uri = f"sqlite:///{first}/mlflow.db"
@@ -98,18 +98,36 @@ def shown_whole(text: str) -> str:
             "return !!hit && e.contains(hit) })")
 
 
+def first_chart_title() -> str:
+    """JS: the title of the chart view's first chart card."""
+    return ("document.querySelector('[data-testid=experiment-view-compare-runs-card]')"
+            "?.innerText.trim().split('\\n')[0]")
+
+
+def in_model_training_view() -> str:
+    """JS: the page is in MLflow's "Model training" view (the GenAI one lists "Evaluation runs")."""
+    return "!!document.body && /Runs/.test(document.body.innerText) && !/Evaluation runs/.test(document.body.innerText)"
+
+
 def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser first: no chromium, no sweep
     uri, parent = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
     kids = mlflow.search_runs([exp], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{pid}'")
-    assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2"]
+    assert sorted(k.info.run_name for k in kids) == ["actors=2", "actors=4"]
     run_page = f"{ui.url}/#/experiments/{exp}/runs/{{}}?workflowType=machine_learning"
 
-    # the runs table the sweep prints: the children, in the "Model training" view
-    browser.navigate(ui_runs_url(uri, exp, pid).replace("http://127.0.0.1:5000", ui.url))
-    for name in ("seed=1", "seed=2"):
-        browser.wait_for_text(name)
+    # the address the sweep prints: its jobs with their knob and headline numbers as columns,
+    # shortest task first, without touching "Columns"
+    table = ui_runs_url(uri, exp, f"rlbench-{pid}").replace("http://127.0.0.1:5000", ui.url)
+    browser.navigate(table)
+    for text in ("actors=2", "actors=4", "runtime_s", "task_fps", "fps", "energy_per_task_j", "bound",
+                 "not measured: "):
+        browser.wait_for_text(text)
+    browser.wait_for(in_model_training_view(), what="the Model training view")
     browser.screenshot(SHOTS / "1_runs_table.png")
+    browser.navigate(table + "&compareRunsMode=CHART")  # its chart view: the headline numbers as bars first
+    browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first chart")
+    browser.screenshot(SHOTS / "1b_runs_charts.png")
 
     # the parent's page: its description (the note the sweep and the report wrote) and its metrics
     browser.navigate(run_page.format(pid))
@@ -130,19 +148,28 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser fi
     browser.navigate(link)
     browser.wait_for_text("Path: rlbench-store:/test/")  # the viewer, reading the moved store
     browser.wait_for(shown_whole("report.html"), what="report.html in the artifact tree, unfolded")
-    browser.wait_for("document.body?.innerText.includes('rlbench report: sweep seed=1,2') && document.images.length"
+    browser.wait_for("document.body?.innerText.includes('rlbench report: sweep actors=2,4') && document.images.length"
                      " > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)", frames=True,
                      what="the report's heading and its figures loaded, in the viewer's iframe")
+    browser.wait_for("/knee[^\\n]*task/.test(document.body?.innerText || '')", frames=True,
+                     what="the report's verdict judging the knee on the task's time")
     browser.screenshot(SHOTS / "3_report_artifact.png")
     browser.evaluate_in_frames("scrollTo(0, document.images[0].getBoundingClientRect().top + scrollY - 200)")
     browser.screenshot(SHOTS / "4_report_figure.png")
 
-    # a job's page: its description says what fps and task_fps are; the operations chart is an artifact
+    # a job's page: its description says what fps and task_fps are and links its headline
+    # charts; in the Model training view; those charts start with the task's time
     job = kids[0].info.run_id
     browser.navigate(run_page.format(job))
-    for text in ("rlbench job", "task_fps", "Datasets", "CartPole-v1 (gym, frameskip 1)"):
+    for text in ("rlbench job", "task_fps", "Datasets", "CartPole-v1 (gym, frameskip 1)", "Headline charts"):
         browser.wait_for_text(text)
+    browser.wait_for(in_model_training_view(), what="the Model training view")
     browser.screenshot(SHOTS / "5_job_run.png")
+    charts = browser.evaluate("[...document.querySelectorAll('a')].find(a => a.innerText === 'Headline charts')?.href")
+    assert charts and f"viewStateShareKey=rlbench-job-{job}" in charts, charts
+    browser.navigate(charts)
+    browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the job's first chart")
+    browser.screenshot(SHOTS / "5b_job_headline_charts.png")
     browser.navigate(run_page.format(f"{job}/artifactPath/operations.png"))
     browser.wait_for_text("Path: rlbench-store:/test/")
     browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
