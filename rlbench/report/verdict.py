@@ -60,7 +60,7 @@ def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] 
             how = (f"more actors shorten the task by at most {saved:.1%}" if saved > 0 else
                    "no larger actor count shortens the task")
             if saved >= share:
-                how = f"no larger actor count shortens the task measurably (at most {saved:.1%}, within the spread)"
+                how = f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the spread)"
             told = f" ({unclear})" if unclear else ""
             return Knee(a, runtimes[a], saved, True,
                         f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
