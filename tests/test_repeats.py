@@ -1,16 +1,23 @@
 """repeats=N: the grid's expansion and its refusals, the median and spread per configuration,
 and a verdict that never separates configurations by less than the measured spread."""
 
+import re
+import statistics
 from types import SimpleNamespace
 
+import mlflow
 import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import OmegaConf
 
 from rlbench.config.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.repeats import Spread, cannot_tell, config_rows, pair_spread, repeated, spread
+from rlbench.report.findings import findings
+from rlbench.report.html import config_table
+from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import knee, recommend
 from rlbench.tracking.parent import best_row, summary_metrics, sweep_note
+from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
 
 
 def _sweeper(config: dict | None = None, params: dict | None = None):
@@ -198,3 +205,65 @@ def test_the_recommendation_on_single_runs_says_the_spread_is_unknown():
     rec = recommend([_candidate("actors=4", 71.8, None, 1), _candidate("actors=40", 72.8, None, 1)])
     assert rec.name == "actors=4" and rec.tied == [] and "median of" not in rec.text
     assert rec.text.endswith("; single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+
+
+# --- the report on repeated runs ---
+
+def _run(i: int, actors: int, runtime: float, fps: float) -> JobRun:
+    return JobRun(f"id{i}", f"actors={actors} seed={1 + (i // 2) * SEED_STRIDE}", "FINISHED", {"actors": str(actors)},
+                  {"runtime_s": runtime, "fps": fps, "cpu_gpu_ratio": 0.5}, {},
+                  {"repeat_group": f"actors={actors}", "repeat": str(i // 2), "repeats": "3"})
+
+
+def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spread():
+    # actors=4: 74.0, 71.8, 73.0 s; actors=40: 72.8, 70.1, 75.3 s: medians 73.0 vs 72.8, ranges 2.2 and 5.2 s
+    times = {4: [74.0, 71.8, 73.0], 40: [72.8, 70.1, 75.3]}
+    jobs = [_run(2 * k + (a == 40), a, times[a][k], 1000.0 + a) for k in range(3) for a in (4, 40)]
+    study = Study("sweep", "sweep actors=4,40 repeats=3", "p", {"hardware_threads": "2"}, jobs, [])
+    f = findings(study)
+    assert f["configurations"]["actors=40"]["runtime_s"] == {"median": 72.8, "low": 70.1, "high": 75.3, "n": 3,
+                                                             "spread": pytest.approx(5.2)}
+    rec = f["recommendation"]
+    assert rec["name"] == "actors=40" and rec["runs"] == 3 and rec["tied"] == ["actors=4"]
+    assert "actors=4 (73.0 s): cannot tell apart: difference 0.2 s < spread 5.2 s" in rec["text"]
+    (k,) = f["knee"].values()
+    assert k["actors"] == 4 and k["runs"][40]["n"] == 3 and "cannot tell apart" in k["text"]
+    page = config_table(f["configurations"])
+    assert "<td>actors=40</td><td>72.8 (70.1..75.3, n=3)</td>" in page and "<h2>Configurations</h2>" in page
+    assert config_table({"a": {"runtime_s": {"median": 1.0, "low": 1.0, "high": 1.0, "n": 1}}}) == ""
+
+
+# --- the command line: refusals before any run, and a real sweep with repeats ---
+
+@pytest.mark.parametrize("args, message", [
+    (["-m", "actors=2,4", "repeats=3", "seed=1,2"], "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
+    (["repeats=3"], "repeats=3 runs every configuration 3 times as one sweep: add -m"),
+])
+def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
+    out = rlbench_cli(args + CARTPOLE_TINY + store["overrides"], timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+    assert not store["db"].exists() or runs(store["uri"]) == []
+
+
+def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration(store):
+    out = rlbench_cli(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
+                       *store["overrides"]], timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    all_runs = runs(store["uri"])
+    (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
+    kids = sorted((r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
+                  key=lambda r: r.info.run_name)
+    assert parent.info.run_name == "sweep actors=2,4 repeats=2" and parent.data.params["repeats"] == "2"
+    assert [k.info.run_name for k in kids] == ["actors=2 seed=1", "actors=2 seed=10001", "actors=4 seed=1",
+                                               "actors=4 seed=10001"]
+    assert [(k.data.tags["repeat_group"], k.data.tags["repeat"], k.data.tags["repeats"]) for k in kids] == [
+        ("actors=2", "0", "2"), ("actors=2", "1", "2"), ("actors=4", "0", "2"), ("actors=4", "1", "2")]
+    assert all("repeats" not in k.data.params and k.info.status == "FINISHED" for k in kids)
+    assert len({k.data.tags["config_hash"] for k in kids}) == 4  # each repeat is its own work (its seed)
+    assert "[rlbench sweep] per configuration, median (min..max, n) of its finished runs:" in out.stdout
+    assert re.search(r"actors=2\s+2 FINISHED\s+[\d.]+ \([\d.]+\.\.[\d.]+, n=2\)", out.stdout), out.stdout[-2000:]
+    arts = [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)]
+    assert "summary_configs.csv" in arts and "summary.csv" in arts
+    medians = {g: statistics.median(k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g)
+               for g in ("actors=2", "actors=4")}
+    assert parent.data.metrics["best/runtime_s"] == pytest.approx(min(medians.values()), rel=1e-5)
