@@ -28,6 +28,10 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
         print("rlbench: search=... runs an Optuna study over many jobs: add -m "
               "(python -m rlbench -m search=ratio)", file=sys.stderr)
         sys.exit(2)
+    if cfg.get("repeats", 1) > 1 and hc.mode.name == "RUN":
+        print(f"rlbench: repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
+              f"(python -m rlbench -m repeats={cfg.repeats} ...)", file=sys.stderr)
+        sys.exit(2)
     try:
         conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
         from rlbench.job import run_job

@@ -26,6 +26,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 from mlflow.entities import Metric
 
+from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
 from rlbench.tracking.record import flatten, rounded
@@ -42,9 +43,11 @@ from rlbench.tracking.views import HEADLINE, knobs_of, runs_view
 
 log = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ("job", "name", "overrides", "status", "runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio",
-                   "run_id")
-_PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("overrides", "run_id"))  # the terminal's table
+SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "runtime_s", "fps", "energy_per_task_j",
+                   "cpu_gpu_ratio", "run_id")
+_VALUES = SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("runtime_s"):]  # what a finished job returns
+_PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id"))  # the terminal's
+_CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
 
 
 def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
@@ -67,24 +70,28 @@ def finished_hashes(tracking) -> set[str]:
     return {r.data.tags.get("config_hash") or r.data.params.get("config_hash") for r in found}  # param: older runs
 
 
-def open_parent(tracking, name: str, jobs: list[list[str]], arguments: list[str]) -> str:
+def open_parent(tracking, name: str, jobs: list[list[str]], arguments: list[str], repeats: int = 1) -> str:
     client = mlflow.MlflowClient()
     run = client.create_run(open_experiment(tracking), run_name=name,
                             tags={**host_tags(), **source_tags("sweep"), "rlbench.role": "sweep",
                                   "sweep_id": uuid.uuid4().hex[:12]})
     client.log_param(run.info.run_id, "grid", " ".join(arguments)[:6000] or "(none)")
     client.log_param(run.info.run_id, "jobs", len(jobs))
+    client.log_param(run.info.run_id, "repeats", repeats)
     return run.info.run_id
 
 
-def job_row(index: int, job: list[str], ret, name: str = "") -> dict:
+def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", repeat: int = 0) -> dict:
+    """One job's summary row; `config` (the configuration it repeats, default its name) and
+    `repeat` group the repeats of a configuration (rlbench/repeats.py)."""
     row = dict.fromkeys(SUMMARY_COLUMNS)
-    row |= {"job": index, "name": name or run_name_from(job), "overrides": " ".join(job)}
+    row |= {"job": index, "name": name or run_name_from(job), "overrides": " ".join(job), "repeat": repeat}
+    row["config"] = config or row["name"]
     if ret is None:
         return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
-                | {k: ret.return_value.get(k) for k in SUMMARY_COLUMNS[4:]})
+                | {k: ret.return_value.get(k) for k in (*_VALUES, "task_fps")})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -97,6 +104,33 @@ def summary_text(rows: list[dict]) -> str:
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table]
                      + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()])
+
+
+def config_summary_text(rows: list[dict]) -> str:
+    """One line per configuration: its runs' status and, per metric, the median and the spread
+    over its finished runs (`72.8 (70.1..75.3, n=3)`)."""
+    def fmt(v):
+        return "-" if v is None else (v.text() if isinstance(v, Spread) else str(v))
+
+    table = [_CONFIG_PRINTED] + [tuple(fmt(c[k]) for k in _CONFIG_PRINTED) for c in config_rows(rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table)
+
+
+def configs_csv(rows: list[dict]) -> str:
+    """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n."""
+    buf = io.StringIO()
+    head = ["config", "runs", "finished", "status", "jobs"] + [f"{m}{s}" for m in STAT_METRICS
+                                                               for s in ("", "_min", "_max", "_n")]
+    writer = csv.writer(buf)
+    writer.writerow(head)
+    for c in config_rows(rows):
+        cells = [c["config"], c["runs"], c["finished"], c["status"], " ".join(map(str, c["jobs"]))]
+        for m in STAT_METRICS:
+            v = c[m]
+            cells += [rounded(v.median), rounded(v.low), rounded(v.high), v.n] if v is not None else ["", "", "", 0]
+        writer.writerow(cells)
+    return buf.getvalue()
 
 
 def missing_reasons(rows: list[dict]) -> dict[str, str]:
@@ -122,6 +156,8 @@ def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
     writer.writeheader()
     writer.writerows(rows)
     client.log_text(parent_id, buf.getvalue(), "summary.csv")
+    if repeated(rows):
+        client.log_text(parent_id, configs_csv(rows), "summary_configs.csv")
     now = int(time.time() * 1000)
     client.log_batch(parent_id, metrics=[Metric(k, v, now, step) for k, v, step in summary_metrics(rows)])
     run = client.get_run(parent_id)
@@ -151,9 +187,9 @@ def measured_headline(rows: list[dict]) -> set[str]:
     return {"runtime_s", "task_fps", "fps"} | {m for m in HEADLINE if any(r.get(m) is not None for r in done)}
 
 
-def sweep_name(preset: str | None, jobs: list[list[str]]) -> str:
+def sweep_name(preset: str | None, jobs: list[list[str]], suffix: str = "") -> str:
     """The parent's name: the preset (or 'sweep') and what varies, short enough for the runs
-    table (`actor_sweep actors=4..256`, `sweep actors=2,4`)."""
+    table (`actor_sweep actors=4..256`, `sweep actors=2,4`), then `suffix` (` repeats=3`)."""
     values: dict[str, list[str]] = {}
     for job in jobs:
         for o in job:
@@ -162,7 +198,8 @@ def sweep_name(preset: str | None, jobs: list[list[str]]) -> str:
                 values[key].append(value)
     parts = [f"{k}={','.join(v) if len(v) <= 3 else f'{v[0]}..{v[-1]}'}" for k, v in values.items() if len(v) > 1]
     text = f"{preset or 'sweep'} {' '.join(parts)}".strip()
-    return text if len(text) <= 48 else text[:47] + "…"
+    room = 48 - len(suffix)
+    return (text if len(text) <= room else text[:room - 1] + "…") + suffix
 
 
 def run_names(jobs: list[list[str]]) -> list[str]:
@@ -184,11 +221,26 @@ def child_overrides(tracking, parent: str, name: str) -> list[str]:
             f"tracking.parent_run_id={parent}", f"tracking.run_name='{name}'"]
 
 
-def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking):
+def repeat_overrides(grid, config_names: list[str]) -> dict[int, list[str]]:
+    """With repeats, every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group` (the
+    name of the configuration it repeats), by which the report groups the repeats."""
+    if grid is None or grid.repeats == 1:
+        return {}
+    return {i: [f"++tracking.tags.repeat={k}", f"++tracking.tags.repeats={grid.repeats}",
+                f"++tracking.tags.repeat_group={_quoted(config_names[i])}"] for i, k in enumerate(grid.repeat)}
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking,
+           extra: dict[int, list[str]] | None = None):
     """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
-    between jobs); others (joblib, submitit) get all jobs at once and run them in parallel."""
-    total = len(names)
-    tagged = [(i, job, job + child_overrides(tracking, parent, names[i])) for i, job in todo]
+    between jobs); others (joblib, submitit) get all jobs at once and run them in parallel.
+    extra: more overrides per job index (its repeat tags)."""
+    total, extra = len(names), extra or {}
+    tagged = [(i, job, job + child_overrides(tracking, parent, names[i]) + extra.get(i, [])) for i, job in todo]
     if isinstance(launcher, BasicLauncher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
@@ -212,23 +264,32 @@ def sweep_tracking(confs: list):
     return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix):] for n in names))
 
 
-def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list):
-    """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid)."""
+def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None):
+    """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid);
+    grid: its Grid, which says which configuration each job repeats (None: one run each)."""
     tracking = sweep_tracking(confs)
     preflight_or_exit(tracking.uri)
     experiment_id = open_experiment(tracking)
     mark_stale_runs(tracking)
     done = finished_hashes(tracking) if confs[0].resume else set()
     choices = sweeper.config.hydra.runtime.choices
-    name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), jobs))
-    parent = open_parent(tracking, name, jobs, arguments)
+    repeats = grid.repeats if grid is not None else 1
+    if repeats > 1:  # named by what varies between configurations, not the repeats' seeds
+        name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), [j[:-1] for j in jobs],
+                                                               f" repeats={repeats}"))
+    else:
+        name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), jobs))
+    parent = open_parent(tracking, name, jobs, arguments, repeats)
     todo = [(i, job) for i, (job, conf) in enumerate(zip(jobs, confs)) if config_hash(conf) not in done]
     names = run_names(jobs)
-    rows = {i: job_row(i, job, None, names[i]) for i, job in enumerate(jobs) if i not in dict(todo)}
+    configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
+    repeat = grid.repeat if grid is not None else [0] * len(jobs)
+    rows = {i: job_row(i, job, None, names[i], configs[i], repeat[i]) for i, job in enumerate(jobs)
+            if i not in dict(todo)}
     status = "FAILED"
     try:
-        for i, job, ret in launch(sweeper.launcher, todo, parent, names, tracking):
-            rows[i] = job_row(i, job, ret, names[i])
+        for i, job, ret in launch(sweeper.launcher, todo, parent, names, tracking, repeat_overrides(grid, configs)):
+            rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
             if rows[i]["status"] == "FAILED":
                 log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
         status = "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
@@ -239,7 +300,9 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list)
         rows = [rows[i] for i in sorted(rows)]
         close_parent(parent, rows, status)
         view = sweep_view(experiment_id, parent, jobs, confs, rows)
-        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}\n"
+        per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
+                      f"{config_summary_text(rows)}\n" if repeated(rows) else "")
+        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}\n{per_config}"
               f"[rlbench sweep] {ui_hint(tracking.uri, experiment_id, view)}", flush=True)
     if status == "FAILED":
         failed = [r["overrides"] for r in rows if r["status"] == "FAILED"]

@@ -40,7 +40,8 @@ def test_defaults_are_pong_r2d2_reference(compose_cfg):
     [("actors=0", "actors=0"), ("actors=-3", "actors=-3"), ("workload.frames=0", "workload.frames=0"),
      ("sm_limit=0", "sm_limit=0"), ("algo.overlap=100", "algo.overlap=100"),
      ("actor_threads=100000", "actor_threads=100000"), ("algo.overlap=10", "algo.overlap=10"),
-     ("eval_envs=-1", "eval_envs=-1"), ("algo.replay_memory_gb=0", "algo.replay_memory_gb=0")],
+     ("eval_envs=-1", "eval_envs=-1"), ("algo.replay_memory_gb=0", "algo.replay_memory_gb=0"),
+     ("repeats=0", "repeats=0")],
 )
 def test_validate_names_key_value_and_rule(compose_cfg, override, key):
     with pytest.raises(ConfigError, match="allowed") as e:

@@ -34,7 +34,9 @@ def test_the_knee_judges_the_task_and_says_when_the_learner_bounds_it():
 def test_a_knee_where_more_actors_only_slow_the_task_says_so():
     k = knee({40: 72.8, 256: 86.1}, share=0.10, fps={40: 3393.0, 256: 3401.0})  # the main command on 2 cores
     assert k.actors == 40 and "no larger actor count shortens the task" in k.text
-    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%")  # no claim about the learner
+    # no claim about the learner; one run each: the spread is unknown, and the text says so
+    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%; single run per configuration: "
+                           "the spread is unknown; rerun with repeats=3 to tell")
 
 
 def test_knee_share_is_configurable():
@@ -121,7 +123,8 @@ def test_recommend_names_what_differs_when_every_job_has_the_same_ratio():
             {"name": "algo=vtrace", "ratio": 1.0, "runtime_s": 67.0, "fps": 3200.0, "energy_j": None}]
     rec = recommend(jobs)
     assert rec.text.startswith("algo=vtrace: task in 67.0 s") and "CPU/GPU ratio 1 (" not in rec.text
-    assert rec.text.endswith("every job ran at CPU/GPU ratio 1, so this comparison picks no ratio")
+    assert rec.text.endswith("every job ran at CPU/GPU ratio 1, so this comparison picks no ratio; "
+                             "single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
 
 
 def test_study_rule_on_a_dgx1_like_host():

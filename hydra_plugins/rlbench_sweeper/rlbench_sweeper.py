@@ -4,6 +4,7 @@ Every job is composed and validated before the first starts; the sweep gets one 
 parent run; a failing job does not stop the others. The logic lives in rlbench.sweep.
 """
 
+import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
@@ -23,7 +24,7 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 class RlbenchSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
-        from rlbench.config.grid import expand_jobs, validate_jobs
+        from rlbench.config.grid import plan, seed_overlap, validate_jobs
         from rlbench.signals import sigterm_raises
 
         with sigterm_raises():
@@ -31,8 +32,11 @@ class RlbenchSweeper(BasicSweeper):
                 from rlbench.search import run_search
 
                 return run_search(self, arguments)
-            jobs = expand_jobs(self, arguments)
-            confs = validate_jobs(self, jobs)  # exits 2 before torch and MLflow are imported
+            grid = plan(self, arguments)  # exits 2 on a bad repeats or seed list
+            confs = validate_jobs(self, grid.jobs)  # exits 2 before torch and MLflow are imported
+            warning = seed_overlap(grid, confs)
+            if warning:
+                print(f"rlbench: warning: {warning}", file=sys.stderr)
             from rlbench.sweep import run_sweep
 
-            return run_sweep(self, arguments, jobs, confs)
+            return run_sweep(self, arguments, grid.jobs, confs, grid)

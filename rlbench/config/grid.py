@@ -3,21 +3,107 @@
 Light on purpose (no MLflow, no trainer): a sweep with one bad job is refused in seconds,
 before the heavy imports its jobs need. (torch is imported only where a job passes its rules
 and its compute limit must be checked against the device.)
+
+Repeats (`repeats=N`): every configuration of the grid runs N times, each run a job of its
+own that names its seed (`repeat_jobs`); a bad `repeats` or a seed list that does not match
+it is refused here, before any job is composed.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
+from dataclasses import dataclass
 
 from rlbench.config.validate import ConfigError, validate
 
+# Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
+# the repeats' env seeds never meet while a job has at most SEED_STRIDE envs (seed_overlap warns).
+SEED_STRIDE = 10_000
 
-def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
+
+@dataclass
+class Grid:
+    """A sweep's jobs, and for each the configuration it repeats and which repeat it is."""
+    jobs: list[list[str]]  # each job's overrides (with repeats > 1 each names its `seed=`)
+    configs: list[str]     # per job: its configuration, its overrides less the repeats' seed
+    repeat: list[int]      # per job: 0 .. repeats - 1
+    repeats: int = 1
+
+
+def repeat_seeds(repeats: int, seed: int, given: list[str] | None = None) -> list[str]:
+    """The seed of each repeat: the `given` list (`seed=1,2,3`) when it has exactly `repeats`
+    values, else seed + k * SEED_STRIDE. Raises ConfigError naming the key."""
+    if repeats < 1:
+        raise ConfigError(f"repeats={repeats}: allowed: an integer >= 1 (runs of each configuration)")
+    if given is None:
+        return [str(seed + k * SEED_STRIDE) for k in range(repeats)]
+    if len(given) != repeats:
+        raise ConfigError(f"seed: {len(given)} values ({','.join(given)}) but repeats={repeats}: "
+                          f"give {repeats} seeds or one")
+    if len(set(given)) != len(given):
+        raise ConfigError(f"seed: the repeats' seeds ({','.join(given)}) must differ: give {repeats} different seeds")
+    return list(given)
+
+
+def repeat_jobs(grid: list[list[str]], seeds: list[str]) -> Grid:
+    """Every configuration of `grid` once per seed. With more than one seed each job gets its
+    `seed=` override (a job reproducible alone), and the repeats are interleaved: every
+    configuration's repeat 0, then every one's repeat 1, ..., so a slow spell of a shared host
+    spreads over the configurations instead of landing on one of them."""
+    configs = [" ".join(job) for job in grid]
+    if len(seeds) <= 1:
+        return Grid([list(job) for job in grid], configs, [0] * len(grid))
+    jobs = [(list(job) + [f"seed={s}"], config, k) for k, s in enumerate(seeds) for job, config in zip(grid, configs)]
+    return Grid([j for j, _, _ in jobs], [c for _, c, _ in jobs], [k for _, _, k in jobs], len(seeds))
+
+
+def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
+    """`repeats` (one value: the command line's, else the config's) and the repeats' seeds;
+    ConfigError naming the key when `repeats` is swept or < 1, or a seed list does not match."""
+    by_key = {o.key_or_group: o for o in overrides}
+    r, s = by_key.get("repeats"), by_key.get("seed")
+    if r is not None and r.is_sweep_override():
+        raise ConfigError(f"repeats={','.join(r.sweep_string_iterator())}: allowed: one integer >= 1 per sweep, "
+                          "not a list (every configuration runs `repeats` times)")
+    repeats = r.value() if r is not None else config.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool):
+        raise ConfigError(f"repeats={repeats!r}: allowed: an integer >= 1")
+    if repeats < 1:
+        raise ConfigError(f"repeats={repeats}: allowed: an integer >= 1 (runs of each configuration)")
+    if config.get("search") is not None and repeats != 1:
+        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (each trial runs once; "
+                          "rerun a configuration the search found in a sweep with repeats=N)")
+    if s is not None and s.is_sweep_override():
+        if repeats == 1:
+            return 1, []  # a seed grid: every seed is a configuration of its own
+        return repeats, repeat_seeds(repeats, 0, list(s.sweep_string_iterator()))
+    seed = s.value() if s is not None else config.get("seed", 1)
+    if repeats > 1 and not isinstance(seed, int):
+        raise ConfigError(f"seed={seed!r}: allowed: an integer")
+    return repeats, repeat_seeds(repeats, seed) if repeats > 1 else []
+
+
+def plan(sweeper, arguments: list[str]) -> Grid:
+    """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
+    configuration `repeats` times; exits 2 with the key named when repeats or seed is wrong."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     params = sweeper._parse_config() + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
-    return [list(job) for batch in sweeper.split_arguments(overrides, None) for job in batch]
+    try:
+        repeats, seeds = _repeats_and_seeds(overrides, sweeper.config)
+    except ConfigError as e:
+        print(f"rlbench: no job started: {e}", file=sys.stderr)
+        sys.exit(2)
+    if repeats > 1:  # the repeats' seeds replace the seed override; repeats is the sweep's, not a job's
+        overrides = [o for o in overrides if o.key_or_group not in ("seed", "repeats")]
+    grid = [list(job) for batch in sweeper.split_arguments(overrides, None) for job in batch]
+    return repeat_jobs(grid, seeds)
+
+
+def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
+    return plan(sweeper, arguments).jobs
 
 
 def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
@@ -32,3 +118,19 @@ def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
         print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
         sys.exit(2)
     return confs
+
+
+def seed_overlap(grid: Grid, confs: list) -> str | None:
+    """A warning when two repeats' env seeds meet (env i of a job is seeded seed + i): the
+    repeats' seeds closer together than a job's envs replay shifted copies of each other's
+    episodes. Never with the default seeds (SEED_STRIDE apart) below SEED_STRIDE envs."""
+    if grid.repeats == 1:
+        return None
+    seeds = sorted({c.seed for c in confs})
+    envs = max(c.actors + c.eval_envs for c in confs)
+    gap = min(b - a for a, b in itertools.pairwise(seeds)) if len(seeds) > 1 else None
+    if gap is None or gap >= envs:
+        return None
+    return (f"seed: the repeats' seeds ({','.join(map(str, seeds))}) are {gap} apart, fewer than a job's "
+            f"{envs} envs (actors + eval_envs; env i is seeded seed + i), so repeats share env seeds; "
+            f"seeds at least {envs} apart (or one seed) keep them apart")

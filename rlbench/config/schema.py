@@ -120,6 +120,11 @@ class Config:
     eval_epsilon: float = 0.001  # SEED RL's eval_epsilon
     progress: str = "auto"  # "bar", "log" or "auto" (bar on a terminal)
     resume: bool = False  # sweeps: skip jobs whose identical config already has a FINISHED run
+    # Sweeps (-m): run every configuration of the grid this many times, each with its own seed
+    # (seed + k * 10_000 for repeat k, or a list `seed=a,b,c` of exactly `repeats` values); the
+    # summary and the report compare medians and show the spread (rlbench/repeats.py). Not a
+    # job's own knob: left out of its params and config_hash, and one value per sweep.
+    repeats: int = 1
 
 
 GROUP_SCHEMAS = {

@@ -33,6 +33,7 @@ def _rules(c: Config, host: bool = True) -> Rules:
     beat = max(HEARTBEAT_S, c.tracking.log_every_s)
     return {
         "actors": int_at_least(1),
+        "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
         "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
         "inference_batch": _inference_batch_rule(c),

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from rlbench.repeats import STAT_METRICS, group_by, spread
 from rlbench.report.figures import series
-from rlbench.report.records import Study
+from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import bottleneck, knee, on_off_policy, recommend, study_rule
 
 
@@ -23,16 +24,18 @@ def _int(v) -> int | None:
 def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
     threads = _int(study.host.get("hardware_threads"))
     knees = {}
-    for g, js in series(study.finished, "actors", "actors").items():
-        runtimes = {j.actors: j.value("runtime_s") for j in js if j.value("runtime_s") is not None}
-        fps = {j.actors: j.value("fps") for j in js if j.value("fps") is not None}
+    for g, js in series(study.finished, "actors", "actors").items():  # repeats of an actor count: their median
+        by_actors = group_by(js, lambda j: j.actors)
+        runs = {a: spread(j.value("runtime_s") for j in rs) for a, rs in by_actors.items()}
+        runtimes = {a: s.median for a, s in runs.items() if s is not None}
+        fps = {a: s.median for a, rs in by_actors.items() if (s := spread(j.value("fps") for j in rs)) is not None}
         if len(runtimes) >= 2:
-            k = knee(runtimes, knee_share, fps)
-            knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads"}
+            k = knee(runtimes, knee_share, fps, {a: s.width for a, s in runs.items() if s is not None})
+            knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads",
+                                    "runs": {a: s.as_dict() for a, s in runs.items() if s is not None}}
     bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
-    candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"),
-                   "runtime_s": j.value("runtime_s"),
-                   "energy_j": j.value("energy_per_task_j")} for j in study.finished]
+    configs = configurations(study.finished)
+    candidates = recommend_candidates(study.finished, configs)
     rec = recommend(candidates, tolerance)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
@@ -41,9 +44,32 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))
     return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
+            "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
+                               for name, c in configs.items()},
             "on_off_policy": asdict(onoff) if onoff else None,
             "study_rule": rule, "not_finished": not_done, "missing": study.missing,
             "knee_share": knee_share, "tolerance": tolerance}
+
+
+_CANDIDATE = {"fps": "fps", "runtime_s": "runtime_s", "energy_j": "energy_per_task_j"}  # recommend's keys
+
+
+def configurations(jobs: list[JobRun]) -> dict[str, dict]:
+    """Finished runs by configuration (JobRun.config: repeats share one): per metric of
+    STAT_METRICS the Spread (median, min..max, n) of its runs, None where none measured it."""
+    return {name: {m: spread(j.value(m) for j in rs) for m in STAT_METRICS}
+            for name, rs in group_by(jobs, lambda j: j.config).items()}
+
+
+def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[dict]:
+    """recommend's input: one candidate per configuration, its medians and its runtime spread."""
+    out = []
+    for name, rs in group_by(jobs, lambda j: j.config).items():
+        c, runtime = configs[name], configs[name]["runtime_s"]
+        out.append({"name": name, "ratio": rs[0].knob("cpu_gpu_ratio"), "runs": runtime.n if runtime else len(rs),
+                    "runtime_spread": runtime.width if runtime else None}
+                   | {k: c[m].median if c[m] else None for k, m in _CANDIDATE.items()})
+    return out
 
 
 def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]]:

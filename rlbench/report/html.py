@@ -50,6 +50,29 @@ def job_table(study: Study, bounds: dict) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+CONFIG_COLUMNS = (("runtime (s)", "runtime_s"), ("task fps", "task_fps"), ("fps (env frames/s)", "fps"),
+                  ("energy per task (J)", "energy_per_task_j"))
+
+
+def config_table(configs: dict[str, dict]) -> str:
+    """With repeats (findings' `configurations`): one row per configuration, each value the
+    median of its finished runs with their range and count; empty when every one ran once."""
+    if not any(v and v["n"] > 1 for c in configs.values() for v in c.values()):
+        return ""
+
+    def cell(v) -> str:
+        if not v:
+            return '<td class="na">n/a</td>'
+        spread = f" ({v['low']:.4g}..{v['high']:.4g}, n={v['n']})" if v["n"] > 1 else ""
+        return f"<td>{v['median']:.4g}{spread}</td>"
+
+    head = "<tr><th>configuration</th>" + "".join(f"<th>{h}</th>" for h, _ in CONFIG_COLUMNS) + "</tr>"
+    rows = [f"<tr><td>{html.escape(name)}</td>" + "".join(cell(c.get(k)) for _, k in CONFIG_COLUMNS) + "</tr>"
+            for name, c in configs.items()]
+    return (f"<h2>Configurations</h2><p>median (min..max, n) of each configuration's finished runs; the verdict "
+            f"compares medians and calls no difference within the spread</p><table>{head}{''.join(rows)}</table>")
+
+
 def not_measured(study: Study) -> str:
     """Each table column some finished job could not measure, with the distinct reasons."""
     items = []
@@ -77,6 +100,7 @@ def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: d
 <p>{html.escape(study.kind)} {html.escape(study.parent_id or '')} on {html.escape(study.host_label())}.
 {html.escape(units)}. {len(study.finished)} of {len(study.jobs) + len(study.missing)} jobs finished.</p>
 <h2>Verdict</h2><ul>{verdict}</ul>
+{config_table(findings.get("configurations", {}))}
 <h2>Jobs</h2>{job_table(study, findings["bottleneck"])}{not_measured(study)}
 <h2>Figures</h2>{''.join(figures)}
 </body></html>"""

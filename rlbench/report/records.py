@@ -63,6 +63,12 @@ class JobRun:
     def error(self) -> str | None:
         return self.tags.get("error") or self.tags.get("end_reason")
 
+    @property
+    def config(self) -> str:
+        """The configuration this run repeats (its sweep's tag `repeat_group`, set with
+        repeats=N), else its own name: one run per configuration."""
+        return self.tags.get("repeat_group") or self.name
+
 
 @dataclass
 class Study:

@@ -1,11 +1,16 @@
 """The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
 
 - `knee`: the smallest actor count after which adding actors shortens the task by less than
-  `share` of its time (the actors' fps stated beside).
+  `share` of its time (the actors' fps stated beside), or by no more than the measured spread.
 - `bottleneck`: what bounds one job (environment stepping, inference, learner, or waiting),
   from its operation breakdown (`op_frac/<role>/<op>`) and how long the learner ran on after
   the actors were done.
-- `recommend`: the CPU/GPU ratio to configure for, with its fps and energy per task.
+- `recommend`: the CPU/GPU ratio to configure for, with its fps and energy per task, and the
+  configurations it cannot be told apart from.
+
+With repeats (rlbench/repeats.py) the numbers are medians per configuration, and no rule calls
+one configuration faster than another by a difference within the measured spread (the wider
+min..max range of the two); with one run per configuration the texts say the spread is unknown.
 - `study_rule`: what the study's rule (CPU/GPU ratio >= 1) predicts for a host.
 - `pareto`: the non-dominated jobs for (max fps, min energy per task).
 """
@@ -15,6 +20,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from rlbench.repeats import SINGLE_RUN, cannot_tell
+
 
 @dataclass
 class Knee:
@@ -23,29 +30,45 @@ class Knee:
     gain_after: float | None  # the largest share of the task's time any larger actor count saved
     reached: bool             # False: still saving >= share at the largest actor count swept
     text: str
+    spread: float | None = None  # the measured spread of the deciding comparison (s); None: unknown
 
 
-def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None) -> Knee:
-    """runtimes: actors -> runtime_s (the task's time); fps: actors -> the actors' fps, stated
-    beside. The knee is the smallest actor count whose task no larger actor count shortens by
-    `share` or more: the task's time, not the actors' rate, since a learner that bounds the
+def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None,
+         spreads: dict[int, float | None] | None = None) -> Knee:
+    """runtimes: actors -> runtime_s (the task's time, the median of its runs); fps: actors ->
+    the actors' fps, stated beside; spreads: actors -> the width (max - min) of its runs'
+    runtime_s, None for one run (None: every count ran once). The knee is the smallest actor
+    count whose task no larger actor count shortens by `share` or more and by more than the
+    measured spread: the task's time, not the actors' rate, since a learner that bounds the
     task makes faster actors worth nothing."""
     xs = sorted(runtimes)
     if len(xs) < 2:
         return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
+    spreads = spreads or {}
+    known = any(v is not None for v in spreads.values())
+    tail = "" if known else f"; {SINGLE_RUN}"
+
+    def width(a: int, b: int) -> float | None:
+        ws = [w for w in (spreads.get(a), spreads.get(b)) if w is not None]
+        return max(ws) if ws else None
+
     for i, a in enumerate(xs[:-1]):
         best = min(xs[i + 1:], key=lambda b: runtimes[b])
         saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
-        if saved < share:
+        unclear = cannot_tell(runtimes[a], runtimes[best], width(a, best))
+        if saved < share or unclear:
             how = (f"more actors shorten the task by at most {saved:.1%}" if saved > 0 else
                    "no larger actor count shortens the task")
+            if saved >= share:
+                how = f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the spread)"
+            told = f" ({unclear})" if unclear else ""
             return Knee(a, runtimes[a], saved, True,
                         f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
-                        f"at {best} actors: {_changes(runtimes, fps, a, best)}")
+                        f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}", width(a, best))
     last, prev = xs[-1], xs[-2]
     return Knee(last, runtimes[last], None, False,
                 f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
-                f"(threshold {share:.0%}); sweep further")
+                f"(threshold {share:.0%}); sweep further{tail}", width(prev, last))
 
 
 def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
@@ -117,13 +140,19 @@ class Recommendation:
     fps: float | None
     energy_j: float | None
     text: str
+    runtime_spread: float | None = None  # max - min of its runs' runtime_s; None: one run (unknown)
+    runs: int = 1
+    tied: list[str] = field(default_factory=list)  # configurations it cannot be told apart from
 
 
 def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | None:
     """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
-    when not measured). The job that finished the task soonest; where every candidate's energy
-    is known, the least energy per task among the jobs within `tolerance` of the best runtime
-    (a few percent of time for fewer joules)."""
+    when not measured): one per configuration, the medians of its runs, with `runtime_spread`
+    (max - min of its runs' runtime_s, None or absent for one run) and `runs`. The job that
+    finished the task soonest; where every candidate's energy is known, the least energy per
+    task among the jobs within `tolerance` of the best runtime (a few percent of time for fewer
+    joules). The text names the configurations whose runtime is within the measured spread of
+    the pick's (cannot tell apart), or says the spread is unknown when every one ran once."""
     ok = [j for j in jobs if j.get("runtime_s") is not None]
     if not ok:
         return None
@@ -138,12 +167,24 @@ def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | Non
     energy = f"{pick['energy_j']:.0f} J per task" if pick.get("energy_j") is not None else "energy not measured"
     ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
     fps = f"{pick['fps']:.0f} fps" if pick.get("fps") is not None else "fps unknown"
-    task = f"task in {pick['runtime_s']:.1f} s, {fps}, {energy}; {how}"
+    runs = pick.get("runs") or 1
+    span = f" (median of {runs} runs, spread {pick['runtime_spread']:.1f} s)" if runs > 1 else ""
+    task = f"task in {pick['runtime_s']:.1f} s{span}, {fps}, {energy}; {how}"
     if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
         text = f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
     else:
         text = f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
-    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text)
+    tied = []
+    for j in ok:
+        ws = [w for w in (pick.get("runtime_spread"), j.get("runtime_spread")) if w is not None]
+        why = None if j is pick else cannot_tell(pick["runtime_s"], j["runtime_s"], max(ws) if ws else None)
+        if why:
+            tied.append(j["name"])
+            text += f"; {j['name']} ({j['runtime_s']:.1f} s): {why}"
+    if len(ok) > 1 and all(j.get("runtime_spread") is None for j in ok):
+        text += f"; {SINGLE_RUN}"
+    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text,
+                          pick.get("runtime_spread"), runs, tied)
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,

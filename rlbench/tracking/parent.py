@@ -20,6 +20,8 @@ import math
 import sys
 import urllib.parse
 
+from rlbench.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
+
 NOTE_TAG = "mlflow.note.content"
 REPORT_MARK = "#### Report"
 SUMMARY_METRICS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio")
@@ -30,9 +32,20 @@ def _number(v) -> float | None:
 
 
 def best_row(rows: list[dict]) -> dict | None:
-    """The finished job with the shortest task (None when no job finished with a runtime)."""
-    done = [r for r in rows if r.get("status") == "FINISHED" and _number(r.get("runtime_s")) is not None]
-    return min(done, key=lambda r: r["runtime_s"]) if done else None
+    """The finished configuration with the shortest task by its median runtime_s (None when no
+    job finished with a runtime): with one run per configuration, that job's row; with repeats
+    (rlbench/repeats.py) a row of the configuration's medians, with `runs`, `jobs` and per
+    metric its `spread` (a Spread), and `rivals`: the configurations it cannot be told apart from."""
+    configs = config_rows(rows, SUMMARY_METRICS)
+    best = best_config(configs)
+    if best is None:
+        return None
+    if best["runs"] == 1:
+        return next(r for r in rows if config_key(r) == best["config"]) | {"rivals": rivals(configs, best)}
+    return ({"job": best["jobs"][0], "name": best["config"], "config": best["config"], "status": "FINISHED",
+             "runs": best["runs"], "finished": best["finished"], "jobs": best["jobs"],
+             "spread": {m: best[m] for m in SUMMARY_METRICS}, "rivals": rivals(configs, best)}
+            | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS})
 
 
 def summary_metrics(rows: list[dict]) -> list[tuple[str, float, int]]:
@@ -71,9 +84,18 @@ def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, par
              "",
              f"{len(rows)} jobs: " + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)]
     best = best_row(rows)
-    if best is not None:
+    if best is not None and "runs" in best:
+        lines += ["", f"Best (shortest median task): `{best['name']}` ({best['finished']} of {best['runs']} runs "
+                      f"finished, jobs {', '.join(map(str, best['jobs']))}): "
+                      + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}"
+                                  for m in SUMMARY_METRICS)]
+    elif best is not None:
         lines += ["", f"Best (shortest task): job {best['job']} `{best.get('name') or best.get('overrides') or '(defaults)'}`: "
                       + ", ".join(f"{m} {_fmt(best.get(m))}" for m in SUMMARY_METRICS)]
+    if best is not None and best["rivals"]:
+        lines += ["", "Not told apart from it: " + "; ".join(f"`{n}` ({why})" for n, why in best["rivals"])]
+    elif best is not None and not repeated(rows) and sum(r.get("status") == "FINISHED" for r in rows) > 1:
+        lines += ["", f"({SINGLE_RUN})"]
     ids = [r["run_id"] for r in rows if r.get("run_id")]
     if ids:
         lines += ["", (f"[Compare the jobs]({compare_link(experiment_id, ids)}) · summary table: "

@@ -95,11 +95,11 @@ def _folder_name(experiment: str) -> str:
 
 
 def config_hash(conf) -> str:
-    """Identity of a job's work: the typed config without tracking, progress and resume."""
+    """Identity of a job's work: the typed config without tracking, progress, resume and repeats."""
     from dataclasses import asdict
 
     d = asdict(conf)
-    for key in ("tracking", "progress", "resume"):
+    for key in ("tracking", "progress", "resume", "repeats"):
         d.pop(key, None)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -1,0 +1,269 @@
+"""repeats=N: the grid's expansion and its refusals, the median and spread per configuration,
+and a verdict that never separates configurations by less than the measured spread."""
+
+import re
+import statistics
+from types import SimpleNamespace
+
+import mlflow
+import pytest
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from omegaconf import OmegaConf
+
+from rlbench.config.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
+from rlbench.repeats import Spread, cannot_tell, config_rows, pair_spread, repeated, spread
+from rlbench.report.findings import findings
+from rlbench.report.html import config_table
+from rlbench.report.records import JobRun, Study
+from rlbench.report.verdict import knee, recommend
+from rlbench.tracking.parent import best_row, summary_metrics, sweep_note
+from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
+
+
+def _sweeper(config: dict | None = None, params: dict | None = None):
+    """What plan() reads of the Hydra sweeper: the preset's params, the composed config, Hydra's grid."""
+    return SimpleNamespace(_parse_config=lambda: [f"{k}={v}" for k, v in (params or {}).items()],
+                           hydra_context=SimpleNamespace(config_loader=None),
+                           config=OmegaConf.create({"seed": 1, "repeats": 1, "search": None} | (config or {})),
+                           split_arguments=BasicSweeper.split_arguments)
+
+
+# --- expansion ---
+
+def test_repeats_run_every_configuration_with_its_own_seed_interleaved():
+    grid = plan(_sweeper(), ["actors=4,40", "repeats=3"])
+    assert grid.repeats == 3 and grid.jobs == [
+        ["actors=4", "seed=1"], ["actors=40", "seed=1"],
+        ["actors=4", f"seed={1 + SEED_STRIDE}"], ["actors=40", f"seed={1 + SEED_STRIDE}"],
+        ["actors=4", f"seed={1 + 2 * SEED_STRIDE}"], ["actors=40", f"seed={1 + 2 * SEED_STRIDE}"]]
+    assert grid.configs == ["actors=4", "actors=40"] * 3 and grid.repeat == [0, 0, 1, 1, 2, 2]
+
+
+def test_repeats_start_from_the_given_seed_or_the_configs():
+    assert [j[-1] for j in plan(_sweeper(), ["repeats=2", "seed=7"]).jobs] == ["seed=7", f"seed={7 + SEED_STRIDE}"]
+    assert [j[-1] for j in plan(_sweeper({"seed": 5, "repeats": 2}), []).jobs] == ["seed=5", f"seed={5 + SEED_STRIDE}"]
+
+
+def test_a_seed_list_of_repeats_values_gives_the_repeats_seeds():
+    grid = plan(_sweeper(), ["actors=4,40", "repeats=3", "seed=1,2,3"])
+    assert [j for j in grid.jobs if j[0] == "actors=4"] == [["actors=4", "seed=1"], ["actors=4", "seed=2"],
+                                                            ["actors=4", "seed=3"]]
+    assert len(grid.jobs) == 6  # not a grid axis: 2 configurations x 3 repeats, not x 3 x 3
+
+
+def test_repeats_one_leaves_the_grid_as_it_was():
+    grid = plan(_sweeper(), ["actors=4,40", "seed=1,2"])  # a seed grid: every seed its own configuration
+    assert grid.jobs == [["actors=4", "seed=1"], ["actors=4", "seed=2"], ["actors=40", "seed=1"],
+                         ["actors=40", "seed=2"]] and grid.repeats == 1 and grid.repeat == [0] * 4
+
+
+def test_a_preset_sweep_is_repeated_too():
+    grid = plan(_sweeper(params={"actors": "4,8"}), ["repeats=2"])
+    assert [j[0] for j in grid.jobs] == ["actors=4", "actors=8", "actors=4", "actors=8"]
+
+
+@pytest.mark.parametrize("args, config, message", [
+    (["actors=4,40", "repeats=3", "seed=1,2"], {}, "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
+    (["repeats=0"], {}, "repeats=0: allowed: an integer >= 1"),
+    (["repeats=1,3"], {}, "repeats=1,3: allowed: one integer >= 1 per sweep, not a list"),
+    (["repeats=2", "seed=4,4"], {}, "seed: the repeats' seeds (4,4) must differ"),
+    (["repeats=2"], {"search": {"study": "ratio"}}, "repeats=2: allowed with search=...: 1 only"),
+])
+def test_bad_repeats_are_refused_before_any_job_with_the_key(args, config, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        plan(_sweeper(config), args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlbench: no job started: ") and message in err
+
+
+def test_repeat_seeds_and_jobs_as_plain_functions():
+    assert repeat_seeds(3, 1) == ["1", "10001", "20001"]
+    assert repeat_seeds(2, 0, ["3", "9"]) == ["3", "9"]
+    with pytest.raises(ConfigError, match="repeats=0"):
+        repeat_seeds(0, 1)
+    assert repeat_jobs([["a=1"]], ["5"]).jobs == [["a=1"]]  # one seed: no seed override added
+
+
+def test_seed_overlap_warns_when_the_repeats_envs_share_seeds():
+    conf = [SimpleNamespace(seed=s, actors=40, eval_envs=2) for s in (1, 2, 3)]
+    grid = repeat_jobs([["actors=40"]], ["1", "2", "3"])
+    assert "1 apart, fewer than a job's 42 envs" in seed_overlap(grid, conf)
+    far = [SimpleNamespace(seed=1 + k * SEED_STRIDE, actors=256, eval_envs=2) for k in range(3)]
+    assert seed_overlap(grid, far) is None
+
+
+# --- statistics ---
+
+def test_spread_median_range_and_count():
+    s = spread([75.3, 70.1, 72.8, None, float("nan")])
+    assert s == Spread(72.8, 70.1, 75.3, 3) and s.width == pytest.approx(5.2)
+    assert s.text() == "72.8 (70.1..75.3, n=3)"
+    assert spread([4.0, 1.0]).median == 2.5 and spread([3.0]).width is None and spread([3.0]).text() == "3"
+    assert spread([None]) is None
+
+
+def test_two_configurations_are_told_apart_only_beyond_the_wider_range():
+    a, b = spread([70.0, 72.0, 74.0]), spread([71.0, 73.3, 71.5])
+    assert pair_spread(a, b) == 4.0 and pair_spread(spread([1.0]), spread([2.0])) is None
+    assert cannot_tell(72.0, 71.5, 4.0) == "cannot tell apart: difference 0.5 s < spread 4.0 s"
+    assert cannot_tell(72.0, 60.0, 4.0) is None and cannot_tell(72.0, 71.0, None) is None
+
+
+ROWS = [  # 2 configurations x 3 repeats, interleaved as the sweep runs them; one run failed
+    {"job": 0, "name": "actors=4 seed=1", "config": "actors=4", "status": "FINISHED", "runtime_s": 130.4,
+     "fps": 1581.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "a" * 32},
+    {"job": 1, "name": "actors=40 seed=1", "config": "actors=40", "status": "FINISHED", "runtime_s": 72.8,
+     "fps": 3393.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "b" * 32},
+    {"job": 2, "name": "actors=4 seed=10001", "config": "actors=4", "status": "FINISHED", "runtime_s": 128.0,
+     "fps": 1600.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "c" * 32},
+    {"job": 3, "name": "actors=40 seed=10001", "config": "actors=40", "status": "FINISHED", "runtime_s": 75.3,
+     "fps": 3300.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "d" * 32},
+    {"job": 4, "name": "actors=4 seed=20001", "config": "actors=4", "status": "FAILED", "runtime_s": None,
+     "fps": None, "energy_per_task_j": None, "cpu_gpu_ratio": None, "run_id": "e" * 32},
+    {"job": 5, "name": "actors=40 seed=20001", "config": "actors=40", "status": "FINISHED", "runtime_s": 70.1,
+     "fps": 3400.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "f" * 32},
+]
+
+
+def test_sweep_rows_become_one_row_per_configuration():
+    four, forty = config_rows(ROWS)
+    assert (four["config"], four["runs"], four["finished"], four["jobs"]) == ("actors=4", 3, 2, [0, 2, 4])
+    assert four["status"] == "2 FINISHED, 1 FAILED" and four["runtime_s"] == Spread(129.2, 128.0, 130.4, 2)
+    assert forty["runtime_s"].text() == "72.8 (70.1..75.3, n=3)" and forty["energy_per_task_j"] is None
+    assert repeated(ROWS) and not repeated([dict(r, config=r["name"]) for r in ROWS])
+
+
+def test_the_parent_picks_the_best_configuration_by_its_median():
+    best = best_row(ROWS)
+    assert best["name"] == "actors=40" and best["runtime_s"] == 72.8 and best["jobs"] == [1, 3, 5]
+    m = {(k, s): v for k, v, s in summary_metrics(ROWS)}
+    assert m[("best/runtime_s", 0)] == 72.8 and m[("best/fps", 0)] == 3393.0 and m[("jobs_failed", 0)] == 1
+    note = sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32)
+    assert "Best (shortest median task): `actors=40` (3 of 3 runs finished, jobs 1, 3, 5): " \
+           "runtime_s 72.8 (70.1..75.3, n=3)" in note
+    assert "Not told apart" not in note  # 129.2 s vs 72.8 s: far beyond either range
+
+
+def test_the_parent_says_when_the_best_cannot_be_told_apart():
+    rows = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
+            for r in ROWS]  # actors=4 now 74.2 s (73.0..75.4): within the spread of actors=40's 72.8 s
+    best = best_row(rows)
+    assert best["name"] == "actors=40"
+    assert best["rivals"] == [("actors=4", "cannot tell apart: difference 1.4 s < spread 5.2 s")]
+    assert "Not told apart from it: `actors=4` (cannot tell apart: difference 1.4 s < spread 5.2 s)" in \
+        sweep_note("s", rows, "FINISHED", "1", "p" * 32)
+
+
+def test_single_runs_say_the_spread_is_unknown():
+    rows = [dict(r, config=r["name"]) for r in ROWS[:2]]
+    assert best_row(rows)["job"] == 1 and best_row(rows)["rivals"] == []
+    assert "single run per configuration: the spread is unknown; rerun with repeats=3 to tell" in \
+        sweep_note("s", rows, "FINISHED", "1", "p" * 32)
+
+
+# --- the verdict ---
+
+def test_the_knee_is_not_placed_by_a_difference_within_the_spread():
+    # 4 -> 40 shortens the task 44%, measurably; 40 -> 256 by 12%, above the 10% threshold but
+    # within 40's range (10 s): the knee stays at 40 and says why.
+    k = knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, {4: 2.0, 40: 10.0, 256: 3.0})
+    assert (k.actors, k.reached, k.spread) == (40, True, 10.0)
+    assert "no larger actor count shortens the task measurably (12.5% shorter, within the spread)" in k.text
+    assert "(cannot tell apart: difference 10.0 s = spread 10.0 s)" in k.text
+    assert "single run" not in k.text
+    # the same medians with tight ranges: 256 is measurably 12.5% faster, no knee in the range
+    assert not knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, {4: 2.0, 40: 2.0, 256: 3.0}).reached
+
+
+def test_a_slower_larger_count_within_the_spread_is_said_to_be_indistinguishable():
+    k = knee({40: 72.8, 256: 74.0}, 0.10, {40: 3393.0, 256: 3401.0}, {40: 5.2, 256: 2.0})
+    assert k.actors == 40 and k.text.endswith(
+        "at 256 actors: actors' fps +0.2%, task +1.6% (cannot tell apart: difference 1.2 s < spread 5.2 s)")
+
+
+def test_the_knee_with_single_runs_says_the_spread_is_unknown():
+    k = knee({4: 73.8, 40: 72.8}, 0.10)
+    assert k.actors == 4 and k.spread is None
+    assert k.text.endswith("single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+
+
+def _candidate(name, runtime, spread_s, runs=3):
+    return {"name": name, "ratio": 0.5, "runtime_s": runtime, "fps": 1000.0, "energy_j": None,
+            "runtime_spread": spread_s, "runs": runs}
+
+
+def test_the_recommendation_names_what_it_cannot_tell_apart():
+    rec = recommend([_candidate("actors=4", 71.8, 2.3), _candidate("actors=40", 72.8, 1.1),
+                     _candidate("actors=256", 86.1, 1.5)])
+    assert rec.name == "actors=4" and rec.tied == ["actors=40"] and rec.runtime_spread == 2.3 and rec.runs == 3
+    assert "task in 71.8 s (median of 3 runs, spread 2.3 s)" in rec.text
+    assert rec.text.endswith("; actors=40 (72.8 s): cannot tell apart: difference 1.0 s < spread 2.3 s")
+
+
+def test_the_recommendation_on_single_runs_says_the_spread_is_unknown():
+    rec = recommend([_candidate("actors=4", 71.8, None, 1), _candidate("actors=40", 72.8, None, 1)])
+    assert rec.name == "actors=4" and rec.tied == [] and "median of" not in rec.text
+    assert rec.text.endswith("; single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+
+
+# --- the report on repeated runs ---
+
+def _run(i: int, actors: int, runtime: float, fps: float) -> JobRun:
+    return JobRun(f"id{i}", f"actors={actors} seed={1 + (i // 2) * SEED_STRIDE}", "FINISHED", {"actors": str(actors)},
+                  {"runtime_s": runtime, "fps": fps, "cpu_gpu_ratio": 0.5}, {},
+                  {"repeat_group": f"actors={actors}", "repeat": str(i // 2), "repeats": "3"})
+
+
+def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spread():
+    # actors=4: 74.0, 71.8, 73.0 s; actors=40: 72.8, 70.1, 75.3 s: medians 73.0 vs 72.8, ranges 2.2 and 5.2 s
+    times = {4: [74.0, 71.8, 73.0], 40: [72.8, 70.1, 75.3]}
+    jobs = [_run(2 * k + (a == 40), a, times[a][k], 1000.0 + a) for k in range(3) for a in (4, 40)]
+    study = Study("sweep", "sweep actors=4,40 repeats=3", "p", {"hardware_threads": "2"}, jobs, [])
+    f = findings(study)
+    assert f["configurations"]["actors=40"]["runtime_s"] == {"median": 72.8, "low": 70.1, "high": 75.3, "n": 3,
+                                                             "spread": pytest.approx(5.2)}
+    rec = f["recommendation"]
+    assert rec["name"] == "actors=40" and rec["runs"] == 3 and rec["tied"] == ["actors=4"]
+    assert "actors=4 (73.0 s): cannot tell apart: difference 0.2 s < spread 5.2 s" in rec["text"]
+    (k,) = f["knee"].values()
+    assert k["actors"] == 4 and k["runs"][40]["n"] == 3 and "cannot tell apart" in k["text"]
+    page = config_table(f["configurations"])
+    assert "<td>actors=40</td><td>72.8 (70.1..75.3, n=3)</td>" in page and "<h2>Configurations</h2>" in page
+    assert config_table({"a": {"runtime_s": {"median": 1.0, "low": 1.0, "high": 1.0, "n": 1}}}) == ""
+
+
+# --- the command line: refusals before any run, and a real sweep with repeats ---
+
+@pytest.mark.parametrize("args, message", [
+    (["-m", "actors=2,4", "repeats=3", "seed=1,2"], "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
+    (["repeats=3"], "repeats=3 runs every configuration 3 times as one sweep: add -m"),
+])
+def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
+    out = rlbench_cli(args + CARTPOLE_TINY + store["overrides"], timeout=60)
+    assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
+    assert not store["db"].exists() or runs(store["uri"]) == []
+
+
+def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration(store):
+    out = rlbench_cli(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
+                       *store["overrides"]], timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    all_runs = runs(store["uri"])
+    (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
+    kids = sorted((r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
+                  key=lambda r: r.info.run_name)
+    assert parent.info.run_name == "sweep actors=2,4 repeats=2" and parent.data.params["repeats"] == "2"
+    assert [k.info.run_name for k in kids] == ["actors=2 seed=1", "actors=2 seed=10001", "actors=4 seed=1",
+                                               "actors=4 seed=10001"]
+    assert [(k.data.tags["repeat_group"], k.data.tags["repeat"], k.data.tags["repeats"]) for k in kids] == [
+        ("actors=2", "0", "2"), ("actors=2", "1", "2"), ("actors=4", "0", "2"), ("actors=4", "1", "2")]
+    assert all("repeats" not in k.data.params and k.info.status == "FINISHED" for k in kids)
+    assert len({k.data.tags["config_hash"] for k in kids}) == 4  # each repeat is its own work (its seed)
+    assert "[rlbench sweep] per configuration, median (min..max, n) of its finished runs:" in out.stdout
+    assert re.search(r"actors=2\s+2 FINISHED\s+[\d.]+ \([\d.]+\.\.[\d.]+, n=2\)", out.stdout), out.stdout[-2000:]
+    arts = [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)]
+    assert "summary_configs.csv" in arts and "summary.csv" in arts
+    medians = {g: statistics.median(k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g)
+               for g in ("actors=2", "actors=4")}
+    assert parent.data.metrics["best/runtime_s"] == pytest.approx(min(medians.values()), rel=1e-5)
