@@ -71,8 +71,8 @@ def _noting(log_metrics, names: set[str]):
 
 
 def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config, overrides: list[str],
-                  timeline: bool) -> None:
-    """The final values where MLflow draws them comparably: a value only the end knows at step 0
+                  timeline: bool) -> str:
+    """Returns the bound in words. The final values where MLflow draws them comparably: a value only the end knows at step 0
     (a bar in the UI's charts, one per run), a series' last value at the step after its last
     tick (steps are seconds since the task started). Tags: the bound, a headline metric the job
     could not measure as "not measured: why"; the job's chart view; its description."""
@@ -91,6 +91,7 @@ def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config
     except Exception as e:  # noqa: BLE001 - the job's record stands without it
         log.warning("could not store the job's chart view: %s", e)
     record.set_tags(tags | {NOTE_TAG: job_note(final, conf.env.id, record.unmeasured, timeline, charts)})
+    return tags[BOUND_TAG]
 
 
 def _with_tick(log_metrics, on_tick):
@@ -157,8 +158,8 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
             log.warning("compute grant changed during the job: %s at the start, %s at the end", ratio,
                         {k: final.get(k) for k in ratio})
         timeline = telemetry is not None and conf.telemetry.trace_window_s > 0
-        _record_final(record, {k: v for k, v in final.items() if k not in ratio}, ticked, conf, overrides or [],
-                      timeline)
+        final["bound"] = _record_final(record, {k: v for k, v in final.items() if k not in ratio}, ticked, conf,
+                                       overrides or [], timeline)
         _log_operations(record, final, walls, output_dir)
         final["run_id"] = record.run_id
         final["unmeasured"] = dict(record.unmeasured)  # the sweep's table says why a value is missing

@@ -91,7 +91,7 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
         return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
-                | {k: ret.return_value.get(k) for k in (*_VALUES, "task_fps")})
+                | {k: ret.return_value.get(k) for k in (*_VALUES, "task_fps", "bound")})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 

@@ -49,21 +49,28 @@ ROWS = [{"job": 0, "name": "actors=2", "overrides": "actors=2", "status": "FINIS
          "energy_per_task_j": None, "cpu_gpu_ratio": None, "run_id": "c" * 32}]
 
 
-def test_parent_summary_metrics_per_job_and_of_the_shortest_task():
+def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
     assert best_row(ROWS)["job"] == 1
     m = {(k, s): v for k, v, s in summary_metrics(ROWS)}
-    assert m[("jobs/fps", 0)] == 1000.0 and m[("jobs/fps", 1)] == 1500.0 and ("jobs/fps", 2) not in m
+    assert not [k for k, _ in m if k.startswith("jobs/")]  # per job: the description's table, not index-step charts
     assert m[("best/runtime_s", 0)] == 1.5 and ("best/energy_per_task_j", 0) not in m  # unknown: not a number
     assert m[("jobs_finished", 0)] == 2 and m[("jobs_failed", 0)] == 1
     assert best_row([ROWS[2]]) is None
 
 
-def test_the_report_replaces_the_note_s_report_section_only():
+def test_the_note_opens_with_its_links_and_the_jobs_table_and_the_report_fills_its_section():
     note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
-    assert "2 finished, 1 failed" in note and "job 1 `actors=4`" in note
-    assert "#/compare-runs?runs=" in note and all(ch * 32 in note for ch in "abc")
+    first = note.split("\n")
+    assert first[0] == "**rlbench sweep** sweep actors=2,4,8 · FAILED · 3 jobs: 2 finished, 1 failed"
+    assert first[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
+    assert "[Charts](" in first[2] and "report: `python -m rlbench.report --sweep " + "p" * 32 in first[2]
+    assert first[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
+    assert first[6].startswith("| [actors=2](#/experiments/7/runs/" + "a" * 32 + "?workflowType=machine_learning) | 2 |")
+    assert "not measured" in first[6] and "| failed |" in first[8]
+    assert "job 1 `actors=4`" in note
     updated = with_report(note, ["knee: none", "bound: learner"], "7", "p" * 32)
-    assert updated.split(REPORT_MARK)[0] == note.split(REPORT_MARK)[0]
+    assert updated.split("\n")[2].count("[Report](#/experiments/7/runs/" + "p" * 32) == 1  # in the first links too
+    assert updated.split(REPORT_MARK)[1].count("[Report](") == 1
     assert "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html?workflowType=machine_learning)" in updated
     assert "- knee: none\n- bound: learner" in updated and "Not made yet" not in updated
     assert with_report(updated, ["again"], "7", "p" * 32).count(REPORT_MARK) == 1
