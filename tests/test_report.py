@@ -108,7 +108,7 @@ def test_verdict_and_html_report_failed_and_missing_jobs(synthetic, tmp_path):
     assert any("actors=128" in m and "KILLED" in m for m in found["missing"])
     out = build_report(study, tmp_path / "report")
     page = out["html"].read_text()
-    assert "FAILED: RuntimeError: boom" in page and "MISSING: job 4 [actors=128]" in page
+    assert 'title="RuntimeError: boom">FAILED<' in page and "MISSING: job 4 [actors=128]" in page
     assert not re.search(r'(src|href)="(http|//)', page) and page.count("data:image/png;base64,") == 4
     assert set(out["figures"]) == {"fig3_actor_scaling", "fig4_sm_scaling", "operations", "gpu_busy"}
     ops = F.operations(study)
@@ -379,3 +379,37 @@ def test_operations_use_op_colour_everywhere_and_one_legend_names_each_op_once(s
     assert labels == ["env_step", "inference", "rate_limited", "wait", "forward_backward", "other"]
     assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == [op_colour(op) for op in labels]
     assert _outside(drawn.fig, legend.get_texts()) == []
+
+
+# --- the job table: columns no job measured collapse to one line; headers on three lines at most ---
+
+NO_GPU = {"power_gpu_w_avg": "NVML: no GPU", "gpu_util_avg": "NVML: no GPU", "energy_gpu_j": "NVML: no GPU",
+          "energy_cpu_j": "RAPL: no readable counters", "gpu_busy_frac": "no CUDA device",
+          "energy_per_task_j": "no measured power", "perf_per_watt": "no measured power"}
+
+
+def test_columns_no_job_measured_collapse_to_one_line_naming_them_and_why():
+    from rlbench.report.html import _jobs
+
+    study = _study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10.0 * a, "eval_return_mean20": 9.0}
+                    for a in (2.0, 4.0)], NO_GPU)
+    study.jobs[0].metrics["sim_share"] = 0.25  # measured by one job only: its column stays, n/a explained
+    page = _jobs(study, {})
+    heads = [re.sub("<[^>]+>", " ", h).split() for h in re.findall(r"<th[^>]*>(.*?)</th>", page)]
+    assert [" ".join(h) for h in heads] == ["job", "status", "actors", "fps frames/s", "runtime s", "sim share",
+                                            "eval return last 20", "bound"]
+    assert page.count(">n/a<") == 1 and "sim share (sim_share): not logged by this job" in page
+    (line,) = [p for p in re.findall(r"<p>(.*?)</p>", page) if p.startswith("Not measured in any job")]
+    assert line == ("Not measured in any job: actor_threads_used, sm_granted, cpu_gpu_ratio, learner_share (not logged); "
+                    "energy_per_task_j, perf_per_watt (no measured power); "
+                    "power_gpu_w_avg, gpu_util_avg, energy_gpu_j (NVML: no GPU); gpu_busy_frac (no CUDA device); "
+                    "energy_cpu_j (RAPL: no readable counters)")
+
+
+def test_table_headers_take_at_most_three_short_lines():
+    from rlbench.report.html import COLUMNS, _head
+
+    for name, unit, key in COLUMNS:
+        lines = re.sub("<[^>]+>", "\n", _head(name, unit, key).replace("<br>", "\n")).split("\n")
+        lines = [ln for ln in lines if ln.strip()]
+        assert len(lines) <= 3 and max(map(len, lines)) <= 8, (key, lines)
