@@ -83,11 +83,10 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     footer = " ".join(t.get_text() for t in fig3.fig.texts)
     assert "actors=64 sm_limit=None: FAILED (RuntimeError: boom)" in footer and "actors=128" in footer
     assert "Tesla V100 (80 SMs)" in footer and "40 HW threads" in footer
-    assert "frameskip 4" in fig3.fig.axes[2].get_ylabel()
-    # No job measured CPU energy: the panel says so rather than drawing a zero.
-    notes = " ".join(t.get_text() for t in fig3.fig.axes[3].texts)
-    assert "energy_cpu_j: not measured (not logged by this job)" in notes
-    assert not _lines(fig3, "energy_cpu_j|")
+    assert "frameskip 4" in next(ax for ax in fig3.fig.axes if ax.get_ylabel().startswith("perf per watt")).get_ylabel()
+    # No job measured CPU energy: its series is left out, and the foot says so once, not a zero.
+    assert "Not measured in any job: task_fps, power_cpu_w_avg, energy_cpu_j (not logged)" in " ".join(footer.split())
+    assert not _lines(fig3, "energy_cpu_j|") and not _lines(fig3, "power_cpu_w_avg|")
 
 
 def test_figure4_slowdown_against_the_most_units(synthetic):
@@ -322,37 +321,47 @@ def _texts(fig) -> list:
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
 
 
-def test_a_300_character_reason_wraps_below_its_panel_and_stays_inside_the_figure():
+def test_a_300_character_reason_is_said_once_whole_and_inside_the_figure():
     assert len(REASON_300) >= 300
     nulls = dict.fromkeys(("power_gpu_w_avg", "power_cpu_w_avg", "energy_gpu_j", "energy_cpu_j"), REASON_300)
     study = _study([{"actors": a, "runtime_s": 10.0 / a, "perf_per_watt": a, "energy_per_task_j": 9.0 - a}
                     for a in (2.0, 4.0, 8.0)], nulls)
-    fig = F.actor_scaling(study).fig
-    notes = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "not_measured"]
-    renderer = fig.canvas.get_renderer()
-    assert len(notes) == 2 and _outside(fig, notes) == []
-    for note in notes:
-        ax = note.axes
-        assert note.get_window_extent(renderer).y1 <= ax.xaxis.label.get_window_extent(renderer).y0  # below, no overlap
-        assert note.get_window_extent(renderer).x1 <= fig.bbox.width
-        assert " ".join(note.get_text().split()).count(REASON_300) == 1   # whole, and once for both metrics
-        assert max(map(len, note.get_text().splitlines())) < len(REASON_300) / 2  # wrapped
-    power = next(t.get_text() for t in notes if t.axes.get_ylabel() == "average power (W)")
-    assert power.startswith("power_gpu_w_avg, power_cpu_w_avg: not measured (")
-    assert _outside(fig, _texts(fig)) == []  # titles, footer, labels, ticks and legends too
+    drawn = F.actor_scaling(study)
+    foot = " ".join(" ".join(t.get_text() for t in drawn.fig.texts).split())
+    assert foot.count(REASON_300) == 1 and drawn.note.count(REASON_300) == 1  # whole, once for four metrics
+    assert "power_gpu_w_avg, power_cpu_w_avg, energy_gpu_j, energy_cpu_j (" + REASON_300 in foot
+    assert not any(REASON_300 in line for t in drawn.fig.texts for line in t.get_text().splitlines())  # wrapped
+    assert _outside(drawn.fig, _texts(drawn.fig)) == []  # titles, footer, labels, ticks and legends too
 
 
-def test_a_panel_nothing_measured_says_so_and_gives_each_reason_once():
-    nulls = {"power_gpu_w_avg": "no NVML", "power_cpu_w_avg": "no RAPL", "energy_gpu_j": "no NVML",
-             "energy_cpu_j": "no RAPL", "energy_per_task_j": "no power", "perf_per_watt": "no power"}
-    fig = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], nulls)).fig
-    energy = next(ax for ax in fig.axes if ax.get_ylabel() == "energy per task (J)")
-    texts = [t.get_text() for t in energy.texts]
-    assert not energy.lines and any("not measured" in t for t in texts)
-    (note,) = [t.get_text() for t in energy.texts if t.get_gid() == "not_measured"]
-    assert note.splitlines() == ["energy_per_task_j: not measured (no power)",
-                                 "energy_gpu_j: not measured (no NVML)", "energy_cpu_j: not measured (no RAPL)"]
-    assert _outside(fig, _texts(fig)) == []
+def test_panels_no_job_measured_collapse_to_one_line_naming_them_and_why():
+    fig = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10 * a, "task_fps": 8 * a}
+                                  for a in (1.0, 2.0)], NO_GPU))
+    assert [ax.get_ylabel().split(" (")[0] for ax in fig.fig.axes] == ["runtime / runtime at fewest actors", "fps"]
+    assert all(ax.lines for ax in fig.fig.axes)  # no empty box
+    assert fig.note == ("Not measured in any job: power_gpu_w_avg, energy_gpu_j (NVML: no GPU); "
+                        "power_cpu_w_avg (not logged); perf_per_watt, energy_per_task_j (no measured power); "
+                        "energy_cpu_j (RAPL: no readable counters)")
+    assert fig.note in " ".join(" ".join(t.get_text() for t in fig.fig.texts).split())
+    assert _outside(fig.fig, _texts(fig.fig)) == []
+
+
+def test_figure3_draws_the_actors_fps_beside_the_tasks_fps():
+    study = _study([{"actors": a, "runtime_s": 100.0 / min(a, 4), "fps": 1000.0 * a, "task_fps": 250.0 * min(a, 4)}
+                    for a in (2.0, 4.0, 8.0)], {})
+    drawn = F.actor_scaling(study)
+    (ax,) = [ax for ax in drawn.fig.axes if ax.get_ylabel().startswith("fps (env frames/s")]
+    got = {ln.get_gid(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.lines}
+    assert got == {"fps|all jobs": ([2.0, 4.0, 8.0], [2000.0, 4000.0, 8000.0]),
+                   "task_fps|all jobs": ([2.0, 4.0, 8.0], [500.0, 1000.0, 1000.0])}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["actors' fps", "task's fps (frames / runtime_s)"]
+
+
+def test_figure3_says_what_the_task_is():
+    drawn = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], {}))
+    title = " ".join(drawn.fig.texts[0].get_text().split())
+    assert "task = the same frame target and learner updates" in title and "same frames" not in title
+    assert "the actors may step past the target until the last update has its unrolls" in title
 
 
 def test_long_titles_and_footers_wrap_inside_the_figure():

@@ -1,14 +1,15 @@
 """The study's figures, redrawn from a `Study` (rlbench.report.records); one function each.
 
 Every function returns a `Drawn`: the figure, or None and the reason it could not be drawn
-(a value that was not measured is never drawn as zero). Each plotted series carries a gid
+(a value that was not measured is never drawn as zero; one no job measured is left out, and
+the figure's foot names it once with the jobs' reasons). Each plotted series carries a gid
 `<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
 figure names the host, the units (env frames, not agent steps) and its baseline, and lists
 the jobs it could not plot (failed, killed, missing). Figures are plain matplotlib `Figure`s
 with an Agg canvas of their own (no pyplot): nothing global is touched, and a notebook shows
 them as PNG (html.png_bytes).
 
-No text is cut at the figure's edge: titles, footers and "not measured" reasons are wrapped
+No text is cut at the figure's edge: titles and footers (with their "not measured" line) are wrapped
 on word boundaries to the width they have, and the figure grows by the height they take
 (the panels keep their size), so the PNG holds them whole without bbox_inches="tight".
 """
@@ -24,16 +25,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
 from rlbench.metrics import OPS, OTHER
+from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.colours import op_colour
 from rlbench.telemetry.op_chart import legend_below, op_handles
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
-TITLE_SIZE, FOOT_SIZE, REASON_SIZE = 12.0, 7.0, 7.0   # points
+TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 LINE_SPACING = 1.2                                    # matplotlib's, in font sizes per line
 PAD = 0.12                                            # inches around a band of text
-REASON_COLOUR = "tab:red"
 
 
 @dataclass
@@ -75,11 +76,6 @@ def _chars_across(width_in: float, fontsize: float) -> int:
     return max(int(width_in * 72 / (0.6 * fontsize)), 20)  # 0.6 em: a generous mean glyph width for DejaVu Sans
 
 
-def _chars_per_line(ax, fontsize: float, share: float = 0.96) -> int:
-    """How many characters of text at `fontsize` fit across `share` of the axes' width."""
-    return _chars_across(ax.get_position().width * ax.get_figure().get_figwidth() * share, fontsize)
-
-
 def _height(text: str, fontsize: float) -> float:
     """Inches that `text`'s lines take at `fontsize` (0 for no text)."""
     return (text.count("\n") + 1) * fontsize * LINE_SPACING / 72 if text else 0.0
@@ -95,25 +91,6 @@ def _fill(text: str, width: int) -> str:
     """`text` wrapped at `width` characters on word boundaries (a word longer than a line, e.g.
     a path, is split, as it could not fit otherwise)."""
     return textwrap.fill(text, width, break_on_hyphens=False)
-
-
-def reasons_text(reasons: dict[str, str], width: int) -> str:
-    """'metric, metric: not measured (reason)' per distinct reason, each reason once, wrapped
-    at `width` characters on word boundaries."""
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for metric, why in reasons.items():
-        by_reason[why].append(metric)
-    return "\n".join(_fill(f"{', '.join(ms)}: not measured ({why})", width) for why, ms in by_reason.items())
-
-
-def _reasons_below(ax, reasons: dict[str, str]) -> float:
-    """Write why the panel's metrics were not measured under its x label (the panel must have
-    one), wrapped to the panel's width; returns the inches the text takes."""
-    text = reasons_text(reasons, _chars_per_line(ax, REASON_SIZE))
-    ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label), xytext=(0, -3),
-                textcoords="offset points", ha="left", va="top", fontsize=REASON_SIZE, color=REASON_COLOUR,
-                annotation_clip=False, gid="not_measured")
-    return _height(text, REASON_SIZE)
 
 
 def _footer_text(study: Study, note: str, width: int) -> str:
@@ -156,24 +133,8 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
             have = transform(have)
         if have:
             xs, ys = zip(*have)
-            ax.plot(xs, ys, marker="o", label=f"{label} {g}".strip(), gid=f"{metric}|{g}")
-
-
-def _absent(groups, metric: str) -> str | None:
-    """Why no job of `groups` measured `metric` (its distinct reasons, in job order), or None
-    when one did."""
-    jobs = [j for js in groups.values() for j in js]
-    if any(j.value(metric) is not None for j in jobs):
-        return None
-    return "; ".join(dict.fromkeys(j.why_missing(metric) for j in jobs)) or "no job logged it"
-
-
-def _empty_panel(ax, metrics: list[str]) -> None:
-    """A panel none of whose metrics was measured says so (the reasons are written below it)."""
-    ax.text(0.5, 0.5, _fill(" / ".join(metrics), _chars_per_line(ax, 9)) + "\nnot measured (why: below)",
-            ha="center", va="center", fontsize=9, color=REASON_COLOUR, transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
+            name = label if label and g == "all jobs" else f"{label} {g}".strip()
+            ax.plot(xs, ys, marker="o", label=name, gid=f"{metric}|{g}")
 
 
 def _log2_axis(ax, values) -> None:
@@ -189,42 +150,55 @@ def _normalise_to_first(pts):
     return [(x, y / base) for x, y in pts]
 
 
-def _actor_panel(ax, groups, metrics, ylabel: str) -> dict[str, str]:
-    """One panel of Figure 3: a line per metric and group; returns {metric: why} for the
-    panel's metrics that no job measured (never drawn as zero)."""
+def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
+    """One panel of Figure 3: a line per metric and group (jobs without the metric skipped)."""
     for metric, label, transform in metrics:
         _plot_metric(ax, groups, "actors", metric, label, transform)
     ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
-    if ax.lines:
-        _log2_axis(ax, [j.actors for js in groups.values() for j in js])
-        ax.legend(fontsize=7)
-    else:
-        _empty_panel(ax, [m for m, _, _ in metrics])
+    _log2_axis(ax, [j.actors for js in groups.values() for j in js])
+    ax.legend(fontsize=LEGEND_SIZE)
     ax.grid(alpha=0.3)
-    return {m: why for m, _, _ in metrics if (why := _absent(groups, m))}
+
+
+def actor_panels(study: Study) -> list[tuple[str, list]]:
+    """Figure 3's panels: (y label, [(metric, label, transform)]), in reading order."""
+    fps = _fps_units(study)
+    return [
+        ("runtime / runtime at fewest actors", [("runtime_s", "", _normalise_to_first)]),
+        (f"fps ({fps})", [("fps", "actors' fps", None), ("task_fps", "task's fps (frames / runtime_s)", None)]),
+        ("average power (W)", [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)]),
+        (f"perf per watt ({fps} / W)", [("perf_per_watt", "", None)]),
+        ("energy per task (J)", [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
+                                 ("energy_cpu_j", "CPU pkg", None)]),
+    ]
+
+
+TASK = ("task = the same frame target and learner updates (the actors may step past the target until the last "
+        "update has its unrolls; fps and task_fps count every frame stepped)")
 
 
 def actor_scaling(study: Study) -> Drawn:
-    """The study's Figure 3: normalised runtime and power vs actors; perf/W and energy per task."""
+    """The study's Figure 3: runtime (normalised), the actors' and the task's fps, power, perf/W
+    and energy per task vs actors. A panel or series no job measured is left out, and the
+    figure's foot names it once with the reasons (never_measured)."""
     name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
     groups = series(study.finished, "actors", "actors")
-    if len({j.actors for js in groups.values() for j in js}) < 2:
+    jobs = [j for js in groups.values() for j in js]
+    if len({j.actors for j in jobs}) < 2:
         return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
-    fig = new_figure(11, 7.8)
-    axes = fig.subplots(2, 2)
-    panels = [
-        (axes[0, 0], [("runtime_s", "", _normalise_to_first)], "runtime / runtime at fewest actors"),
-        (axes[0, 1], [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)], "average power (W)"),
-        (axes[1, 0], [("perf_per_watt", "", None)], f"perf per watt ({_fps_units(study)} / W)"),
-        (axes[1, 1], [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
-                      ("energy_cpu_j", "CPU pkg", None)], "energy per task (J)"),
-    ]
-    absent = [_actor_panel(ax, groups, metrics, ylabel) for ax, metrics, ylabel in panels]
-    fig.tight_layout()  # the panels' final widths, which the reasons are wrapped to
-    below = [_reasons_below(ax, why) + PAD if why else 0.0 for (ax, _, _), why in zip(panels, absent)]
-    _grow(fig, max(below[:2]) + max(below[2:]))  # room under each row for its longest reasons
-    sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
-    return _finish(Drawn(name, title, fig), study, sub)
+    panels = actor_panels(study)
+    absent = never_measured(jobs, [m for _, metrics in panels for m, _, _ in metrics])
+    shown = [(y, kept) for y, metrics in panels if (kept := [m for m in metrics if m[0] not in absent])]
+    rows = -(-len(shown) // 2)
+    fig = new_figure(11, 3.9 * rows)
+    axes = list(fig.subplots(rows, 2, squeeze=False).flat)
+    for ax, (ylabel, metrics) in zip(axes, shown):
+        _actor_panel(ax, groups, metrics, ylabel)
+    for ax in axes[len(shown):]:
+        fig.delaxes(ax)
+    line = one_line(absent)
+    sub = f"{title} ({study.title}); baseline: each series' fewest actors; {TASK}"
+    return _finish(Drawn(name, title, fig, line), study, sub, note=line)
 
 
 def sm_scaling(study: Study) -> Drawn:
@@ -248,7 +222,7 @@ def sm_scaling(study: Study) -> Drawn:
             ax.axvline(1.0, color="tab:red", ls="--", lw=0.8, label="study's rule: ratio >= 1")
         _log2_axis(ax, [j.knob(x_key) for js in groups.values() for j in js])
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=LEGEND_SIZE)
         ax.grid(alpha=0.3)
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
 
