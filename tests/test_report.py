@@ -422,3 +422,31 @@ def test_table_headers_take_at_most_three_short_lines():
         lines = re.sub("<[^>]+>", "\n", _head(name, unit, key).replace("<br>", "\n")).split("\n")
         lines = [ln for ln in lines if ln.strip()]
         assert len(lines) <= 3 and max(map(len, lines)) <= 8, (key, lines)
+
+
+def test_without_a_gpu_the_report_says_once_that_ratios_need_one():
+    from rlbench.report.findings import verdict_lines
+    from rlbench.report.html import _jobs
+    from rlbench.report.verdict import NO_GPU_RATIO
+
+    study = _study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10.0 * a, "cpu_gpu_ratio": 1.0, "sm_granted": 2.0,
+                     "sm_total": 2.0} for a in (2.0, 4.0)], {})
+    for j in study.jobs:
+        j.tags["compute_unit"] = "cpu_thread"
+    assert study.without_gpu
+    lines = verdict_lines(findings(study))
+    assert lines.count(NO_GPU_RATIO) == 1 and "GPU" in NO_GPU_RATIO
+    assert [ln for ln in lines if "ratio" in ln.lower()] == [NO_GPU_RATIO]  # no "every job ran at ratio 1", no rule
+    assert "CPU/GPU" not in _jobs(study, {})  # nor a column of ratio 1
+    for j in study.jobs:  # the same jobs on CUDA compare ratios
+        j.tags["compute_unit"] = "sm"
+    assert NO_GPU_RATIO not in verdict_lines(findings(study)) and "CPU/GPU" in _jobs(study, {})
+
+
+def test_figure4_without_a_gpu_has_no_ratio_panel():
+    study = _study([{"actors": 4.0, "runtime_s": 10.0 / u, "sm_granted": u, "cpu_gpu_ratio": 1 / u} for u in (1.0, 2.0)],
+                   {})
+    for j in study.jobs:
+        j.tags["compute_unit"] = "cpu_thread"
+    drawn = F.sm_scaling(study)
+    assert [ax.get_xlabel() for ax in drawn.fig.axes] == ["granted CPU intra-op threads"]

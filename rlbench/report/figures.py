@@ -202,16 +202,16 @@ def actor_scaling(study: Study) -> Drawn:
 
 
 def sm_scaling(study: Study) -> Drawn:
-    """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio, fixed actors."""
+    """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio (not without
+    a GPU: the verdict says why), fixed actors."""
     name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
     groups = series(study.finished, "sm_granted", "sm_limit")
     if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
-    unit = f"{study.compute_unit}s"
-    fig = new_figure(11, 4.3)
-    axes = fig.subplots(1, 2)
-    for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",
-                                                                            "CPU/GPU ratio (actor threads / units)")):
+    panels = [("sm_granted", f"granted {study.compute_unit}s"),
+              ("cpu_gpu_ratio", "CPU/GPU ratio (actor threads / units)")][:1 if study.without_gpu else 2]
+    fig = new_figure(5.5 * len(panels), 4.3)
+    for ax, (x_key, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False).flat, panels):
         for g, js in groups.items():
             base = max(js, key=lambda j: j.knob("sm_granted"))
             pts = sorted((j.knob(x_key), j.value("runtime_s") / base.value("runtime_s")) for j in js)

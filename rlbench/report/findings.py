@@ -10,7 +10,7 @@ from dataclasses import asdict
 
 from rlbench.report.figures import series
 from rlbench.report.records import Study
-from rlbench.report.verdict import bottleneck, knee, on_off_policy, recommend, study_rule
+from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, recommend, study_rule
 
 
 def _int(v) -> int | None:
@@ -33,10 +33,11 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     candidates = [{"name": j.name, "ratio": j.knob("cpu_gpu_ratio"), "fps": j.value("fps"),
                    "runtime_s": j.value("runtime_s"),
                    "energy_j": j.value("energy_per_task_j")} for j in study.finished]
-    rec = recommend(candidates, tolerance)
+    rec = recommend(candidates, tolerance, ratios=not study.without_gpu)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    rule = study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed)
+    rule = NO_GPU_RATIO if study.without_gpu else study_rule(threads, _int(max(units)) if units else None,
+                                                              study.compute_unit, timed)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))

@@ -44,9 +44,11 @@ def _cell(job: JobRun, key: str) -> str:
 
 
 def shown_columns(study: Study) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
-    """The table's columns some finished job measured, and {key: why} for those none did."""
+    """The table's columns some finished job measured, and {key: why} for those none did.
+    Without a GPU the CPU/GPU ratio is left out (the verdict says once why)."""
     absent = never_measured(study.finished, [k for _, _, k in COLUMNS])
-    return [c for c in COLUMNS if c[2] not in absent], absent
+    skip = {"cpu_gpu_ratio"} if study.without_gpu else set()
+    return [c for c in COLUMNS if c[2] not in absent and c[2] not in skip], absent
 
 
 def _head(name: str, unit: str, key: str) -> str:

@@ -119,11 +119,12 @@ class Recommendation:
     text: str
 
 
-def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | None:
+def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True) -> Recommendation | None:
     """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
     when not measured). The job that finished the task soonest; where every candidate's energy
     is known, the least energy per task among the jobs within `tolerance` of the best runtime
-    (a few percent of time for fewer joules)."""
+    (a few percent of time for fewer joules). ratios=False (no GPU: a CPU/GPU ratio means
+    nothing): the text names the job, not its ratio."""
     ok = [j for j in jobs if j.get("runtime_s") is not None]
     if not ok:
         return None
@@ -139,11 +140,17 @@ def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | Non
     ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
     fps = f"{pick['fps']:.0f} fps" if pick.get("fps") is not None else "fps unknown"
     task = f"task in {pick['runtime_s']:.1f} s, {fps}, {energy}; {how}"
-    if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
+    if not ratios:
+        text = f"{pick['name']}: {task}"
+    elif len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
         text = f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
     else:
         text = f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
     return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text)
+
+
+NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
+                "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios")
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
