@@ -81,3 +81,13 @@ def test_operations_use_one_colour_per_operation_in_every_panel(store):
     from matplotlib.colors import to_rgb
 
     assert all(colours == {to_rgb(op_colour(op))} for op, colours in seen.items()), seen
+
+
+def test_the_operations_legend_reads_at_least_10_px_at_the_reports_width(store):
+    drawn = F.operations(_sweep(store))
+    (legend,) = drawn.fig.legends
+    shown_px = 984  # a 1000 px window less the page's padding: the image is scaled to it
+    for text in legend.get_texts():
+        px = text.get_fontsize() / 72 * drawn.fig.dpi * shown_px / (drawn.fig.get_figwidth() * drawn.fig.dpi)
+        assert px >= 10, (text.get_text(), px)
+    assert _texts_inside(drawn.fig) == []

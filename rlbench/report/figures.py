@@ -33,6 +33,10 @@ from rlbench.telemetry.op_chart import legend_below, op_handles
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
 TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
+# The report shows a figure at most ~1000 px wide (a 1000 px window): an 11-inch figure's 10 pt
+# text is 12.6 px there, a 15-inch one's 9.3 px; so figures are 11 inches wide and the operations
+# legend, one colour per operation, has 10 pt text.
+OPS_LEGEND_SIZE = 10.0
 LINE_SPACING = 1.2                                    # matplotlib's, in font sizes per line
 PAD = 0.12                                            # inches around a band of text
 
@@ -102,7 +106,8 @@ def _footer_text(study: Study, note: str, width: int) -> str:
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
-def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None) -> Drawn:
+def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None,
+            legend_size: float = LEGEND_SIZE) -> Drawn:
     """Title at the head; the legend (handles shared by all panels), the note, the host and the
     left-out jobs at the foot; the panels laid out between. The figure grows by the height of
     head and foot, so the panels keep their size and no line is cut at the edge."""
@@ -111,7 +116,7 @@ def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: l
     head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
     foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE))
     head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
-    box = legend_below(fig, legend) if legend else None
+    box = legend_below(fig, legend, legend_size) if legend else None
     legend_in = box.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + PAD if box else 0.0
     _grow(fig, head_in + legend_in + foot_in)
     height = fig.get_figheight()
@@ -243,7 +248,8 @@ def _op_bars(ax, jobs: list[JobRun], role: str, ops: list[str]) -> None:
         for patch in bars:
             patch.set_gid(f"op_frac/{role}/{op}")
         left = [a + b for a, b in zip(left, widths)]
-    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05))
+    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05),
+           xticks=[0, 0.25, 0.5, 0.75, 1])
 
 
 def operations(study: Study) -> Drawn:
@@ -253,14 +259,14 @@ def operations(study: Study) -> Drawn:
     jobs = [j for j in study.finished if any(k.startswith("op_frac/") for k in j.metrics)]
     if not jobs:
         return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
-    fig = new_figure(15, 0.5 * len(jobs) + 2.0)
+    fig = new_figure(11, 0.5 * len(jobs) + 2.0)
     drawn_ops: list[str] = []
     for ax, role in zip(fig.subplots(1, 3, sharey=True), ("actors", "inference", "learner")):
         ops = _role_ops(jobs, role)
         _op_bars(ax, jobs, role, ops)
         drawn_ops += ops
     sub = f"{title} ({study.title}); corrected for annotation cost"
-    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops))
+    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops), legend_size=OPS_LEGEND_SIZE)
 
 
 def gpu_busy(study: Study) -> Drawn:
