@@ -450,3 +450,45 @@ def test_figure4_without_a_gpu_has_no_ratio_panel():
         j.tags["compute_unit"] = "cpu_thread"
     drawn = F.sm_scaling(study)
     assert [ax.get_xlabel() for ax in drawn.fig.axes] == ["granted CPU intra-op threads"]
+
+
+@pytest.mark.browser
+def test_the_job_table_fits_a_1000_px_window_and_no_header_wraps_past_three_lines(tmp_path):
+    """All 17 columns measured (a GPU host), long job names, a failed job with a long error and
+    the longest bound: in a 1000 px window every column is on screen and headers take <= 3 lines."""
+    from tests.conftest import _unavailable
+
+    try:
+        from tests.cdp import Browser, chromium_path
+    except ImportError as e:
+        _unavailable(f"{e} (pip install -e '.[test]')")
+    if chromium_path() is None:
+        _unavailable("no chromium here (Debian: apt-get install chromium)")
+    from rlbench.report.findings import verdict_lines
+    from rlbench.report.html import render
+
+    study = _study([_metrics(6000.0, 104.0, 160.0, 80.0, env=0.7, inf=0.2) | {
+        "actors": a, "cpu_gpu_ratio": 0.5, "actor_threads_used": 40.0, "sim_share": 0.3, "learner_share": 0.5,
+        "eval_return_mean20": -20.5, "task_fps": 4800.0} for a in (4.0, 40.0, 256.0)], {})
+    for j in study.jobs:
+        j.name, j.tags["compute_unit"] = f"actors={j.actors} sm_limit=None", "sm"
+    study.jobs.append(JobRun("f", "actors=64 sm_limit=None", "FAILED", {"actors": "64"}, {}, {},
+                             {"error": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB " * 3}))
+    found = findings(study)
+    assert {b["kind"] for b in found["bottleneck"].values()} == {"environment stepping"}
+    page = tmp_path / "report.html"
+    page.write_text(render(study, [], {}, found, verdict_lines(found)))
+    browser = Browser(width=1000, height=900)
+    try:
+        browser.navigate(page.as_uri())
+        browser.wait_for("document.querySelectorAll('th').length", what="the job table")
+        heads = browser.evaluate("[...document.querySelectorAll('th')].length")
+        right = browser.evaluate("Math.max(...[...document.querySelectorAll('td, th')]"
+                                 ".map(c => c.getBoundingClientRect().right))")
+        lines = browser.evaluate("[...document.querySelectorAll('th')].map(th => { const r = document.createRange(); "
+                                 "r.selectNodeContents(th); return new Set([...r.getClientRects()]"
+                                 ".map(x => Math.round(x.top))).size })")
+    finally:
+        browser.close()
+    assert heads == 17 and right <= 1000, (heads, right)
+    assert max(lines) <= 3, lines
