@@ -83,11 +83,10 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     footer = " ".join(t.get_text() for t in fig3.fig.texts)
     assert "actors=64 sm_limit=None: FAILED (RuntimeError: boom)" in footer and "actors=128" in footer
     assert "Tesla V100 (80 SMs)" in footer and "40 HW threads" in footer
-    assert "frameskip 4" in fig3.fig.axes[2].get_ylabel()
-    # No job measured CPU energy: the panel says so rather than drawing a zero.
-    notes = " ".join(t.get_text() for t in fig3.fig.axes[3].texts)
-    assert "energy_cpu_j: not measured (not logged by this job)" in notes
-    assert not _lines(fig3, "energy_cpu_j|")
+    assert "frameskip 4" in next(ax for ax in fig3.fig.axes if ax.get_ylabel().startswith("perf per watt")).get_ylabel()
+    # No job measured CPU energy: its series is left out, and the foot says so once, not a zero.
+    assert "Not measured in any job: task_fps, power_cpu_w_avg, energy_cpu_j (not logged)" in " ".join(footer.split())
+    assert not _lines(fig3, "energy_cpu_j|") and not _lines(fig3, "power_cpu_w_avg|")
 
 
 def test_figure4_slowdown_against_the_most_units(synthetic):
@@ -108,7 +107,7 @@ def test_verdict_and_html_report_failed_and_missing_jobs(synthetic, tmp_path):
     assert any("actors=128" in m and "KILLED" in m for m in found["missing"])
     out = build_report(study, tmp_path / "report")
     page = out["html"].read_text()
-    assert "FAILED: RuntimeError: boom" in page and "MISSING: job 4 [actors=128]" in page
+    assert 'title="RuntimeError: boom">FAILED<' in page and "MISSING: job 4 [actors=128]" in page
     assert not re.search(r'(src|href)="(http|//)', page) and page.count("data:image/png;base64,") == 4
     assert set(out["figures"]) == {"fig3_actor_scaling", "fig4_sm_scaling", "operations", "gpu_busy"}
     ops = F.operations(study)
@@ -162,7 +161,11 @@ def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(ti
     out = subprocess.run([sys.executable, "-m", "rlbench.report", "--sweep", parent, "--tracking-uri", uri,
                           "--out", str(tmp / "report")], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "recommended: CPU/GPU ratio" in out.stdout and "gpu_busy not drawn: not measured" in out.stdout
+    from rlbench.report.verdict import NO_GPU_RATIO
+
+    # on CUDA a recommended ratio, on the CPU one sentence saying ratios need a GPU
+    assert ("recommended: CPU/GPU ratio" in out.stdout) != (NO_GPU_RATIO in out.stdout)
+    assert "gpu_busy not drawn: not measured" in out.stdout
     mlflow.set_tracking_uri(uri)
     client = mlflow.MlflowClient()
     logged = {a.path for a in client.list_artifacts(parent, "report")}
@@ -322,37 +325,47 @@ def _texts(fig) -> list:
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
 
 
-def test_a_300_character_reason_wraps_below_its_panel_and_stays_inside_the_figure():
+def test_a_300_character_reason_is_said_once_whole_and_inside_the_figure():
     assert len(REASON_300) >= 300
     nulls = dict.fromkeys(("power_gpu_w_avg", "power_cpu_w_avg", "energy_gpu_j", "energy_cpu_j"), REASON_300)
     study = _study([{"actors": a, "runtime_s": 10.0 / a, "perf_per_watt": a, "energy_per_task_j": 9.0 - a}
                     for a in (2.0, 4.0, 8.0)], nulls)
-    fig = F.actor_scaling(study).fig
-    notes = [t for ax in fig.axes for t in ax.texts if t.get_gid() == "not_measured"]
-    renderer = fig.canvas.get_renderer()
-    assert len(notes) == 2 and _outside(fig, notes) == []
-    for note in notes:
-        ax = note.axes
-        assert note.get_window_extent(renderer).y1 <= ax.xaxis.label.get_window_extent(renderer).y0  # below, no overlap
-        assert note.get_window_extent(renderer).x1 <= fig.bbox.width
-        assert " ".join(note.get_text().split()).count(REASON_300) == 1   # whole, and once for both metrics
-        assert max(map(len, note.get_text().splitlines())) < len(REASON_300) / 2  # wrapped
-    power = next(t.get_text() for t in notes if t.axes.get_ylabel() == "average power (W)")
-    assert power.startswith("power_gpu_w_avg, power_cpu_w_avg: not measured (")
-    assert _outside(fig, _texts(fig)) == []  # titles, footer, labels, ticks and legends too
+    drawn = F.actor_scaling(study)
+    foot = " ".join(" ".join(t.get_text() for t in drawn.fig.texts).split())
+    assert foot.count(REASON_300) == 1 and drawn.note.count(REASON_300) == 1  # whole, once for four metrics
+    assert "power_gpu_w_avg, power_cpu_w_avg, energy_gpu_j, energy_cpu_j (" + REASON_300 in foot
+    assert not any(REASON_300 in line for t in drawn.fig.texts for line in t.get_text().splitlines())  # wrapped
+    assert _outside(drawn.fig, _texts(drawn.fig)) == []  # titles, footer, labels, ticks and legends too
 
 
-def test_a_panel_nothing_measured_says_so_and_gives_each_reason_once():
-    nulls = {"power_gpu_w_avg": "no NVML", "power_cpu_w_avg": "no RAPL", "energy_gpu_j": "no NVML",
-             "energy_cpu_j": "no RAPL", "energy_per_task_j": "no power", "perf_per_watt": "no power"}
-    fig = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], nulls)).fig
-    energy = next(ax for ax in fig.axes if ax.get_ylabel() == "energy per task (J)")
-    texts = [t.get_text() for t in energy.texts]
-    assert not energy.lines and any("not measured" in t for t in texts)
-    (note,) = [t.get_text() for t in energy.texts if t.get_gid() == "not_measured"]
-    assert note.splitlines() == ["energy_per_task_j: not measured (no power)",
-                                 "energy_gpu_j: not measured (no NVML)", "energy_cpu_j: not measured (no RAPL)"]
-    assert _outside(fig, _texts(fig)) == []
+def test_panels_no_job_measured_collapse_to_one_line_naming_them_and_why():
+    fig = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10 * a, "task_fps": 8 * a}
+                                  for a in (1.0, 2.0)], NO_GPU))
+    assert [ax.get_ylabel().split(" (")[0] for ax in fig.fig.axes] == ["runtime / runtime at fewest actors", "fps"]
+    assert all(ax.lines for ax in fig.fig.axes)  # no empty box
+    assert fig.note == ("Not measured in any job: power_gpu_w_avg, energy_gpu_j (NVML: no GPU); "
+                        "power_cpu_w_avg (not logged); perf_per_watt, energy_per_task_j (no measured power); "
+                        "energy_cpu_j (RAPL: no readable counters)")
+    assert fig.note in " ".join(" ".join(t.get_text() for t in fig.fig.texts).split())
+    assert _outside(fig.fig, _texts(fig.fig)) == []
+
+
+def test_figure3_draws_the_actors_fps_beside_the_tasks_fps():
+    study = _study([{"actors": a, "runtime_s": 100.0 / min(a, 4), "fps": 1000.0 * a, "task_fps": 250.0 * min(a, 4)}
+                    for a in (2.0, 4.0, 8.0)], {})
+    drawn = F.actor_scaling(study)
+    (ax,) = [ax for ax in drawn.fig.axes if ax.get_ylabel().startswith("fps (env frames/s")]
+    got = {ln.get_gid(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.lines}
+    assert got == {"fps|all jobs": ([2.0, 4.0, 8.0], [2000.0, 4000.0, 8000.0]),
+                   "task_fps|all jobs": ([2.0, 4.0, 8.0], [500.0, 1000.0, 1000.0])}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["actors' fps", "task's fps (frames / runtime_s)"]
+
+
+def test_figure3_says_what_the_task_is():
+    drawn = F.actor_scaling(_study([{"actors": a, "runtime_s": 1.0 / a} for a in (1.0, 2.0)], {}))
+    title = " ".join(drawn.fig.texts[0].get_text().split())
+    assert "task = the same frame target and learner updates" in title and "same frames" not in title
+    assert "the actors may step past the target until the last update has its unrolls" in title
 
 
 def test_long_titles_and_footers_wrap_inside_the_figure():
@@ -379,3 +392,107 @@ def test_operations_use_op_colour_everywhere_and_one_legend_names_each_op_once(s
     assert labels == ["env_step", "inference", "rate_limited", "wait", "forward_backward", "other"]
     assert [to_hex(h.get_facecolor()) for h in legend.legend_handles] == [op_colour(op) for op in labels]
     assert _outside(drawn.fig, legend.get_texts()) == []
+
+
+# --- the job table: columns no job measured collapse to one line; headers on three lines at most ---
+
+NO_GPU = {"power_gpu_w_avg": "NVML: no GPU", "gpu_util_avg": "NVML: no GPU", "energy_gpu_j": "NVML: no GPU",
+          "energy_cpu_j": "RAPL: no readable counters", "gpu_busy_frac": "no CUDA device",
+          "energy_per_task_j": "no measured power", "perf_per_watt": "no measured power"}
+
+
+def test_columns_no_job_measured_collapse_to_one_line_naming_them_and_why():
+    from rlbench.report.html import _jobs
+
+    study = _study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10.0 * a, "eval_return_mean20": 9.0}
+                    for a in (2.0, 4.0)], NO_GPU)
+    study.jobs[0].metrics["sim_share"] = 0.25  # measured by one job only: its column stays, n/a explained
+    page = _jobs(study, {})
+    heads = [re.sub("<[^>]+>", " ", h).split() for h in re.findall(r"<th[^>]*>(.*?)</th>", page)]
+    assert [" ".join(h) for h in heads] == ["job", "status", "actors", "fps frames/s", "runtime s", "sim share",
+                                            "eval return last 20", "bound"]
+    assert page.count(">n/a<") == 1 and "sim share (sim_share): not logged by this job" in page
+    (line,) = [p for p in re.findall(r"<p>(.*?)</p>", page) if p.startswith("Not measured in any job")]
+    assert line == ("Not measured in any job: actor_threads_used, sm_granted, cpu_gpu_ratio, learner_share (not logged); "
+                    "energy_per_task_j, perf_per_watt (no measured power); "
+                    "power_gpu_w_avg, gpu_util_avg, energy_gpu_j (NVML: no GPU); gpu_busy_frac (no CUDA device); "
+                    "energy_cpu_j (RAPL: no readable counters)")
+
+
+def test_table_headers_take_at_most_three_short_lines():
+    from rlbench.report.html import COLUMNS, _head
+
+    for name, unit, key in COLUMNS:
+        lines = re.sub("<[^>]+>", "\n", _head(name, unit, key).replace("<br>", "\n")).split("\n")
+        lines = [ln for ln in lines if ln.strip()]
+        assert len(lines) <= 3 and max(map(len, lines)) <= 8, (key, lines)
+
+
+def test_without_a_gpu_the_report_says_once_that_ratios_need_one():
+    from rlbench.report.findings import verdict_lines
+    from rlbench.report.html import _jobs
+    from rlbench.report.verdict import NO_GPU_RATIO
+
+    study = _study([{"actors": a, "runtime_s": 1.0 / a, "fps": 10.0 * a, "cpu_gpu_ratio": 1.0, "sm_granted": 2.0,
+                     "sm_total": 2.0} for a in (2.0, 4.0)], {})
+    for j in study.jobs:
+        j.tags["compute_unit"] = "cpu_thread"
+    assert study.without_gpu
+    lines = verdict_lines(findings(study))
+    assert lines.count(NO_GPU_RATIO) == 1 and "GPU" in NO_GPU_RATIO
+    assert [ln for ln in lines if "ratio" in ln.lower()] == [NO_GPU_RATIO]  # no "every job ran at ratio 1", no rule
+    assert "CPU/GPU" not in _jobs(study, {})  # nor a column of ratio 1
+    for j in study.jobs:  # the same jobs on CUDA compare ratios
+        j.tags["compute_unit"] = "sm"
+    assert NO_GPU_RATIO not in verdict_lines(findings(study)) and "CPU/GPU" in _jobs(study, {})
+
+
+def test_figure4_without_a_gpu_has_no_ratio_panel():
+    study = _study([{"actors": 4.0, "runtime_s": 10.0 / u, "sm_granted": u, "cpu_gpu_ratio": 1 / u} for u in (1.0, 2.0)],
+                   {})
+    for j in study.jobs:
+        j.tags["compute_unit"] = "cpu_thread"
+    drawn = F.sm_scaling(study)
+    assert [ax.get_xlabel() for ax in drawn.fig.axes] == ["granted CPU intra-op threads"]
+
+
+@pytest.mark.browser
+def test_the_job_table_fits_a_1000_px_window_and_no_header_wraps_past_three_lines(tmp_path):
+    """All 17 columns measured (a GPU host), long job names, a failed job with a long error and
+    the longest bound: in a 1000 px window every column is on screen and headers take <= 3 lines."""
+    from tests.conftest import _unavailable
+
+    try:
+        from tests.cdp import Browser, chromium_path
+    except ImportError as e:
+        _unavailable(f"{e} (pip install -e '.[test]')")
+    if chromium_path() is None:
+        _unavailable("no chromium here (Debian: apt-get install chromium)")
+    from rlbench.report.findings import verdict_lines
+    from rlbench.report.html import render
+
+    study = _study([_metrics(6000.0, 104.0, 160.0, 80.0, env=0.7, inf=0.2) | {
+        "actors": a, "cpu_gpu_ratio": 0.5, "actor_threads_used": 40.0, "sim_share": 0.3, "learner_share": 0.5,
+        "eval_return_mean20": -20.5, "task_fps": 4800.0} for a in (4.0, 40.0, 256.0)], {})
+    for j in study.jobs:
+        j.name, j.tags["compute_unit"] = f"actors={j.actors} sm_limit=None", "sm"
+    study.jobs.append(JobRun("f", "actors=64 sm_limit=None", "FAILED", {"actors": "64"}, {}, {},
+                             {"error": "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB " * 3}))
+    found = findings(study)
+    assert {b["kind"] for b in found["bottleneck"].values()} == {"environment stepping"}
+    page = tmp_path / "report.html"
+    page.write_text(render(study, [], {}, found, verdict_lines(found)))
+    browser = Browser(width=1000, height=900)
+    try:
+        browser.navigate(page.as_uri())
+        browser.wait_for("document.querySelectorAll('th').length", what="the job table")
+        heads = browser.evaluate("[...document.querySelectorAll('th')].length")
+        right = browser.evaluate("Math.max(...[...document.querySelectorAll('td, th')]"
+                                 ".map(c => c.getBoundingClientRect().right))")
+        lines = browser.evaluate("[...document.querySelectorAll('th')].map(th => { const r = document.createRange(); "
+                                 "r.selectNodeContents(th); return new Set([...r.getClientRects()]"
+                                 ".map(x => Math.round(x.top))).size })")
+    finally:
+        browser.close()
+    assert heads == 17 and right <= 1000, (heads, right)
+    assert max(lines) <= 3, lines

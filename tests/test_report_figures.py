@@ -49,20 +49,25 @@ def _texts_inside(fig) -> list[str]:
             or not page.contains(*t.get_window_extent(renderer).p1)]
 
 
-def test_not_measured_reasons_wrap_whole_and_each_reason_once(store):
+def test_not_measured_reasons_are_said_once_whole_at_the_foot(store):
     drawn = F.actor_scaling(_sweep(store))
-    shown = "\n".join(t.get_text() for ax in drawn.fig.axes for t in ax.texts)
-    flat = " ".join(shown.split())
-    assert " ".join(LONG_GPU.split()) in flat and " ".join(LONG_CPU.split()) in flat  # whole, not cut
-    power = next(ax for ax in drawn.fig.axes if ax.get_ylabel() == "average power (W)")
-    assert " ".join(" ".join(t.get_text() for t in power.texts).split()).count(LONG_GPU[:40]) == 1  # once per panel
+    flat = " ".join(" ".join(t.get_text() for t in drawn.fig.texts).split())
+    assert flat.count(" ".join(LONG_GPU.split())) == 1 and flat.count(" ".join(LONG_CPU.split())) == 1
+    assert not any(ax.get_ylabel() == "average power (W)" for ax in drawn.fig.axes)  # no empty panel
     assert _texts_inside(drawn.fig) == []
 
 
-def test_reasons_text_groups_metrics_that_share_a_reason():
-    text = F.reasons_text({"a": "why one", "b": "why one", "c": "why two " * 20}, 40)
-    assert text.splitlines()[0] == "a, b: not measured (why one)"
-    assert max(len(line) for line in text.splitlines()) <= 40 and text.count("why two") == 20
+def test_never_measured_names_the_sources_of_a_derived_value_and_groups_shared_reasons():
+    from rlbench.report.never_measured import never_measured, one_line
+    from rlbench.report.records import JobRun
+
+    nulls = {"perf_per_watt": "no measured power", "energy_gpu_j": "no NVML", "energy_cpu_j": "no RAPL"}
+    jobs = [JobRun(f"r{i}", f"j{i}", "FINISHED", {}, {"fps": 1.0}, nulls) for i in range(2)]
+    found = never_measured(jobs, ["fps", "perf_per_watt", "gpu_util_avg"])
+    assert found == {"perf_per_watt": "no measured power", "gpu_util_avg": "not logged",
+                     "energy_cpu_j": "no RAPL", "energy_gpu_j": "no NVML"}
+    assert one_line({"a": "why one", "b": "why one", "c": "why two"}) == "Not measured in any job: a, b (why one); c (why two)"
+    assert one_line({}) == "" and never_measured([], ["fps"]) == {}
 
 
 def test_operations_use_one_colour_per_operation_in_every_panel(store):
@@ -76,3 +81,13 @@ def test_operations_use_one_colour_per_operation_in_every_panel(store):
     from matplotlib.colors import to_rgb
 
     assert all(colours == {to_rgb(op_colour(op))} for op, colours in seen.items()), seen
+
+
+def test_the_operations_legend_reads_at_least_10_px_at_the_reports_width(store):
+    drawn = F.operations(_sweep(store))
+    (legend,) = drawn.fig.legends
+    shown_px = 984  # a 1000 px window less the page's padding: the image is scaled to it
+    for text in legend.get_texts():
+        px = text.get_fontsize() / 72 * drawn.fig.dpi * shown_px / (drawn.fig.get_figwidth() * drawn.fig.dpi)
+        assert px >= 10, (text.get_text(), px)
+    assert _texts_inside(drawn.fig) == []

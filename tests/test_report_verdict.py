@@ -127,6 +127,13 @@ def test_recommend_names_what_differs_when_every_job_has_the_same_ratio():
                              "single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
 
 
+def test_recommend_without_a_gpu_names_no_ratio():
+    jobs = [{"name": "actors=8", "ratio": 1.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
+            {"name": "actors=4", "ratio": 1.0, "runtime_s": 60.0, "fps": 500.0, "energy_j": None}]
+    rec = recommend(jobs, ratios=False)
+    assert rec.text.startswith("actors=8: task in 30.0 s, 900 fps") and "ratio" not in rec.text
+
+
 def test_study_rule_on_a_dgx1_like_host():
     # 40 threads / 80 SMs: the rule says 40 SMs are enough; 40-SM job 6% slower (the study).
     text = study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 106.0), (20.0, 300.0)])

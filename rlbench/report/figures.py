@@ -1,14 +1,15 @@
 """The study's figures, redrawn from a `Study` (rlbench.report.records); one function each.
 
 Every function returns a `Drawn`: the figure, or None and the reason it could not be drawn
-(a value that was not measured is never drawn as zero). Each plotted series carries a gid
+(a value that was not measured is never drawn as zero; one no job measured is left out, and
+the figure's foot names it once with the jobs' reasons). Each plotted series carries a gid
 `<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
 figure names the host, the units (env frames, not agent steps) and its baseline, and lists
 the jobs it could not plot (failed, killed, missing). Figures are plain matplotlib `Figure`s
 with an Agg canvas of their own (no pyplot): nothing global is touched, and a notebook shows
 them as PNG (html.png_bytes).
 
-No text is cut at the figure's edge: titles, footers and "not measured" reasons are wrapped
+No text is cut at the figure's edge: titles and footers (with their "not measured" line) are wrapped
 on word boundaries to the width they have, and the figure grows by the height they take
 (the panels keep their size), so the PNG holds them whole without bbox_inches="tight".
 """
@@ -24,16 +25,20 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
 from rlbench.metrics import OPS, OTHER
+from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.colours import op_colour
 from rlbench.telemetry.op_chart import legend_below, op_handles
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
-TITLE_SIZE, FOOT_SIZE, REASON_SIZE = 12.0, 7.0, 7.0   # points
+TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
+# The report shows a figure at most ~1000 px wide (a 1000 px window): an 11-inch figure's 10 pt
+# text is 12.6 px there, a 15-inch one's 9.3 px; so figures are 11 inches wide and the operations
+# legend, one colour per operation, has 10 pt text.
+OPS_LEGEND_SIZE = 10.0
 LINE_SPACING = 1.2                                    # matplotlib's, in font sizes per line
 PAD = 0.12                                            # inches around a band of text
-REASON_COLOUR = "tab:red"
 
 
 @dataclass
@@ -75,11 +80,6 @@ def _chars_across(width_in: float, fontsize: float) -> int:
     return max(int(width_in * 72 / (0.6 * fontsize)), 20)  # 0.6 em: a generous mean glyph width for DejaVu Sans
 
 
-def _chars_per_line(ax, fontsize: float, share: float = 0.96) -> int:
-    """How many characters of text at `fontsize` fit across `share` of the axes' width."""
-    return _chars_across(ax.get_position().width * ax.get_figure().get_figwidth() * share, fontsize)
-
-
 def _height(text: str, fontsize: float) -> float:
     """Inches that `text`'s lines take at `fontsize` (0 for no text)."""
     return (text.count("\n") + 1) * fontsize * LINE_SPACING / 72 if text else 0.0
@@ -97,25 +97,6 @@ def _fill(text: str, width: int) -> str:
     return textwrap.fill(text, width, break_on_hyphens=False)
 
 
-def reasons_text(reasons: dict[str, str], width: int) -> str:
-    """'metric, metric: not measured (reason)' per distinct reason, each reason once, wrapped
-    at `width` characters on word boundaries."""
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for metric, why in reasons.items():
-        by_reason[why].append(metric)
-    return "\n".join(_fill(f"{', '.join(ms)}: not measured ({why})", width) for why, ms in by_reason.items())
-
-
-def _reasons_below(ax, reasons: dict[str, str]) -> float:
-    """Write why the panel's metrics were not measured under its x label (the panel must have
-    one), wrapped to the panel's width; returns the inches the text takes."""
-    text = reasons_text(reasons, _chars_per_line(ax, REASON_SIZE))
-    ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label), xytext=(0, -3),
-                textcoords="offset points", ha="left", va="top", fontsize=REASON_SIZE, color=REASON_COLOUR,
-                annotation_clip=False, gid="not_measured")
-    return _height(text, REASON_SIZE)
-
-
 def _footer_text(study: Study, note: str, width: int) -> str:
     """The note, the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
     left_out = [f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})"
@@ -125,7 +106,8 @@ def _footer_text(study: Study, note: str, width: int) -> str:
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
-def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None) -> Drawn:
+def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None,
+            legend_size: float = LEGEND_SIZE) -> Drawn:
     """Title at the head; the legend (handles shared by all panels), the note, the host and the
     left-out jobs at the foot; the panels laid out between. The figure grows by the height of
     head and foot, so the panels keep their size and no line is cut at the edge."""
@@ -134,7 +116,7 @@ def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: l
     head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
     foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE))
     head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
-    box = legend_below(fig, legend) if legend else None
+    box = legend_below(fig, legend, legend_size) if legend else None
     legend_in = box.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + PAD if box else 0.0
     _grow(fig, head_in + legend_in + foot_in)
     height = fig.get_figheight()
@@ -156,24 +138,8 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
             have = transform(have)
         if have:
             xs, ys = zip(*have)
-            ax.plot(xs, ys, marker="o", label=f"{label} {g}".strip(), gid=f"{metric}|{g}")
-
-
-def _absent(groups, metric: str) -> str | None:
-    """Why no job of `groups` measured `metric` (its distinct reasons, in job order), or None
-    when one did."""
-    jobs = [j for js in groups.values() for j in js]
-    if any(j.value(metric) is not None for j in jobs):
-        return None
-    return "; ".join(dict.fromkeys(j.why_missing(metric) for j in jobs)) or "no job logged it"
-
-
-def _empty_panel(ax, metrics: list[str]) -> None:
-    """A panel none of whose metrics was measured says so (the reasons are written below it)."""
-    ax.text(0.5, 0.5, _fill(" / ".join(metrics), _chars_per_line(ax, 9)) + "\nnot measured (why: below)",
-            ha="center", va="center", fontsize=9, color=REASON_COLOUR, transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
+            name = label if label and g == "all jobs" else f"{label} {g}".strip()
+            ax.plot(xs, ys, marker="o", label=name, gid=f"{metric}|{g}")
 
 
 def _log2_axis(ax, values) -> None:
@@ -189,55 +155,68 @@ def _normalise_to_first(pts):
     return [(x, y / base) for x, y in pts]
 
 
-def _actor_panel(ax, groups, metrics, ylabel: str) -> dict[str, str]:
-    """One panel of Figure 3: a line per metric and group; returns {metric: why} for the
-    panel's metrics that no job measured (never drawn as zero)."""
+def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
+    """One panel of Figure 3: a line per metric and group (jobs without the metric skipped)."""
     for metric, label, transform in metrics:
         _plot_metric(ax, groups, "actors", metric, label, transform)
     ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
-    if ax.lines:
-        _log2_axis(ax, [j.actors for js in groups.values() for j in js])
-        ax.legend(fontsize=7)
-    else:
-        _empty_panel(ax, [m for m, _, _ in metrics])
+    _log2_axis(ax, [j.actors for js in groups.values() for j in js])
+    ax.legend(fontsize=LEGEND_SIZE)
     ax.grid(alpha=0.3)
-    return {m: why for m, _, _ in metrics if (why := _absent(groups, m))}
+
+
+def actor_panels(study: Study) -> list[tuple[str, list]]:
+    """Figure 3's panels: (y label, [(metric, label, transform)]), in reading order."""
+    fps = _fps_units(study)
+    return [
+        ("runtime / runtime at fewest actors", [("runtime_s", "", _normalise_to_first)]),
+        (f"fps ({fps})", [("fps", "actors' fps", None), ("task_fps", "task's fps (frames / runtime_s)", None)]),
+        ("average power (W)", [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)]),
+        (f"perf per watt ({fps} / W)", [("perf_per_watt", "", None)]),
+        ("energy per task (J)", [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
+                                 ("energy_cpu_j", "CPU pkg", None)]),
+    ]
+
+
+TASK = ("task = the same frame target and learner updates (the actors may step past the target until the last "
+        "update has its unrolls; fps and task_fps count every frame stepped)")
 
 
 def actor_scaling(study: Study) -> Drawn:
-    """The study's Figure 3: normalised runtime and power vs actors; perf/W and energy per task."""
+    """The study's Figure 3: runtime (normalised), the actors' and the task's fps, power, perf/W
+    and energy per task vs actors. A panel or series no job measured is left out, and the
+    figure's foot names it once with the reasons (never_measured)."""
     name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
     groups = series(study.finished, "actors", "actors")
-    if len({j.actors for js in groups.values() for j in js}) < 2:
+    jobs = [j for js in groups.values() for j in js]
+    if len({j.actors for j in jobs}) < 2:
         return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
-    fig = new_figure(11, 7.8)
-    axes = fig.subplots(2, 2)
-    panels = [
-        (axes[0, 0], [("runtime_s", "", _normalise_to_first)], "runtime / runtime at fewest actors"),
-        (axes[0, 1], [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)], "average power (W)"),
-        (axes[1, 0], [("perf_per_watt", "", None)], f"perf per watt ({_fps_units(study)} / W)"),
-        (axes[1, 1], [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
-                      ("energy_cpu_j", "CPU pkg", None)], "energy per task (J)"),
-    ]
-    absent = [_actor_panel(ax, groups, metrics, ylabel) for ax, metrics, ylabel in panels]
-    fig.tight_layout()  # the panels' final widths, which the reasons are wrapped to
-    below = [_reasons_below(ax, why) + PAD if why else 0.0 for (ax, _, _), why in zip(panels, absent)]
-    _grow(fig, max(below[:2]) + max(below[2:]))  # room under each row for its longest reasons
-    sub = f"{title} ({study.title}); baseline: each series' fewest actors; task = same frames and updates"
-    return _finish(Drawn(name, title, fig), study, sub)
+    panels = actor_panels(study)
+    absent = never_measured(jobs, [m for _, metrics in panels for m, _, _ in metrics])
+    shown = [(y, kept) for y, metrics in panels if (kept := [m for m in metrics if m[0] not in absent])]
+    rows = -(-len(shown) // 2)
+    fig = new_figure(11, 3.9 * rows)
+    axes = list(fig.subplots(rows, 2, squeeze=False).flat)
+    for ax, (ylabel, metrics) in zip(axes, shown):
+        _actor_panel(ax, groups, metrics, ylabel)
+    for ax in axes[len(shown):]:
+        fig.delaxes(ax)
+    line = one_line(absent)
+    sub = f"{title} ({study.title}); baseline: each series' fewest actors; {TASK}"
+    return _finish(Drawn(name, title, fig, line), study, sub, note=line)
 
 
 def sm_scaling(study: Study) -> Drawn:
-    """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio, fixed actors."""
+    """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio (not without
+    a GPU: the verdict says why), fixed actors."""
     name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
     groups = series(study.finished, "sm_granted", "sm_limit")
     if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
-    unit = f"{study.compute_unit}s"
-    fig = new_figure(11, 4.3)
-    axes = fig.subplots(1, 2)
-    for ax, x_key, xlabel in ((axes[0], "sm_granted", f"granted {unit}"), (axes[1], "cpu_gpu_ratio",
-                                                                            "CPU/GPU ratio (actor threads / units)")):
+    panels = [("sm_granted", f"granted {study.compute_unit}s"),
+              ("cpu_gpu_ratio", "CPU/GPU ratio (actor threads / units)")][:1 if study.without_gpu else 2]
+    fig = new_figure(5.5 * len(panels), 4.3)
+    for ax, (x_key, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False).flat, panels):
         for g, js in groups.items():
             base = max(js, key=lambda j: j.knob("sm_granted"))
             pts = sorted((j.knob(x_key), j.value("runtime_s") / base.value("runtime_s")) for j in js)
@@ -248,7 +227,7 @@ def sm_scaling(study: Study) -> Drawn:
             ax.axvline(1.0, color="tab:red", ls="--", lw=0.8, label="study's rule: ratio >= 1")
         _log2_axis(ax, [j.knob(x_key) for js in groups.values() for j in js])
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=LEGEND_SIZE)
         ax.grid(alpha=0.3)
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
 
@@ -269,7 +248,8 @@ def _op_bars(ax, jobs: list[JobRun], role: str, ops: list[str]) -> None:
         for patch in bars:
             patch.set_gid(f"op_frac/{role}/{op}")
         left = [a + b for a, b in zip(left, widths)]
-    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05))
+    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05),
+           xticks=[0, 0.25, 0.5, 0.75, 1])
 
 
 def operations(study: Study) -> Drawn:
@@ -279,14 +259,14 @@ def operations(study: Study) -> Drawn:
     jobs = [j for j in study.finished if any(k.startswith("op_frac/") for k in j.metrics)]
     if not jobs:
         return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
-    fig = new_figure(15, 0.5 * len(jobs) + 2.0)
+    fig = new_figure(11, 0.5 * len(jobs) + 2.0)
     drawn_ops: list[str] = []
     for ax, role in zip(fig.subplots(1, 3, sharey=True), ("actors", "inference", "learner")):
         ops = _role_ops(jobs, role)
         _op_bars(ax, jobs, role, ops)
         drawn_ops += ops
     sub = f"{title} ({study.title}); corrected for annotation cost"
-    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops))
+    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops), legend_size=OPS_LEGEND_SIZE)
 
 
 def gpu_busy(study: Study) -> Drawn:

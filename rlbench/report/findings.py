@@ -11,7 +11,7 @@ from dataclasses import asdict
 from rlbench.repeats import STAT_METRICS, group_by, spread
 from rlbench.report.figures import series
 from rlbench.report.records import JobRun, Study
-from rlbench.report.verdict import bottleneck, knee, on_off_policy, recommend, study_rule
+from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, recommend, study_rule
 
 
 def _int(v) -> int | None:
@@ -36,10 +36,11 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
     configs = configurations(study.finished)
     candidates = recommend_candidates(study.finished, configs)
-    rec = recommend(candidates, tolerance)
+    rec = recommend(candidates, tolerance, ratios=not study.without_gpu)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    rule = study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed)
+    rule = NO_GPU_RATIO if study.without_gpu else study_rule(threads, _int(max(units)) if units else None,
+                                                              study.compute_unit, timed)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))

@@ -7,20 +7,25 @@ import html
 import io
 
 from rlbench.report.figures import Drawn
+from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
 from rlbench.tracking.unmeasured import explain
 
-COLUMNS = (("actors", "actors"), ("actor threads", "actor_threads_used"), ("units granted", "sm_granted"),
-           ("CPU/GPU ratio", "cpu_gpu_ratio"), ("fps (env frames/s)", "fps"), ("runtime (s)", "runtime_s"),
-           ("sim share", "sim_share"), ("learner share", "learner_share"),
-           ("energy per task (J)", "energy_per_task_j"), ("perf/W", "perf_per_watt"),
-           ("GPU power avg (W)", "power_gpu_w_avg"), ("GPU busy", "gpu_busy_frac"), ("NVML util", "gpu_util_avg"),
-           ("greedy eval return (last 20)", "eval_return_mean20"))
+# (header, unit, key): the header on its lines, the unit on a small line below it (no header
+# takes more than three short lines); the key is the header's tooltip
+COLUMNS = (("actors", "", "actors"), ("actor\nthreads", "", "actor_threads_used"),
+           ("units\ngranted", "", "sm_granted"), ("CPU/GPU\nratio", "", "cpu_gpu_ratio"), ("fps", "frames/s", "fps"),
+           ("runtime", "s", "runtime_s"), ("sim\nshare", "", "sim_share"), ("learner\nshare", "", "learner_share"),
+           ("energy\nper task", "J", "energy_per_task_j"), ("perf/W", "frames/J", "perf_per_watt"),
+           ("GPU\npower", "W avg", "power_gpu_w_avg"), ("GPU\nbusy", "", "gpu_busy_frac"),
+           ("NVML\nutil", "", "gpu_util_avg"), ("eval\nreturn", "last 20", "eval_return_mean20"))
+PERCENT = ("sim_share", "learner_share", "gpu_busy_frac", "gpu_util_avg")  # fractions, shown as percent
 
-STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}
-td:first-child,th:first-child{text-align:left}.bad{background:#fdd}.na{color:#999}img{max-width:100%}
-li.warn{color:#a00}"""
+STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 8px;color:#222}
+.scroll{overflow-x:auto}table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 4px;text-align:right}th{white-space:nowrap;vertical-align:bottom}
+th small{font-weight:normal;color:#555}td:first-child,th:first-child{text-align:left}
+.bad{background:#fdd}.na{color:#999}img{max-width:100%}li.warn{color:#a00}"""
 
 
 def png_bytes(fig) -> bytes:
@@ -33,21 +38,37 @@ def _cell(job: JobRun, key: str) -> str:
     v = job.knob(key)
     if v is None:
         return f'<td class="na" title="{html.escape(job.why_missing(key))}">n/a</td>'
-    return f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{v}</td>"
+    if key in PERCENT:
+        return f"<td>{v:.0%}</td>"
+    return f"<td>{v:.0f}</td>" if abs(v) >= 1000 else f"<td>{v:.3g}</td>"
 
 
-def job_table(study: Study, bounds: dict) -> str:
-    head = "<tr><th>job</th><th>status</th>" + "".join(f"<th>{h}</th>" for h, _ in COLUMNS) + "<th>bound</th></tr>"
+def shown_columns(study: Study) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
+    """The table's columns some finished job measured, and {key: why} for those none did.
+    Without a GPU the CPU/GPU ratio is left out (the verdict says once why)."""
+    absent = never_measured(study.finished, [k for _, _, k in COLUMNS])
+    skip = {"cpu_gpu_ratio"} if study.without_gpu else set()
+    return [c for c in COLUMNS if c[2] not in absent and c[2] not in skip], absent
+
+
+def _head(name: str, unit: str, key: str) -> str:
+    lines = "<br>".join(html.escape(line) for line in name.splitlines())
+    return f'<th title="{key}">{lines}' + (f"<br><small>{html.escape(unit)}</small>" if unit else "") + "</th>"
+
+
+def job_table(study: Study, bounds: dict, columns: list[tuple[str, str, str]]) -> str:
+    head = ("<tr><th>job</th><th>status</th>" + "".join(_head(n, u, k) for n, u, k in columns)
+            + "<th>bound</th></tr>")
     rows = []
     for j in study.jobs:
         cls = "" if j.finished else ' class="bad"'
-        status = j.status + (f": {html.escape(j.error)}" if j.error and not j.finished else "")
+        why = f' title="{html.escape(j.error)}"' if j.error and not j.finished else ""  # the verdict says it too
         bound = bounds.get(j.name, {}).get("kind", "-")
-        rows.append(f"<tr{cls}><td>{html.escape(j.name)}</td><td>{status}</td>"
-                    + "".join(_cell(j, k) for _, k in COLUMNS) + f"<td>{html.escape(bound)}</td></tr>")
-    rows += [f'<tr class="bad"><td colspan="{len(COLUMNS) + 3}">MISSING: {html.escape(m)}</td></tr>'
+        rows.append(f'<tr{cls}><td>{html.escape(j.name)}</td><td{why}>{j.status}</td>'
+                    + "".join(_cell(j, k) for _, _, k in columns) + f"<td>{html.escape(bound)}</td></tr>")
+    rows += [f'<tr class="bad"><td colspan="{len(columns) + 3}">MISSING: {html.escape(m)}</td></tr>'
              for m in study.missing]
-    return f"<table>{head}{''.join(rows)}</table>"
+    return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
 
 
 CONFIG_COLUMNS = (("runtime (s)", "runtime_s"), ("task fps", "task_fps"), ("fps (env frames/s)", "fps"),
@@ -73,13 +94,21 @@ def config_table(configs: dict[str, dict]) -> str:
             f"compares medians and calls no difference within the spread</p><table>{head}{''.join(rows)}</table>")
 
 
-def not_measured(study: Study) -> str:
-    """Each table column some finished job could not measure, with the distinct reasons."""
+def not_measured(study: Study, columns: list[tuple[str, str, str]], absent: dict[str, str]) -> str:
+    """One line for the columns no job measured (left out of the table), then each shown column
+    some finished job could not measure, with the distinct reasons."""
     items = []
-    for head, key in COLUMNS:
+    for name, unit, key in columns:
         reasons = sorted({explain(key, j.nulls) or j.why_missing(key) for j in study.finished if j.knob(key) is None})
+        head = " ".join([*name.split(), unit]).strip()
         items += [f"<li>{html.escape(head)} ({key}): {html.escape(r)}</li>" for r in reasons]
-    return f"<p>n/a means not measured:</p><ul>{''.join(items)}</ul>" if items else ""
+    line = f"<p>{html.escape(one_line(absent))}</p>" if absent else ""
+    return line + (f"<p>n/a means not measured:</p><ul>{''.join(items)}</ul>" if items else "")
+
+
+def _jobs(study: Study, bounds: dict) -> str:
+    columns, absent = shown_columns(study)
+    return job_table(study, bounds, columns) + not_measured(study, columns, absent)
 
 
 def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: dict, lines: list[str]) -> str:
@@ -101,6 +130,6 @@ def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: d
 {html.escape(units)}. {len(study.finished)} of {len(study.jobs) + len(study.missing)} jobs finished.</p>
 <h2>Verdict</h2><ul>{verdict}</ul>
 {config_table(findings.get("configurations", {}))}
-<h2>Jobs</h2>{job_table(study, findings["bottleneck"])}{not_measured(study)}
+<h2>Jobs</h2>{_jobs(study, findings["bottleneck"])}
 <h2>Figures</h2>{''.join(figures)}
 </body></html>"""

@@ -92,6 +92,11 @@ class Study:
         return "SM" if any(j.tags.get("compute_unit") == "sm" for j in self.finished) else "CPU intra-op thread"
 
     @property
+    def without_gpu(self) -> bool:
+        """Every finished job ran on the CPU (tagged compute_unit=cpu_thread): no CPU/GPU ratio to compare."""
+        return bool(self.finished) and all(j.tags.get("compute_unit") == "cpu_thread" for j in self.finished)
+
+    @property
     def finished(self) -> list[JobRun]:
         return [j for j in self.jobs if j.finished]
 

@@ -145,14 +145,15 @@ class Recommendation:
     tied: list[str] = field(default_factory=list)  # configurations it cannot be told apart from
 
 
-def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | None:
+def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True) -> Recommendation | None:
     """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
     when not measured): one per configuration, the medians of its runs, with `runtime_spread`
     (max - min of its runs' runtime_s, None or absent for one run) and `runs`. The job that
     finished the task soonest; where every candidate's energy is known, the least energy per
     task among the jobs within `tolerance` of the best runtime (a few percent of time for fewer
     joules). The text names the configurations whose runtime is within the measured spread of
-    the pick's (cannot tell apart), or says the spread is unknown when every one ran once."""
+    the pick's (cannot tell apart), or says the spread is unknown when every one ran once.
+    ratios=False (no GPU: a CPU/GPU ratio means nothing): the text names the job, not its ratio."""
     ok = [j for j in jobs if j.get("runtime_s") is not None]
     if not ok:
         return None
@@ -170,7 +171,9 @@ def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | Non
     runs = pick.get("runs") or 1
     span = f" (median of {runs} runs, spread {pick['runtime_spread']:.1f} s)" if runs > 1 else ""
     task = f"task in {pick['runtime_s']:.1f} s{span}, {fps}, {energy}; {how}"
-    if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
+    if not ratios:
+        text = f"{pick['name']}: {task}"
+    elif len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
         text = f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
     else:
         text = f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
@@ -185,6 +188,10 @@ def recommend(jobs: list[dict], tolerance: float = 0.05) -> Recommendation | Non
         text += f"; {SINGLE_RUN}"
     return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text,
                           pick.get("runtime_spread"), runs, tied)
+
+
+NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
+                "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios")
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
