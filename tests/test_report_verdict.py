@@ -31,6 +31,12 @@ def test_the_knee_judges_the_task_and_says_when_the_learner_bounds_it():
     assert "actors' fps +46.6%, task -2.7%: the learner bounds the task, not the actors" in k.text
 
 
+def test_actors_and_task_speeding_up_alike_do_not_name_the_learner():
+    # a real 2-job CartPole sweep: the task 47.2% shorter is 1.89x its rate, as the actors' +89.4%
+    k = knee({2: 7.87, 4: 4.156}, share=0.10, fps={2: 2543.0, 4: 4815.0})
+    assert "actors' fps +89.3%, task -47.2%" in k.text and "learner" not in k.text
+
+
 def test_a_knee_where_more_actors_only_slow_the_task_says_so():
     k = knee({40: 72.8, 256: 86.1}, share=0.10, fps={40: 3393.0, 256: 3401.0})  # the main command on 2 cores
     assert k.actors == 40 and "no larger actor count shortens the task" in k.text
@@ -131,7 +137,7 @@ def test_recommend_without_a_gpu_names_no_ratio():
     jobs = [{"name": "actors=8", "ratio": 1.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
             {"name": "actors=4", "ratio": 1.0, "runtime_s": 60.0, "fps": 500.0, "energy_j": None}]
     rec = recommend(jobs, ratios=False)
-    assert rec.text.startswith("actors=8: task in 30.0 s, 900 fps") and "ratio" not in rec.text
+    assert rec.text.startswith("actors=8: task in 30.0 s, 900 fps") and "CPU/GPU ratio" not in rec.text
 
 
 def test_study_rule_on_a_dgx1_like_host():
