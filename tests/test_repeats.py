@@ -140,8 +140,8 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     m = {(k, s): v for k, v, s in summary_metrics(ROWS)}
     assert m[("best/runtime_s", 0)] == 72.8 and m[("best/fps", 0)] == 3393.0 and m[("jobs_failed", 0)] == 1
     note = sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32)
-    assert "Best (shortest median task): `actors=40` (3 of 3 runs finished, jobs 1, 3, 5): " \
-           "runtime_s 72.8 (70.1..75.3, n=3)" in note
+    assert "Best (shortest median task): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
+    assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
     assert "Not told apart" not in note  # 129.2 s vs 72.8 s: far beyond either range
 
 

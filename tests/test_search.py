@@ -135,7 +135,7 @@ def test_reporter_prunes_a_dominated_trial():
     report({"window/fps": 150.0}, 1000)
     report({"window/fps": math.nan}, 2000)  # not reported
     report({}, 3000)
-    with pytest.raises(JobPruned, match="window/fps 50 at frame 4000"):
+    with pytest.raises(JobPruned, match="window/fps 50 at 4000 s"):
         report({"window/fps": 50.0}, 4000)
     assert trial.reports == [(1000, 150.0), (4000, 50.0)]
 
@@ -162,7 +162,7 @@ def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
     launcher = Launcher(task)
     assert trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=False)) is launcher
     bound = trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=True))
-    with pytest.raises(JobPruned, match="fps 5 at frame 100"):
+    with pytest.raises(JobPruned, match="fps 5 at 100 s"):
         bound.task_function("cfg")
     assert launcher.task_function is task  # the sweep's launcher is left as it was
 
