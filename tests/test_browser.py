@@ -98,6 +98,13 @@ def shown_whole(text: str) -> str:
             "return !!hit && e.contains(hit) })")
 
 
+def above_the_fold(link: str) -> str:
+    """JS: a link of the folded description ends above its "Show more" button."""
+    return (f"(() => {{ const a = [...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}); "
+            "const more = document.querySelector('button[aria-label=\"Expand description\"]'); "
+            "return !!a && !!more && a.getBoundingClientRect().bottom <= more.getBoundingClientRect().top })()")
+
+
 def first_chart_title() -> str:
     """JS: the title of the chart view's first chart card."""
     return ("document.querySelector('[data-testid=experiment-view-compare-runs-card]')"
@@ -133,8 +140,10 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser fi
     browser.navigate(run_page.format(pid))
     browser.wait_for("document.body && /Description\\s+rlbench sweep/.test(document.body.innerText)",
                      what="a description starting with 'rlbench sweep'")
+    for link in ("Jobs table", "Charts", "Report"):  # the first lines, above the description's fold
+        browser.wait_for(above_the_fold(link), what=f"the description's '{link}' link above 'Show more'")
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
-    for text in ("Compare the jobs", "Report", "knee"):
+    for text in ("energy_per_task_j", "bound", "knee"):  # the jobs' table, the report's verdict
         browser.wait_for_text(text)
     want = ["best/fps", "best/runtime_s", "jobs_finished"]
     browser.wait_for(f"{json.dumps(want)}.every(m => ({metric_names_shown()}).includes(m))",
