@@ -1,39 +1,115 @@
-"""The algorithms rlbench measures, one package each: rlbench/algo/<name>/.
+"""The algorithms rlbench measures, one package each, and the registry that finds them.
 
-Choosing `algo=<name>` (conf/algo/<preset>.yaml, whose `name` is the package) chooses the
+Choosing `algo=<name>` (conf/algo/<preset>.yaml, whose `name` is the algorithm) chooses the
 network, what central inference does with its output, what an unroll carries, the buffer
 between inference and the learner, the learner and the config schema with its rules. The
-generic roles (actors, central inference, the runner, telemetry, tracking) know none of it.
-What a package must provide (docs/algorithms.md tells the longer story):
+generic roles (actors, central inference, the runner, telemetry, tracking), predict and the
+report know none of it: they ask the package through the declarations below, never by its name
+or its config keys. docs/algorithms.md tells the longer story.
 
-- `<name>/config.py`, torch-free (a bad command line is refused before torch loads):
+What a package's torch-free `config.py` declares (DECLARED; a bad command line is refused
+before torch loads):
   `Schema` (the dataclass behind `algo.*`; registered as `schema/algo/<name>`),
   `LEARNS` (whether it trains a network: evaluation envs run only then),
+  `ON_POLICY` (whether its learner trains only on data of its current policy: the report's
+  on- vs off-policy verdict),
+  `OPS` ({role: operations it times}, within rlbench.metrics.OPS),
+  `PRESETS` ({env kind: the conf/algo preset for it}, where not `algo=<name>`),
   `rules(conf)` -> {dotted key: (ok(value), what is allowed)},
-  `checks(conf)` -> problems across keys or with this host ("<key>=<value>: ..."),
+  `checks(conf)` -> problems across keys ("<key>=<value>: ..."), `host_checks(conf)` against this host,
   `task_learner_updates(conf)` -> the updates a task needs when the workload leaves them null,
-  `task_replay_ratio(conf)` -> samples per unroll the task implies (None: no learner).
-- `<name>/build.py`: `build(ctx: AlgoContext) -> AlgoParts` (rlbench/algo/parts.py).
-  (`<name>/__init__.py` stays empty of imports, so that importing config.py loads no torch.)
+  `task_replay_ratio(conf)` -> samples per unroll the task implies (None: no learner),
+  `learner_data(conf)` -> rlbench.algo.data.LearnerData, what the learner takes of the actors'
+  stream (predict's model), or None without a learner,
+  `profile_overrides(conf)` -> {algo key: value} that timing the learner alone needs (rlbench.profile).
+Its `build.py`: `build(ctx: AlgoContext) -> AlgoParts` (rlbench/algo/parts.py).
+(`<name>/__init__.py` stays empty of imports, so that importing config.py loads no torch.)
+
+The built-in packages are rlbench/algo/<name>/. Another one lives anywhere importable: add it
+with `register(name, "its.package")`, or, for every rlbench process started from a shell
+(the CLI, a sweep's jobs, the report, predict), with RLBENCH_ALGORITHMS="name=its.package[,...]".
+A package missing a declaration is refused with the names it lacks.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from types import ModuleType
 
-ALGORITHMS = ("r2d2", "vtrace", "random")
+BUILT_IN = {"r2d2": "rlbench.algo.r2d2", "vtrace": "rlbench.algo.vtrace", "random": "rlbench.algo.random"}
+ENV_VAR = "RLBENCH_ALGORITHMS"
+DECLARED = ("Schema", "LEARNS", "ON_POLICY", "OPS", "PRESETS", "rules", "checks", "host_checks",
+            "task_learner_updates", "task_replay_ratio", "learner_data", "profile_overrides")
+
+
+class AlgorithmError(KeyError):
+    """An algorithm rlbench does not know, or whose package lacks a declaration."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def _from_env(value: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (s.strip() for s in value.split(","))):
+        name, sep, package = item.partition("=")
+        if not (sep and name.strip() and package.strip()):
+            raise AlgorithmError(f"{ENV_VAR}={value!r}: {item!r} is not name=package")
+        out[name.strip()] = package.strip()
+    return out
+
+
+# name -> package; a dict, so that `name in ALGORITHMS` and iterating it see registrations
+ALGORITHMS: dict[str, str] = {**BUILT_IN, **_from_env(os.environ.get(ENV_VAR, ""))}
+
+
+def register(name: str, package: str) -> None:
+    """Make `algo.name=<name>` mean the algorithm package `package` (checked on first use)."""
+    if name in BUILT_IN and BUILT_IN[name] != package:
+        raise AlgorithmError(f"algorithm {name!r} is built in ({BUILT_IN[name]}); choose another name")
+    ALGORITHMS[name] = package
+
+
+def unregister(name: str) -> None:
+    """Forget an algorithm added with register() (tests); the built-in ones stay."""
+    if name not in BUILT_IN:
+        ALGORITHMS.pop(name, None)
+
+
+def _package(name: str) -> str:
+    if name not in ALGORITHMS:
+        raise AlgorithmError(f"algo.name={name!r}: no such algorithm; known: {', '.join(ALGORITHMS)} "
+                             f"(a package in rlbench/algo/, or one added with register() or {ENV_VAR})")
+    return ALGORITHMS[name]
 
 
 def config_module(name: str) -> ModuleType:
-    """The torch-free config module of algorithm `name` (one of ALGORITHMS)."""
-    if name not in ALGORITHMS:
-        raise KeyError(name)
-    return importlib.import_module(f"rlbench.algo.{name}.config")
+    """The torch-free config module of algorithm `name`, with every declaration of DECLARED."""
+    package = _package(name)
+    module = importlib.import_module(f"{package}.config")
+    missing = [d for d in DECLARED if not hasattr(module, d)]
+    if missing:
+        raise AlgorithmError(f"algorithm {name!r} ({package}.config) does not declare {', '.join(missing)}; "
+                             f"every algorithm declares {', '.join(DECLARED)} (rlbench/algo/__init__.py)")
+    return module
 
 
 def algorithm(name: str) -> ModuleType:
     """The algorithm's build module (imports torch): its `build(ctx)`."""
-    if name not in ALGORITHMS:
-        raise KeyError(name)
-    return importlib.import_module(f"rlbench.algo.{name}.build")
+    package = _package(name)
+    module = importlib.import_module(f"{package}.build")
+    if not hasattr(module, "build"):
+        raise AlgorithmError(f"algorithm {name!r} ({package}.build) does not declare build(ctx)")
+    return module
+
+
+def on_policy(name: str) -> bool | None:
+    """Whether algorithm `name` learns on-policy; None for a name this process does not know
+    (a record of an algorithm no longer here, or registered only elsewhere)."""
+    return bool(config_module(name).ON_POLICY) if name in ALGORITHMS else None
+
+
+def preset(name: str, env_kind: str | None) -> str:
+    """The conf/algo preset that runs algorithm `name` on envs of `env_kind` (e.g. r2d2_vector for gym)."""
+    return config_module(name).PRESETS.get(env_kind, name) if name in ALGORITHMS else name

@@ -10,9 +10,19 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from rlbench.algo.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 
 LEARNS = True
+ON_POLICY = False  # replay: the learner samples sequences that older policies acted
+PRESETS = {"gym": "r2d2_vector"}  # vector observations: the MLP torso (conf/algo/r2d2_vector.yaml)
+# Operations it times (rlbench/metrics.py OPS): queue_put, queue_full_wait and the learner's
+# queue_get/replay_insert under the unroll queue (SEED's coupling); the inference-side
+# replay_insert under coupling=free_running/rate_limited
+OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
+                     "queue_put", "queue_full_wait", "replay_insert"),
+       "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
+                   "forward_backward", "optimizer_step", "replay_update", "publish")}
 
 
 @dataclass
@@ -193,3 +203,33 @@ def task_replay_ratio(c) -> float:
     """The replay ratio the task implies: sampled sequences / the sequences its frames make."""
     sequences = c.workload.frames / c.env.frameskip / c.algo.seq_len
     return c.workload.learner_updates * c.algo.batch_size / sequences
+
+
+def learner_data(c) -> LearnerData:
+    """Sequences of burn_in + seq_len + 1 steps at stride length - overlap (an actor's first
+    starts zero-padded: length - burn_in real steps). Under the unroll queue each update takes
+    one insertion batch, the first after the fill, and the actors run at most the queue's
+    unrolls ahead; otherwise the learner starts at min_replay (and a batch's worth of
+    inserts) and takes batch_size / samples_per_insert sequences of data per update."""
+    a = c.algo
+    length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
+    stride, first_length = length - overlap, length - a.burn_in
+    if a.coupling == "unroll_queue":
+        per_update = insertion_batch(a.batch_size, a.samples_per_insert)
+        first = fill_insertions(a.min_replay, per_update) * per_update
+        return LearnerData(first, first_length, stride, float(per_update * stride),
+                           lead_steps=float(a.unroll_queue_size * stride))
+    first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
+    return LearnerData(int(first), first_length, stride,
+                       a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
+
+
+def profile_overrides(c) -> dict:
+    """Timing the learner alone: min_replay lowered to one batch (no more to wait for), and the
+    unroll queue's coupling made free running: inference inserts into replay itself, so the
+    actor loop is never held by a full unroll queue (the model applies SEED's coupling through
+    learner_data's lead_steps)."""
+    out = {"min_replay": c.algo.batch_size}
+    if c.algo.coupling == "unroll_queue":
+        out["coupling"] = "free_running"
+    return out

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from rlbench.algo.checks import Rules, int_at_least
 
 LEARNS = False
+ON_POLICY = False  # no learner (as before the declaration: the report counted it with the off-policy side)
+PRESETS: dict = {}  # algo=random on every env
+OPS = {"inference": ("unroll_assembly",), "learner": ()}
 
 
 @dataclass
@@ -43,3 +46,11 @@ def task_learner_updates(c) -> int:
 
 def task_replay_ratio(c) -> float | None:
     return None
+
+
+def learner_data(c) -> None:
+    return None  # no learner
+
+
+def profile_overrides(c) -> dict:
+    return {}

@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from rlbench.algo.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.data import LearnerData
 
 LEARNS = True
+ON_POLICY = True  # every unroll is trained once, by the learner a few updates past the policy that acted
+PRESETS = {"gym": "vtrace_vector"}  # vector observations: the MLP torso (conf/algo/vtrace_vector.yaml)
+OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
+       "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward", "optimizer_step",
+                   "publish")}
 
 
 @dataclass
@@ -124,3 +130,13 @@ def task_learner_updates(c) -> int:
 def task_replay_ratio(c) -> float:
     """Samples per unroll the task implies (1 when the unrolls fill whole batches)."""
     return c.workload.learner_updates * c.algo.batch_size / max(task_unrolls(c), 1)
+
+
+def learner_data(c) -> LearnerData:
+    """batch_size unrolls of unroll_length + 1 steps (consecutive ones sharing one) per update."""
+    a = c.algo
+    return LearnerData(a.batch_size, a.unroll_length + 1, a.unroll_length, float(a.batch_size * a.unroll_length))
+
+
+def profile_overrides(c) -> dict:
+    return {}  # the FIFO fills to a batch from inference alone

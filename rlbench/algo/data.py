@@ -1,0 +1,15 @@
+"""What a learner takes of the actors' stream, declared by each algorithm for the performance
+model (rlbench/predict/model.py, through rlbench/predict/jobs.py). Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LearnerData:
+    first_unrolls: int  # unrolls that must exist before the first update
+    first_steps: int  # agent steps of an actor's first unroll (R2D2's starts zero-padded: fewer)
+    stride: int  # agent steps between the starts of an actor's consecutive unrolls
+    steps_per_update: float  # agent steps of data each later update takes while the actors run (0: none)
+    lead_steps: float | None = None  # steps the actors may run ahead of the learner (a bounded queue); None: no bound
