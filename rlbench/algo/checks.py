@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rlbench.algo import preset
+
 Rules = dict[str, tuple[Callable[[Any], bool], str]]
 
 
@@ -23,7 +25,7 @@ def one_of(*allowed: str) -> tuple[Callable[[Any], bool], str]:
 
 def torso_checks(c) -> list[str]:
     """The network's torso fits the env's observations (vectors: mlp; Atari pixels: nature_cnn)."""
-    vector = {"r2d2": "algo=r2d2_vector", "vtrace": "algo=vtrace_vector"}.get(c.algo.name, "")
+    vector = f"algo={preset(c.algo.name, 'gym')}"
     if c.env.kind == "gym" and c.algo.network.torso == "nature_cnn":
         return [f"algo.network.torso=nature_cnn: gym envs give vector observations; use mlp ({vector})"]
     if c.env.kind == "atari" and c.algo.network.torso == "mlp":

@@ -64,40 +64,26 @@ class JobPrediction:
                 "bound": self.bound}
 
 
+def _algo_data(conf):
+    """The algorithm's declared LearnerData (rlbench/algo/data.py), or None without a learner."""
+    algo = config_module(conf.algo.name)
+    return algo.learner_data(conf) if algo.LEARNS and conf.learner else None
+
+
 def learner_data(conf) -> tuple[int, float]:
     """(agent steps before the learner may start, agent steps of data per update while the
-    actors run) for the job's algorithm; (0, 0) without a learner."""
-    a = conf.algo
-    if not (config_module(a.name).LEARNS and conf.learner):
+    actors run) for the job's algorithm, from what it declares; (0, 0) without a learner."""
+    d = _algo_data(conf)
+    if d is None:
         return 0, 0.0
-    if hasattr(a, "min_replay"):  # R2D2: sequences of burn_in + seq_len + 1 at stride length - overlap
-        from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, unroll_layout
-
-        length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
-        stride, first_length = length - overlap, length - a.burn_in  # the first unroll starts zero-padded
-        if a.coupling == "unroll_queue":  # each update takes one insertion batch; the first after the fill
-            per_update = insertion_batch(a.batch_size, a.samples_per_insert)
-            first = fill_insertions(a.min_replay, per_update) * per_update
-            return model.learner_start_steps(conf.actors, first, first_length, stride), float(per_update * stride)
-        first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
-        start = model.learner_start_steps(conf.actors, int(first), first_length, stride)
-        return start, (a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
-    if hasattr(a, "unroll_length"):  # V-trace: batch_size unrolls of unroll_length + 1 steps
-        start = model.learner_start_steps(conf.actors, a.batch_size, a.unroll_length + 1, a.unroll_length)
-        return start, float(a.batch_size * a.unroll_length)
-    return 0, 0.0
+    return model.learner_start_steps(conf.actors, d.first_unrolls, d.first_steps, d.stride), float(d.steps_per_update)
 
 
 def queue_lead(conf) -> float | None:
-    """Agent steps the actors may run ahead of the learner under SEED's unroll queue (its
-    capacity in unrolls x the steps each adds); None for couplings without one."""
-    a = conf.algo
-    if not conf.learner or getattr(a, "coupling", None) != "unroll_queue":
-        return None
-    from rlbench.algo.r2d2.sequences import unroll_layout
-
-    length, overlap = unroll_layout(a.burn_in, a.seq_len, a.overlap)
-    return float(a.unroll_queue_size * (length - overlap))
+    """Agent steps the actors may run ahead of the learner (SEED's unroll queue: its capacity
+    in unrolls x the steps each adds); None where the algorithm declares no bound."""
+    d = _algo_data(conf)
+    return None if d is None else d.lead_steps
 
 
 def units(conf, m: Machine) -> int:

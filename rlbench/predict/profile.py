@@ -104,24 +104,20 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
 
 def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     """(conf copy with `envs` actors, device, env spec, the algorithm's parts) for timing its
-    learner: R2D2's min_replay lowered to one batch (no more to wait for), its coupling free
-    running (no unroll queue to block the actors); `gate` is the
-    learner's actors-done event, which lifts its replay-ratio wait once set."""
+    learner, with the algorithm's `profile_overrides` (R2D2: min_replay lowered to one batch, no
+    more to wait for; its coupling free running, no unroll queue to block the actors); `gate` is
+    the learner's actors-done event, which lifts its replay-ratio wait once set."""
     import copy
 
-    from rlbench.algo import algorithm
+    from rlbench.algo import algorithm, config_module
     from rlbench.algo.parts import AlgoContext
     from rlbench.envs.spec import env_spec
     from rlbench.trainer import resolve_device
 
     conf = copy.deepcopy(conf)
     conf.actors = envs
-    if hasattr(conf.algo, "min_replay"):
-        conf.algo.min_replay = conf.algo.batch_size
-    if getattr(conf.algo, "coupling", None) == "unroll_queue":
-        # the costs alone: inference inserts into replay itself, so the actor loop is never held
-        # by a full unroll queue (the model applies SEED's coupling: predict.model lead_steps)
-        conf.algo.coupling = "free_running"
+    for key, value in config_module(conf.algo.name).profile_overrides(conf).items():
+        setattr(conf.algo, key, value)  # what the algorithm declares its learner needs to be timed alone
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, gate))
     if parts.learner is None:

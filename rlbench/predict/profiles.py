@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from rlbench.algo import preset
+
 
 class ProfileError(ValueError):
     """No usable profile: what was looked for and what exists."""
@@ -98,13 +100,14 @@ def _table(run_id: str, name: str) -> list[dict]:
 
 def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
     """The profile command for a job's env and algorithm, with the config groups that compose
-    them (conf/env: pong, breakout, cartpole; a gym env takes the algorithm's _vector preset)."""
+    them (conf/env: pong, breakout, cartpole; a gym env takes the preset the algorithm declares
+    for it, e.g. r2d2_vector)."""
     gym = kind == "gym"
     if env_id in ("pong", "breakout"):
         env = f"env={env_id}"
     else:
         env = f"env={'cartpole' if gym else 'pong'}" + ("" if env_id == "CartPole-v1" else f" env.id={env_id}")
-    algo_part = f" algo={algo}_vector" if gym and algo in ("r2d2", "vtrace") else (f" algo={algo}" if algo else "")
+    algo_part = f" algo={preset(algo, kind)}" if algo else ""  # the algorithm's preset for the env kind
     return f"python -m rlbench.profile {env}{algo_part}"
 
 
