@@ -95,25 +95,14 @@ _TELEMETRY = [
 METRICS: dict[str, Metric] = {m.name: m for m in _TRAINING + _TELEMETRY}
 
 # Operations per role, as each role's OpTimer names them; every role also has `other`. The
-# algorithms share the names where the work is the same (ALGO_OPS says which each one times).
+# algorithms share the names where the work is the same (each declares which it times: its
+# config.py's OPS, rlbench/algo/__init__.py).
 OPS: dict[str, tuple[str, ...]] = {
     "actors": ("env_step", "inference", "rate_limited"),
     "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert",
                   "queue_put", "queue_full_wait"),
     "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
                 "forward_backward", "optimizer_step", "replay_update", "publish"),
-}
-ALGO_OPS: dict[str, dict[str, tuple[str, ...]]] = {
-    # r2d2: queue_put, queue_full_wait and the learner's queue_get/replay_insert under the unroll queue
-    # (SEED's coupling); the inference-side replay_insert under coupling=free_running/rate_limited
-    "r2d2": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
-                           "queue_put", "queue_full_wait", "replay_insert"),
-             "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
-                         "forward_backward", "optimizer_step", "replay_update", "publish")},
-    "vtrace": {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
-               "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward",
-                           "optimizer_step", "publish")},
-    "random": {"inference": ("unroll_assembly",), "learner": ()},
 }
 OTHER = "other"
 

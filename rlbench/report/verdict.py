@@ -20,6 +20,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from rlbench.algo import on_policy
 from rlbench.repeats import SINGLE_RUN, cannot_tell
 
 
@@ -229,7 +230,6 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-ON_POLICY = ("vtrace",)  # algorithms that train only on data from their current policy
 RL_SCOPE_RATIO = 3.5  # RL-Scope (Gleeson et al. 2021): on-policy >= 3.5x more simulation-bound
 
 
@@ -246,8 +246,8 @@ class OnOff:
 def on_off_policy(shares: dict[str, list[tuple[float, float | None]]]) -> OnOff | None:
     """shares: algorithm -> (sim_share, learner_share) of its finished jobs. With one on-policy
     and one off-policy algorithm: how many times more simulation-bound the on-policy one is."""
-    on = [a for a in shares if a in ON_POLICY]
-    off = [a for a in shares if a not in ON_POLICY]
+    on = [a for a in shares if on_policy(a) is True]
+    off = [a for a in shares if on_policy(a) is False]
     if not on or not off:
         return None
     on, off = on[0], off[0]
