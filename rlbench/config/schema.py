@@ -140,10 +140,12 @@ def register_configs() -> None:
     """Store the schemas: config.yaml extends `schema`; conf/<group>/*.yaml extend
     `schema/<group>: base` (kept out of the group itself, so it is no selectable option)."""
     cs = ConfigStore.instance()
-    from rlbench.algo import ALGORITHMS, config_module
+    from rlbench.algo import ALGORITHMS, BUILT_IN, config_module
 
     cs.store(name="schema", node=Config)
     for group, node in GROUP_SCHEMAS.items():
         cs.store(group=f"schema/{group}", name="base", node=node)
     for name in ALGORITHMS:  # conf/algo/*.yaml extend `schema/algo: <algorithm name>`
         cs.store(group="schema/algo", name=name, node=config_module(name).Schema)
+        if name not in BUILT_IN:  # one added from outside rlbench: `algo=<name>` picks its Schema's defaults
+            cs.store(group="algo", name=name, node=config_module(name).Schema)

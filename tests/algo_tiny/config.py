@@ -1,0 +1,54 @@
+"""The tiny algorithm's declarations (rlbench/algo/__init__.py lists what each one declares)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlbench.algo.checks import Rules, int_at_least
+from rlbench.algo.data import LearnerData
+
+LEARNS = True
+ON_POLICY = True  # each unroll is taken once, in arrival order
+PRESETS: dict = {}  # algo=tiny on every env
+OPS = {"inference": ("unroll_assembly", "queue_put"), "learner": ("wait", "queue_get", "forward_backward")}
+
+
+@dataclass
+class Schema:
+    name: str = "tiny"
+    unroll_length: int = 8  # steps per unroll; consecutive unrolls of an actor share one
+    batch_size: int = 4  # unrolls per update
+
+
+def rules(c) -> Rules:
+    return {"algo.unroll_length": int_at_least(2), "algo.batch_size": int_at_least(1)}
+
+
+def checks(c) -> list[str]:
+    return []
+
+
+def host_checks(c) -> list[str]:
+    return []
+
+
+def task_unrolls(c) -> int:
+    steps_per_actor = c.workload.frames // (c.env.frameskip * c.actors)
+    return c.actors * max(0, (steps_per_actor - 1) // (c.algo.unroll_length - 1))
+
+
+def task_learner_updates(c) -> int:
+    return max(1, task_unrolls(c) // c.algo.batch_size)
+
+
+def task_replay_ratio(c) -> float:
+    return c.workload.learner_updates * c.algo.batch_size / max(task_unrolls(c), 1)
+
+
+def learner_data(c) -> LearnerData:
+    a = c.algo
+    return LearnerData(a.batch_size, a.unroll_length, a.unroll_length - 1, float(a.batch_size * (a.unroll_length - 1)))
+
+
+def profile_overrides(c) -> dict:
+    return {}
