@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import numpy as np
 
@@ -39,9 +40,10 @@ class RandomActs:
 
 
 class MeanRewardLearner(LearnerLoop):
-    def __init__(self, fifo: Fifo, batch_size: int, update_target: int, actors_done: threading.Event):
+    def __init__(self, fifo: Fifo, batch_size: int, update_s: float, update_target: int,
+                 actors_done: threading.Event):
         super().__init__(update_target, actors_done)
-        self.fifo, self.batch_size = fifo, batch_size
+        self.fifo, self.batch_size, self.update_s = fifo, batch_size, update_s
 
     def may_update(self) -> bool:
         return len(self.fifo.rewards) >= self.batch_size
@@ -54,6 +56,7 @@ class MeanRewardLearner(LearnerLoop):
             batch = [self.fifo.rewards.popleft() for _ in range(self.batch_size)]
         with self.timer.op("forward_backward"):
             loss = float(np.mean(batch))
+            time.sleep(self.update_s)
         self.updates += 1
         return loss
 
@@ -64,7 +67,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
                               spec.num_actions, 0, spec.stack)
     fifo = Fifo()
     policy = RandomActs(spec.num_actions, unrolls, fifo, ctx.conf.seed)
-    learner = MeanRewardLearner(fifo, a.batch_size, ctx.conf.workload.learner_updates, ctx.actors_done) \
+    learner = MeanRewardLearner(fifo, a.batch_size, a.update_s, ctx.conf.workload.learner_updates, ctx.actors_done) \
         if ctx.conf.learner else None
     return AlgoParts(policy, learner, metrics=lambda final: {"unrolls": fifo.put_total}
                      | ({} if final else {"queue_size": len(fifo.rewards)}))

@@ -18,10 +18,13 @@ class Schema:
     name: str = "tiny"
     unroll_length: int = 8  # steps per unroll; consecutive unrolls of an actor share one
     batch_size: int = 4  # unrolls per update
+    update_s: float = 0.02  # seconds an update costs (a real one is not free: the profile's co-run times the actors
+    # beside it, and an update shorter than an actor step would see none)
 
 
 def rules(c) -> Rules:
-    return {"algo.unroll_length": int_at_least(2), "algo.batch_size": int_at_least(1)}
+    return {"algo.unroll_length": int_at_least(2), "algo.batch_size": int_at_least(1),
+            "algo.update_s": ((lambda v: v >= 0), "a number of seconds >= 0")}
 
 
 def checks(c) -> list[str]:
