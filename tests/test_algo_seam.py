@@ -47,6 +47,12 @@ def test_an_unknown_algorithm_and_a_missing_declaration_are_refused_naming_them(
     assert "partial" not in ALGORITHMS
     with pytest.raises(AlgorithmError, match="built in"):
         register("r2d2", "partial_algo")
+    register("absent", "no_such_package")
+    try:
+        with pytest.raises(AlgorithmError, match="algorithm 'absent': no module no_such_package.config"):
+            config_module("absent")
+    finally:
+        unregister("absent")
 
 
 def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):

@@ -84,10 +84,19 @@ def _package(name: str) -> str:
     return ALGORITHMS[name]
 
 
+def _import(name: str, module: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.startswith(e.name):  # the package itself is missing, not one of its imports
+            raise AlgorithmError(f"algorithm {name!r}: no module {module} (registered as {ALGORITHMS[name]})") from e
+        raise
+
+
 def config_module(name: str) -> ModuleType:
     """The torch-free config module of algorithm `name`, with every declaration of DECLARED."""
     package = _package(name)
-    module = importlib.import_module(f"{package}.config")
+    module = _import(name, f"{package}.config")
     missing = [d for d in DECLARED if not hasattr(module, d)]
     if missing:
         raise AlgorithmError(f"algorithm {name!r} ({package}.config) does not declare {', '.join(missing)}; "
@@ -98,7 +107,7 @@ def config_module(name: str) -> ModuleType:
 def algorithm(name: str) -> ModuleType:
     """The algorithm's build module (imports torch): its `build(ctx)`."""
     package = _package(name)
-    module = importlib.import_module(f"{package}.build")
+    module = _import(name, f"{package}.build")
     if not hasattr(module, "build"):
         raise AlgorithmError(f"algorithm {name!r} ({package}.build) does not declare build(ctx)")
     return module
