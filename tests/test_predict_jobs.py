@@ -125,6 +125,9 @@ def test_sharing_is_read_off_the_co_run():
     assert sharing(p, 2, notes) == pytest.approx((overhead, demand / 2, demand / (2.4 / 1.2))) and not notes
     assert sharing(p, 1, notes)[0] == pytest.approx(overhead) and "taken from the co-run at 2 units" in notes[0]
     assert sharing(prof(), 2, notes) is None  # no co-run measured
+    idle = [dict(co[0], corun_sps=0.0)]  # a learner update shorter than an actor step: nothing timed
+    notes = []
+    assert sharing(Profile("p4", TAGS, ENV, INF, UPD, idle), 2, notes) is None and "corun_sps 0" in notes[0]
 
 
 def test_energy_is_each_phase_at_its_states_power_and_never_counts_the_unknown_as_zero():

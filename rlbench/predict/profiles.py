@@ -222,6 +222,9 @@ def sharing(p: Profile, units: int, notes: list[str]) -> tuple[float, float, flo
         return None
     rows = sorted(p.corun, key=lambda r: (abs(r["units"] - units), r["units"]))
     r = rows[0]
+    if not r["corun_sps"] > 0:  # the co-run timed no actor step (a learner update shorter than one)
+        notes.append(f"no sharing estimate: the co-run at {r['units']} units timed no actor step (corun_sps 0)")
+        return None
     if r["units"] != units:
         notes.append(f"estimate: sharing with the learner at {units} units taken from the co-run at {r['units']} units")
     quiet: list[str] = []
