@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from rlbench.config.validate import ConfigError
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import resolve_device
 
     try:
         confs = {(a, m): config(args, a, m) for a in args.actors for m in MODES}  # all checked before any job

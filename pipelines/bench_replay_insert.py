@@ -42,9 +42,9 @@ from hydra import compose, initialize_config_dir
 from rlbench.__main__ import CONF_DIR
 from rlbench.config.schema import register_configs
 from rlbench.config.validate import validate
-from rlbench.resources import ComputeLimit
+from rlbench.resources import ComputeLimit, resolve_device
 from rlbench.runner import RoleFailed, RoleThread
-from rlbench.trainer import build_trainer, resolve_device
+from rlbench.trainer import build_trainer
 
 DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",
                "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "algo.coupling=free_running", "sm_limit=1",

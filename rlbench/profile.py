@@ -112,11 +112,10 @@ def figure(curves: dict, path: Path) -> Path:
 def log_profile(conf, args, curves: dict) -> str:
     import mlflow
 
-    from rlbench.resources import ComputeLimit
+    from rlbench.resources import ComputeLimit, resolve_device
     from rlbench.tracking.fingerprint import host_tags
     from rlbench.tracking.parent import source_tags
     from rlbench.tracking.store import open_experiment
-    from rlbench.trainer import resolve_device
 
     device = resolve_device(conf.device)
     units = {"profile_device": device.type, "compute_units_total": str(ComputeLimit(None, device).grant.total)}
@@ -139,8 +138,7 @@ def log_profile(conf, args, curves: dict) -> str:
 def _default_counts(conf, args) -> str | None:
     """--threads and --units left out: spread over this host (its CPUs; its device's units).
     Returns what this host cannot honour, or None."""
-    from rlbench.resources import ComputeLimit, usable_cpus
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
 
     cpus = len(usable_cpus())
     if args.threads is None:

@@ -43,10 +43,9 @@ __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_repor
 def run_search(sweeper, arguments: list[str]) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring)."""
     from rlbench.config.grid import expand_jobs, validate_jobs
-    from rlbench.resources import ComputeLimit
+    from rlbench.resources import ComputeLimit, resolve_device
     from rlbench.sweep import preflight_or_exit
     from rlbench.tracking.store import mark_stale_runs
-    from rlbench.trainer import resolve_device
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
