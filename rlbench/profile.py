@@ -156,17 +156,12 @@ def _default_counts(conf, args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hydra import compose, initialize_config_dir
-
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import ConfigError, validate
+    from rlbench.config.compose import compose_job
+    from rlbench.config.validate import ConfigError
 
     args = parse(argv)
-    register_configs()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            conf = validate(compose(config_name="config", overrides=args.overrides))
+        conf = compose_job(args.overrides)
     except ConfigError as e:
         print(f"rlbench profile: {e}", file=sys.stderr)
         return 2

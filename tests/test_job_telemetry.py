@@ -14,10 +14,8 @@ from pathlib import Path
 import mlflow
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
+from rlbench.config.compose import compose_config
 from rlbench.job import run_job
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
 from rlbench.telemetry.nvml import NvmlSource
@@ -58,9 +56,7 @@ def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[
     uri = f"sqlite:///{folder}/mlflow.db"
     tracking = [f"tracking.uri={uri}", f"tracking.artifact_location={folder}/artifacts", "tracking.experiment=test",
                 "tracking.system_metrics=false", "eval_envs=0"]
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[*overrides, *tracking])
+    cfg = compose_config([*overrides, *tracking])
     before = {t.name for t in threading.enumerate()}
     final = run_job(cfg, overrides=job_overrides)
     new_threads = {t.name for t in threading.enumerate()} - before

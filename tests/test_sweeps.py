@@ -159,7 +159,7 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
 def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg):
     from hydra import compose, initialize_config_dir
 
-    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.compose import CONF_DIR
     from rlbench.config.validate import validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

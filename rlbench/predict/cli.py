@@ -61,16 +61,10 @@ def grid_overrides(overrides: list[str]) -> list[list[str]]:
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    """The job's validated config, for a machine that need not be this one (no host checks)."""
+    from rlbench.config.compose import compose_job
 
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import validate
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(hydra_compose(config_name="config", overrides=overrides), host=False)
+    return compose_job(overrides, host=False)
 
 
 def machine(a, host: str, env_id: str, algo: str):
