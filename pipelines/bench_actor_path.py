@@ -19,23 +19,18 @@ import threading
 import time
 
 import numpy as np
-from hydra import compose, initialize_config_dir
 
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
-from rlbench.config.validate import validate
+from rlbench.config.compose import compose_job
 from rlbench.envs.vector import AtariActors, resolve_inference_batch
 from rlbench.trainer import build_trainer
 
 
 def config(args):
-    register_configs()
     overrides = [f"env={args.env}", f"actors={args.actors}", f"inference_batch={args.inference_batch}",
                  "algo=random", "workload.frames=1000000000000"]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=overrides))
+    return compose_job(overrides)
 
 
 def raw_fps(conf, seconds: float) -> float:

@@ -65,19 +65,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config(args, actors: int, mode: int):
-    from hydra import compose, initialize_config_dir
+    from rlbench.config.compose import compose_job
 
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import validate
-
-    register_configs()
     overrides = [f"env={args.env}", f"actors={actors}", f"inference_batch={mode}", "learner=false",
                  f"workload.frames={args.frames}", *args.overrides]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=overrides))
+    return compose_job(overrides)
 
 
 def one_job(conf) -> dict:
@@ -123,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from rlbench.config.validate import ConfigError
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import resolve_device
 
     try:
         confs = {(a, m): config(args, a, m) for a in args.actors for m in MODES}  # all checked before any job

@@ -37,14 +37,10 @@ import sys
 import threading
 import time
 
-from hydra import compose, initialize_config_dir
-
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
-from rlbench.config.validate import validate
-from rlbench.resources import ComputeLimit
+from rlbench.config.compose import compose_job
+from rlbench.resources import ComputeLimit, resolve_device
 from rlbench.runner import RoleFailed, RoleThread
-from rlbench.trainer import build_trainer, resolve_device
+from rlbench.trainer import build_trainer
 
 DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",
                "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "algo.coupling=free_running", "sm_limit=1",
@@ -54,8 +50,7 @@ DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.lear
 def config(args, learner: bool):
     overrides = [f"env={args.env}", f"actors={args.actors}", *DEFAULT_JOB, *args.overrides,
                  f"learner={str(learner).lower()}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=overrides))
+    return compose_job(overrides)
 
 
 def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
@@ -152,7 +147,6 @@ def main() -> None:
                    help="update: the real learner; sample: the learner thread only samples, back to back")
     p.add_argument("overrides", nargs="*", help=f"extra Hydra overrides (after: {' '.join(DEFAULT_JOB)})")
     args = p.parse_args()
-    register_configs()
     confs = {True: config(args, True), False: config(args, False)}
     if confs[True].algo.name != "r2d2":
         sys.exit("bench_replay_insert: it measures R2D2's replay: needs algo.name=r2d2")

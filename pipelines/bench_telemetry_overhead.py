@@ -23,10 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
+from rlbench.config.compose import compose_config
 from rlbench.job import run_job
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder
@@ -37,9 +34,7 @@ DEFAULT_JOB = ["workload=smoke", "workload.frames=200000", "actors=40", "learner
 def run_once(overrides: list[str], telemetry: bool, store: str) -> dict:
     extra = [f"telemetry.enabled={str(telemetry).lower()}", f"tracking.uri=sqlite:///{store}/mlflow.db",
              f"tracking.artifact_location={store}/artifacts", "tracking.experiment=bench", "progress=log"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides + extra)
-    return run_job(cfg, overrides)
+    return run_job(compose_config(overrides + extra), overrides)
 
 
 def span_cost_s(n: int = 200_000) -> float:
@@ -80,7 +75,6 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help=f"job overrides (default: {' '.join(DEFAULT_JOB)})")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    register_configs()
     overrides = args.overrides or DEFAULT_JOB
     on, off, sampler_share, last_on = [], [], [], None
     with tempfile.TemporaryDirectory() as store:

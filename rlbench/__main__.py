@@ -14,9 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rlbench.config.argv import check_override_keys
+from rlbench.config.compose import CONF_DIR
 from rlbench.config.schema import register_configs
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -22,7 +22,7 @@ from rlbench.config.schema import Config
 from rlbench.config.validate import validate
 from rlbench.envs.vector import job_inference_batch
 from rlbench.report.verdict import bottleneck
-from rlbench.resources import ComputeLimit, actor_hardware_threads
+from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.op_chart import as_columns, op_breakdown_rows, plot_op_breakdown
@@ -32,7 +32,7 @@ from rlbench.tracking.parent import NOTE_TAG
 from rlbench.tracking.record import JobRecord, flatten
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
-from rlbench.trainer import last_returns_mean, resolve_device, train
+from rlbench.trainer import last_returns_mean, train
 
 log = logging.getLogger(__name__)
 

@@ -29,15 +29,10 @@ def merge(base: list[str], extra: list[str]) -> list[str]:
 def tracking_uri(overrides: list[str]) -> str:
     """The store the jobs will use, resolved as they resolve it: the config composed with the
     tracking and experiment overrides (presets, MLFLOW_TRACKING_URI, tracking.uri=...)."""
-    from hydra import compose, initialize_config_dir
+    from rlbench.config.compose import compose_config
 
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-
-    register_configs()
     keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] in ("tracking", "experiment")]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=keep).tracking.uri
+    return compose_config(keep).tracking.uri
 
 
 def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -132,3 +133,13 @@ def check(tracking_uri: str | None = None, storage: str | None = None) -> None:
             check_database(tracking_uri, "MLflow tracking store")
     if storage:
         check_database(storage, "Optuna study storage search.storage")
+
+
+def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
+    """Tracking server (and study storage) reachable, or exit 2 before any job or run exists:
+    what a sweep and a search do first."""
+    try:
+        check(tracking_uri, storage)
+    except PreflightError as e:
+        print(f"rlbench: {e}", file=sys.stderr)
+        sys.exit(2)

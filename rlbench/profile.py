@@ -112,11 +112,10 @@ def figure(curves: dict, path: Path) -> Path:
 def log_profile(conf, args, curves: dict) -> str:
     import mlflow
 
-    from rlbench.resources import ComputeLimit
+    from rlbench.resources import ComputeLimit, resolve_device
     from rlbench.tracking.fingerprint import host_tags
     from rlbench.tracking.parent import source_tags
     from rlbench.tracking.store import open_experiment
-    from rlbench.trainer import resolve_device
 
     device = resolve_device(conf.device)
     units = {"profile_device": device.type, "compute_units_total": str(ComputeLimit(None, device).grant.total)}
@@ -139,8 +138,7 @@ def log_profile(conf, args, curves: dict) -> str:
 def _default_counts(conf, args) -> str | None:
     """--threads and --units left out: spread over this host (its CPUs; its device's units).
     Returns what this host cannot honour, or None."""
-    from rlbench.resources import ComputeLimit, usable_cpus
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
 
     cpus = len(usable_cpus())
     if args.threads is None:
@@ -158,17 +156,12 @@ def _default_counts(conf, args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hydra import compose, initialize_config_dir
-
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import ConfigError, validate
+    from rlbench.config.compose import compose_job
+    from rlbench.config.validate import ConfigError
 
     args = parse(argv)
-    register_configs()
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            conf = validate(compose(config_name="config", overrides=args.overrides))
+        conf = compose_job(args.overrides)
     except ConfigError as e:
         print(f"rlbench profile: {e}", file=sys.stderr)
         return 2

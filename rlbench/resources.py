@@ -18,7 +18,19 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
+
+if TYPE_CHECKING:
+    import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch.device a job's `device` names: auto is cuda where torch sees one, else cpu."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 class ResourceError(ValueError):

@@ -26,6 +26,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 from mlflow.entities import Metric
 
+from rlbench.preflight import preflight_or_exit
 from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
@@ -48,17 +49,6 @@ SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "ru
 _VALUES = SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("runtime_s"):]  # what a finished job returns
 _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id"))  # the terminal's
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
-
-
-def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
-    """Tracking server (and study storage) reachable, or exit 2 before any job or run exists."""
-    from rlbench.preflight import PreflightError, check
-
-    try:
-        check(tracking_uri, storage)
-    except PreflightError as e:
-        print(f"rlbench: {e}", file=sys.stderr)
-        sys.exit(2)
 
 
 def finished_hashes(tracking) -> set[str]:

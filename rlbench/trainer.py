@@ -23,18 +23,12 @@ from rlbench.config.schema import Config
 from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import make_actors
 from rlbench.progress import Progress
-from rlbench.resources import ComputeLimit, usable_cpus
+from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.runner import Window, run_roles
 from rlbench.telemetry.job_telemetry import JobTelemetry
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 @dataclass

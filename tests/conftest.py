@@ -12,10 +12,8 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from hydra import compose, initialize_config_dir
 
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
+from rlbench.config.compose import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,11 +56,8 @@ def store(tmp_path, empty_store_db) -> dict:
 
 @pytest.fixture
 def compose_cfg():
-    register_configs()
-
     def _compose(overrides: list[str]):
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=[o for o in overrides if not o.startswith("hydra.")])
+        return compose_config([o for o in overrides if not o.startswith("hydra.")])
 
     return _compose
 

@@ -16,7 +16,7 @@ from rlbench.report.__main__ import main as report_main
 from rlbench.tracking.store import ui_runs_url
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable, rlbench_cli
 
-pytestmark = [pytest.mark.browser, pytest.mark.integration]
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.e2e]
 SHOTS = Path(os.environ.get("RLBENCH_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "browser"
 
 # MLflow 3 opens its Assistant panel on a first visit, taking a third of the page; a user who

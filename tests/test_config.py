@@ -67,6 +67,7 @@ BAD = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("bad", list(BAD))
 @pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
 def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun):

@@ -127,6 +127,7 @@ def test_every_numeric_field_is_range_checked(compose_cfg, group, key, value):
         assert own and all("allowed" in line for line in own), f"{key}={value} is not refused by a rule:\n{message}"
 
 
+@pytest.mark.e2e
 def test_a_refused_range_starts_no_run(store):
     """The issue's examples: a busy loop and a run that never goes stale; refused before MLflow."""
     out = rlbench_cli(["tracking.log_every_s=-1", "tracking.stale_after_s=0"] + store["overrides"] + ["workload=smoke"],

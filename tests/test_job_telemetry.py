@@ -14,10 +14,8 @@ from pathlib import Path
 import mlflow
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 
-from rlbench.__main__ import CONF_DIR
-from rlbench.config.schema import register_configs
+from rlbench.config.compose import compose_config
 from rlbench.job import run_job
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
 from rlbench.telemetry.nvml import NvmlSource
@@ -58,9 +56,7 @@ def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[
     uri = f"sqlite:///{folder}/mlflow.db"
     tracking = [f"tracking.uri={uri}", f"tracking.artifact_location={folder}/artifacts", "tracking.experiment=test",
                 "tracking.system_metrics=false", "eval_envs=0"]
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[*overrides, *tracking])
+    cfg = compose_config([*overrides, *tracking])
     before = {t.name for t in threading.enumerate()}
     final = run_job(cfg, overrides=job_overrides)
     new_threads = {t.name for t in threading.enumerate()} - before
@@ -121,6 +117,7 @@ def test_no_busy_timer_on_cpu_with_reason():
     assert timer is None and "no CUDA device" in reason
 
 
+@pytest.mark.e2e
 def test_real_job_records_telemetry(host_job):
     m, tags = host_job.run.data.metrics, host_job.run.data.tags
     assert host_job.new_threads == set()  # sampler joined
@@ -137,6 +134,7 @@ def test_real_job_records_telemetry(host_job):
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
 
 
+@pytest.mark.e2e
 def test_real_job_writes_a_timeline_with_a_track_per_role_thread(host_job):
     """trace.json (Perfetto / chrome://tracing): the actors' thread with central inference's
     operations nested in its `inference` spans, the learner, the sampler; no GPU track on CPU."""
@@ -157,6 +155,7 @@ def test_real_job_writes_a_timeline_with_a_track_per_role_thread(host_job):
     assert doc["rlbench"]["window_s"] == 10.0 and doc["rlbench"]["tracks"]["actors"]["dropped"] == 0
 
 
+@pytest.mark.e2e
 @without_gpu
 def test_real_job_without_gpu_logs_no_gpu_numbers(host_job):
     m, tags = host_job.run.data.metrics, host_job.run.data.tags
@@ -166,6 +165,7 @@ def test_real_job_without_gpu_logs_no_gpu_numbers(host_job):
         assert unmeasured_of(tags)[key], key
 
 
+@pytest.mark.e2e
 @without_gpu
 @without_rapl
 def test_real_job_without_any_energy_source_logs_no_energy_per_task(host_job):
@@ -174,6 +174,7 @@ def test_real_job_without_any_energy_source_logs_no_energy_per_task(host_job):
     assert "energy_per_task_j" not in m and "energy_per_task_j" in unmeasured_of(tags)
 
 
+@pytest.mark.e2e
 @without_rapl
 def test_cpu_estimate_is_labelled_as_an_estimate(estimate_job):
     m, tags = estimate_job.run.data.metrics, estimate_job.run.data.tags
@@ -181,6 +182,7 @@ def test_cpu_estimate_is_labelled_as_an_estimate(estimate_job):
     assert m["energy_cpu_j"] > 0
 
 
+@pytest.mark.e2e
 @without_gpu
 @without_rapl
 def test_an_estimated_cpu_power_gives_no_perf_per_watt(estimate_job):
@@ -189,6 +191,7 @@ def test_an_estimated_cpu_power_gives_no_perf_per_watt(estimate_job):
     assert "perf_per_watt" not in m and unmeasured_of(tags)["perf_per_watt"]  # only measured watts count
 
 
+@pytest.mark.e2e
 @with_rapl
 def test_cpu_tdp_is_unused_where_rapl_is_readable(estimate_job):
     assert estimate_job.run.data.tags["energy_source_cpu"] == "rapl"

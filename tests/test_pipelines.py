@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import mlflow
+import pytest
 
 from rlbench.pipeline import merge, tracking_uri
 from tests.conftest import CARTPOLE_TINY, ROOT
@@ -22,6 +23,7 @@ def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
     assert tracking_uri(["experiment=actor_sweep"]) == "sqlite:///mlruns/mlflow.db"
 
 
+@pytest.mark.e2e
 def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
     cmd = [sys.executable, "pipelines/sm_sweep.py", "--quick", "--report-out", str(tmp_path / "report"),
            *CARTPOLE_TINY, "actors=2", "telemetry.rate_hz=2", *store["overrides"]]
@@ -36,12 +38,14 @@ def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
     assert parent in page and 'src="data:image/png;base64,' in page  # this sweep's report, figures inline
 
 
+@pytest.mark.e2e
 def test_pipeline_refused_before_any_job_gets_no_report(store):
     out = subprocess.run([sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and "no report" in out.stderr and "actors" in out.stderr
 
 
+@pytest.mark.e2e
 def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
     for bad, said in ((["--repeats", "0"], "--repeats: 0: allowed: an integer >= 1"),
                       (["--actors", "40,x"], "--actors: 'x': allowed: an integer >= 1"),

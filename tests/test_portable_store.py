@@ -4,9 +4,12 @@ report), and the report writes into the moved folder, not the old one."""
 import shutil
 
 import mlflow
+import pytest
 
 from rlbench.report.__main__ import main as report_main
 from tests.conftest import CARTPOLE_TINY, rlbench_cli
+
+pytestmark = pytest.mark.e2e
 
 
 def test_a_moved_store_still_finds_and_writes_its_artifacts(store, tmp_path):

@@ -46,6 +46,7 @@ def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):
         update_time(conf, units=1)
 
 
+@pytest.mark.e2e  # the profile command, in-process: real measurements, a run logged to MLflow
 def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
     import mlflow
 

@@ -235,6 +235,7 @@ def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spr
 
 # --- the command line: refusals before any run, and a real sweep with repeats ---
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, message", [
     (["-m", "actors=2,4", "repeats=3", "seed=1,2"], "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
     (["repeats=3"], "repeats=3 runs every configuration 3 times as one sweep: add -m"),
@@ -245,6 +246,7 @@ def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
     assert not store["db"].exists() or runs(store["uri"]) == []
 
 
+@pytest.mark.e2e
 def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration(store):
     out = rlbench_cli(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
                        *store["overrides"]], timeout=600)

@@ -156,6 +156,7 @@ def tiny_sweep(tmp_path_factory):
     return uri, parent, tmp
 
 
+@pytest.mark.e2e
 def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(tiny_sweep):
     uri, parent, tmp = tiny_sweep
     out = subprocess.run([sys.executable, "-m", "rlbench.report", "--sweep", parent, "--tracking-uri", uri,
@@ -193,6 +194,7 @@ def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(ti
     assert set(found["bottleneck"]) == set(kids) and found["not_finished"] == [] and found["missing"] == []
 
 
+@pytest.mark.e2e
 def test_report_cli_refuses_a_job_run_and_an_unknown_id(tiny_sweep):
     uri, parent, _ = tiny_sweep
     mlflow.set_tracking_uri(uri)
@@ -213,6 +215,7 @@ def test_report_of_a_server_that_is_down_says_so_at_once(capsys):
     assert f"MLflow tracking server {url} not reachable: GET /health failed" in err
 
 
+@pytest.mark.e2e
 def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     import nbclient
     import nbformat
@@ -232,6 +235,7 @@ def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     assert len(images) == 3  # figures 3 and 4 and the operations; GPU busy is not measured here
 
 
+@pytest.mark.e2e
 def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_draws_it(tiny_sweep, capsys):
     """A tiny profile of this host, then `rlbench.predict --validate` on the real sweep: the
     printed prediction_error is the one recomputed here from the runs' metrics and predictions
@@ -459,6 +463,7 @@ def test_figure4_without_a_gpu_has_no_ratio_panel():
     assert [ax.get_xlabel() for ax in drawn.fig.axes] == ["granted CPU intra-op threads"]
 
 
+@pytest.mark.e2e
 @pytest.mark.browser
 def test_the_job_table_fits_a_1000_px_window_and_no_header_wraps_past_three_lines(tmp_path):
     """All 17 columns measured (a GPU host), long job names, a failed job with a long error and

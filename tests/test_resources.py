@@ -109,6 +109,7 @@ def test_mps_refuses_without_daemon_and_sets_percentage_with_one(tmp_path):
         pass
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPU threads to compare 1 with 2")
 def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     from rlbench.job import run_job

@@ -41,6 +41,7 @@ def _by_role(all_runs, role):
     return [r for r in all_runs if r.data.tags.get("rlbench.role") == role]
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow_server):
     args = ["-m", "hydra/launcher=local_submitit", "seed=1,2,3,4", *TINY, *server_store["overrides"]]
@@ -65,6 +66,7 @@ def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow
     assert list(mlflow_server.artifacts.rglob("report.html"))
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tmp_path):
     """No cluster here: a stand-in `sbatch` keeps the script submitit hands it, then refuses."""
@@ -139,6 +141,7 @@ def _check_runs_match_trials(study, server_url: str, experiment: str) -> None:
     assert parent.info.status == "FINISHED"
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_two_workers")
@@ -185,6 +188,7 @@ def _claiming_worker(storage: str, seed: int) -> None:
     run_trials(_FakeLauncher(seed), study, s, [], "parent", lock, "http://unused")
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_four_claiming_workers_stop_at_exactly_n_trials(postgres):
     """4 processes racing on one study, with failures: COMPLETE ends at n_trials, never above."""
@@ -204,6 +208,7 @@ def test_four_claiming_workers_stop_at_exactly_n_trials(postgres):
     assert sorted(t.number for t in trials) == list(range(len(trials)))
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store, postgres, mlflow_server, tmp_path):
@@ -236,6 +241,7 @@ def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store
     _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_tracking_server_down_no_job_started(tmp_path):
     down = f"http://mlflow:pw-xyz@127.0.0.1:{free_port()}"  # nothing listens there
@@ -251,6 +257,7 @@ def test_tracking_server_down_no_job_started(tmp_path):
     assert not (tmp_path / "o.db").exists() and "MLflow run" not in (tmp_path / "out" / "__main__.log").read_text()
 
 
+@pytest.mark.e2e
 @pytest.mark.integration
 def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.url("no_such_db")

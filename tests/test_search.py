@@ -31,6 +31,7 @@ def _states(study):
     return sorted(t.state.name for t in study.trials)
 
 
+@pytest.mark.e2e
 def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
     out = _search(store, tmp_path, 4)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -47,6 +48,7 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
     assert {"trials.csv", "pareto_front.png"} <= arts
 
 
+@pytest.mark.e2e
 def test_failing_and_nan_trials_are_fail_and_the_study_completes(store, tmp_path):
     # an objective that this host cannot measure (no GPU): every trial's value is missing -> FAIL
     out = _search(store, tmp_path, 1, "search.objectives=[fps,gpu_busy_frac]", "search.directions=[maximize,maximize]",
@@ -63,6 +65,7 @@ def test_failing_and_nan_trials_are_fail_and_the_study_completes(store, tmp_path
     assert _states(second) == ["COMPLETE", "COMPLETE", "FAIL"]
 
 
+@pytest.mark.e2e
 def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
     heartbeat_s = 1
     args = ["-m", "search=ratio", "search.n_trials=3", f"search.storage=sqlite:///{tmp_path}/optuna.db",
@@ -94,6 +97,7 @@ def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
     assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1
 
 
+@pytest.mark.e2e
 def test_out_of_range_space_is_refused_before_the_first_trial(store, tmp_path):
     out = _search(store, tmp_path, 2, "search.actor_threads=[1,64]", timeout=60)
     assert out.returncode == 2 and "search.actor_threads=[1, 64]" in out.stderr
@@ -167,6 +171,7 @@ def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
     assert launcher.task_function is task  # the sweep's launcher is left as it was
 
 
+@pytest.mark.e2e
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
                   "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000")

@@ -113,6 +113,7 @@ def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
         predict_candidates([], _space(), Machine(no_updates, no_updates), learning)
 
 
+@pytest.mark.e2e
 def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_them(store, tmp_path):
     from rlbench.profile import main as profile_main
 
@@ -147,6 +148,7 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     assert any(ln.startswith("model: prediction_error=") and "named on the parent run" in ln for ln in result["lines"])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("extra", "says"), [
     (["search.warm_start_profile=" + "0" * 32], "search.warm_start_profile=" + "0" * 32 + ": --profile="),
     (["search.warm_start_profile=x", "search.warm_start_trials=9"], "search.warm_start_trials=9: allowed: an integer [1, search.n_trials=3]"),

@@ -19,6 +19,7 @@ def _parents(all_runs):
     return [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
 
 
+@pytest.mark.e2e
 def test_multirun_gives_parent_and_finished_children(store):
     # An exported MLFLOW_RUN_ID must not make the jobs resume some other run.
     out = rlbench_cli(["-m", "seed=1,2,3", *TINY, *store["overrides"]], timeout=300,
@@ -65,6 +66,7 @@ def _assert_parent_is_a_starting_point(parent, kids):
     assert tags["rlbench.command"].startswith("python -m rlbench -m seed=1,2,3")
 
 
+@pytest.mark.e2e
 def test_one_failing_job_does_not_stop_the_others(store):
     # seed=2's job gets a time limit it cannot meet: it fails at run time, after validation.
     args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.learner_updates=20",
@@ -82,6 +84,7 @@ def test_one_failing_job_does_not_stop_the_others(store):
     assert "1 of 3 jobs failed: workload.max_runtime_s=0.001" in out.stderr
 
 
+@pytest.mark.e2e
 def test_resume_skips_finished_jobs(store):
     args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
     assert rlbench_cli(args, timeout=300).returncode == 0
@@ -92,6 +95,7 @@ def test_resume_skips_finished_jobs(store):
     assert out.stdout.count("SKIPPED") == 2
 
 
+@pytest.mark.e2e
 def test_out_of_range_limits_refused_before_job_0(store):
     out = rlbench_cli(["-m", "sm_limit=1,64", *TINY, *store["overrides"]], timeout=60)
     assert out.returncode == 2 and "sm_limit=64" in out.stderr and "no job started" in out.stderr
@@ -100,6 +104,7 @@ def test_out_of_range_limits_refused_before_job_0(store):
     assert runs(store["uri"]) == []
 
 
+@pytest.mark.e2e
 def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
     args = ["-m", "seed=1,2", "env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000",
             "progress=log", *store["overrides"]]
@@ -131,6 +136,7 @@ def test_stale_running_run_is_marked_failed(store, compose_cfg):
     assert client.get_run(study.info.run_id).info.status == "RUNNING"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("launcher", ["parallel", "local_submitit"])
 def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
     """Jobs at once, all writing to one SQLite store: 2 joblib workers running 2 jobs each, or
@@ -153,7 +159,7 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
 def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg):
     from hydra import compose, initialize_config_dir
 
-    from rlbench.__main__ import CONF_DIR
+    from rlbench.config.compose import CONF_DIR
     from rlbench.config.validate import validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

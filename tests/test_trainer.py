@@ -14,6 +14,7 @@ CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "in
             "replay_capacity"]
 
 
+@pytest.mark.e2e
 def test_atari_smoke_job_is_recorded(compose_cfg, store):
     cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"], "eval_envs=2"])
     final = run_job(cfg, overrides=["workload=smoke", "actors=4"])
@@ -73,6 +74,7 @@ def _assert_drawn_comparably(client, run, final):
     assert f"viewStateShareKey=rlbench-job-{rid}" in tags["mlflow.note.content"]
 
 
+@pytest.mark.e2e
 def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_actors(compose_cfg, store):
     """SEED's unroll queue: each update inserts int(32 / 4) = 8 fresh unrolls and samples 32, so
     every window's ratio is the configured 4 and the actors wait (queue_full_wait) while the
@@ -90,6 +92,7 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
     assert final["runtime_s"] - final["actors_done_s"] <= (1 + 100 / 8) * updates_s * 3, final
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_r2d2_learns_cartpole(compose_cfg, store):
     """Same trainer as Atari; fixed seed; budget ~1.5 min on 2 cores. The bar is on the greedy
@@ -103,6 +106,7 @@ def test_r2d2_learns_cartpole(compose_cfg, store):
     assert len(evals) >= 20 and final["eval_frames"] > 0
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_vtrace_learns_cartpole(compose_cfg, store):
     """The on-policy agent through the same trainer, greedy evaluation as R2D2's: fixed seed,
@@ -116,6 +120,7 @@ def test_vtrace_learns_cartpole(compose_cfg, store):
     assert 0 <= final["policy_lag"] <= 1 + (8 + 40) / 8
 
 
+@pytest.mark.e2e
 def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, store):
     """V-trace on real Pong through the same trainer: short unrolls and batches keep it quick."""
     args = ["algo=vtrace", "workload=smoke", "workload.frames=4000", "actors=2", "workload.learner_updates=null",
@@ -136,6 +141,7 @@ def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, sto
     assert run.data.params["algo.name"] == "vtrace" and final["frames"] >= 4000
 
 
+@pytest.mark.e2e
 def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
     from rlbench.algo.r2d2.learner import R2D2Learner
 
@@ -151,6 +157,7 @@ def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
     assert "injected learner failure" in run.data.tags["error"]
 
 
+@pytest.mark.e2e
 def test_sigterm_ends_run_killed_and_leaves_no_process(store):
     args = ["env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000", "progress=log",
             *store["overrides"]]
@@ -159,6 +166,7 @@ def test_sigterm_ends_run_killed_and_leaves_no_process(store):
     assert run.info.status == "KILLED"
 
 
+@pytest.mark.e2e
 def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
     """inference_batch < actors: each forward takes the first k ready envs, not all of them."""
     from rlbench.config.validate import validate

@@ -137,8 +137,7 @@ def _host_checks(c: Config) -> list[str]:
     threads, MPS without its daemon."""
     import torch
 
-    from rlbench.resources import ComputeLimit, ResourceError
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import ComputeLimit, ResourceError, resolve_device
 
     if c.device.startswith("cuda"):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -5,10 +5,12 @@ ratio, what-if machines, and the model's error on a real sweep (docs/predict.md)
 from __future__ import annotations
 
 import argparse
+import csv
 import itertools
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
@@ -61,16 +63,10 @@ def grid_overrides(overrides: list[str]) -> list[list[str]]:
 
 
 def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    """The job's validated config, for a machine that need not be this one (no host checks)."""
+    from rlbench.config.compose import compose_job
 
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import validate
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(hydra_compose(config_name="config", overrides=overrides), host=False)
+    return compose_job(overrides, host=False)
 
 
 def machine(a, host: str, env_id: str, algo: str):
@@ -105,6 +101,83 @@ def show(pred, frames: int) -> list[str]:
     return lines + [f"  {n}" for n in dict.fromkeys(pred.notes)]
 
 
+def run_grid(a, confs, m) -> int:
+    from rlbench.predict.jobs import predict_job
+    from rlbench.predict.report import GRID_COLUMNS, grid_figure, recommend, table
+
+    preds = [predict_job(c, m) for c in confs]
+    print(f"predicted with {m.names()} — a model's predictions, not measurements "
+          f"(task: {confs[0].workload.frames} frames):")
+    rows = [[p.row()[k] for k in GRID_COLUMNS] for p in preds]
+    print(table(list(GRID_COLUMNS), rows))
+    for n in dict.fromkeys(n for p in preds for n in p.notes):
+        print(f"  {n}")
+    best = recommend(preds)
+    with_energy = [p for p in preds if p.energy_per_task_j is not None]
+    if with_energy:
+        low = min(with_energy, key=lambda p: p.energy_per_task_j)
+        print(f"least energy per task: cpu_gpu_ratio={low.cpu_gpu_ratio:g} ("
+              + " ".join(f"{k}={v}" for k, v in low.knobs.items())
+              + f"): {low.energy_per_task_j:.0f} J ({low.energy_reason})")
+    else:
+        print(f"energy_per_task_j: {preds[0].energy_reason}")
+    print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
+          + " ".join(f"{k}={v}" for k, v in best.knobs.items())
+          + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
+    out = a.out or Path("predictions") / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "grid.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(GRID_COLUMNS)
+        w.writerows([p.row()[k] for k in GRID_COLUMNS] for p in preds)
+    grid_figure(preds, best, m.names(), out / "grid.png")
+    print(f"wrote {out / 'grid.csv'} and {out / 'grid.png'}")
+    return 0
+
+
+def run_validate(a) -> int:
+    import tempfile
+
+    import mlflow
+
+    from rlbench.predict.report import VALIDATION_HEADER, table, validation_figure, validation_rows
+    from rlbench.predict.validate import check_jobs, prediction_error
+    from rlbench.report.records import load_parent
+
+    study = load_parent(a.sweep)
+    finished = study.finished
+    if not finished:
+        raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
+    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"))
+    checked = check_jobs(study.jobs, m)
+    error, per = prediction_error(checked)
+    print(f"sweep {study.title} ({a.sweep}); predicted with {m.names()}")
+    print(table(VALIDATION_HEADER, validation_rows(checked)))
+    worst = max(checked, key=lambda c: max(c.ape("fps"), c.ape("runtime_s")))
+    print(f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
+          f"predicted bound: {worst.predicted.bound})")
+    for n in dict.fromkeys(n for c in checked for n in c.predicted.notes):
+        print(f"  {n}")
+    print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
+          f"over {len(checked)} finished jobs")
+    if not a.no_log:
+        client = mlflow.MlflowClient()
+        client.log_metric(a.sweep, "prediction_error", error)
+        for k, v in per.items():
+            client.log_metric(a.sweep, f"prediction_mdape/{k}", v)
+        client.set_tag(a.sweep, "prediction_profile", m.names())
+        client.set_tag(a.sweep, "prediction_profile_run", m.gpu.run_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = validation_rows(checked)
+            with open(Path(tmp) / "validation.csv", "w", newline="") as f:
+                csv.writer(f).writerows([VALIDATION_HEADER, *rows])
+            validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
+            client.log_artifacts(a.sweep, tmp, "prediction")
+        print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
+    print(f"prediction_error={error:.4f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import mlflow
 
@@ -116,14 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     mlflow.set_tracking_uri(a.tracking_uri)
     try:
         if a.validate:
-            from rlbench.predict.report import run_validate
-
             return run_validate(a)
         confs = [compose(o) for o in grid_overrides(a.overrides)]
         m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name)
         if a.grid:
-            from rlbench.predict.report import run_grid
-
             return run_grid(a, confs, m)
         from rlbench.predict.jobs import predict_job
 

@@ -1,10 +1,9 @@
 """What `python -m rlbench.predict` prints and draws: the grid's table, figure and
-recommendation, and the validation's table, figure and prediction_error."""
+recommendation, and the validation's table, figure and prediction_error (the commands that print them:
+rlbench/predict/cli.py)."""
 
 from __future__ import annotations
 
-import csv
-import time
 from pathlib import Path
 
 GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "cpu_gpu_ratio", "fps",
@@ -26,39 +25,6 @@ def table(header: list[str], rows: list[list]) -> str:
 def recommend(preds):
     """The configuration that finishes the task first (fewest compute units on a tie)."""
     return min(preds, key=lambda p: (round(p.runtime_s, 6), p.knobs["sm_limit"], p.knobs["actor_threads"]))
-
-
-def run_grid(a, confs, m) -> int:
-    from rlbench.predict.jobs import predict_job
-
-    preds = [predict_job(c, m) for c in confs]
-    print(f"predicted with {m.names()} — a model's predictions, not measurements "
-          f"(task: {confs[0].workload.frames} frames):")
-    rows = [[p.row()[k] for k in GRID_COLUMNS] for p in preds]
-    print(table(list(GRID_COLUMNS), rows))
-    for n in dict.fromkeys(n for p in preds for n in p.notes):
-        print(f"  {n}")
-    best = recommend(preds)
-    with_energy = [p for p in preds if p.energy_per_task_j is not None]
-    if with_energy:
-        low = min(with_energy, key=lambda p: p.energy_per_task_j)
-        print(f"least energy per task: cpu_gpu_ratio={low.cpu_gpu_ratio:g} ("
-              + " ".join(f"{k}={v}" for k, v in low.knobs.items())
-              + f"): {low.energy_per_task_j:.0f} J ({low.energy_reason})")
-    else:
-        print(f"energy_per_task_j: {preds[0].energy_reason}")
-    print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
-          + " ".join(f"{k}={v}" for k, v in best.knobs.items())
-          + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
-    out = a.out or Path("predictions") / time.strftime("%Y-%m-%d_%H-%M-%S")
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "grid.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(GRID_COLUMNS)
-        w.writerows([p.row()[k] for k in GRID_COLUMNS] for p in preds)
-    grid_figure(preds, best, m.names(), out / "grid.png")
-    print(f"wrote {out / 'grid.csv'} and {out / 'grid.png'}")
-    return 0
 
 
 def _figure(ncols: int, width: float = 5.0):
@@ -164,46 +130,3 @@ def validation_rows(checked) -> list[list]:
 
 VALIDATION_HEADER = ["job", "actors", "threads", "units", "fps pred", "fps meas", "fps err", "runtime_s pred",
                      "runtime_s meas", "runtime_s err", "predicted bound"]
-
-
-def run_validate(a) -> int:
-    import tempfile
-
-    import mlflow
-
-    from rlbench.predict.cli import machine
-    from rlbench.predict.validate import check_jobs, prediction_error
-    from rlbench.report.records import load_parent
-
-    study = load_parent(a.sweep)
-    finished = study.finished
-    if not finished:
-        raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
-    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"))
-    checked = check_jobs(study.jobs, m)
-    error, per = prediction_error(checked)
-    print(f"sweep {study.title} ({a.sweep}); predicted with {m.names()}")
-    print(table(VALIDATION_HEADER, validation_rows(checked)))
-    worst = max(checked, key=lambda c: max(c.ape("fps"), c.ape("runtime_s")))
-    print(f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
-          f"predicted bound: {worst.predicted.bound})")
-    for n in dict.fromkeys(n for c in checked for n in c.predicted.notes):
-        print(f"  {n}")
-    print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
-          f"over {len(checked)} finished jobs")
-    if not a.no_log:
-        client = mlflow.MlflowClient()
-        client.log_metric(a.sweep, "prediction_error", error)
-        for k, v in per.items():
-            client.log_metric(a.sweep, f"prediction_mdape/{k}", v)
-        client.set_tag(a.sweep, "prediction_profile", m.names())
-        client.set_tag(a.sweep, "prediction_profile_run", m.gpu.run_id)
-        with tempfile.TemporaryDirectory() as tmp:
-            rows = validation_rows(checked)
-            with open(Path(tmp) / "validation.csv", "w", newline="") as f:
-                csv.writer(f).writerows([VALIDATION_HEADER, *rows])
-            validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
-            client.log_artifacts(a.sweep, tmp, "prediction")
-        print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
-    print(f"prediction_error={error:.4f}")
-    return 0

@@ -30,20 +30,14 @@ def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
     where it was recorded does not change the work). The recorded param `inference_batch` is
     kept where no override set it: a job from before its default became -1 ran lock-step (0)."""
-    from hydra import compose, initialize_config_dir
-
-    from rlbench.__main__ import CONF_DIR
-    from rlbench.config.schema import register_configs
-    from rlbench.config.validate import validate
+    from rlbench.config.compose import compose_job
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
                  and not o.lstrip("+~").startswith(("tracking.", "hydra."))]
     recorded = (params or {}).get("inference_batch")
     if recorded is not None and not any(o.lstrip("+~").startswith("inference_batch=") for o in overrides):
         overrides.append(f"inference_batch={recorded}")
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose(config_name="config", overrides=overrides), host=False)
+    return compose_job(overrides, host=False)
 
 
 def check_jobs(jobs, m: Machine) -> list[Checked]:

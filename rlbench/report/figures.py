@@ -17,7 +17,6 @@ on word boundaries to the width they have, and the figure grows by the height th
 from __future__ import annotations
 
 import textwrap
-from collections import defaultdict
 from dataclasses import dataclass
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,11 +26,11 @@ from matplotlib.ticker import NullLocator, ScalarFormatter
 from rlbench.metrics import OPS, OTHER
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
+from rlbench.report.series import series
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.colours import op_colour
 from rlbench.telemetry.op_chart import legend_below, op_handles
 
-GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
 TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 # The report shows a figure at most ~1000 px wide (a 1000 px window): an 11-inch figure's 10 pt
 # text is 12.6 px there, a 15-inch one's 9.3 px; so figures are 11 inches wide and the operations
@@ -47,17 +46,6 @@ class Drawn:
     title: str
     fig: Figure | None
     note: str = ""            # why not drawn, or what was left out
-
-
-def series(jobs: list[JobRun], x_key: str, vary: str) -> dict[str, list[JobRun]]:
-    """Jobs with `x_key`, one series per combination of the other knobs that differ across
-    `jobs` (named by them, e.g. `sm_limit=8`; `all jobs` when nothing else differs)."""
-    jobs = [j for j in jobs if j.knob(x_key) is not None]
-    fixed = [k for k in GROUP_KEYS if k != vary and len({j.params.get(k) for j in jobs}) > 1]
-    groups: dict[str, list[JobRun]] = defaultdict(list)
-    for j in jobs:
-        groups[" ".join(f"{k}={j.params.get(k)}" for k in fixed) or "all jobs"].append(j)
-    return {g: sorted(js, key=lambda j: j.knob(x_key)) for g, js in groups.items()}
 
 
 def _fps_units(study: Study) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from rlbench.repeats import STAT_METRICS, group_by, spread
-from rlbench.report.figures import series
 from rlbench.report.records import JobRun, Study
+from rlbench.report.series import series
 from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, recommend, study_rule
 
 

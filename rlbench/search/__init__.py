@@ -28,7 +28,7 @@ from pathlib import Path
 import mlflow
 import optuna
 
-from rlbench.preflight import masked
+from rlbench.preflight import masked, preflight_or_exit
 from rlbench.search.parent import find_or_open_parent, recommend, report
 from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
@@ -43,10 +43,8 @@ __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_repor
 def run_search(sweeper, arguments: list[str]) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring)."""
     from rlbench.config.grid import expand_jobs, validate_jobs
-    from rlbench.resources import ComputeLimit
-    from rlbench.sweep import preflight_or_exit
+    from rlbench.resources import ComputeLimit, resolve_device
     from rlbench.tracking.store import mark_stale_runs
-    from rlbench.trainer import resolve_device
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:

@@ -237,6 +237,7 @@ def test_cpu_source_on_fake_psutil_through_sampler() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_forgotten_stop_does_not_hang_interpreter_exit() -> None:
     code = "from rlbench.telemetry import TelemetrySampler\nTelemetrySampler(50.0, nvml=None, rapl=None).start()\n"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=20, capture_output=True, check=False)

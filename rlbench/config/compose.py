@@ -1,0 +1,34 @@
+"""The config a command works from, composed in one place: conf/ with the registered schemas
+and the command's overrides, then (for a job) validated.
+
+`python -m rlbench` composes through `@hydra.main` (rlbench/__main__.py) on the same CONF_DIR;
+every other command (profile, predict, pipelines, benchmarks) and the tests call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from rlbench.config.schema import Config, register_configs
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def compose_config(overrides: Sequence[str]) -> DictConfig:
+    """conf/config.yaml with `overrides`, as Hydra composes it for a job (not validated)."""
+    from hydra import compose, initialize_config_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def compose_job(overrides: Sequence[str], host: bool = True) -> Config:
+    """The typed, validated config of the job `overrides` describe; raises ConfigError
+    (rlbench/config/validate.py). host=False: for a job on another machine (no host checks)."""
+    from rlbench.config.validate import validate  # the env and algorithm rules: imported when a job is composed
+
+    return validate(compose_config(overrides), host=host)

@@ -1,0 +1,149 @@
+"""The package's import graph: no cycles, and no arrow running back up the layers
+(docs/architecture.md draws them).
+
+Every `import rlbench.x` / `from rlbench.x import y` under rlbench/ counts, the ones inside
+functions too (a lazy import is still a dependency). Imports by name at run time
+(rlbench/algo/__init__.py's importlib registry) are not seen: the registry is the seam.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
+
+# Bottom to top. A module may import its own group and any group of a lower layer; groups of
+# one layer stand beside each other and import neither. A pattern `x.*` places x and every
+# module under it, a bare `x` that module only; the longest pattern wins, a bare one over `x.*`.
+LAYERS: list[dict[str, list[str]]] = [
+    {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
+              "rlbench.signals", "rlbench.report.verdict"]},  # verdict: pure rules; the job names its bound by them
+    {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
+                "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
+    {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
+    {"algo shared": ["rlbench.algo.parts", "rlbench.algo.checks", "rlbench.algo.frames", "rlbench.algo.unrolls",
+                     "rlbench.algo.batches", "rlbench.algo.torsos", "rlbench.algo.keras_adam"]},
+    {"roles": ["rlbench.roles.*", "rlbench.runner"]},
+    {"algorithms": ["rlbench.algo.*"]},  # one package each: r2d2, vtrace, random
+    {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
+                       "rlbench.preflight"]},
+    {"trainer": ["rlbench.trainer"]},
+    {"job": ["rlbench.job"], "predict": ["rlbench.predict.*"]},
+    {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
+    {"commands": ["rlbench.__main__", "rlbench.report.__main__", "rlbench.predict.__main__", "rlbench.predict.cli",
+                  "rlbench.profile"]},
+    {"pipeline": ["rlbench.pipeline"]},
+]
+
+
+def module_files(package: Path = PACKAGE) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under the package (a package is its __init__)."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its file."""
+    def known(dotted: str) -> str:
+        while dotted not in modules:  # `from rlbench.x import y`: y is a module, or a name in rlbench.x
+            dotted = dotted.rpartition(".")[0]
+        return dotted
+
+    root = name.split(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {known(a.name) for a in node.names if a.name.split(".")[0] == root}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the module's package, up level - 1
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = base[:len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] == root:
+                found |= {known(f"{source}.{a.name}") for a in node.names}
+    return found - {name, ""}
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    files = module_files(package)
+    return {name: imports_of(name, path, set(files)) for name, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as its path [a, b, ..., a], or None."""
+    state: dict[str, str] = {}  # "open" while on the path, "done" after
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def place(module: str) -> tuple[int, str] | None:
+    """(layer index, group) of `module`: its longest pattern."""
+    best, rank = None, (-1, False)
+    for index, layer in enumerate(LAYERS):
+        for group, patterns in layer.items():
+            for pattern in patterns:
+                base, wild = (pattern[:-2], True) if pattern.endswith(".*") else (pattern, False)
+                if module == base or (wild and module.startswith(base + ".")):
+                    key = (len(base), not wild)
+                    if key > rank:
+                        best, rank = (index, group), key
+    return best
+
+
+def test_the_cycle_finder_names_the_path():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_walk_sees_imports_inside_functions_and_from_imports_of_modules():
+    graph = import_graph()
+    assert "rlbench.config.validate" in graph["rlbench.__main__"]  # imported inside _entry
+    assert "rlbench.config.compose" in graph["rlbench.__main__"]  # from rlbench.config.compose import CONF_DIR
+
+
+def test_no_module_imports_itself_back():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in import_graph() if place(m) is None]
+    assert not unplaced, (f"modules in no layer: {unplaced}; place each in LAYERS (tests/test_layers.py) "
+                          "and in docs/architecture.md")
+
+
+def test_imports_run_down_the_layers():
+    graph = import_graph()
+    wrong = []
+    for module in sorted(graph):
+        layer, group = place(module)
+        for target in sorted(graph[module]):
+            t_layer, t_group = place(target)
+            if t_layer > layer or (t_layer == layer and t_group != group):
+                wrong.append(f"{module} ({group}, layer {layer}) -> {target} ({t_group}, layer {t_layer})")
+    assert not wrong, ("imports up or sideways (move what is needed down, or the module up; "
+                       "docs/architecture.md):\n  " + "\n  ".join(wrong))
