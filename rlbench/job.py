@@ -18,10 +18,10 @@ from omegaconf import DictConfig
 
 from rlbench import preflight
 from rlbench.algo import config_module
+from rlbench.bound import bottleneck
 from rlbench.config.schema import Config
 from rlbench.config.validate import validate
 from rlbench.envs.vector import job_inference_batch
-from rlbench.report.verdict import bottleneck
 from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.job_telemetry import JobTelemetry
