@@ -118,10 +118,26 @@ OP_FRACS: dict[str, Metric] = {
 }
 
 
+# The metrics of each plugged-in power meter (rlbench/telemetry/sources.py), <source> its name:
+# declared by the family, so a new meter needs no edit here; a name is declared while its
+# meter is registered in this process.
+FAMILIES: dict[str, Metric] = {m.name: m for m in [
+    Metric("energy_<source>_j", "J", "final", "a plugged-in power meter's energy over the task (in energy_per_task_j)"),
+    Metric("power_<source>_w_avg", "W", "final", "a plugged-in power meter's mean power"),
+]}
+
+
+def source_metrics() -> dict[str, Metric]:
+    """The metrics of the power meters registered in this process, by name."""
+    from rlbench.telemetry.sources import plugged
+
+    return {f.name.replace("<source>", s): f for s in plugged() for f in FAMILIES.values()}
+
+
 def declared(name: str) -> bool:
-    return name in METRICS or name in OP_FRACS
+    return name in METRICS or name in OP_FRACS or name in source_metrics()
 
 
 def final_metrics() -> list[str]:
     """Names a job's final result carries: what search.objectives may name."""
-    return sorted([n for n, m in METRICS.items() if "final" in m.when] + list(OP_FRACS))
+    return sorted([n for n, m in METRICS.items() if "final" in m.when] + list(OP_FRACS) + list(source_metrics()))

@@ -2,6 +2,7 @@
 
 `TelemetrySampler` samples them on a background thread and reduces the rows to the
 contract of `rlbench.telemetry.summary` (energy in J, power in W, sources and reasons).
+The sources are declared in `rlbench.telemetry.sources`, where another power meter is plugged in.
 """
 
 from rlbench.telemetry.sampler import TelemetrySampler

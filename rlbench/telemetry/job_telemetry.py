@@ -15,14 +15,13 @@ from rlbench.config.schema import TelemetryConfig
 from rlbench.telemetry.gpu_busy import make_busy_timer
 from rlbench.telemetry.ops import calibrate_annotation, op_metrics
 from rlbench.telemetry.sampler import TelemetrySampler
-from rlbench.telemetry.summary import SUMMARY_KEYS
+from rlbench.telemetry.summary import SUMMARY_KEYS  # noqa: F401 - tests build summaries with it
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder, write_trace
 
 _TAGS = ("energy_source_gpu", "energy_source_cpu")
 _THREAD_OF = {"actors": "actors (with central inference)", "inference": "actors (with central inference)",
               "learner": "learner"}  # timer role -> the thread it runs on
-_REASONS = ("telemetry_gpu_reason", "telemetry_cpu_reason")
 
 
 def _gpu_sum(row: dict, metric: str) -> float | None:
@@ -93,14 +92,15 @@ class JobTelemetry:
     def final(self, result: dict, timers: list[OpTimer], walls: dict[str, float]) -> tuple[dict, dict]:
         """(metrics, tags) of the whole task; unknown values become `null/<name>` tags."""
         summary = self.sampler.summary()
-        values = {k: summary[k] for k in SUMMARY_KEYS if k not in _TAGS + _REASONS}
+        explained = {k: e for s in self.sampler.sources for k, e in s.reasons(summary).items()}  # reason -> energy
+        values = {k: v for k, v in summary.items() if k not in _TAGS and k not in explained}
         tags = {k: str(summary[k]) for k in _TAGS}
         # a measured side's degradation note (a GPU lost mid-run, an estimate); an unmeasured
         # side's reason goes into the `unmeasured` tag instead, once
-        tags |= {k: str(summary[k]) for k, e in zip(_REASONS, ("energy_gpu_j", "energy_cpu_j"))
-                 if summary[k] and summary[e] is not None}
+        tags |= {k: str(summary[k]) for k, e in explained.items() if summary[k] and summary[e] is not None}
         reasons = {"gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
                    "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured"}
+        reasons |= {k: r for s in self.sampler.sources for k, r in s.unmeasured(summary).items()}
         values["perf_per_watt"] = self._perf_per_watt(result.get("fps"), summary)
         frames = result.get("frames") or 0
         e = summary["energy_per_task_j"]
@@ -121,15 +121,14 @@ class JobTelemetry:
 
     def _perf_per_watt(self, fps, summary) -> float | None:
         """fps per average watt of the measured sources (an estimated CPU power is not one)."""
-        watts = [summary["power_gpu_w_avg"]]
-        if summary["energy_source_cpu"] == "rapl":
-            watts.append(summary["power_cpu_w_avg"])
-        watts = [w for w in watts if w]
+        watts = [w for s in self.sampler.sources if (w := s.watts(summary))]
         return fps / sum(watts) if fps and watts else None
 
     def _why_null(self, key: str, reasons: dict, summary: dict) -> str:
         if key == "gpu_busy_frac":
             return self.gpu_busy_reason or "no finished CUDA spans"
+        if key in reasons:  # a plugged-in power meter's metric
+            return reasons[key]
         if "gpu" in key:
             return reasons["gpu"]
         if key in ("perf_per_watt", "joules_per_mframe", "energy_per_task_j"):

@@ -1,6 +1,6 @@
 """One PNG per job: power and utilisation over time, with each role's operations shaded.
 
-Top: GPU power (NVML) and CPU package power (RAPL) in W, where measured.
+Top: GPU power (NVML), CPU package power (RAPL) and any plugged-in meter's power in W, where measured.
 Middle: GPU utilisation (NVML), system and process CPU utilisation, as fractions.
 Bottom: for the actors and the learner, the share of each tick spent in each operation
 (stacked, shaded; one colour per operation, as in every rlbench figure), from the roles' op
@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rlbench.telemetry.colours import op_colour
+from rlbench.telemetry.sources import plugged
 
 
 def _series(rows: list[dict], key: str, t0: float):
@@ -60,7 +61,10 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     cpu_t, cpu_w = _cpu_power(rows, t0)
     if cpu_t:
         ax_p.plot(cpu_t, cpu_w, label="CPU package power (RAPL)")
-    if not gpu_keys and not cpu_t:
+    meters = [k for k in (f"power_{n}_w" for n in plugged()) if any(r.get(k) is not None for r in rows)]
+    for k in meters:  # the plugged-in power meters (rlbench/telemetry/sources.py)
+        ax_p.plot(*_series(rows, k, t0), label=f"{k[6:-2]} power")
+    if not gpu_keys and not cpu_t and not meters:
         ax_p.text(0.5, 0.5, "no power measured on this host (see the run's `unmeasured` tag)",
                   ha="center", va="center", transform=ax_p.transAxes)
     ax_p.set_ylabel("W")

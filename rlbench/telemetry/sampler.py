@@ -6,9 +6,13 @@ Each source is sampled under its own guard: an exception is counted and its text
 `errors`, that source's columns are missing from the row, and sampling goes on. A source
 failing `fail_after` times in a row is reported in the summary's reason strings.
 
+The sources are those of rlbench.telemetry.sources, in their order: each says how its meter
+is made, its columns, its notes and its part of the summary; the sampler names none of them.
+
 Row columns: t (clock seconds); per GPU i: gpu{i}_power_w, gpu{i}_energy_mj (cumulative),
 gpu{i}_util, gpu{i}_mem_util, gpu{i}_sm_clock_mhz, gpu{i}_mem_used_mb (MiB), gpu{i}_temp_c;
-cpu_util, proc_util, proc_cores_busy, cpu_pkg_energy_j, dram_energy_j (cumulative J),
+cpu_util, proc_util, proc_cores_busy, cpu_pkg_energy_j, dram_energy_j (cumulative J);
+per plugged-in power meter: power_<name>_w, energy_<name>_j (cumulative J); then
 cpu_core{k}_util. Utilisations are fractions in [0, 1].
 """
 
@@ -19,61 +23,27 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
-from typing import Any, Literal, Protocol, Self
+from typing import Any, Literal, Self
 
-from rlbench.telemetry.cpu import CpuSample, CpuSource
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC
-from rlbench.telemetry.nvml import GpuSample, NvmlSource
-from rlbench.telemetry.rapl import RaplSample, RaplSource
-from rlbench.telemetry.summary import Row, summarize
+from rlbench.telemetry.nvml import NvmlSource  # noqa: F401 - the GPU source makes it from here (tests replace it)
+from rlbench.telemetry.sources import SourceContext, column_name, sources
+from rlbench.telemetry.summary import Row, combine
 
 Auto = Literal["auto"]
 MAX_KEPT_ERRORS = 100
+_SHORTHAND = {"nvml": "gpu", "rapl": "rapl", "cpu": "cpu"}  # keyword -> built-in source name
 
-
-class GpuSourceLike(Protocol):
-    def sample(self) -> list[GpuSample]: ...
-
-
-class RaplSourceLike(Protocol):
-    def sample(self) -> RaplSample: ...
-
-
-class CpuSourceLike(Protocol):
-    def sample(self) -> CpuSample: ...
-
-
-@cache
-def column_name(prefix: str, index: int, metric: str) -> str:
-    """A shared column name string ("gpu0_power_w"), so rows do not each hold copies."""
-    return f"{prefix}{index}_{metric}"
-
-
-GPU_METRICS = ("power_w", "energy_mj", "util", "mem_util", "sm_clock_mhz", "mem_used_mb", "temp_c")
-
-
-def gpu_fields(samples: list[GpuSample]) -> Row:
-    """Row columns for the GPU samples of one pass."""
-    return {column_name("gpu", s.index, m): getattr(s, m) for s in samples for m in GPU_METRICS}
-
-
-def cpu_fields(s: CpuSample) -> Row:
-    """Row columns for one CPU sample; the per-core ones are named cpu_core{k}_util."""
-    row: Row = {"cpu_util": s.util, "proc_util": s.proc_util, "proc_cores_busy": s.proc_cores_busy}
-    return row | {column_name("cpu_core", k, "util"): u for k, u in enumerate(s.per_core)}
-
-
-def rapl_fields(s: RaplSample) -> Row:
-    return {"cpu_pkg_energy_j": s.pkg_energy_j, "dram_energy_j": s.dram_energy_j}
+__all__ = ["TelemetrySampler", "column_name"]
 
 
 class TelemetrySampler:
     """Samples all telemetry sources at `rate_hz` on a background thread; see module docstring.
 
     Sources default to "auto" (built here, and closed by `stop()`); pass an object to
-    inject one (the caller keeps ownership) or None to disable it. `cpu_tdp_w` enables
+    inject one (the caller keeps ownership) or None to disable it, by its source name in
+    `meters` or, for the built-in ones, as `nvml` ("gpu"), `rapl` and `cpu`. `cpu_tdp_w` enables
     the labelled linear CPU energy estimate, used only when RAPL gives no reading.
     `clock` must be monotonic seconds; the thread paces itself with it.
     """
@@ -81,24 +51,31 @@ class TelemetrySampler:
     def __init__(
         self,
         rate_hz: float = 10.0,
-        nvml: GpuSourceLike | Auto | None = "auto",
-        rapl: RaplSourceLike | Auto | None = "auto",
-        cpu: CpuSourceLike | Auto | None = "auto",
+        nvml: Any = "auto",
+        rapl: Any = "auto",
+        cpu: Any = "auto",
         clock: Callable[[], float] = time.monotonic,
         cpu_tdp_w: float | None = None,
         cpu_idle_frac: float = DEFAULT_IDLE_FRAC,
         fail_after: int = 5,
         stop_timeout_s: float = 5.0,
+        meters: dict[str, Any] | None = None,
     ) -> None:
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
         self.period_s = 1.0 / rate_hz
         self._owned: list[Any] = []
-        self.nvml = self._own(nvml, NvmlSource)
-        self.rapl = self._own(rapl, RaplSource)
-        self.cpu = self._own(cpu, lambda: CpuSource(clock=clock))
         self._clock = clock
         self.cpu_tdp_w, self.cpu_idle_frac = cpu_tdp_w, cpu_idle_frac
+        self._ctx = SourceContext(clock, cpu_tdp_w, cpu_idle_frac)
+        given = {_SHORTHAND[k]: v for k, v in (("nvml", nvml), ("rapl", rapl), ("cpu", cpu))} | (meters or {})
+        self.sources = sources()
+        unknown = set(given) - {s.name for s in self.sources}
+        if unknown:
+            raise ValueError(f"no telemetry source {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(s.name for s in self.sources)}")
+        # source name -> its meter (None: disabled)
+        self.meters: dict[str, Any] = {s.name: self._own(given.get(s.name, "auto"), s) for s in self.sources}
         self._fail_after, self._stop_timeout_s = fail_after, stop_timeout_s
         self._rows: list[Row] = []
         self._errors: deque[str] = deque(maxlen=MAX_KEPT_ERRORS)
@@ -115,12 +92,12 @@ class TelemetrySampler:
         self._started = False
         self.spans = None  # SpanRecorder of the timeline, set by the job's telemetry
 
-    def _own(self, given: Any, make: Callable[[], Any]) -> Any:
+    def _own(self, given: Any, source: Any) -> Any:
         if not (isinstance(given, str) and given == "auto"):
             return given
-        source = make()
-        self._owned.append(source)
-        return source
+        meter = source.make(self._ctx)
+        self._owned.append(meter)
+        return meter
 
     # ---- errors ---------------------------------------------------------------------
     @property
@@ -142,12 +119,12 @@ class TelemetrySampler:
                 f"{source} sampling failed {self._in_a_row[source]} times in a row (last: {text})"
             )
 
-    def _guarded(self, name: str, source: Any, fields: Callable[[Any], Row]) -> Row:
-        """fields(source.sample()); {} (recorded) when that raises or the source is disabled."""
-        if source is None:
+    def _guarded(self, name: str, meter: Any, fields: Callable[[Any], Row]) -> Row:
+        """fields(meter.sample()); {} (recorded) when that raises or the source is disabled."""
+        if meter is None:
             return {}
         try:
-            row = fields(source.sample())
+            row = fields(meter.sample())
         except Exception as e:  # noqa: BLE001 - a source must never stop sampling
             self._record_error(name, e)
             return {}
@@ -172,11 +149,13 @@ class TelemetrySampler:
 
     def _take_row(self) -> Row:
         row: Row = {"t": self._clock()}
-        row |= self._guarded("gpu", self.nvml, gpu_fields)
-        cpu = self._guarded("cpu", self.cpu, cpu_fields)
-        row |= {k: v for k, v in cpu.items() if not k.startswith("cpu_core")}
-        row |= self._guarded("rapl", self.rapl, rapl_fields)
-        return row | cpu  # per-core columns end up last
+        tail: Row = {}
+        for source in self.sources:
+            fields = self._guarded(source.name, self.meters[source.name], source.fields)
+            last = source.tail_prefix
+            row |= {k: v for k, v in fields.items() if not (last and k.startswith(last))}
+            tail |= {k: v for k, v in fields.items() if last and k.startswith(last)}
+        return row | tail  # e.g. the per-core columns end up last
 
     def _run(self) -> None:
         """Thread body; an unexpected end is recorded, never silent. Its own CPU time is
@@ -262,23 +241,29 @@ class TelemetrySampler:
         return path
 
     def summary(self) -> Row:
-        """The contract dict of rlbench.telemetry.summary (None + reasons where unknown)."""
-        notes_gpu = self._source_notes("gpu", self.nvml, ["degraded_reason"])
-        notes_gpu += self._source_notes("sampler", True, [])
-        notes_cpu = self._source_notes("cpu", self.cpu, [])
-        notes_cpu += self._source_notes("rapl", self.rapl, ["reason", "dram_reason"])
-        if getattr(self.rapl, "dropped", 0):
-            notes_cpu.append(f"{self.rapl.dropped} RAPL deltas dropped (wrap with unknown max_energy_range_uj)")
-        notes_cpu += self._source_notes("sampler", True, [])
-        return summarize(self.rows(), notes_gpu, notes_cpu, self.cpu_tdp_w, self.cpu_idle_frac)
+        """The contract dict of rlbench.telemetry.summary (None + reasons where unknown), then
+        the plugged-in meters' keys: each source accounts for its part with the notes of its side."""
+        notes: dict[str, list[str]] = {}
+        for source in self.sources:
+            notes.setdefault(source.side, []).extend(self._source_notes(source))
+        for side in notes:
+            notes[side] += self._failure_notes("sampler")
+        rows, parts, energy = self.rows(), {}, []
+        for source in self.sources:
+            parts |= source.account(rows, notes[source.side], self._ctx)
+            energy += source.energy_keys
+        return combine(parts, energy)
 
-    def _source_notes(self, name: str, source: Any, attrs: list[str]) -> list[str]:
-        """Degradation notes of one source: disabled, its own reasons, its sampling failures."""
-        if source is None:
-            return [f"{name} telemetry disabled"]
-        notes = [r for a in attrs if isinstance(r := getattr(source, a, None), str)]
+    def _source_notes(self, source: Any) -> list[str]:
+        """Degradation notes of one source: disabled, or its own reasons and its sampling failures."""
+        meter = self.meters[source.name]
+        if meter is None:
+            return [f"{source.name} telemetry disabled"]
+        return source.notes(meter, "; ".join(self._failure_notes(source.name)) or None)
+
+    def _failure_notes(self, name: str) -> list[str]:
         if name in self.failure_reasons:
-            notes.append(self.failure_reasons[name])
-        elif self._failures[name]:
-            notes.append(f"{name} sampling raised {self._failures[name]} times (last: {self._last_error[name]})")
-        return notes
+            return [self.failure_reasons[name]]
+        if self._failures[name]:
+            return [f"{name} sampling raised {self._failures[name]} times (last: {self._last_error[name]})"]
+        return []

@@ -13,7 +13,8 @@ Choices:
 - CPU energy is the RAPL package counter ("rapl"); only when no RAPL reading exists and a
   TDP is configured, a linear estimate from system utilisation ("estimate").
 - energy_per_task_j = sum of energy_gpu_j, energy_cpu_j and energy_dram_j that are not None
-  (an estimated CPU term is included; energy_source_cpu says so); None if all are None.
+  (an estimated CPU term is included; energy_source_cpu says so), and of every plugged-in
+  power meter's energy_<name>_j (rlbench/telemetry/sources.py); None if all are None.
 - power_gpu_w_avg/max: over rows where every GPU reported power, of the summed power.
 - power_cpu_w_avg: energy_cpu_j over the time span that energy covers.
 - Utilisations are fractions in [0, 1]; cpu_util_avg is system-wide.
@@ -155,9 +156,14 @@ def summarize(
     cpu_tdp_w: float | None = None,
     idle_frac: float = DEFAULT_IDLE_FRAC,
 ) -> Row:
-    """The full contract dict (keys in SUMMARY_KEYS order)."""
+    """The full contract dict of the built-in sources (keys in SUMMARY_KEYS order)."""
     parts = {**gpu_summary(rows, gpu_notes), **cpu_summary(rows, cpu_notes, cpu_tdp_w, idle_frac)}
-    energies = [parts[k] for k in ("energy_gpu_j", "energy_cpu_j", "energy_dram_j")]
-    known = [e for e in energies if e is not None]
-    parts["energy_per_task_j"] = sum(known) if known else None
-    return {k: parts[k] for k in SUMMARY_KEYS}
+    return combine(parts, ("energy_gpu_j", "energy_cpu_j", "energy_dram_j"))
+
+
+def combine(parts: Row, energy_keys: Sequence[str]) -> Row:
+    """The sources' parts with energy_per_task_j, the sum of their `energy_keys` that are known
+    (None if none is): SUMMARY_KEYS first, then any other source's keys in their order."""
+    known = [parts[k] for k in energy_keys if parts[k] is not None]
+    parts = {**parts, "energy_per_task_j": sum(known) if known else None}
+    return {k: parts[k] for k in SUMMARY_KEYS} | {k: v for k, v in parts.items() if k not in SUMMARY_KEYS}
