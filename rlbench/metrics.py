@@ -127,11 +127,34 @@ FAMILIES: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 
+POWER_SOURCES_ENV = "RLBENCH_POWER_SOURCES"  # name=module:attr,... (rlbench/telemetry/sources.py)
+_PLUGGED_SOURCES: list[str] = []  # meters registered in this process (rlbench.telemetry.sources.register)
+
+
+def plug_source(name: str) -> None:
+    """Declare the metrics of power meter `name` (called by rlbench.telemetry.sources.register:
+    the contract sits below telemetry and imports none of it)."""
+    if name not in _PLUGGED_SOURCES:
+        _PLUGGED_SOURCES.append(name)
+
+
+def unplug_source(name: str) -> None:
+    if name in _PLUGGED_SOURCES:
+        _PLUGGED_SOURCES.remove(name)
+
+
+def plugged_sources() -> list[str]:
+    """The power meters of this process: RLBENCH_POWER_SOURCES's names (also before telemetry
+    is imported: a search's objectives are checked first) and the registered ones."""
+    import os
+
+    named = [item.partition("=")[0].strip() for item in os.environ.get(POWER_SOURCES_ENV, "").split(",")]
+    return list(dict.fromkeys([n for n in named if n] + _PLUGGED_SOURCES))
+
+
 def source_metrics() -> dict[str, Metric]:
     """The metrics of the power meters registered in this process, by name."""
-    from rlbench.telemetry.sources import plugged
-
-    return {f.name.replace("<source>", s): f for s in plugged() for f in FAMILIES.values()}
+    return {f.name.replace("<source>", s): f for s in plugged_sources() for f in FAMILIES.values()}
 
 
 def declared(name: str) -> bool:

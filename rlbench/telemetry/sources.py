@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
+from rlbench.metrics import POWER_SOURCES_ENV, plug_source, unplug_source
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC, integrate_power, mean_valid, span_valid
 from rlbench.telemetry.summary import Row, column, cpu_summary, gpu_summary
 
-ENV_VAR = "RLBENCH_POWER_SOURCES"
+ENV_VAR = POWER_SOURCES_ENV
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
@@ -161,9 +162,9 @@ class GpuSource(Source):
     METRICS = ("power_w", "energy_mj", "util", "mem_util", "sm_clock_mhz", "mem_used_mb", "temp_c")
 
     def make(self, ctx: SourceContext) -> Any:
-        from rlbench.telemetry import sampler  # where tests replace the NVML source
+        from rlbench.telemetry import nvml  # nvml.NvmlSource: where tests replace the NVML source
 
-        return sampler.NvmlSource()
+        return nvml.NvmlSource()
 
     def fields(self, sample: Any) -> Row:
         return {column_name("gpu", s.index, m): getattr(s, m) for s in sample for m in self.METRICS}
@@ -262,11 +263,13 @@ def register(name: str, meter: str | Callable[[], PowerMeter]) -> None:
     """Plug in the power meter `meter` (a factory, or its "module:attr") as source `name`."""
     _check_name(name)
     _PLUGGED[name] = MeterSource(name, meter)
+    plug_source(name)
 
 
 def unregister(name: str) -> None:
     """Forget a meter added with register() (tests); the built-in sources stay."""
     _PLUGGED.pop(name, None)
+    unplug_source(name)
 
 
 def sources() -> list[Source]:

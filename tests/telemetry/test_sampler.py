@@ -194,7 +194,7 @@ def test_gpu_lost_mid_run_keeps_sampler_running() -> None:
 
 def test_owned_sources_are_closed_on_stop(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNvml()
-    monkeypatch.setattr("rlbench.telemetry.sampler.NvmlSource", lambda: NvmlSource(fake))
+    monkeypatch.setattr("rlbench.telemetry.nvml.NvmlSource", lambda: NvmlSource(fake))
     with TelemetrySampler(200.0, rapl=None, cpu=FixedCpu()):
         pass
     assert fake.calls["nvmlShutdown"] == 1
