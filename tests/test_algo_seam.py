@@ -73,6 +73,7 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
     assert (onoff.on, onoff.off, onoff.ratio) == ("tiny", "r2d2", pytest.approx(3.0))
 
 
+@pytest.mark.e2e
 def test_tiny_job_in_process(tiny, compose_cfg, store):
     from rlbench.job import run_job
     from rlbench.metrics import declared
@@ -87,6 +88,7 @@ def test_tiny_job_in_process(tiny, compose_cfg, store):
     assert [k for k in run.data.metrics if not declared(k)] == []  # it logs only contract names
 
 
+@pytest.mark.e2e
 def test_tiny_sweep_from_the_cli_then_its_report_and_prediction(tiny, store, tmp_path, capsys):
     """The CLI sees tiny through RLBENCH_ALGORITHMS (no file of rlbench names it); the report
     and predict run in this process, where the fixture registered it."""

@@ -75,6 +75,7 @@ def test_a_meter_that_reads_nothing_is_unmeasured_with_its_reason():
     assert (tags["null/energy_unplugged_j"], tags["null/power_unplugged_w_avg"]) == (why, why)
 
 
+@pytest.mark.e2e
 def test_a_real_job_logs_the_registered_meter(fake_meter, tmp_path, empty_store_db):
     from tests.test_job_telemetry import _real_job
 
