@@ -80,7 +80,7 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
     every window's ratio is the configured 4 and the actors wait (queue_full_wait) while the
     learner is behind; the learner's tail is what the queue held when the actors stopped.
     (A unit test cannot give this: it is how the three threads wait for each other.)"""
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=12000", "progress=log",
+    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=24000", "progress=log",
                        "tracking.log_every_s=1", *store["overrides"]])
     final = run_job(cfg, overrides=["env=cartpole"])
     (run,) = runs(store["uri"])
