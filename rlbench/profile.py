@@ -57,7 +57,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure(conf, args) -> dict:
-    from rlbench.predict.profile import corun, env_curve, fit_inference, inference_curve, update_time
+    from rlbench.predict.measure import corun, env_curve, fit_inference, inference_curve, update_time
 
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
     inference = inference_curve(conf, args.batches, args.units, args.repeats)

@@ -59,8 +59,8 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
     from rlbench.algo import on_policy
     from rlbench.config.validate import validate
     from rlbench.predict import model
+    from rlbench.predict.curves import profile_command
     from rlbench.predict.jobs import learner_data, queue_lead
-    from rlbench.predict.profiles import profile_command
     from rlbench.report.verdict import on_off_policy
 
     conf = validate(compose_cfg([*TINY, "actors=2", "eval_envs=0"]))

@@ -7,8 +7,8 @@ import pytest
 
 from rlbench.predict import model
 from rlbench.predict.cli import grid_overrides, parse
+from rlbench.predict.curves import Profile, env_step_s, inference_s, update_s
 from rlbench.predict.jobs import Machine, learner_data, predict_job
-from rlbench.predict.profiles import Profile, env_step_s, inference_s, update_s
 from rlbench.predict.report import recommend
 
 ENV = [{"threads": t, "envs": e, "sps": 0.0, "env_step_s": s}
@@ -104,7 +104,7 @@ def test_bad_command_lines_are_refused(capsys):
 
 
 def test_startup_is_the_profiles_reset_cost_per_env_times_envs_per_thread():
-    from rlbench.predict.profiles import reset_s
+    from rlbench.predict.curves import reset_s
 
     rows = [{**r, "reset_s": {4: 0.2, 64: 4.8}[r["envs"]] * (1 if r["threads"] == 2 else 2)} for r in ENV]
     p, notes = Profile("p2", TAGS, rows, INF, UPD), []
@@ -114,7 +114,7 @@ def test_startup_is_the_profiles_reset_cost_per_env_times_envs_per_thread():
 
 
 def test_sharing_is_read_off_the_co_run():
-    from rlbench.predict.profiles import sharing
+    from rlbench.predict.curves import sharing
 
     co = [{"units": 2, "envs": 16, "threads": 2, "loop_sps": 400.0, "corun_sps": 200.0, "corun_update_s": 2.4}]
     p, notes = Profile("p3", TAGS, ENV, INF, UPD, co), []
@@ -191,7 +191,7 @@ def test_a_profile_of_another_env_or_algorithm_is_refused(compose_cfg):
 
 def test_the_suggested_profile_command_names_the_jobs_env_and_algorithm(compose_cfg):
     from rlbench.config.validate import validate
-    from rlbench.predict.profiles import profile_command
+    from rlbench.predict.curves import profile_command
 
     assert profile_command("pong", "atari", "r2d2") == "python -m rlbench.profile env=pong algo=r2d2"
     assert profile_command("space_invaders", "atari", "vtrace") == \

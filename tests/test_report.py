@@ -243,8 +243,8 @@ def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_dr
     import statistics
 
     from rlbench.predict.cli import main as predict_main
+    from rlbench.predict.curves import load_profile
     from rlbench.predict.jobs import Machine, predict_job
-    from rlbench.predict.profiles import load_profile
     from rlbench.predict.validate import job_conf
     from rlbench.profile import main as profile_main
 

@@ -94,8 +94,8 @@ def test_enqueued_trials_are_distinct_numbered_and_asked_first_and_a_resumed_stu
 
 
 def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
+    from rlbench.predict.curves import Profile
     from rlbench.predict.jobs import Machine
-    from rlbench.predict.profiles import Profile
     from rlbench.search.space import SearchError
     from tests.test_predict_jobs import ENV, INF, TAGS
 

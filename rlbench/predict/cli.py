@@ -71,8 +71,8 @@ def compose(overrides: list[str]):
 
 def machine(a, host: str, env_id: str, algo: str):
     """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`."""
+    from rlbench.predict.curves import ProfileError, find_profiles, load_profile
     from rlbench.predict.jobs import Machine
-    from rlbench.predict.profiles import ProfileError, find_profiles, load_profile
 
     if a.cpu_profile or a.gpu_profile:
         if not (a.cpu_profile and a.gpu_profile):
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     import mlflow
 
     from rlbench.config.validate import ConfigError
-    from rlbench.predict.profiles import ProfileError
+    from rlbench.predict.curves import ProfileError
 
     a = parse(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # reading a profile's tables

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from rlbench.algo import config_module
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.predict import model
+from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.predict.power import task_energy
-from rlbench.predict.profiles import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.resources import cpu_gpu_ratio
 
 

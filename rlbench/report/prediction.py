@@ -13,7 +13,7 @@ NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured 
 
 def profile_for(study: Study) -> tuple[str | None, str]:
     """(profile run id, how it was chosen) or (None, why there is none)."""
-    from rlbench.predict.profiles import find_profiles, profile_command
+    from rlbench.predict.curves import find_profiles, profile_command
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     if named:
@@ -34,8 +34,8 @@ def profile_for(study: Study) -> tuple[str | None, str]:
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
     """(the figure, findings["prediction"]: profile, prediction_error, per-metric errors, disagreements)."""
+    from rlbench.predict.curves import ProfileError, load_profile
     from rlbench.predict.jobs import Machine
-    from rlbench.predict.profiles import ProfileError, load_profile
     from rlbench.predict.report import disagreements, validation_figure
     from rlbench.predict.validate import check_jobs, prediction_error
 

@@ -90,8 +90,8 @@ def choose(pairs: list[tuple[dict, object]], s, frames: int) -> tuple[list[tuple
 
 def load_machine(s):
     """The profile's Machine; SearchError (before any trial) when it cannot be used."""
+    from rlbench.predict.curves import ProfileError, load_profile
     from rlbench.predict.jobs import Machine
-    from rlbench.predict.profiles import ProfileError, load_profile
 
     try:
         profile = load_profile(s.warm_start_profile)

@@ -182,7 +182,7 @@ def _by_units(rows: list[dict], units: int, what: str, p: Profile, notes: list[s
 
 
 def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
-    from rlbench.predict.profile import fit_inference
+    from rlbench.predict.measure import fit_inference
 
     def at(u: int) -> float:
         pts = sorted((r["batch"], r["seconds"]) for r in p.inference if r["units"] == u)

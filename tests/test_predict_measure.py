@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlbench.predict.profile import env_curve, fit_inference, inference_curve, update_time
+from rlbench.predict.measure import env_curve, fit_inference, inference_curve, update_time
 
 
 def test_fit_inference_recovers_a_line_and_clips_a_negative_intercept():
@@ -79,7 +79,7 @@ def test_profile_command_refuses_bad_input_before_measuring(capsys):
 
 def test_corun_times_the_actor_loop_alone_and_beside_the_learner(compose_cfg):
     from rlbench.config.validate import validate
-    from rlbench.predict.profile import corun
+    from rlbench.predict.measure import corun
 
     conf = validate(compose_cfg(["env=cartpole", "algo=r2d2_vector", "actors=4", "eval_envs=0"]))
     r = corun(conf, envs=4, threads=1, units=1, seconds=0.3, updates=1)
