@@ -7,7 +7,7 @@
 
 import sys
 
-from rlbench.pipeline import run_pipeline
+from rlbench.run_and_report import run_pipeline
 
 FULL = ["experiment=actor_sweep"]
 QUICK = ["experiment=actor_sweep", "actors=2,4,8,16", "workload=smoke", "progress=log"]

@@ -8,7 +8,7 @@ Rerunning resumes the study (search.study); pass search.study=<new name> for a f
 
 import sys
 
-from rlbench.pipeline import run_pipeline
+from rlbench.run_and_report import run_pipeline
 
 FULL = ["search=ratio"]
 QUICK = ["search=ratio", "search.study=ratio_quick", "search.n_trials=4", "search.actors=[2,16]",

@@ -33,7 +33,7 @@ LAYERS: list[dict[str, list[str]]] = [
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
     {"commands": ["rlbench.__main__", "rlbench.report.__main__", "rlbench.predict.__main__", "rlbench.predict.cli",
                   "rlbench.profile"]},
-    {"pipeline": ["rlbench.pipeline"]},
+    {"pipeline": ["rlbench.run_and_report"]},
 ]
 
 
