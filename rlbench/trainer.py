@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from rlbench.algo import algorithm, config_module
-from rlbench.algo.parts import AlgoContext, AlgoParts
+from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.config.schema import Config
 from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import make_actors

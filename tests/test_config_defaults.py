@@ -233,7 +233,7 @@ PUBLISHED_RUN = {
     "algo.seq_len": 80,  # unroll_length 80
     "algo.burn_in": 40,
     "algo.batch_size": 64,
-    "algo.adam_eps": 1e-3,  # Keras' epsilon (rlbench/algo/keras_adam.py)
+    "algo.adam_eps": 1e-3,  # Keras' epsilon (rlbench/algo/common/keras_adam.py)
     "algo.target_update": 2500,  # update_target_every_n_step's default
     "algo.coupling": "unroll_queue",  # the learner feeds on a bounded unroll queue
     "algo.unroll_queue_size": 100,  # unroll_queue_max_size

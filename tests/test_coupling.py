@@ -12,10 +12,10 @@ import threading
 import numpy as np
 import pytest
 
+from rlbench.algo.common.unrolls import Sequences
 from rlbench.algo.r2d2.config import task_learner_updates
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, unrolls_for_updates
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
-from rlbench.algo.unrolls import Sequences
 from rlbench.config.validate import ConfigError, validate
 from tests.conftest import wait_until
 

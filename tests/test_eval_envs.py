@@ -3,13 +3,13 @@
 import numpy as np
 import torch
 
-from rlbench.algo.parts import SharedNet
+from rlbench.algo.common.parts import SharedNet
+from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import NetworkConfig, Schema
 from rlbench.algo.r2d2.network import R2D2Net
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import unroll_layout
-from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.envs.vector import StepBatch
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer

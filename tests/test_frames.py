@@ -3,13 +3,13 @@
 import numpy as np
 import torch
 
-from rlbench.algo.frames import rebuild_stacks, split_stack
-from rlbench.algo.parts import SharedNet
+from rlbench.algo.common.frames import rebuild_stacks, split_stack
+from rlbench.algo.common.parts import SharedNet
+from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import Schema
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
-from rlbench.algo.unrolls import UnrollAssembler
 from rlbench.config.schema import EnvConfig
 from rlbench.envs.vector import AtariActors
 from rlbench.roles.inference import InferenceServer

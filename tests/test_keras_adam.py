@@ -1,4 +1,4 @@
-"""KerasAdam (rlbench/algo/keras_adam.py) against Keras' Adam update written out in numpy.
+"""KerasAdam (rlbench/algo/common/keras_adam.py) against Keras' Adam update written out in numpy.
 
 The reference is TF 2.4's keras/optimizer_v2/adam.py + the ResourceApplyAdam kernel, with
 t = iterations + 1: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t); m = b1 m + (1 - b1) g;
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlbench.algo.keras_adam import KerasAdam
+from rlbench.algo.common.keras_adam import KerasAdam
 
 
 def keras_adam(x0: np.ndarray, grads: list[np.ndarray], lr, b1, b2, eps) -> np.ndarray:

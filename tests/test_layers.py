@@ -22,8 +22,7 @@ LAYERS: list[dict[str, list[str]]] = [
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
                 "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
-    {"algo shared": ["rlbench.algo.parts", "rlbench.algo.checks", "rlbench.algo.frames", "rlbench.algo.unrolls",
-                     "rlbench.algo.batches", "rlbench.algo.torsos", "rlbench.algo.keras_adam"]},
+    {"algo shared": ["rlbench.algo.common.*"]},  # what the algorithm packages share (seed_rl's common/)
     {"roles": ["rlbench.roles.*", "rlbench.runner"]},
     {"algorithms": ["rlbench.algo.*"]},  # one package each: r2d2, vtrace, random
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",

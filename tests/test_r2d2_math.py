@@ -198,10 +198,10 @@ def test_initial_priorities_bootstrap_from_the_played_action_as_seed_rl():
     import numpy as np
     import torch
 
+    from rlbench.algo.common.unrolls import Sequences
     from rlbench.algo.r2d2.acting import initial_priorities
     from rlbench.algo.r2d2.config import Schema
     from rlbench.algo.r2d2.math import inverse_value_rescale, value_rescale
-    from rlbench.algo.unrolls import Sequences
 
     algo = Schema(burn_in=0, seq_len=2, n_step=1, discount=0.5)
     q = np.array([[[1.0, 2.0], [3.0, 0.5], [0.2, 4.0]]], np.float32)  # [1 sequence, 3 steps, 2 actions]

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from rlbench.algo.batches import rebuild_obs, to_time_major
-from rlbench.algo.parts import SharedNet
+from rlbench.algo.common.batches import rebuild_obs, to_time_major
+from rlbench.algo.common.parts import SharedNet
+from rlbench.algo.common.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import NetworkConfig as R2D2NetworkConfig
 from rlbench.algo.r2d2.config import Schema as R2D2Schema
 from rlbench.algo.r2d2.network import R2D2Net
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import unroll_layout
-from rlbench.algo.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.vtrace.acting import SoftmaxSample
 from rlbench.algo.vtrace.config import NetworkConfig as VTraceNetworkConfig
 from rlbench.algo.vtrace.network import VTraceNet

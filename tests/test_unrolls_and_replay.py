@@ -5,9 +5,9 @@ import itertools
 import numpy as np
 import pytest
 
+from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import sequence_starts, sequences_per_actor, unroll_layout
-from rlbench.algo.unrolls import UnrollAssembler
 
 
 def _feed(asm, steps, ids, state_of=lambda i, t: float(t)):

@@ -10,7 +10,7 @@ import threading
 import pytest
 import torch
 
-from rlbench.algo.keras_adam import KerasAdam
+from rlbench.algo.common.keras_adam import KerasAdam
 from rlbench.algo.vtrace.config import Schema
 from rlbench.algo.vtrace.learner import VTraceLearner, compute_loss, make_optimizer
 from rlbench.algo.vtrace.network import VTraceNet

@@ -19,10 +19,10 @@ before torch loads):
   `checks(conf)` -> problems across keys ("<key>=<value>: ..."), `host_checks(conf)` against this host,
   `task_learner_updates(conf)` -> the updates a task needs when the workload leaves them null,
   `task_replay_ratio(conf)` -> samples per unroll the task implies (None: no learner),
-  `learner_data(conf)` -> rlbench.algo.data.LearnerData, what the learner takes of the actors'
+  `learner_data(conf)` -> rlbench.algo.common.data.LearnerData, what the learner takes of the actors'
   stream (predict's model), or None without a learner,
   `profile_overrides(conf)` -> {algo key: value} that timing the learner alone needs (rlbench.profile).
-Its `build.py`: `build(ctx: AlgoContext) -> AlgoParts` (rlbench/algo/parts.py).
+Its `build.py`: `build(ctx: AlgoContext) -> AlgoParts` (rlbench/algo/common/parts.py).
 (`<name>/__init__.py` stays empty of imports, so that importing config.py loads no torch.)
 
 The built-in packages are rlbench/algo/<name>/. Another one lives anywhere importable: add it

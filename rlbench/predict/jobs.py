@@ -65,7 +65,7 @@ class JobPrediction:
 
 
 def _algo_data(conf):
-    """The algorithm's declared LearnerData (rlbench/algo/data.py), or None without a learner."""
+    """The algorithm's declared LearnerData (rlbench/algo/common/data.py), or None without a learner."""
     algo = config_module(conf.algo.name)
     return algo.learner_data(conf) if algo.LEARNS and conf.learner else None
 

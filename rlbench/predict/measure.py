@@ -68,7 +68,7 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     import torch
 
     from rlbench.algo import algorithm
-    from rlbench.algo.parts import AlgoContext
+    from rlbench.algo.common.parts import AlgoContext
     from rlbench.envs.spec import env_spec
     from rlbench.envs.vector import StepBatch
     from rlbench.resources import ComputeLimit
@@ -110,7 +110,7 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     import copy
 
     from rlbench.algo import algorithm, config_module
-    from rlbench.algo.parts import AlgoContext
+    from rlbench.algo.common.parts import AlgoContext
     from rlbench.envs.spec import env_spec
     from rlbench.trainer import resolve_device
 

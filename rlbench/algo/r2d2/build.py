@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.parts import AlgoContext, AlgoParts, SharedNet
+from rlbench.algo.common.parts import AlgoContext, AlgoParts, SharedNet
+from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes, state_size
 from rlbench.algo.r2d2.learner import R2D2Learner
@@ -12,7 +13,6 @@ from rlbench.algo.r2d2.network import R2D2Net
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import actor_epsilons, insertion_batch, unroll_layout, unrolls_for_updates
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
-from rlbench.algo.unrolls import UnrollAssembler
 
 
 def build(ctx: AlgoContext) -> AlgoParts:

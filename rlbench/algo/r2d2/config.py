@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rlbench.algo.checks import Rules, int_at_least, one_of, torso_checks
-from rlbench.algo.data import LearnerData
+from rlbench.algo.common.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.common.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 
 LEARNS = True

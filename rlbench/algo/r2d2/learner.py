@@ -20,9 +20,9 @@ import threading
 
 import torch
 
-from rlbench.algo.batches import rebuild_obs, to_time_major
-from rlbench.algo.keras_adam import KerasAdam
-from rlbench.algo.parts import SharedNet
+from rlbench.algo.common.batches import rebuild_obs, to_time_major
+from rlbench.algo.common.keras_adam import KerasAdam
+from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets, sequence_loss
 from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.r2d2.replay import SequenceReplay

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from rlbench.algo.common.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
 from rlbench.algo.r2d2.config import NetworkConfig
-from rlbench.algo.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
 
 
 class R2D2Net(nn.Module):

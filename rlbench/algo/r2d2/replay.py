@@ -7,7 +7,7 @@ copies the rows OUTSIDE it, then re-reads the generations and drops the rows an 
 overwrote meanwhile. So the actors' inserts never wait for the learner's big copy.
 Sampling is proportional to priority^alpha; a priority update for a slot that was
 overwritten since it was sampled is ignored (slot generations). Observations are stored
-as one frame per step plus the sequence's stack head (rlbench.algo.frames).
+as one frame per step plus the sequence's stack head (rlbench.algo.common.frames).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import threading
 
 import numpy as np
 
-from rlbench.algo.frames import frame_shape
+from rlbench.algo.common.frames import frame_shape
+from rlbench.algo.common.unrolls import FIELDS, Sequences
 from rlbench.algo.r2d2.sequences import importance_weights
-from rlbench.algo.unrolls import FIELDS, Sequences
 
 
 class SequenceReplay:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.parts import AlgoContext, AlgoParts
-from rlbench.algo.unrolls import UnrollAssembler
+from rlbench.algo.common.parts import AlgoContext, AlgoParts
+from rlbench.algo.common.unrolls import UnrollAssembler
 
 
 class UniformRandom:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.parts import SharedNet
-from rlbench.algo.unrolls import Sequences, UnrollAssembler
+from rlbench.algo.common.parts import SharedNet
+from rlbench.algo.common.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.vtrace.queue import UnrollQueue
 
 

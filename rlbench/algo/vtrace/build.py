@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.parts import AlgoContext, AlgoParts, SharedNet
-from rlbench.algo.unrolls import UnrollAssembler
+from rlbench.algo.common.parts import AlgoContext, AlgoParts, SharedNet
+from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.vtrace.acting import SoftmaxSample
 from rlbench.algo.vtrace.config import queue_capacity
 from rlbench.algo.vtrace.learner import VTraceLearner

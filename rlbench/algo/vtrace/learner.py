@@ -15,9 +15,9 @@ import threading
 import numpy as np
 import torch
 
-from rlbench.algo.batches import rebuild_obs, to_time_major
-from rlbench.algo.keras_adam import KerasAdam
-from rlbench.algo.parts import SharedNet
+from rlbench.algo.common.batches import rebuild_obs, to_time_major
+from rlbench.algo.common.keras_adam import KerasAdam
+from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.vtrace.math import loss_terms
 from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.roles.learner import LearnerLoop

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlbench.algo.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
+from rlbench.algo.common.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
 from rlbench.algo.vtrace.config import NetworkConfig
 
 

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from rlbench.algo.unrolls import Sequences, pop_rows
+from rlbench.algo.common.unrolls import Sequences, pop_rows
 
 
 class UnrollQueue:

@@ -6,7 +6,7 @@ overlapping by burn_in + 1 (the next sequence's burn-in replays the end of the p
 and the trained steps tile the stream); V-trace unroll_length + 1 overlapping by 1 (the
 last step only bootstraps, and is the next unroll's first). Every sequence carries the recurrent state the inference network had when
 it processed the sequence's first step, and the older frames of that step's observation
-stack (rlbench.algo.frames): observations are kept as one newest frame per step.
+stack (rlbench.algo.common.frames): observations are kept as one newest frame per step.
 
 Buffers are preallocated per actor and used as rings of `length` steps, so the overlap
 is never moved: the next sequence simply starts `stride` steps further round the ring.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlbench.algo.frames import frame_shape, split_stack
+from rlbench.algo.common.frames import frame_shape, split_stack
 
 
 @dataclass

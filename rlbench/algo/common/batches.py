@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlbench.algo.frames import rebuild_stacks
+from rlbench.algo.common.frames import rebuild_stacks
 
 
 def to_time_major(seqs, device, extra: tuple[str, ...] = ()) -> dict:

@@ -51,7 +51,7 @@ class ActingPolicy(Protocol):
     zeroes the state before its step (inference does that for the state it keeps)."""
 
     shared: SharedNet | None  # None: no network (actions need no forward)
-    unrolls: Any  # rlbench.algo.unrolls.UnrollAssembler of the training envs, or None
+    unrolls: Any  # rlbench.algo.common.unrolls.UnrollAssembler of the training envs, or None
 
     def initial_state(self, n: int, device) -> tuple: ...
     def act(self, ids: np.ndarray, out: np.ndarray | None) -> np.ndarray: ...
