@@ -24,8 +24,8 @@ from rlbench.config.validate import validate
 from rlbench.envs.vector import job_inference_batch
 from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device
 from rlbench.signals import sigterm_raises
+from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.telemetry.job_telemetry import JobTelemetry
-from rlbench.telemetry.op_chart import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG

@@ -6,8 +6,8 @@ import math
 import matplotlib.image
 from matplotlib.colors import to_hex
 
-from rlbench.telemetry.colours import op_colour
-from rlbench.telemetry.op_chart import as_columns, op_breakdown_figure, op_breakdown_rows, plot_op_breakdown
+from rlbench.telemetry.charts.colours import op_colour
+from rlbench.telemetry.charts.operations import as_columns, op_breakdown_figure, op_breakdown_rows, plot_op_breakdown
 
 METRICS = {"fps": 10.0, "op_frac/learner/other": 0.1, "op_frac/learner/wait": 0.123456,
            "op_frac/actors/inference": 0.5, "op_frac/actors/env_step": 0.4, "op_frac/actors/other": 0.1,

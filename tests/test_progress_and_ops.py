@@ -5,8 +5,8 @@ import math
 import pytest
 
 from rlbench.progress import eta_s, fps_text
+from rlbench.telemetry.charts.timeline import op_shares
 from rlbench.telemetry.ops import calibrate_annotation, corrected_fractions, op_metrics
-from rlbench.telemetry.plot import op_shares
 from rlbench.telemetry.timing import OpTimer
 
 

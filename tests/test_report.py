@@ -387,7 +387,7 @@ def test_long_titles_and_footers_wrap_inside_the_figure():
 def test_operations_use_op_colour_everywhere_and_one_legend_names_each_op_once(synthetic):
     from matplotlib.colors import to_hex
 
-    from rlbench.telemetry.colours import op_colour
+    from rlbench.telemetry.charts.colours import op_colour
 
     drawn = F.operations(load_parent(synthetic[0]))
     patches = [p for ax in drawn.fig.axes for p in ax.patches if (p.get_gid() or "").startswith("op_frac/")]

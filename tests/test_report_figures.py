@@ -6,7 +6,7 @@ from matplotlib.transforms import Bbox
 
 from rlbench.report import figures as F
 from rlbench.report import load_parent
-from rlbench.telemetry.colours import op_colour
+from rlbench.telemetry.charts.colours import op_colour
 from rlbench.tracking.unmeasured import format_unmeasured
 
 LONG_GPU = ("nvmlInit failed: library_not_found (NVML Shared Library Not Found); the learner and inference ran on a "

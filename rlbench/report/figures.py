@@ -28,8 +28,8 @@ from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
 from rlbench.report.series import series
 from rlbench.report.verdict import pareto
-from rlbench.telemetry.colours import op_colour
-from rlbench.telemetry.op_chart import legend_below, op_handles
+from rlbench.telemetry.charts.colours import op_colour
+from rlbench.telemetry.charts.operations import legend_below, op_handles
 
 TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 # The report shows a figure at most ~1000 px wide (a 1000 px window): an 11-inch figure's 10 pt

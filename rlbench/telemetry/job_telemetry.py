@@ -136,8 +136,8 @@ class JobTelemetry:
         return reasons["cpu"]
 
     def artifacts(self, out_dir: Path, plot: bool = True) -> list[Path]:
-        """telemetry.csv (every sample) and telemetry.png (see rlbench.telemetry.plot)."""
-        from rlbench.telemetry.plot import plot_timeline
+        """telemetry.csv (every sample) and telemetry.png (see rlbench.telemetry.charts.timeline)."""
+        from rlbench.telemetry.charts.timeline import plot_timeline
 
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from rlbench.config.schema import TelemetryConfig
+from rlbench.telemetry.charts.timeline import op_shares
 from rlbench.telemetry.gpu_busy import CudaBusyTimer
 from rlbench.telemetry.job_telemetry import JobTelemetry
-from rlbench.telemetry.plot import op_shares
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder, trace_events, write_trace
 

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from rlbench.telemetry.colours import op_colour
+from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.sources import plugged
 
 

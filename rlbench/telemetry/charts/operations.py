@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from rlbench.metrics import OPS, OTHER
-from rlbench.telemetry.colours import op_colour
+from rlbench.telemetry.charts.colours import op_colour
 
 COLUMNS = ("role", "op", "fraction", "seconds")
 LABEL_MIN = 0.05        # segments at least this share of the bar get their percentage written on them
