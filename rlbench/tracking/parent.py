@@ -18,6 +18,7 @@ import math
 import sys
 
 from rlbench.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
+from rlbench.tracking.views import VIEW, view_link
 
 NOTE_TAG = "mlflow.note.content"
 REPORT_MARK = "#### Report"
@@ -57,11 +58,10 @@ def summary_metrics(rows: list[dict]) -> list[tuple[str, float, int]]:
     return [(k, float(v), s) for k, v, s in out if v is not None]
 
 
-_VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 
 
 def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
-    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}?{_VIEW}"
+    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}?{VIEW}"
 
 
 def _fmt(v) -> str:
@@ -73,14 +73,12 @@ TABLE_METRICS = ("runtime_s", "task_fps", "fps", "energy_per_task_j")
 
 
 def run_link(experiment_id: str, run_id: str) -> str:
-    return f"#/experiments/{experiment_id}/runs/{run_id}?{_VIEW}"
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{VIEW}"
 
 
 def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
     """The description's first links: the jobs' table and charts (rlbench/tracking/views.py),
     the report (or how to make it), summary.csv."""
-    from rlbench.tracking.views import view_link
-
     key = f"rlbench-{parent_id}"
     made = (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})" if report
             else f"report: `python -m rlbench.report --sweep {parent_id}`")

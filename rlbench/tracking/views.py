@@ -28,7 +28,7 @@ SHARE_PREFIX = "mlflow.sharedViewState."
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
 BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.bound.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
-_VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
+VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 
 
 def _col(kind: str, key: str) -> str:
@@ -84,7 +84,7 @@ def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
     view; no key: the experiment's runs as the browser last left them."""
     share = f"viewStateShareKey={urllib.parse.quote(key)}&" if key else ""
     mode = "&compareRunsMode=CHART" if chart else ""
-    return f"#/experiments/{experiment_id}/runs?{share}{_VIEW}{mode}"
+    return f"#/experiments/{experiment_id}/runs?{share}{VIEW}{mode}"
 
 
 def job_view(client, experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
