@@ -7,13 +7,11 @@ environment or thread exists.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import tempfile
 from pathlib import Path
 
-import mlflow
 from omegaconf import DictConfig
 
 from rlbench import preflight
@@ -29,7 +27,7 @@ from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
-from rlbench.tracking.record import JobRecord, flatten
+from rlbench.tracking.record import JobRecord, param_names
 from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
 from rlbench.trainer import last_returns_mean, train
@@ -72,10 +70,11 @@ def _noting(log_metrics, names: set[str]):
 
 def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config, overrides: list[str],
                   timeline: bool) -> str:
-    """Returns the bound in words. The final values where MLflow draws them comparably: a value only the end knows at step 0
+    """The final values where MLflow draws them comparably: a value only the end knows at step 0
     (a bar in the UI's charts, one per run), a series' last value at the step after its last
     tick (steps are seconds since the task started). Tags: the bound, a headline metric the job
-    could not measure as "not measured: why"; the job's chart view; its description."""
+    could not measure as "not measured: why"; the job's chart view; its description. Returns
+    the bound in words."""
     last = math.ceil(final["runtime_s"])
     record.log_metrics({k: v for k, v in final.items() if k not in ticked}, step=0)
     record.log_metrics({k: v for k, v in final.items() if k in ticked}, step=last)
@@ -85,9 +84,8 @@ def _record_final(record: JobRecord, final: dict, ticked: set[str], conf: Config
     tags |= {m: not_measured(m, record.unmeasured) for m in HEADLINE if m not in measured}
     charts = None
     try:
-        params = set(flatten(dataclasses.asdict(conf)))
-        charts = job_view(mlflow.MlflowClient(), record.run.info.experiment_id, record.run_id,
-                          knobs_of([overrides], params, varying=False), measured)
+        charts = job_view(record.run.info.experiment_id, record.run_id,
+                          knobs_of([overrides], param_names(conf), varying=False), measured)
     except Exception as e:  # noqa: BLE001 - the job's record stands without it
         log.warning("could not store the job's chart view: %s", e)
     record.set_tags(tags | {NOTE_TAG: job_note(final, conf.env.id, record.unmeasured, timeline, charts)})
@@ -138,7 +136,8 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
                  tags["inference_batch_used"])
         telemetry = JobTelemetry(conf.telemetry, device) if conf.telemetry.enabled else None
         try:
-            final = train(conf, _with_tick(_noting(record.log_metrics, ticked), on_tick), on_episode=lambda r, f: returns.append((r, f)),
+            final = train(conf, _with_tick(_noting(record.log_metrics, ticked), on_tick),
+                          on_episode=lambda r, f: returns.append((r, f)),
                           telemetry=telemetry, set_tags=record.set_tags, compute=compute,
                           on_eval_episode=lambda r, f: eval_returns.append((r, f)), on_walls=walls.update)
         finally:

@@ -30,7 +30,7 @@ from rlbench.preflight import preflight_or_exit
 from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
-from rlbench.tracking.record import flatten, rounded
+from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import (
     config_hash,
     mark_stale_runs,
@@ -156,16 +156,10 @@ def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
     client.set_terminated(parent_id, status)
 
 
-def _param_names(conf) -> set[str]:
-    """The params a job logs for its config (rlbench/tracking/record.py params_and_tags)."""
-    return set(flatten(dataclasses.asdict(conf)))
-
-
 def sweep_view(experiment_id: str, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
     """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored)."""
     try:
-        return runs_view(mlflow.MlflowClient(), experiment_id, parent, knobs_of(jobs, _param_names(confs[0])),
-                         measured_headline(rows))
+        return runs_view(experiment_id, parent, knobs_of(jobs, param_names(confs[0])), measured_headline(rows))
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not store the runs table's view: %s", e)
         return None

@@ -98,8 +98,7 @@ def _search_view(experiment_id: str, parent: str, conf) -> str | None:
     objective that cannot be measured)."""
     measured = {"runtime_s", "task_fps", "fps"} | ({"energy_per_task_j"} & set(conf.search.objectives))
     try:
-        return runs_view(mlflow.MlflowClient(), experiment_id, parent, ["actors", "actor_threads", "sm_limit"],
-                         measured)
+        return runs_view(experiment_id, parent, ["actors", "actor_threads", "sm_limit"], measured)
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it
         print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
         return None

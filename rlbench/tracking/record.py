@@ -47,6 +47,13 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def param_names(conf) -> set[str]:
+    """The params a job logs for its validated config (params_and_tags; the tracking section is a tag)."""
+    import dataclasses
+
+    return set(flatten(dataclasses.asdict(conf)))
+
+
 def rounded(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
     """A metric as logged: integers exact, other values to `digits` significant digits
     (2193.21, not 2193.213004631286: the UI and summary.csv show what was logged)."""

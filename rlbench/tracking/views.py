@@ -73,9 +73,11 @@ def not_measured(metric: str, reasons: dict[str, str]) -> str:
     return f"{NOT_MEASURED}: " + ("; ".join(parts + ([own] if own else [])) or "no value recorded")
 
 
-def share_view(client, experiment_id: str, key: str, state: dict) -> str:
-    """Store the view as the experiment's shared view `key`; returns the key."""
-    client.set_experiment_tag(experiment_id, SHARE_PREFIX + key, json.dumps(state, separators=(",", ":")))
+def share_view(experiment_id: str, key: str, state: dict) -> str:
+    """Store the view as the experiment's shared view `key` (in the current tracking store); returns the key."""
+    import mlflow
+
+    mlflow.MlflowClient().set_experiment_tag(experiment_id, SHARE_PREFIX + key, json.dumps(state, separators=(",", ":")))
     return key
 
 
@@ -87,16 +89,16 @@ def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
     return f"#/experiments/{experiment_id}/runs?{share}{VIEW}{mode}"
 
 
-def job_view(client, experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
+def job_view(experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
     """A job's own chart view (its headline numbers first); returns its relative link."""
-    key = share_view(client, experiment_id, f"rlbench-job-{run_id}",
+    key = share_view(experiment_id, f"rlbench-job-{run_id}",
                      view_state(f"attributes.run_id = '{run_id}'", knobs, measured, parallel=False))
     return view_link(experiment_id, key, chart=True)
 
 
-def runs_view(client, experiment_id: str, parent_id: str, knobs: list[str], measured: set[str]) -> str:
+def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str]) -> str:
     """A sweep's or search's jobs (the parent's children) as a shared view; returns its key."""
-    return share_view(client, experiment_id, f"rlbench-{parent_id}",
+    return share_view(experiment_id, f"rlbench-{parent_id}",
                       view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured))
 
 
