@@ -22,8 +22,8 @@ def job_note(final: dict, env_id: str, unmeasured: dict[str, str], timeline: boo
     lines = [(f"**rlbench job** on {env_id}: {m['frames']:.0f} frames, {m.get('learner_updates', 0):.0f} learner "
              f"updates in {m['runtime_s']:.1f} s"), ""]
     if charts:
-        lines += [(f"[Headline charts]({charts}) (runtime_s, task_fps, fps, energy as bars; the series under "
-                  "\"Model metrics\" are plotted against seconds since the task started)"), ""]
+        lines += [(f"[Headline charts]({charts}) (runtime_s, task_fps, fps and, where measured, energy as bars; "
+                  "the series under \"Model metrics\" are plotted against seconds since the task started)"), ""]
     rates = f"- `fps` {m['fps']:.0f}: the actors' rate (frames / their stepping time)"
     if m.get("task_fps") is not None:
         rates += f"; `task_fps` {m['task_fps']:.0f}: frames / `runtime_s`"
