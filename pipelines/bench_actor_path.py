@@ -22,6 +22,7 @@ import numpy as np
 
 from rlbench.config.compose import compose_job
 from rlbench.envs.vector import AtariActors, resolve_inference_batch
+from rlbench.plan import plan_job
 from rlbench.trainer import build_trainer
 
 
@@ -48,7 +49,7 @@ def raw_fps(conf, seconds: float) -> float:
 
 
 def rlbench_fps(conf, seconds: float) -> float:
-    trainer = build_trainer(conf)
+    trainer = build_trainer(plan_job(conf))
     stop = threading.Event()
     role = trainer.actors
     watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds))

@@ -77,9 +77,10 @@ def config(args, actors: int, mode: int):
 def one_job(conf) -> dict:
     """The actors' loop of build_trainer's parts until the task's frames: fps, envs per forward, shares."""
     from rlbench.envs.vector import job_envs
+    from rlbench.plan import plan_job
     from rlbench.trainer import build_trainer
 
-    trainer = build_trainer(conf)
+    trainer = build_trainer(plan_job(conf))
     env, role = trainer.env, trainer.actors
     sizes, reset_s = [], [0.0]
     recv, reset = env.recv, env.reset

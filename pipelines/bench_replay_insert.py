@@ -38,7 +38,7 @@ import threading
 import time
 
 from rlbench.config.compose import compose_job
-from rlbench.resources import ComputeLimit, resolve_device
+from rlbench.plan import plan_job
 from rlbench.runner import RoleFailed, RoleThread
 from rlbench.trainer import build_trainer
 
@@ -55,8 +55,9 @@ def config(args, learner: bool):
 
 def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
     """One run; returns the insert durations (s) inside the window and the learner's activity."""
-    with ComputeLimit(conf.sm_limit, resolve_device(conf.device), conf.sm_backend) as compute:
-        trainer = build_trainer(conf)
+    plan = plan_job(conf)
+    with plan.compute as compute:
+        trainer = build_trainer(plan)
         try:
             inserts = _timed(trainer.parts.policy.replay, "insert")
             samples = _timed(trainer.parts.policy.replay, "sample")

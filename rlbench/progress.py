@@ -7,6 +7,8 @@ import math
 import sys
 import time
 
+from rlbench.observers import JobObserver
+
 log = logging.getLogger("rlbench.progress")
 
 
@@ -29,7 +31,9 @@ def fps_text(frames: int, frame_target: int, metrics: dict, rate: float | None =
     return "actors done" if frames >= frame_target else "actors starting"
 
 
-class Progress:
+class Progress(JobObserver):
+    """Observes a job (rlbench/observers.py): a line or the bar's update at each tick."""
+
     def __init__(self, frame_target: int, update_target: int, mode: str = "auto", every_s: float = 10.0):
         if mode == "auto":
             mode = "bar" if sys.stderr.isatty() else "log"
@@ -68,6 +72,15 @@ class Progress:
             self._last = now
             log.info("frames %d/%d (%.0f%%) %s updates %d/%d time left %s", frames, self.frame_target,
                      100.0 * frames / self.frame_target, rate, updates, self.update_target, left_txt)
+
+    def started(self, trainer=None) -> None:
+        self._t0 = time.monotonic()  # the rates average over the task, not the roles' set-up
+
+    def tick(self, metrics: dict, step: int) -> None:
+        self.update(metrics["frames"], metrics.get("learner_updates", 0), metrics)
+
+    def closed(self, error: BaseException | None) -> None:
+        self.close()
 
     def close(self) -> None:
         if self._bar is not None:

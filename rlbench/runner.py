@@ -1,8 +1,8 @@
-"""The runner: starts the role threads, watches them, logs metrics and progress.
+"""The runner: starts the role threads, watches them, hands each tick's metrics on.
 
-It is the main thread's loop: every tick it samples the roles' counters, logs step
-metrics, updates the progress display, re-raises the first role failure, and enforces
-the workload's time limit. However it leaves (done, error, Ctrl-C, SIGTERM), it sets the
+It is the main thread's loop: every tick it samples the roles' counters and hands the step
+metrics to the trainer's tick (the job's observers: the record, the progress lines, the
+telemetry), re-raises the first role failure, and enforces the workload's time limit. However it leaves (done, error, Ctrl-C, SIGTERM), it sets the
 shared stop event and joins every role thread before returning.
 """
 
@@ -14,8 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from rlbench.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +64,10 @@ class Window:
         return out
 
 
-def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progress,
-              tick_s: float = 1.0, max_runtime_s: float = 0.0, scope=contextlib.nullcontext) -> dict:
-    """Ticks every `tick_s`, and wakes as soon as a role ends, so runtime_s is when the last
+def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0, max_runtime_s: float = 0.0,
+              scope=contextlib.nullcontext) -> dict:
+    """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started);
+    returns trainer.final_metrics: what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
     role ended (not the next tick: with tracking.log_every_s=30 a task that ended at 18 s
     measured 30 s)."""
     stop, woken = threading.Event(), threading.Event()
@@ -91,14 +90,11 @@ def run_roles(trainer, log_metrics: Callable[[dict, int], None], progress: Progr
             if now < next_tick:
                 continue  # a role ended mid-window; the others tick on schedule
             next_tick = max(next_tick + tick_s, now + tick_s)  # ticks >= tick_s apart: one per whole-second step
-            metrics = trainer.step_metrics(window, now)
-            log_metrics(metrics, int(now - t0))  # step: whole seconds since the task started
-            progress.update(trainer.actors.frames, trainer.updates(), metrics)
+            on_tick(trainer.step_metrics(window, now), int(now - t0))
     finally:
         stop.set()
         for th in threads:
             th.join(timeout=120)
-        progress.close()
     runtime = max(th.ended_at for th in threads) - t0
     return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
 

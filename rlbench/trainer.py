@@ -10,25 +10,22 @@ to the end of the workload and returns the job's final metrics.
 
 from __future__ import annotations
 
-import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
-from rlbench.algo import algorithm, config_module
+from rlbench.algo import algorithm
 from rlbench.algo.common.parts import AlgoContext, AlgoParts
-from rlbench.config.schema import Config
-from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import make_actors
-from rlbench.progress import Progress
-from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
+from rlbench.observers import Observers
+from rlbench.plan import JobPlan
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.runner import Window, run_roles
-from rlbench.telemetry.job_telemetry import JobTelemetry
+from rlbench.telemetry.timing import OpTimer
 
 
 @dataclass
@@ -115,75 +112,77 @@ class Trainer:
         self.env.close()
 
 
-def build_trainer(conf: Config, gpu_busy=None) -> Trainer:
-    device = resolve_device(conf.device)
+def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> Trainer:
+    """The roles of `plan`'s job, connected; `timer(role)` makes each role's timer (the job's
+    telemetry makes them GPU-timed and traced)."""
+    conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
-    threads = conf.actor_threads or len(usable_cpus())
-    pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
-    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # eval measures a learned policy
-    env = make_actors(conf.env, conf.actors + n_eval, threads, conf.inference_batch, pin)
-    spec = env_spec(conf.env)  # what validate sized buffers with; the built env must agree with it
-    if (tuple(env.obs_shape), env.num_actions) != (spec.obs_shape, spec.num_actions):
-        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and "
-                           f"{env.num_actions} actions, its probed spec {spec.obs_shape} and {spec.num_actions}")
+    env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+    if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
+        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
+                           f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}")
     actors_done = threading.Event()
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, conf.actors, n_eval, actors_done))
-    inference = InferenceServer(parts.policy, device, conf.actors + n_eval, num_train=conf.actors)
-    actors = ActorRole(env, inference, conf.actors, conf.workload.frames, conf.seed, n_eval, done=actors_done)
-    actors.may_step, actors.more_data = parts.may_step, parts.more_data
-    for role in (actors, inference, parts.learner):
-        if role is not None:
-            role.timer.gpu = gpu_busy
-    return Trainer(env, parts, inference, actors, parts.learner, device)
+    ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
+    parts = algorithm(conf.algo.name).build(ctx)
+    inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
+    actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
+                       parts.may_step, parts.more_data, timer("actors"))
+    return Trainer(env, parts, inference, actors, parts.learner, plan.device)
 
 
-def train(conf: Config, log_metrics=lambda metrics, step: None, on_episode=None,
-          telemetry: JobTelemetry | None = None, set_tags=lambda tags: None,
-          compute: ComputeLimit | None = None, on_eval_episode=None, on_walls=lambda walls: None) -> dict:
-    """Run the whole task; returns the final metrics (runtime_s, fps, energy, op fractions...).
-    on_walls(role -> wall seconds of its timer): called once the roles have ended."""
-    trainer = build_trainer(conf, gpu_busy=telemetry.gpu_busy if telemetry else None)
-    updates = conf.workload.learner_updates if trainer.learner is not None else 0
-    progress = Progress(conf.workload.frames, updates, conf.progress)
+def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer) -> dict:
+    """Run the plan's task under its compute grant, telling `observers` (rlbench/observers.py)
+    of its life; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
+    watch = Observers(observers)
+    error: BaseException | None = None
+    try:
+        with plan.compute:
+            trainer = build_trainer(plan, timer)
+            try:
+                watch.started(trainer)
+                final = _run(plan, trainer, watch)
+                return final_metrics(plan, trainer, final, watch)
+            finally:
+                trainer.close()
+    except BaseException as e:
+        error = e
+        raise
+    finally:
+        watch.closed(error)
 
-    def log_tick(metrics: dict, step: int) -> None:
-        if telemetry is not None:
-            metrics = {**metrics, **telemetry.tick(trainer.timers())}
-        log_metrics(metrics, step)
-        _drain_episodes(trainer.actors, on_episode, on_eval_episode)
+
+def _run(plan: JobPlan, trainer: Trainer, watch: Observers) -> dict:
+    def tick(metrics: dict, step: int) -> None:
+        watch.tick(metrics, step, trainer)
+        _drain_episodes(trainer.actors, watch)
 
     try:
-        if telemetry is not None:
-            telemetry.attach(trainer.timers())
-            telemetry.start()
-        try:
-            scope = compute.thread_scope if compute is not None else contextlib.nullcontext
-            final = run_roles(trainer, log_tick, progress, conf.tracking.log_every_s,
-                              conf.workload.max_runtime_s, scope)
-        finally:
-            if telemetry is not None:
-                telemetry.stop()
-        _drain_episodes(trainer.actors, on_episode, on_eval_episode)
-        on_walls(trainer.op_walls())
-        if telemetry is not None:
-            metrics, tags = telemetry.final(final, trainer.timers(), trainer.op_walls())
-            final |= metrics
-            set_tags(tags)
-        final["actor_threads_used"] = trainer.env.threads_used
-        if compute is not None:
-            final |= compute.grant.metrics(trainer.env.threads_used)
-        return final
+        measured = run_roles(trainer, tick, plan.conf.tracking.log_every_s, plan.conf.workload.max_runtime_s,
+                             plan.compute.thread_scope)
+        _drain_episodes(trainer.actors, watch)  # the episodes that ended after the last tick
+        return measured
     finally:
-        trainer.close()
+        watch.stopped()
 
 
-def _drain_episodes(actors: ActorRole, on_episode, on_eval_episode=None) -> None:
-    for returns, callback in ((actors.episode_returns, on_episode), (actors.eval_returns, on_eval_episode)):
+def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observers) -> dict:
+    """The job's final metrics, assembled here and only here: what the roles measured (the
+    runner's `trainer.final_metrics`), what the observers add (energy, time per operation,
+    episode returns), the task's replay ratio and the compute grant with the threads the
+    actors used. The observers are then told (`ended`)."""
+    final = dict(measured)
+    added, tags = watch.final_values(final, trainer)
+    final |= added
+    final["actor_threads_used"] = trainer.env.threads_used
+    if plan.replay_ratio is not None:  # None: the algorithm has no learner (algo=random)
+        final["task_replay_ratio"] = plan.replay_ratio
+    final |= plan.grant_metrics(trainer.env.threads_used)
+    watch.ended(final, tags)
+    return final
+
+
+def _drain_episodes(actors: ActorRole, watch: Observers) -> None:
+    for returns, evaluation in ((actors.episode_returns, False), (actors.eval_returns, True)):
         while returns:
             frames, ret = returns.popleft()
-            if callback is not None:
-                callback(ret, frames)
-
-
-def last_returns_mean(returns: list[float], k: int = 20) -> float:
-    return float(np.mean(returns[-k:])) if returns else float("nan")
+            watch.episode(ret, frames, evaluation)

@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
 # module under it, a bare `x` that module only; the longest pattern wins, a bare one over `x.*`.
 LAYERS: list[dict[str, list[str]]] = [
     {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
-              "rlbench.signals", "rlbench.bound"]},  # bound: a pure rule; the job names its bound by it
+              "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
+              "rlbench.observers"]},  # the hooks of a job's life (record, telemetry, progress observe it)
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
                 "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
@@ -27,8 +28,9 @@ LAYERS: list[dict[str, list[str]]] = [
     {"algorithms": ["rlbench.algo.*"]},  # one package each: r2d2, vtrace, random
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
                        "rlbench.preflight"]},
+    {"plan": ["rlbench.plan"]},  # a job's plan: decided once, before any role starts
     {"trainer": ["rlbench.trainer"]},
-    {"job": ["rlbench.job"], "predict": ["rlbench.predict.*"]},
+    {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
     {"commands": ["rlbench.__main__", "rlbench.report.__main__", "rlbench.predict.__main__", "rlbench.predict.cli",
                   "rlbench.profile"]},

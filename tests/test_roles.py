@@ -26,7 +26,6 @@ from rlbench.algo.vtrace.config import NetworkConfig as VTraceNetworkConfig
 from rlbench.algo.vtrace.network import VTraceNet
 from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.envs.vector import StepBatch
-from rlbench.progress import Progress
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
@@ -282,7 +281,7 @@ class _FakeTrainer:
 
 
 def _run(trainer, **kw) -> dict:
-    return run_roles(trainer, lambda metrics, frames: None, Progress(100, 10, mode="log"), tick_s=0.01, **kw)
+    return run_roles(trainer, lambda metrics, frames: None, tick_s=0.01, **kw)
 
 
 def test_runner_reraises_a_role_failure_after_stopping_and_joining_the_others():
@@ -327,7 +326,7 @@ def test_runner_logs_no_tick_once_every_role_has_finished():
         ticks.append(role.release.is_set())
         role.release.set()  # the role finishes during the next window
 
-    run_roles(_FakeTrainer([role]), log, Progress(100, 10, mode="log"), tick_s=0.2)
+    run_roles(_FakeTrainer([role]), log, tick_s=0.2)
     assert ticks == [False]
 
 
@@ -335,7 +334,7 @@ def test_runner_runtime_is_when_the_last_role_ended_not_the_next_tick():
     """runtime_s once waited for the next tick: a 0.05 s task measured tick_s (5 s) here."""
     trainer = _FakeTrainer([_TimedRole("actors", 0.0), _TimedRole("learner", 0.05)])
     t0 = time.perf_counter()
-    run_roles(trainer, lambda metrics, frames: None, Progress(100, 10, mode="log"), tick_s=5.0)
+    run_roles(trainer, lambda metrics, frames: None, tick_s=5.0)
     returned_after = time.perf_counter() - t0
     runtime, walls = trainer.final_calls[0]
     assert walls["learner"] <= runtime < walls["learner"] + 0.5  # the learner's end, not a tick later

@@ -170,10 +170,11 @@ def test_sigterm_ends_run_killed_and_leaves_no_process(store):
 def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
     """inference_batch < actors: each forward takes the first k ready envs, not all of them."""
     from rlbench.config.validate import validate
+    from rlbench.plan import plan_job
     from rlbench.trainer import train
 
     conf = validate(compose_cfg(["workload=smoke", "actors=8", "inference_batch=4", "learner=false",
                                  "telemetry.enabled=false", "progress=log", *store["overrides"]]))
-    final = train(conf)
+    final = train(plan_job(conf))
     assert final["inference_batch_mean"] == pytest.approx(4.0)
     assert final["frames"] >= 24000

@@ -71,9 +71,8 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     from rlbench.algo.common.parts import AlgoContext
     from rlbench.envs.spec import env_spec
     from rlbench.envs.vector import StepBatch
-    from rlbench.resources import ComputeLimit
+    from rlbench.resources import ComputeLimit, resolve_device
     from rlbench.roles.inference import InferenceServer
-    from rlbench.trainer import resolve_device
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
@@ -112,7 +111,7 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     from rlbench.algo import algorithm, config_module
     from rlbench.algo.common.parts import AlgoContext
     from rlbench.envs.spec import env_spec
-    from rlbench.trainer import resolve_device
+    from rlbench.resources import resolve_device
 
     conf = copy.deepcopy(conf)
     conf.actors = envs

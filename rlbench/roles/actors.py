@@ -23,7 +23,8 @@ class ActorRole:
     name = "actors"
 
     def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
-                 frame_target: int, seed: int, eval_envs: int = 0, done: threading.Event | None = None):
+                 frame_target: int, seed: int, eval_envs: int = 0, done: threading.Event | None = None,
+                 may_step=None, more_data=None, timer: OpTimer | None = None):
         self.env, self.inference = env, inference
         self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
         self.frameskip = env.frameskip
@@ -33,11 +34,11 @@ class ActorRole:
         self.eval_returns: collections.deque = collections.deque()  # (frames, return) of eval envs, drained
         self.episodes = 0
         self._running_return = np.zeros(num_actors + eval_envs, dtype=np.float64)
-        self.timer = OpTimer("actors")
+        self.timer = timer or OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
-        self.may_step = None  # the algorithm's flow control: actors wait while it returns False
-        self.more_data = None  # the algorithm still needs unrolls past the frame target while it returns True
+        self.may_step = may_step  # the algorithm's flow control: actors wait while it returns False
+        self.more_data = more_data  # the algorithm still needs unrolls past the frame target while it returns True
         self.done = done if done is not None else threading.Event()  # set when the actors stop
 
     @property

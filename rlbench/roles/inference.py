@@ -22,11 +22,11 @@ from rlbench.telemetry.timing import OpTimer
 
 
 class InferenceServer:
-    def __init__(self, policy: ActingPolicy, device, num_envs: int, num_train: int):
+    def __init__(self, policy: ActingPolicy, device, num_envs: int, num_train: int, timer: OpTimer | None = None):
         self.policy, self.device, self.num_train = policy, device, num_train
         self.state = policy.initial_state(num_envs, device) if policy.shared is not None else ()
         self.prev_action = np.zeros(num_envs, dtype=np.int64)
-        self.timer = OpTimer("inference")
+        self.timer = timer or OpTimer("inference")
         self.batches = 0
         self.batch_items = 0
         self.latency_s = 0.0

@@ -18,14 +18,14 @@ from rlbench.telemetry.timing import OpTimer
 class LearnerLoop:
     name = "learner"
 
-    def __init__(self, update_target: int, actors_done: threading.Event):
+    def __init__(self, update_target: int, actors_done: threading.Event, timer: OpTimer | None = None):
         self.update_target = update_target  # the workload's learner_updates
         self.actors_done = actors_done
         self.updates = 0
         self.finished = threading.Event()  # set when the learner leaves run(), for any reason
         self.intra_op_threads: int | None = None
         self.last_loss = float("nan")
-        self.timer = OpTimer("learner")
+        self.timer = timer or OpTimer("learner")  # the job's telemetry makes it (GPU spans, the timeline)
 
     def run(self, stop: threading.Event) -> None:
         self.intra_op_threads = torch.get_num_threads()  # what sm_limit granted on CPU, seen here

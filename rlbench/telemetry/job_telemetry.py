@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from rlbench.config.schema import TelemetryConfig
+from rlbench.observers import JobObserver
 from rlbench.telemetry.gpu_busy import make_busy_timer
 from rlbench.telemetry.ops import calibrate_annotation, op_metrics
 from rlbench.telemetry.sampler import TelemetrySampler
@@ -35,45 +36,59 @@ def _gpu_mean(row: dict, metric: str) -> float | None:
     return s / n if s is not None else None
 
 
-class JobTelemetry:
+class JobTelemetry(JobObserver):
+    """Observes a job (rlbench/observers.py): makes the roles' timers (`timer`), samples from
+    `started` to `stopped`, adds power to each tick and energy and time per operation to the
+    final metrics."""
+
     def __init__(self, cfg: TelemetryConfig, device):
         self.cfg = cfg
         self.gpu_busy, self.gpu_busy_reason = make_busy_timer(device)
         self.sampler = TelemetrySampler(rate_hz=cfg.rate_hz, cpu_tdp_w=cfg.cpu_tdp_w)
         self.inner_s, self.full_s = calibrate_annotation()
         self.op_ticks: list[tuple[float, dict[str, dict[str, float]]]] = []  # (t, role -> op totals)
-        self._trace: tuple[float, list] | None = None  # (t0, [(thread, recorders)]) once attached
+        self._roles: dict[str, list[SpanRecorder]] = {}  # the timeline's role threads -> their tracks
+        self._own: dict[str, list[SpanRecorder]] = {}  # the sampler's and the GPU's tracks
+        self._t0 = time.perf_counter()  # the timeline's origin: moved to the start by `started`
         self._trace_end: float | None = None
         self._prev: dict | None = None
-        self.started: float | None = None  # set by start(); the job logs artifacts only after it
+        self.started_at: float | None = None  # set by `started`; the job logs artifacts only after it
+        if cfg.trace_window_s:  # record the timeline, trace.json; nothing when it is 0
+            self.sampler.spans = self._track("telemetry", "telemetry sampler", self._own)
+            if self.gpu_busy is not None:
+                self.gpu_busy.spans = self._track("gpu busy", "GPU busy (CUDA events)", self._own)
 
-    def attach(self, timers: list[OpTimer]) -> None:
-        """Record the roles' operations (and the sampler's and the GPU's spans) for the job's
-        timeline, trace.json; nothing when telemetry.trace_window_s is 0."""
-        if not self.cfg.trace_window_s:
-            return
-        t0 = time.perf_counter()
-        record = lambda track: SpanRecorder(track, t0, self.cfg.trace_window_s)
-        threads: dict[str, list[SpanRecorder]] = {}
-        for timer in timers:  # central inference runs on the actors' thread: its spans nest in theirs
-            timer.spans = record(timer.role)
-            threads.setdefault(_THREAD_OF.get(timer.role, timer.role), []).append(timer.spans)
-        self.sampler.spans = record("telemetry")
-        threads["telemetry sampler"] = [self.sampler.spans]
-        if self.gpu_busy is not None:
-            self.gpu_busy.spans = record("gpu busy")
-            threads["GPU busy (CUDA events)"] = [self.gpu_busy.spans]
-        self._trace = (t0, list(threads.items()))
+    def _track(self, track: str, thread: str, into: dict) -> SpanRecorder:
+        recorder = SpanRecorder(track, self._t0, self.cfg.trace_window_s)
+        into.setdefault(thread, []).append(recorder)
+        return recorder
 
-    def start(self) -> None:
+    def timer(self, role: str) -> OpTimer:
+        """The timer of one role: its device operations timed by CUDA events (on CUDA), its
+        spans recorded for the timeline. Central inference runs on the actors' thread: its
+        spans nest in theirs, on one track."""
+        spans = self._track(role, _THREAD_OF.get(role, role), self._roles) if self.cfg.trace_window_s else None
+        return OpTimer(role, gpu=self.gpu_busy, spans=spans)
+
+    def started(self, trainer=None) -> None:
+        self._t0 = time.perf_counter()
+        for recorders in (*self._roles.values(), *self._own.values()):
+            for r in recorders:
+                r.t0 = self._t0
         self.sampler.start()
-        self.started = time.monotonic()
+        self.started_at = time.monotonic()
 
-    def stop(self) -> None:
+    def tick_values(self, trainer) -> dict:
+        return self.power_tick(trainer.timers())
+
+    def stopped(self) -> None:
         self.sampler.stop()
         self._trace_end = time.perf_counter()
 
-    def tick(self, timers: list[OpTimer]) -> dict:
+    def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
+        return self.final(final, trainer.timers(), trainer.op_walls())
+
+    def power_tick(self, timers: list[OpTimer]) -> dict:
         """1 Hz step metrics from the newest sample; remembers op totals for the plot."""
         now = time.perf_counter()  # the timers' clock; an open operation counts up to now
         self.op_ticks.append((time.monotonic(), {t.role: t.snapshot(now) for t in timers}))
@@ -143,8 +158,9 @@ class JobTelemetry:
         paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]
         if plot:
             paths.append(plot_timeline(self.sampler.rows(), self.op_ticks, out_dir / "telemetry.png"))
-        if self._trace is not None:
-            t0, threads = self._trace
+        if self.cfg.trace_window_s:
             end = self._trace_end or time.perf_counter()
-            paths.append(write_trace(out_dir / "trace.json", threads, t0, end, "rlbench job", self.cfg.trace_window_s))
+            threads = [*self._roles.items(), *self._own.items()]  # the roles' tracks first
+            paths.append(write_trace(out_dir / "trace.json", threads, self._t0, end, "rlbench job",
+                                     self.cfg.trace_window_s))
         return paths

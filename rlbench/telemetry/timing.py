@@ -21,10 +21,10 @@ from contextlib import contextmanager
 
 
 class OpTimer:
-    def __init__(self, role: str, gpu=None):
+    def __init__(self, role: str, gpu=None, spans=None):
         self.role = role
         self.gpu = gpu  # CudaBusyTimer or None
-        self.spans = None  # a SpanRecorder while the job records its timeline
+        self.spans = spans  # a SpanRecorder while the job records its timeline
         self.totals: dict[str, float] = {}
         self.counts: dict[str, int] = {}
         self.open: tuple[str, float] | None = None  # (op, start) of the outermost op in progress

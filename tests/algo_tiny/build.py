@@ -11,6 +11,7 @@ import numpy as np
 from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.roles.learner import LearnerLoop
+from rlbench.telemetry.timing import OpTimer
 
 
 class Fifo:
@@ -41,8 +42,8 @@ class RandomActs:
 
 class MeanRewardLearner(LearnerLoop):
     def __init__(self, fifo: Fifo, batch_size: int, update_s: float, update_target: int,
-                 actors_done: threading.Event):
-        super().__init__(update_target, actors_done)
+                 actors_done: threading.Event, timer: OpTimer | None = None):
+        super().__init__(update_target, actors_done, timer)
         self.fifo, self.batch_size, self.update_s = fifo, batch_size, update_s
 
     def may_update(self) -> bool:
@@ -67,7 +68,8 @@ def build(ctx: AlgoContext) -> AlgoParts:
                               spec.num_actions, 0, spec.stack)
     fifo = Fifo()
     policy = RandomActs(spec.num_actions, unrolls, fifo, ctx.conf.seed)
-    learner = MeanRewardLearner(fifo, a.batch_size, a.update_s, ctx.conf.workload.learner_updates, ctx.actors_done) \
+    learner = MeanRewardLearner(fifo, a.batch_size, a.update_s, ctx.conf.workload.learner_updates, ctx.actors_done,
+                                ctx.timer("learner")) \
         if ctx.conf.learner else None
     return AlgoParts(policy, learner, metrics=lambda final: {"unrolls": fifo.put_total}
                      | ({} if final else {"queue_size": len(fifo.rewards)}))

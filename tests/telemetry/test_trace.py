@@ -78,12 +78,12 @@ def test_job_telemetry_records_gpu_spans_on_their_own_track_only_with_cuda(tmp_p
     gpu = CudaBusyTimer("cuda", cuda=cuda)
     monkeypatch.setattr("rlbench.telemetry.job_telemetry.make_busy_timer", lambda device: (gpu, None))
     jt = JobTelemetry(TelemetryConfig(trace_window_s=5.0), "cuda")
-    learner = OpTimer("learner", gpu=gpu)
-    jt.attach([learner])
+    learner = jt.timer("learner")  # timed on the GPU and traced
+    assert learner.gpu is gpu
     with learner.op("forward_backward", device=True):
         cuda.now = 4.0
     gpu.busy_s(wait=True)
-    jt.stop()
+    jt.stopped()
     doc = json.loads((jt.artifacts(tmp_path, plot=False)[-1]).read_text())
     threads = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     assert threads == {"learner", "telemetry sampler", "GPU busy (CUDA events)"}
@@ -92,16 +92,15 @@ def test_job_telemetry_records_gpu_spans_on_their_own_track_only_with_cuda(tmp_p
 
     monkeypatch.undo()
     cpu = JobTelemetry(TelemetryConfig(trace_window_s=5.0), "cpu")  # no CUDA: no GPU track, nothing faked
-    cpu.attach([OpTimer("learner")])
-    cpu.stop()
+    cpu.timer("learner")
+    cpu.stopped()
     doc = json.loads(cpu.artifacts(tmp_path / "cpu", plot=False)[-1].read_text())
     assert "GPU busy (CUDA events)" not in {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
 
 
 def test_no_trace_when_the_window_is_zero(tmp_path):
     jt = JobTelemetry(TelemetryConfig(trace_window_s=0.0), "cpu")
-    timer = OpTimer("actors")
-    jt.attach([timer])
+    timer = jt.timer("actors")
     assert timer.spans is None
-    jt.stop()
+    jt.stopped()
     assert [p.name for p in jt.artifacts(tmp_path, plot=False)] == ["telemetry.csv"]

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlbench.envs.spec import EnvSpec
+from rlbench.telemetry.timing import OpTimer
 
 
 @dataclass
@@ -27,6 +28,7 @@ class AlgoContext:
     num_train: int  # training environments: ids [0, num_train)
     num_eval: int  # evaluation environments: ids [num_train, num_train + num_eval)
     actors_done: threading.Event  # set when the actors met the task's frames (or stopped)
+    timer: Callable[[str], OpTimer] = OpTimer  # makes a role's timer: the learner's is timer("learner")
 
 
 class SharedNet:

@@ -35,7 +35,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         net = R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
         net.load_state_dict(shared.net.state_dict())
         learner = R2D2Learner(net, algo, replay, shared, ctx.device, conf.workload.learner_updates,
-                              ctx.actors_done, ctx.num_train, queue)
+                              ctx.actors_done, ctx.num_train, queue, ctx.timer("learner"))
         if algo.coupling == "rate_limited":
             may_step = learner.actors_may_insert
         if queue is not None:

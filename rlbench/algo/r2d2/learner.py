@@ -29,13 +29,14 @@ from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import insertion_batch
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
 from rlbench.roles.learner import LearnerLoop
+from rlbench.telemetry.timing import OpTimer
 
 
 class R2D2Learner(LearnerLoop):
     def __init__(self, net, algo, replay: SequenceReplay, shared: SharedNet, device,
                  update_target: int, actors_done: threading.Event, num_train: int,
-                 queue: UnrollQueue | None = None):
-        super().__init__(update_target, actors_done)
+                 queue: UnrollQueue | None = None, timer: OpTimer | None = None):
+        super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.replay, self.shared = net, algo, replay, shared
         self.device, self.num_train, self.queue = device, num_train, queue
         self.insert_batch = insertion_batch(algo.batch_size, algo.samples_per_insert)

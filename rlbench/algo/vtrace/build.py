@@ -26,7 +26,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         net = VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
         net.load_state_dict(shared.net.state_dict())
         learner = VTraceLearner(net, algo, queue, shared, ctx.device, conf.workload.learner_updates,
-                                ctx.actors_done)
+                                ctx.actors_done, ctx.timer("learner"))
         may_step = lambda: not queue.full() or learner.finished.is_set()  # the actors wait while the FIFO is full
     return AlgoParts(policy, learner, may_step, lambda final: queue_metrics(queue, final))
 

@@ -21,6 +21,7 @@ from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.vtrace.math import loss_terms
 from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.roles.learner import LearnerLoop
+from rlbench.telemetry.timing import OpTimer
 
 
 def make_optimizer(params, a) -> torch.optim.Optimizer:
@@ -43,8 +44,8 @@ def compute_loss(net, b: dict, a) -> dict:
 
 class VTraceLearner(LearnerLoop):
     def __init__(self, net, algo, queue: UnrollQueue, shared: SharedNet, device, update_target: int,
-                 actors_done: threading.Event):
-        super().__init__(update_target, actors_done)
+                 actors_done: threading.Event, timer: OpTimer | None = None):
+        super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.queue, self.shared, self.device = net, algo, queue, shared, device
         self.optimizer = make_optimizer(net.parameters(), algo)
         decay = (lambda u: max(0.0, 1.0 - u / update_target)) if algo.lr_decay else (lambda u: 1.0)

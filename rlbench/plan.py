@@ -1,0 +1,78 @@
+"""A job's plan: everything decided about a job before any role starts, decided once.
+
+`plan_job(conf)` resolves the device, the compute grant (the SMs or CPU threads the learner
+and inference may use; a limit this host cannot honour is refused here, before any run
+exists), the actors' CPU threads and pinning, the training and evaluation envs, the envs
+per central-inference forward, the task (frames, learner updates, replay ratio) and the
+env's spec. The trainer builds its roles from the plan, the record logs it, predict models
+the same numbers with `envs_of`; nothing downstream decides any of them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rlbench.algo import config_module
+from rlbench.config.schema import Config
+from rlbench.envs.spec import EnvSpec, env_spec
+from rlbench.envs.vector import resolve_inference_batch
+from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device, usable_cpus
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Envs:
+    """The envs a job's actors step and how: pure arithmetic on the config (predict uses it too)."""
+
+    train: int  # the actors' training envs: ids [0, train)
+    eval: int  # evaluation envs after them; only where the algorithm learns (eval measures a learned policy)
+    actor_threads: int  # CPU hardware threads stepping them (the CPU/GPU ratio's numerator)
+    inference_batch: int  # envs per central-inference forward (envs/vector.py resolve_inference_batch)
+
+    @property
+    def total(self) -> int:
+        return self.train + self.eval
+
+
+def envs_of(conf: Config) -> Envs:
+    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0
+    total = conf.actors + n_eval
+    return Envs(conf.actors, n_eval, actor_hardware_threads(conf.env.kind, conf.actor_threads),
+                resolve_inference_batch(conf.inference_batch, total, conf.env.kind))
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    conf: Config  # validated; conf.workload.learner_updates resolved
+    device: torch.device
+    compute: ComputeLimit  # entered by the job around the roles; its grant is known from the start
+    envs: Envs
+    pin: int  # first CPU the actors' threads are pinned from; -1: not pinned (actor_threads null)
+    learner_updates: int  # the task's updates; 0 without a learner
+    replay_ratio: float | None  # samples per unroll the task implies; None without a learner
+    spec: EnvSpec  # the env's shapes; the built env must agree
+
+    def grant_metrics(self, actor_threads: int | None = None) -> dict:
+        """sm_granted, sm_total and cpu_gpu_ratio, for the planned threads or those used."""
+        return self.compute.grant.metrics(actor_threads or self.envs.actor_threads)
+
+    def tags(self) -> dict[str, str]:
+        grant = self.compute.grant
+        return {"device": str(self.device), "env_id": self.conf.env.id, "compute_unit": grant.compute_unit,
+                "sm_backend_used": grant.backend,  # the param sm_backend is what was asked for
+                "inference_batch_used": str(self.envs.inference_batch)}  # the param is what was asked
+
+
+def plan_job(conf: Config) -> JobPlan:
+    """The plan of a validated config. Raises ResourceError (a limit this host cannot
+    honour) or EnvIdError before anything is built."""
+    algo = config_module(conf.algo.name)
+    device = resolve_device(conf.device)
+    compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)
+    pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
+    updates = conf.workload.learner_updates if algo.LEARNS else 0
+    return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
+                   env_spec(conf.env))

@@ -1,0 +1,122 @@
+"""A job's MLflow record as an observer of its life (rlbench/observers.py).
+
+Ticks become series (step: whole seconds since the task started), episodes the
+`episode_return` and `eval_return` series, the end the final values, the tags (the bound,
+what the job could not measure and why), the job's chart view and description and the
+operations table; however the job ends, the returns and the telemetry's files are logged.
+The writer itself is rlbench/tracking/record.py's JobRecord.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from rlbench.bound import bottleneck
+from rlbench.config.schema import Config
+from rlbench.observers import JobObserver
+from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, plot_op_breakdown
+from rlbench.telemetry.job_telemetry import JobTelemetry
+from rlbench.tracking.job_note import job_note
+from rlbench.tracking.parent import NOTE_TAG
+from rlbench.tracking.record import JobRecord, param_names
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
+
+log = logging.getLogger(__name__)
+RETURNS_WINDOW = 20  # episode_return_mean20: the mean of the last 20 episodes' returns
+
+
+def last_returns_mean(returns: list[float], k: int = RETURNS_WINDOW) -> float:
+    return float(np.mean(returns[-k:])) if returns else float("nan")
+
+
+class RecordObserver(JobObserver):
+    def __init__(self, record: JobRecord, conf: Config, overrides: list[str], output_dir: Path | None,
+                 start_values: dict, telemetry: JobTelemetry | None = None):
+        """start_values: what the record logged at the start (the compute grant), kept out of the end."""
+        self.record, self.conf, self.overrides, self.output_dir = record, conf, overrides, output_dir
+        self.start_values, self.telemetry = start_values, telemetry
+        self.returns: dict[bool, list[tuple[float, int]]] = {False: [], True: []}  # evaluation? -> (return, frames)
+        self.ticked: set[str] = set()  # the names logged as series
+        self.bound: str | None = None
+        self.walls: dict[str, float] = {}  # role -> wall seconds (the operations table's denominators)
+
+    def tick(self, metrics: dict, step: int) -> None:
+        self.ticked.update(metrics)
+        self.record.log_metrics(metrics, step)
+
+    def episode(self, ret: float, frames: int, evaluation: bool) -> None:
+        self.returns[evaluation].append((ret, frames))
+
+    def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
+        self.walls = trainer.op_walls()
+        train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
+        values = {"episode_return_mean20": last_returns_mean(train), "eval_return_mean20": last_returns_mean(evaluation)}
+        if evaluation:
+            return values, {}
+        why = "eval_envs=0" if not self.conf.eval_envs else "no evaluation episode ended within the task"
+        return values, {"null/eval_return_mean20": why}
+
+    def ended(self, final: dict, tags: dict) -> None:
+        self.record.set_tags(tags)  # `null/<metric>` reasons first: the headline tags name them
+        changed = {k: final.get(k) for k in self.start_values if final.get(k) != self.start_values[k]}
+        if changed:
+            log.warning("compute grant changed during the job: %s at the start, %s at the end", self.start_values,
+                        changed)
+        self.bound = self._log_final({k: v for k, v in final.items() if k not in self.start_values})
+        self._log_operations(final, self.walls)
+
+    def closed(self, error: BaseException | None) -> None:
+        self.record.log_series("episode_return", self.returns[False])
+        self.record.log_series("eval_return", self.returns[True])
+        if self.telemetry is not None and self.telemetry.started_at is not None:
+            self._log_telemetry_files()
+
+    def _log_final(self, final: dict) -> str:
+        """The final values where MLflow draws them comparably: a value only the end knows at
+        step 0 (a bar in the UI's charts, one per run), a series' last value at the step after
+        its last tick. Tags: the bound, a headline metric the job could not measure as "not
+        measured: why"; the job's chart view; its description. Returns the bound in words."""
+        record = self.record
+        record.log_metrics({k: v for k, v in final.items() if k not in self.ticked}, step=0)
+        record.log_metrics({k: v for k, v in final.items() if k in self.ticked}, step=math.ceil(final["runtime_s"]))
+        bound = bottleneck(final)
+        tags = {BOUND_TAG: f"{bound.kind} {bound.share:.0%}" if bound.share is not None else bound.kind}
+        measured = {m for m in HEADLINE if final.get(m) is not None and math.isfinite(final[m])}
+        tags |= {m: not_measured(m, record.unmeasured) for m in HEADLINE if m not in measured}
+        charts = None
+        try:
+            charts = job_view(record.run.info.experiment_id, record.run_id,
+                              knobs_of([self.overrides], param_names(self.conf), varying=False), measured)
+        except Exception as e:  # noqa: BLE001 - the job's record stands without it
+            log.warning("could not store the job's chart view: %s", e)
+        timeline = self.telemetry is not None and self.conf.telemetry.trace_window_s > 0
+        record.set_tags(tags | {NOTE_TAG: job_note(final, self.conf.env.id, record.unmeasured, timeline, charts)})
+        return tags[BOUND_TAG]
+
+    def _log_operations(self, final: dict, walls: dict) -> None:
+        """The op_frac metrics as a table (operations.json) and a bar chart (operations.png)."""
+        rows = op_breakdown_rows(final, walls)
+        if not rows:
+            return
+        try:
+            self.record.log_table(as_columns(rows), "operations.json")
+            with tempfile.TemporaryDirectory() as tmp:
+                path = plot_op_breakdown(rows, (self.output_dir or Path(tmp)) / "operations.png",
+                                         f"time per operation, {self.record.run.info.run_name}")
+                self.record.log_artifacts([path])
+        except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
+            log.warning("could not log the operations table and chart: %s", e)
+
+    def _log_telemetry_files(self) -> None:
+        """telemetry.csv, .png and trace.json into the run (also for a failed job); never masks its outcome."""
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = (self.output_dir or Path(tmp)) / "telemetry"
+                self.record.log_artifacts(self.telemetry.artifacts(folder, self.conf.telemetry.plot), "telemetry")
+        except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
+            log.warning("could not log telemetry artifacts: %s", e)
