@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
 # module under it, a bare `x` that module only; the longest pattern wins, a bare one over `x.*`.
 LAYERS: list[dict[str, list[str]]] = [
     {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
-              "rlbench.signals", "rlbench.bound"]},  # bound: a pure rule; the job names its bound by it
+              "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
+              "rlbench.registry"]},  # what the registries share (name -> package, import by name)
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
                 "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
