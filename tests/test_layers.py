@@ -20,7 +20,7 @@ LAYERS: list[dict[str, list[str]]] = [
     {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
               "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
               "rlbench.registry"]},  # what the registries share (name -> package, import by name)
-    {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
+    {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
                 "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
     {"algo shared": ["rlbench.algo.common.*"]},  # what the algorithm packages share (seed_rl's common/)

@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.algo import ALGORITHMS, config_module
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, optional_in
+from rlbench.config.rules import Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
 from rlbench.envs.vector import job_envs, resolve_inference_batch
 from rlbench.resources import usable_cpus

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
+from rlbench.config.rules import Rules, int_at_least, one_of
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted

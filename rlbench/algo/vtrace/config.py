@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
+from rlbench.config.rules import Rules, int_at_least, one_of
 
 LEARNS = True
 ON_POLICY = True  # every unroll is trained once, by the learner a few updates past the policy that acted
