@@ -19,8 +19,8 @@ from rlbench.algo import config_module
 from rlbench.bound import bottleneck
 from rlbench.config.schema import Config
 from rlbench.config.validate import validate
-from rlbench.envs.vector import job_inference_batch
-from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device
+from rlbench.envs.vector import actor_hardware_threads, job_inference_batch
+from rlbench.resources import ComputeLimit, resolve_device
 from rlbench.signals import sigterm_raises
 from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.telemetry.job_telemetry import JobTelemetry

@@ -31,9 +31,9 @@ def test_one_env_is_lock_step_and_zero_or_k_beyond_the_envs_too():
     assert resolve_inference_batch(5, 42) == 5 and resolve_inference_batch(1, 2) == 1
 
 
-def test_gym_envs_always_step_in_lock_step():
+def test_a_family_without_partial_batches_always_steps_in_lock_step():
     for asked in (-1, 0, 3):
-        assert resolve_inference_batch(asked, 10, "gym") == 10
+        assert resolve_inference_batch(asked, 10, partial=False) == 10
 
 
 def test_below_minus_one_is_refused():

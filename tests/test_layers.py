@@ -3,7 +3,8 @@
 
 Every `import rlbench.x` / `from rlbench.x import y` under rlbench/ counts, the ones inside
 functions too (a lazy import is still a dependency). Imports by name at run time
-(rlbench/algo/__init__.py's importlib registry) are not seen: the registry is the seam.
+(the registries of rlbench/algo/__init__.py and rlbench/envs/__init__.py) are not seen: the
+registry is the seam.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ LAYERS: list[dict[str, list[str]]] = [
               "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
               "rlbench.registry"]},  # what the registries share (name -> package, import by name)
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
-                "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
+                "rlbench.algo",  # the registry of algorithm names, imports by name only
+                "rlbench.envs"]},  # the registry of env families, likewise
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
     {"algo shared": ["rlbench.algo.common.*"]},  # what the algorithm packages share (seed_rl's common/)
     {"roles": ["rlbench.roles.*", "rlbench.runner"]},

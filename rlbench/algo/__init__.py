@@ -14,7 +14,8 @@ before torch loads):
   `ON_POLICY` (whether its learner trains only on data of its current policy: the report's
   on- vs off-policy verdict),
   `OPS` ({role: operations it times}, within rlbench.metrics.OPS),
-  `PRESETS` ({env kind: the conf/algo preset for it}, where not `algo=<name>`),
+  `PRESETS` ({observation: the conf/algo preset for it}, where not `algo=<name>`; observation
+  as an env family declares it, "image" or "vector": rlbench/envs/__init__.py),
   `rules(conf)` -> {dotted key: (ok(value), what is allowed)},
   `checks(conf)` -> problems across keys ("<key>=<value>: ..."), `host_checks(conf)` against this host,
   `task_learner_updates(conf)` -> the updates a task needs when the workload leaves them null,
@@ -102,6 +103,7 @@ def on_policy(name: str) -> bool | None:
     return bool(config_module(name).ON_POLICY) if name in ALGORITHMS else None
 
 
-def preset(name: str, env_kind: str | None) -> str:
-    """The conf/algo preset that runs algorithm `name` on envs of `env_kind` (e.g. r2d2_vector for gym)."""
-    return config_module(name).PRESETS.get(env_kind, name) if name in ALGORITHMS else name
+def preset(name: str, observation: str | None) -> str:
+    """The conf/algo preset that runs algorithm `name` on envs giving `observation`s ("image",
+    "vector": an env family's OBSERVATION; e.g. r2d2_vector for vectors)."""
+    return config_module(name).PRESETS.get(observation, name) if name in ALGORITHMS else name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
-from rlbench.envs.vector import resolve_inference_batch
+from rlbench.envs.vector import actor_hardware_threads, job_inference_batch
 from rlbench.predict import model
 from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.predict.power import task_energy
@@ -101,10 +101,10 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     notes = m.caveats()
     u = units(conf, m)
     on_cpu = m.gpu.device == "cpu"
-    threads = 1 if conf.env.kind != "atari" else (conf.actor_threads or m.cores)
+    threads = actor_hardware_threads(conf.env.kind, conf.actor_threads, m.cores)
     n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # as build_trainer steps them
     envs = conf.actors + n_eval
-    batch = resolve_inference_batch(conf.inference_batch, envs, conf.env.kind)  # as the job's actors run it
+    batch = job_inference_batch(conf)  # as the job's actors run it
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:

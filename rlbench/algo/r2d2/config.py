@@ -16,7 +16,7 @@ from rlbench.config.rules import Rules, int_at_least, one_of
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted
-PRESETS = {"gym": "r2d2_vector"}  # vector observations: the MLP torso (conf/algo/r2d2_vector.yaml)
+PRESETS = {"vector": "r2d2_vector"}  # vector observations (gym): the MLP torso (conf/algo/r2d2_vector.yaml)
 # Operations it times (rlbench/metrics.py OPS): queue_put, queue_full_wait and the learner's
 # queue_get/replay_insert under the unroll queue (SEED's coupling); the inference-side
 # replay_insert under coupling=free_running/rate_limited
