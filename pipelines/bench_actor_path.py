@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 from rlbench.config.compose import compose_job
-from rlbench.envs.vector import AtariActors, resolve_inference_batch
+from rlbench.envs.atari.actors import AtariActors
+from rlbench.envs.vector import resolve_inference_batch
 from rlbench.plan import plan_job
 from rlbench.trainer import build_trainer
 

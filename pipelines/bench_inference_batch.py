@@ -76,8 +76,7 @@ def config(args, actors: int, mode: int):
 
 def one_job(conf) -> dict:
     """The actors' loop of build_trainer's parts until the task's frames: fps, envs per forward, shares."""
-    from rlbench.envs.vector import job_envs
-    from rlbench.plan import plan_job
+    from rlbench.plan import envs_of, plan_job
     from rlbench.trainer import build_trainer
 
     trainer = build_trainer(plan_job(conf))
@@ -106,7 +105,7 @@ def one_job(conf) -> dict:
         shares = {k: v / wall for k, v in actors.items()}
         nested = {k: v / wall for k, v in trainer.inference.timer.totals.items()}
         return {"fps": role.frames / wall, "batch": statistics.median(sizes), "used": env.inference_batch,
-                "envs": job_envs(conf), "shares": shares, "nested": nested}
+                "envs": envs_of(conf).total, "shares": shares, "nested": nested}
     finally:
         trainer.close()
         del trainer

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from rlbench.algo import config_module
 from rlbench.config.schema import Config
+from rlbench.envs import family
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.envs.vector import resolve_inference_batch
-from rlbench.resources import ComputeLimit, actor_hardware_threads, resolve_device, usable_cpus
+from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
 
 if TYPE_CHECKING:
     import torch
@@ -31,17 +32,26 @@ class Envs:
     eval: int  # evaluation envs after them; only where the algorithm learns (eval measures a learned policy)
     actor_threads: int  # CPU hardware threads stepping them (the CPU/GPU ratio's numerator)
     inference_batch: int  # envs per central-inference forward (envs/vector.py resolve_inference_batch)
+    # (the trainer hands the vector env the config's inference_batch; it resolves it by the same rule)
 
     @property
     def total(self) -> int:
         return self.train + self.eval
 
 
-def envs_of(conf: Config) -> Envs:
-    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0
-    total = conf.actors + n_eval
-    return Envs(conf.actors, n_eval, actor_hardware_threads(conf.env.kind, conf.actor_threads),
-                resolve_inference_batch(conf.inference_batch, total, conf.env.kind))
+def eval_envs_of(conf: Config) -> int:
+    """The evaluation envs a job steps: `eval_envs` where the algorithm learns (evaluation
+    measures a learned policy), else none."""
+    return conf.eval_envs if config_module(conf.algo.name).LEARNS else 0
+
+
+def envs_of(conf: Config, cores: int | None = None) -> Envs:
+    """The envs of a job's config; `cores`: the machine's CPUs (predict models another
+    machine's), None: the ones this process may use."""
+    fam, n_eval = family(conf.env.kind), eval_envs_of(conf)
+    threads = fam.hardware_threads(conf.actor_threads, cores or len(usable_cpus()))
+    return Envs(conf.actors, n_eval, threads,
+                resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, fam.PARTIAL_BATCHES))
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,7 @@ class JobPlan:
     compute: ComputeLimit  # entered by the job around the roles; its grant is known from the start
     envs: Envs
     pin: int  # first CPU the actors' threads are pinned from; -1: not pinned (actor_threads null)
-    learner_updates: int  # the task's updates; 0 without a learner
+    learner_updates: int  # the task's updates; 0 without a learner (algo=random, learner=false)
     replay_ratio: float | None  # samples per unroll the task implies; None without a learner
     spec: EnvSpec  # the env's shapes; the built env must agree
 
@@ -73,6 +83,6 @@ def plan_job(conf: Config) -> JobPlan:
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
-    updates = conf.workload.learner_updates if algo.LEARNS else 0
+    updates = conf.workload.learner_updates if algo.LEARNS and conf.learner else 0
     return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
                    env_spec(conf.env))

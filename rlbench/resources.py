@@ -57,13 +57,6 @@ def cpu_gpu_ratio(actor_threads: int, compute_units: int) -> float:
     return actor_threads / compute_units
 
 
-def actor_hardware_threads(env_kind: str, actor_threads: int | None) -> int:
-    """CPU threads that step the environments: the Atari pool, or 1 (gym's sync vector env)."""
-    if env_kind != "atari":
-        return 1
-    return actor_threads or len(usable_cpus())
-
-
 def usable_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 

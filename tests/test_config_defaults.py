@@ -1,6 +1,7 @@
 """Every default is written once (the schema), and the composed Atari config is the README's.
 
-The YAML presets under conf/ extend the dataclasses in rlbench/config/schema.py; a preset
+The YAML presets under conf/ extend the dataclasses in rlbench/config/schema.py (and the
+algorithms' and env families' Schema); a preset
 that restates a schema default writes it twice, and the two copies drift apart. The README's
 "### Atari settings" are checked three ways: in the composed config for pong and breakout,
 in the README text itself, and in the ale-py AtariVectorEnv that rlbench builds from them.
@@ -17,15 +18,17 @@ from omegaconf import OmegaConf
 
 from rlbench.algo import ALGORITHMS, config_module
 from rlbench.config.schema import GROUP_SCHEMAS, Config
+from rlbench.envs import FAMILIES, family
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-SCHEMA_ENTRY = re.compile(r"^/schema/(\w+)@(\w+)$")  # `- /schema/<group>@<package>: base` (algo: its name)
+SCHEMA_ENTRY = re.compile(r"^/schema/(\w+)@(\w+)$")  # `- /schema/<group>@<package>: base` (algo, env: its name)
 
 
 def _schema(group: str, option: str) -> type:
-    """The dataclass behind `/schema/<group>: <option>`: `base`, or an algorithm's own Schema."""
-    return config_module(option).Schema if group == "algo" else GROUP_SCHEMAS[group]
+    """The dataclass behind `/schema/<group>: <option>`: `base`, or an algorithm's or env family's own Schema."""
+    own = {"algo": lambda: config_module(option).Schema, "env": lambda: family(option).Schema}
+    return own[group]() if group in own else GROUP_SCHEMAS[group]
 
 
 def _label(cls: type) -> str:
@@ -77,7 +80,8 @@ YAML_FILES = sorted(CONF.rglob("*.yaml"))
 def test_every_schema_is_extended_by_a_checked_yaml():
     """The walk finds conf/config.yaml and every group's presets (else the next test is vacuous)."""
     seen = {name for p in YAML_FILES for name, _, _ in _schema_nodes(p.read_text())}
-    schemas = [*GROUP_SCHEMAS.values(), *(config_module(a).Schema for a in ALGORITHMS)]
+    schemas = [*GROUP_SCHEMAS.values(), *(config_module(a).Schema for a in ALGORITHMS),
+               *(family(f).Schema for f in FAMILIES)]
     assert seen == {"Config", *(_label(cls) for cls in schemas)}
 
 
@@ -103,7 +107,7 @@ network:
 """
     assert restated_defaults(text) == ["grad_clip=80", "network.lstm_hidden=512"]
     assert restated_defaults("defaults:\n  - schema\nactors: 40\nseed: 7\n") == ["actors=40"]
-    env = "defaults:\n  - /schema/env@env: base\nenv:\n  id: pong\n  stack: 4\n  episodic_life: true\n"
+    env = "defaults:\n  - /schema/env@env: atari\nenv:\n  id: pong\n  stack: 4\n  episodic_life: true\n"
     assert restated_defaults(env) == ["stack=4"]
 
 
@@ -176,7 +180,7 @@ def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
     """The AtariVectorEnv built from the real config: obs, SEED RL's full action set (18 actions),
     no FIRE at reset, no-ops, truncation by frames (200 frames / frameskip 4 = 50 steps), no
     life-loss terminals."""
-    from rlbench.envs.vector import AtariActors
+    from rlbench.envs.atari.actors import AtariActors
 
     env_cfg = compose_cfg([f"env={game}", "env.max_episode_frames=200"]).env
     actors = AtariActors(env_cfg, num_envs=2, threads=1, batch=0)
@@ -208,7 +212,7 @@ def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
 def test_atari_rewards_are_not_clipped(compose_cfg):
     """The real Atari config with a game that scores > 1 early (Space Invaders: 5 to 30 per
     alien; Pong and Breakout's early points are 1 either way): the reward arrives unclipped."""
-    from rlbench.envs.vector import AtariActors
+    from rlbench.envs.atari.actors import AtariActors
 
     actors = AtariActors(compose_cfg(["env=pong", "env.id=space_invaders"]).env, num_envs=2, threads=1, batch=0)
     rng = np.random.default_rng(0)

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from rlbench.algo import ALGORITHMS, config_module
 from rlbench.config.schema import Config
 from rlbench.config.validate import ConfigError, validate
+from rlbench.envs import family
 from tests.conftest import rlbench_cli, runs
 
 
@@ -35,11 +36,12 @@ def numeric_fields(cls: type, prefix: str = "") -> list[tuple[str, type]]:
     return found
 
 
-CONFIG_FIELDS = numeric_fields(Config)  # `algo` is typed Any: each algorithm's Schema is walked below
+CONFIG_FIELDS = numeric_fields(Config)  # `algo` and `env` are typed Any: their packages' Schemas are walked below
 # Composition per group: the overrides that select it, and the keys walked on it.
 GROUPS: dict[str, tuple[list[str], list[tuple[str, type]]]] = {
-    "pong": ([], [f for f in CONFIG_FIELDS if not f[0].startswith("search.")]),
-    "cartpole": (["env=cartpole"], [f for f in CONFIG_FIELDS if f[0].startswith("env.")]),
+    "pong": ([], [f for f in CONFIG_FIELDS if not f[0].startswith("search.")]
+             + numeric_fields(family("atari").Schema, "env.")),
+    "cartpole": (["env=cartpole"], numeric_fields(family("gym").Schema, "env.")),
     "search": (["search=ratio"], [f for f in CONFIG_FIELDS if f[0].startswith("search.")]),
     **{f"algo={name}": ([f"algo={name}"], numeric_fields(config_module(name).Schema, "algo."))
        for name in ALGORITHMS},

@@ -9,19 +9,20 @@ import numpy as np
 import pytest
 
 from rlbench.config.schema import EnvConfig
-from rlbench.envs import spec as spec_mod
+from rlbench.envs import family
+from rlbench.envs.gym import probe as gym_probe
 from rlbench.envs.spec import EnvIdError, check_env, env_spec
 from rlbench.envs.vector import make_actors
 
 TOY = "tests.toy_env:RlbenchToy-v0"
 
 
-def atari(env_id: str, **kw) -> EnvConfig:
-    return EnvConfig(kind="atari", id=env_id, **kw)
+def atari(env_id: str, **kw):
+    return family("atari").Schema(id=env_id, **kw)
 
 
-def gym_cfg(env_id: str) -> EnvConfig:
-    return EnvConfig(kind="gym", id=env_id, frameskip=1)
+def gym_cfg(env_id: str):
+    return family("gym").Schema(id=env_id)
 
 
 @pytest.mark.parametrize("rom,stack,size,full", [("pong", 4, 84, True), ("breakout", 2, 64, False),
@@ -76,9 +77,9 @@ def toy_unloaded():
     """Forget the toy env, so that only the `module:` prefix can register it."""
     for forget in (lambda: sys.modules.pop("tests.toy_env", None), lambda: gym.registry.pop("RlbenchToy-v0", None)):
         forget()
-    spec_mod._gym_spaces.cache_clear()
+    gym_probe.gym_spaces.cache_clear()
     yield
-    spec_mod._gym_spaces.cache_clear()
+    gym_probe.gym_spaces.cache_clear()
 
 
 def test_user_env_via_module_prefix(toy_unloaded):
@@ -124,4 +125,4 @@ def test_gym_refusals(bad, expect):
 
 
 def test_unknown_kind():
-    assert "atari, gym" in check_env(EnvConfig(kind="mujoco", id="Ant-v4"))
+    assert "env.kind='mujoco': no such env family; known: atari, gym" in check_env(EnvConfig(kind="mujoco", id="Ant-v4"))

@@ -10,8 +10,8 @@ from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import Schema
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
-from rlbench.config.schema import EnvConfig
-from rlbench.envs.vector import AtariActors
+from rlbench.envs.atari.actors import AtariActors
+from rlbench.envs.atari.family import Schema as AtariEnv
 from rlbench.roles.inference import InferenceServer
 
 
@@ -51,7 +51,7 @@ def test_rebuilt_stacks_equal_what_inference_received_from_ale():
     """Real Pong through central inference (R2D2's store, a constant-Q network: random actions),
     the assembler and replay; short
     truncated episodes put episode starts inside sequences and inside stack heads."""
-    env = AtariActors(EnvConfig(kind="atari", id="pong", max_episode_frames=4 * 37), 2, 1, 0)
+    env = AtariActors(AtariEnv(id="pong", max_episode_frames=4 * 37), 2, 1, 0)
     algo = Schema(burn_in=4, seq_len=8)
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     asm = UnrollAssembler(2, length, overlap, env.obs_shape, np.uint8, env.num_actions, 1, stack=4)

@@ -4,7 +4,8 @@ one function resolves it (rlbench/envs/vector.py) for the actors, validation and
 import pytest
 
 from rlbench.config.validate import ConfigError, validate
-from rlbench.envs.vector import job_envs, job_inference_batch, resolve_inference_batch
+from rlbench.envs.vector import resolve_inference_batch
+from rlbench.plan import envs_of
 
 
 def seed_auto(num_envs: int, env_batch_size: int = 1) -> int:
@@ -31,9 +32,9 @@ def test_one_env_is_lock_step_and_zero_or_k_beyond_the_envs_too():
     assert resolve_inference_batch(5, 42) == 5 and resolve_inference_batch(1, 2) == 1
 
 
-def test_gym_envs_always_step_in_lock_step():
+def test_a_family_without_partial_batches_always_steps_in_lock_step():
     for asked in (-1, 0, 3):
-        assert resolve_inference_batch(asked, 10, "gym") == 10
+        assert resolve_inference_batch(asked, 10, partial=False) == 10
 
 
 def test_below_minus_one_is_refused():
@@ -43,13 +44,13 @@ def test_below_minus_one_is_refused():
 
 def test_a_jobs_envs_are_the_ones_build_trainer_steps(compose_cfg):
     conf = validate(compose_cfg(["actors=40"]))
-    assert conf.inference_batch == -1 and job_envs(conf) == 42 and job_inference_batch(conf) == 21
+    assert conf.inference_batch == -1 and envs_of(conf).total == 42 and envs_of(conf).inference_batch == 21
     rnd = validate(compose_cfg(["actors=40", "algo=random"]))  # no eval envs without a learned policy
-    assert job_envs(rnd) == 40 and job_inference_batch(rnd) == 20
-    assert job_inference_batch(validate(compose_cfg(["actors=40", "inference_batch=0"]))) == 42
-    assert job_inference_batch(validate(compose_cfg(["actors=1", "eval_envs=0"]))) == 1
+    assert envs_of(rnd).total == 40 and envs_of(rnd).inference_batch == 20
+    assert envs_of(validate(compose_cfg(["actors=40", "inference_batch=0"]))).inference_batch == 42
+    assert envs_of(validate(compose_cfg(["actors=1", "eval_envs=0"]))).inference_batch == 1
     cart = validate(compose_cfg(["env=cartpole", "actors=8"]))
-    assert job_inference_batch(cart) == job_envs(cart)
+    assert envs_of(cart).inference_batch == envs_of(cart).total
 
 
 @pytest.mark.parametrize("value", [-1, 0, 1, 41])
@@ -64,7 +65,7 @@ def test_validation_refuses_naming_key_value_and_what_is_allowed(compose_cfg, ov
         validate(compose_cfg([*overrides, f"inference_batch={value}"]))
     (line,) = [ln.strip() for ln in str(e.value).splitlines() if ln.strip().startswith("inference_batch=")]
     assert line.startswith(f"inference_batch={value}: allowed: -1 (SEED RL's auto") and "0 (lock-step" in line
-    n = job_envs(validate(compose_cfg(overrides)))
+    n = envs_of(validate(compose_cfg(overrides))).total
     assert (f"[1, {n - 1}]" in line) if n > 1 else ("one env" in line)
 
 
@@ -89,7 +90,7 @@ def test_atari_actors_step_the_resolved_batch(compose_cfg):
     from rlbench.envs.vector import make_actors
 
     conf = validate(compose_cfg(["actors=4", "eval_envs=2"]))
-    env = make_actors(conf.env, job_envs(conf), 1, conf.inference_batch)
+    env = make_actors(conf.env, envs_of(conf).total, 1, conf.inference_batch)
     try:
         assert env.inference_batch == 3 and len(env.reset(seed=1).env_ids) == 3
     finally:

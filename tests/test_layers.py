@@ -3,7 +3,8 @@
 
 Every `import rlbench.x` / `from rlbench.x import y` under rlbench/ counts, the ones inside
 functions too (a lazy import is still a dependency). Imports by name at run time
-(rlbench/algo/__init__.py's importlib registry) are not seen: the registry is the seam.
+(the registries of rlbench/algo/__init__.py and rlbench/envs/__init__.py) are not seen: the
+registry is the seam.
 """
 
 from __future__ import annotations
@@ -19,16 +20,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
 LAYERS: list[dict[str, list[str]]] = [
     {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
               "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
-              "rlbench.observers"]},  # the hooks of a job's life (record, telemetry, progress observe it)
-    {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv",
-                "rlbench.algo"]},  # rlbench.algo: the registry of algorithm names, imports by name only
+              "rlbench.observers",  # the hooks of a job's life (record, telemetry, progress observe it)
+              "rlbench.registry"]},  # what the registries share (name -> package, import by name)
+    {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
+                "rlbench.algo",  # the registry of algorithm names, imports by name only
+                "rlbench.envs"]},  # the registry of env families, likewise
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
     {"algo shared": ["rlbench.algo.common.*"]},  # what the algorithm packages share (seed_rl's common/)
     {"roles": ["rlbench.roles.*", "rlbench.runner"]},
-    {"algorithms": ["rlbench.algo.*"]},  # one package each: r2d2, vtrace, random
+    {"algorithms": ["rlbench.algo.*"]},
+    {"plan": ["rlbench.plan"]},  # a job's plan: decided once, before any role starts; validate sizes by it  # one package each: r2d2, vtrace, random
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
                        "rlbench.preflight"]},
-    {"plan": ["rlbench.plan"]},  # a job's plan: decided once, before any role starts
     {"trainer": ["rlbench.trainer"]},
     {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},

@@ -14,7 +14,8 @@ before torch loads):
   `ON_POLICY` (whether its learner trains only on data of its current policy: the report's
   on- vs off-policy verdict),
   `OPS` ({role: operations it times}, within rlbench.metrics.OPS),
-  `PRESETS` ({env kind: the conf/algo preset for it}, where not `algo=<name>`),
+  `PRESETS` ({observation: the conf/algo preset for it}, where not `algo=<name>`; observation
+  as an env family declares it, "image" or "vector": rlbench/envs/__init__.py),
   `rules(conf)` -> {dotted key: (ok(value), what is allowed)},
   `checks(conf)` -> problems across keys ("<key>=<value>: ..."), `host_checks(conf)` against this host,
   `task_learner_updates(conf)` -> the updates a task needs when the workload leaves them null,
@@ -33,9 +34,10 @@ A package missing a declaration is refused with the names it lacks.
 
 from __future__ import annotations
 
-import importlib
 import os
 from types import ModuleType
+
+from rlbench.registry import RegistryError, from_env, import_module, missing
 
 BUILT_IN = {"r2d2": "rlbench.algo.r2d2", "vtrace": "rlbench.algo.vtrace", "random": "rlbench.algo.random"}
 ENV_VAR = "RLBENCH_ALGORITHMS"
@@ -43,25 +45,12 @@ DECLARED = ("Schema", "LEARNS", "ON_POLICY", "OPS", "PRESETS", "rules", "checks"
             "task_learner_updates", "task_replay_ratio", "learner_data", "profile_overrides")
 
 
-class AlgorithmError(KeyError):
+class AlgorithmError(RegistryError):
     """An algorithm rlbench does not know, or whose package lacks a declaration."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
-
-
-def _from_env(value: str) -> dict[str, str]:
-    out = {}
-    for item in filter(None, (s.strip() for s in value.split(","))):
-        name, sep, package = item.partition("=")
-        if not (sep and name.strip() and package.strip()):
-            raise AlgorithmError(f"{ENV_VAR}={value!r}: {item!r} is not name=package")
-        out[name.strip()] = package.strip()
-    return out
 
 
 # name -> package; a dict, so that `name in ALGORITHMS` and iterating it see registrations
-ALGORITHMS: dict[str, str] = {**BUILT_IN, **_from_env(os.environ.get(ENV_VAR, ""))}
+ALGORITHMS: dict[str, str] = {**BUILT_IN, **from_env(ENV_VAR, os.environ.get(ENV_VAR, ""), AlgorithmError)}
 
 
 def register(name: str, package: str) -> None:
@@ -85,21 +74,16 @@ def _package(name: str) -> str:
 
 
 def _import(name: str, module: str) -> ModuleType:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name and module.startswith(e.name):  # the package itself is missing, not one of its imports
-            raise AlgorithmError(f"algorithm {name!r}: no module {module} (registered as {ALGORITHMS[name]})") from e
-        raise
+    return import_module(f"algorithm {name!r}", module, ALGORITHMS[name], AlgorithmError)
 
 
 def config_module(name: str) -> ModuleType:
     """The torch-free config module of algorithm `name`, with every declaration of DECLARED."""
     package = _package(name)
     module = _import(name, f"{package}.config")
-    missing = [d for d in DECLARED if not hasattr(module, d)]
-    if missing:
-        raise AlgorithmError(f"algorithm {name!r} ({package}.config) does not declare {', '.join(missing)}; "
+    lacks = missing(module, DECLARED)
+    if lacks:
+        raise AlgorithmError(f"algorithm {name!r} ({package}.config) does not declare {', '.join(lacks)}; "
                              f"every algorithm declares {', '.join(DECLARED)} (rlbench/algo/__init__.py)")
     return module
 
@@ -119,6 +103,7 @@ def on_policy(name: str) -> bool | None:
     return bool(config_module(name).ON_POLICY) if name in ALGORITHMS else None
 
 
-def preset(name: str, env_kind: str | None) -> str:
-    """The conf/algo preset that runs algorithm `name` on envs of `env_kind` (e.g. r2d2_vector for gym)."""
-    return config_module(name).PRESETS.get(env_kind, name) if name in ALGORITHMS else name
+def preset(name: str, observation: str | None) -> str:
+    """The conf/algo preset that runs algorithm `name` on envs giving `observation`s ("image",
+    "vector": an env family's OBSERVATION; e.g. r2d2_vector for vectors)."""
+    return config_module(name).PRESETS.get(observation, name) if name in ALGORITHMS else name

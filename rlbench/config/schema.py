@@ -16,21 +16,12 @@ from omegaconf import MISSING
 
 @dataclass
 class EnvConfig:
-    kind: str = MISSING  # "atari" (ale-py AtariVectorEnv) or "gym" (gymnasium vector env)
-    id: str = MISSING  # ALE ROM name in snake_case ("pong") or a gymnasium id ("CartPole-v1")
-    frameskip: int = 4  # emulator frames per agent step (Atari); 1 for gym envs
-    stack: int = 4  # stacked frames per observation (Atari)
-    img_size: int = 84  # square grey observation side (Atari)
-    # SEED's max_random_noops (Atari): SEED draws 1..noop_max no-ops at each reset; ale-py draws
-    # 0..n-1 with no lower end to set, so AtariActors passes n = noop_max + 1: 0..noop_max (the
-    # one deviation: a 1-in-31 chance of no no-op, mean 15 vs SEED's 15.5; same maximum)
-    noop_max: int = 30
-    full_action_space: bool = True  # all 18 ALE actions (Atari): SEED atari/env.py, gym.make(full_action_space=True)
-    fire_reset: bool = False  # press FIRE at each reset (Atari); SEED atari_preprocessing.py presses none
-    sticky_actions: float = 0.0  # repeat_action_probability (Atari)
-    episodic_life: bool = False  # end an episode at each life loss (Atari)
-    reward_clipping: bool = False  # clip rewards to [-1, 1] (Atari); off: R2D2 uses value rescaling instead
-    max_episode_frames: int = 108_000  # frames before truncation (Atari, = 30 min of play)
+    """What every env family's schema has (rlbench/envs/<family>/family.py `Schema` extends it
+    with the family's own fields); the rest of rlbench reads only these."""
+
+    kind: str = MISSING  # the env family (rlbench/envs/__init__.py): "atari", "gym" or one registered
+    id: str = MISSING  # what the family steps: an ALE ROM name in snake_case ("pong"), a gymnasium id ("CartPole-v1")
+    frameskip: int = 1  # env frames per agent step (fps = sps x frameskip); Atari's schema: 4
 
 
 @dataclass
@@ -94,7 +85,8 @@ class SearchConfig:
 
 @dataclass
 class Config:
-    env: EnvConfig = MISSING
+    # The env family's own schema (an EnvConfig; rlbench/envs/<kind>/family.py Schema), chosen by env.kind.
+    env: Any = MISSING
     # The algorithm's own schema (rlbench/algo/<name>/config.py Schema), chosen by algo=<name>.
     algo: Any = MISSING
     workload: WorkloadConfig = MISSING
@@ -108,7 +100,8 @@ class Config:
     # Envs per central-inference forward (envs = actors + eval envs; rlbench/envs/vector.py
     # resolve_inference_batch): -1 = SEED RL's auto, (actors + eval envs) // 2, at least 1, so
     # stepping half the envs overlaps inference of the other half; 0 = lock-step (wait for all
-    # envs); k < envs = forward the first k ready. Gym envs always step in lock-step.
+    # envs); k < envs = forward the first k ready. Env families without partial batches (gym)
+    # always step in lock-step.
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     seed: int = 1
@@ -128,7 +121,6 @@ class Config:
 
 
 GROUP_SCHEMAS = {
-    "env": EnvConfig,
     "workload": WorkloadConfig,
     "tracking": TrackingConfig,
     "telemetry": TelemetryConfig,
@@ -138,8 +130,10 @@ GROUP_SCHEMAS = {
 
 def register_configs() -> None:
     """Store the schemas: config.yaml extends `schema`; conf/<group>/*.yaml extend
-    `schema/<group>: base` (kept out of the group itself, so it is no selectable option)."""
+    `schema/<group>: base` (kept out of the group itself, so it is no selectable option),
+    conf/algo/*.yaml `schema/algo: <algorithm>`, conf/env/*.yaml `schema/env: <family>`."""
     cs = ConfigStore.instance()
+    from rlbench import envs
     from rlbench.algo import ALGORITHMS, BUILT_IN, config_module
 
     cs.store(name="schema", node=Config)
@@ -149,3 +143,7 @@ def register_configs() -> None:
         cs.store(group="schema/algo", name=name, node=config_module(name).Schema)
         if name not in BUILT_IN:  # one added from outside rlbench: `algo=<name>` picks its Schema's defaults
             cs.store(group="algo", name=name, node=config_module(name).Schema)
+    for name in envs.FAMILIES:  # likewise for env families: `env=<name>` where it comes from outside rlbench
+        cs.store(group="schema/env", name=name, node=envs.family(name).Schema)
+        if name not in envs.BUILT_IN:
+            cs.store(group="env", name=name, node=envs.family(name).Schema)

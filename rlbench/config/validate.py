@@ -13,9 +13,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.algo import ALGORITHMS, config_module
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, optional_in
+from rlbench.config.rules import Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
-from rlbench.envs.vector import job_envs, resolve_inference_batch
+from rlbench.envs import FAMILIES, family
+from rlbench.envs.vector import resolve_inference_batch
+from rlbench.plan import eval_envs_of
 from rlbench.resources import usable_cpus
 
 
@@ -27,8 +29,9 @@ HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbe
 
 
 def _rules(c: Config, host: bool = True) -> Rules:
-    """The generic keys' rules (search.* when search is selected); the algorithm's own come
-    from its config module. host=False: actor_threads is not bounded by this host's CPUs."""
+    """The generic keys' rules (search.* when search is selected); the env family's and the
+    algorithm's own come from their packages. host=False: actor_threads is not bounded by this
+    host's CPUs."""
     envs = c.actors + c.eval_envs  # env i is reset with seed + i, an int32 in ALE
     beat = max(HEARTBEAT_S, c.tracking.log_every_s)
     return {
@@ -40,13 +43,7 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
         "sm_backend": one_of("green_context", "mps"),
         "progress": one_of("auto", "bar", "log"),
-        "env.kind": one_of("atari", "gym"),
         "env.frameskip": int_at_least(1),
-        "env.stack": int_at_least(1),
-        "env.img_size": int_at_least(36),
-        "env.noop_max": int_at_least(0),
-        "env.sticky_actions": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
-        "env.max_episode_frames": int_at_least(1),
         "workload.frames": int_at_least(1),
         "workload.learner_updates": ((lambda v: v is None or v >= 0),
                                      "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0"),
@@ -72,13 +69,13 @@ def _rules(c: Config, host: bool = True) -> Rules:
 def _inference_batch_rule(c: Config):
     """-1 (auto), 0 (lock-step) or k in [1, envs - 1], envs as the job steps them (eval envs
     only when the algorithm learns); rlbench/envs/vector.py resolve_inference_batch."""
-    n = job_envs(c)
+    n = c.actors + eval_envs_of(c)
     envs = f"envs = actors {c.actors} + eval envs {n - c.actors}"
     auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
             f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
     first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
-    gym = "; gym envs always step in lock-step, whatever the value" if c.env.kind != "atari" else ""
-    return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{gym}"
+    lock = "" if family(c.env.kind).PARTIAL_BATCHES else f"; {c.env.kind} envs always step in lock-step, whatever the value"
+    return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
 
 def _search_rules() -> Rules:
@@ -125,7 +122,7 @@ def _search_checks(c: Config) -> list[str]:
 
 
 def _env_checks(c: Config) -> list[str]:
-    """The env can be made (any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
+    """The env can be made (its family's probe: any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
     from rlbench.envs.spec import check_env
 
     reason = check_env(c.env)  # "env.id=<id>: <why>, <what is allowed>"
@@ -154,15 +151,21 @@ def _host_checks(c: Config) -> list[str]:
 
 
 def _typed(cfg: DictConfig) -> Config:
-    """The typed Config; `algo` typed by the schema of the algorithm its `name` picks."""
+    """The typed Config; `algo` typed by the schema of the algorithm its `name` picks, `env` by
+    the schema of the env family its `kind` picks."""
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     name = OmegaConf.select(plain, "algo.name", default=None)
     if name not in ALGORITHMS:
         raise ConfigError(f"invalid config:\n  algo.name={name!r}: allowed: one of {', '.join(ALGORITHMS)} "
                           f"(a package in rlbench/algo/; presets in conf/algo/)")
+    kind = OmegaConf.select(plain, "env.kind", default=None)
+    if kind not in FAMILIES:
+        raise ConfigError(f"invalid config:\n  env.kind={kind!r}: allowed: one of {', '.join(FAMILIES)} "
+                          f"(a package in rlbench/envs/; presets in conf/env/)")
     try:
         typed = OmegaConf.merge(OmegaConf.structured(Config), plain)
         typed.algo = OmegaConf.merge(OmegaConf.structured(config_module(name).Schema), plain.algo)
+        typed.env = OmegaConf.merge(OmegaConf.structured(family(kind).Schema), plain.env)
         return OmegaConf.to_object(typed)
     except Exception as e:  # omegaconf's ValidationError / MissingMandatoryValue
         raise ConfigError(str(e)) from e
@@ -174,7 +177,7 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     for predictions about another machine (rlbench.predict)."""
     conf = _typed(cfg)
     algo = config_module(conf.algo.name)
-    rules = _rules(conf, host) | algo.rules(conf)
+    rules = _rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
     problems = [f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
                 if not ok(_get(conf, key))]
     if not problems:

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from rlbench.algo import preset
+from rlbench.envs import FAMILIES, family
 
 
 class ProfileError(ValueError):
@@ -100,14 +101,13 @@ def _table(run_id: str, name: str) -> list[dict]:
 
 def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
     """The profile command for a job's env and algorithm, with the config groups that compose
-    them (conf/env: pong, breakout, cartpole; a gym env takes the preset the algorithm declares
-    for it, e.g. r2d2_vector)."""
-    gym = kind == "gym"
-    if env_id in ("pong", "breakout"):
-        env = f"env={env_id}"
-    else:
-        env = f"env={'cartpole' if gym else 'pong'}" + ("" if env_id == "CartPole-v1" else f" env.id={env_id}")
-    algo_part = f" algo={preset(algo, kind)}" if algo else ""  # the algorithm's preset for the env kind
+    them (the env family's overrides, e.g. env=pong, env=cartpole; the preset the algorithm
+    declares for the family's observations, e.g. r2d2_vector for vectors)."""
+    if kind in FAMILIES:
+        env, observation = family(kind).overrides(env_id), family(kind).OBSERVATION
+    else:  # a record of a family not known here: the id over the default env
+        env, observation = f"env.id={env_id}", None
+    algo_part = f" algo={preset(algo, observation)}" if algo else ""
     return f"python -m rlbench.profile {env}{algo_part}"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
-from rlbench.envs.vector import resolve_inference_batch
+from rlbench.plan import envs_of
 from rlbench.predict import model
 from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, sharing, update_s
 from rlbench.predict.power import task_energy
@@ -101,10 +101,8 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     notes = m.caveats()
     u = units(conf, m)
     on_cpu = m.gpu.device == "cpu"
-    threads = 1 if conf.env.kind != "atari" else (conf.actor_threads or m.cores)
-    n_eval = conf.eval_envs if config_module(conf.algo.name).LEARNS else 0  # as build_trainer steps them
-    envs = conf.actors + n_eval
-    batch = resolve_inference_batch(conf.inference_batch, envs, conf.env.kind)  # as the job's actors run it
+    planned = envs_of(conf, m.cores)  # the envs, threads and batch as the job's plan decides them on m
+    threads, envs, batch = planned.actor_threads, planned.total, planned.inference_batch
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:
@@ -124,7 +122,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
-                      eval_envs=n_eval, start_s=reset_s(m.cpu, threads, envs, notes), lead_steps=queue_lead(conf))
+                      eval_envs=planned.eval, start_s=reset_s(m.cpu, threads, envs, notes), lead_steps=queue_lead(conf))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch}
     joules, how = energy(p, m, u)

@@ -78,9 +78,7 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
     server = InferenceServer(parts.policy, device, batch, num_train=batch)
     rng = np.random.default_rng(0)
-    dtype = np.uint8 if conf.env.kind == "atari" else np.float32
-    obs = (rng.integers(0, 255, (batch, *spec.obs_shape)) if dtype == np.uint8
-           else rng.standard_normal((batch, *spec.obs_shape))).astype(dtype)
+    obs = synthetic_obs(rng, batch, spec)
     ids = np.arange(batch)
     times: list[float] = []
 
@@ -99,6 +97,14 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     if len(times) != repeats:
         raise RuntimeError(f"inference timing at batch {batch}, {units} units did not complete")
     return statistics.median(times)
+
+
+def synthetic_obs(rng: np.random.Generator, n: int, spec) -> np.ndarray:
+    """`n` random observations of the env's spec: uniform bytes for uint8 frames (images),
+    standard normal otherwise (float vectors)."""
+    shape = (n, *spec.obs_shape)
+    obs = rng.integers(0, 255, shape) if spec.obs_dtype == np.uint8 else rng.standard_normal(shape)
+    return obs.astype(spec.obs_dtype)
 
 
 def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
@@ -150,14 +156,12 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
     n, learner = conf.actors, parts.learner
     server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
-    dtype = np.uint8 if conf.env.kind == "atari" else np.float32
     times: list[float] = []
 
     def fill() -> None:
         k = 0
         while not learner.may_update():
-            obs = (rng.integers(0, 255, (n, *spec.obs_shape)) if dtype == np.uint8
-                   else rng.standard_normal((n, *spec.obs_shape))).astype(dtype)
+            obs = synthetic_obs(rng, n, spec)
             server.step(StepBatch(np.arange(n), obs, np.zeros(n, np.float32), np.full(n, k == 0)))
             k += 1
             if k > 1_000_000:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlbench.algo.common.checks import Rules, int_at_least
 from rlbench.algo.common.data import LearnerData
+from rlbench.config.rules import Rules, int_at_least
 
 LEARNS = True
 ON_POLICY = True  # each unroll is taken once, in arrival order

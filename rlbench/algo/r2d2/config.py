@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
+from rlbench.config.rules import Rules, int_at_least, one_of
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted
-PRESETS = {"gym": "r2d2_vector"}  # vector observations: the MLP torso (conf/algo/r2d2_vector.yaml)
+PRESETS = {"vector": "r2d2_vector"}  # vector observations (gym): the MLP torso (conf/algo/r2d2_vector.yaml)
 # Operations it times (rlbench/metrics.py OPS): queue_put, queue_full_wait and the learner's
 # queue_get/replay_insert under the unroll queue (SEED's coupling); the inference-side
 # replay_insert under coupling=free_running/rate_limited

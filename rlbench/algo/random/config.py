@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlbench.algo.common.checks import Rules, int_at_least
+from rlbench.config.rules import Rules, int_at_least
 
 LEARNS = False
 ON_POLICY = False  # no learner (as before the declaration: the report counted it with the off-policy side)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rlbench.algo.common.checks import Rules, int_at_least, one_of, torso_checks
+from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
+from rlbench.config.rules import Rules, int_at_least, one_of
 
 LEARNS = True
 ON_POLICY = True  # every unroll is trained once, by the learner a few updates past the policy that acted
-PRESETS = {"gym": "vtrace_vector"}  # vector observations: the MLP torso (conf/algo/vtrace_vector.yaml)
+PRESETS = {"vector": "vtrace_vector"}  # vector observations (gym): the MLP torso (conf/algo/vtrace_vector.yaml)
 OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
        "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward", "optimizer_step",
                    "publish")}

@@ -1,0 +1,22 @@
+"""Helpers for validation rules (torch-free): each rule is a key, a test of its value and a
+sentence saying what is allowed; `validate` reports every broken one. The generic keys, the
+env families and the algorithms write their rules with them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Rules = dict[str, tuple[Callable[[Any], bool], str]]
+
+
+def int_at_least(lo: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v >= lo), f"an integer >= {lo}"
+
+
+def optional_in(lo: int, hi: int) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v is None or lo <= v <= hi), f"null or an integer in [{lo}, {hi}]"
+
+
+def one_of(*allowed: str) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in allowed), "one of " + ", ".join(allowed)

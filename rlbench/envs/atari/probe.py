@@ -1,0 +1,86 @@
+"""What an ALE ROM gives the agent, or why it cannot run, before any actor starts.
+
+Atari ids are ALE ROM names (`pong`, `space_invaders`); the action count follows
+env.full_action_space as ale-py's AtariVectorEnv does: the legal action set (18 for every
+ROM) when true, as SEED RL's Atari env, the ROM's minimal set (Pong 6, Breakout 4) when false.
+It is read by loading the ROM in a child process: ALE ends the whole process (exit 1) for
+a few ROMs that ale-py ships but cannot run (combat, joust, maze_craze, warlords in 0.12).
+Probes are cached per ROM and action set: a sweep validates many jobs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from rlbench.envs.spec import EnvIdError, EnvSpec
+
+_PROBE = """
+import sys, ale_py
+from ale_py import roms
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+ale = ale_py.ALEInterface()
+ale.loadROM(str(roms.get_rom_path(sys.argv[1])))
+print(len(ale.getLegalActionSet() if sys.argv[2] == "full" else ale.getMinimalActionSet()))
+"""
+
+
+def atari_spec(cfg) -> EnvSpec:
+    """`stack` frames of img_size x img_size grey uint8, the ROM's action count."""
+    n = atari_actions(cfg.id, cfg.full_action_space)
+    if isinstance(n, str):
+        raise EnvIdError(n)
+    frame = (cfg.img_size, cfg.img_size)
+    return EnvSpec((cfg.stack, *frame), np.dtype(np.uint8), n, cfg.stack, frame)
+
+
+@functools.cache
+def atari_actions(rom: str, full_action_space: bool) -> int | str:
+    """The ROM's action count (legal set if full_action_space, else minimal), or why `rom` is no
+    runnable ALE ROM."""
+    from ale_py import roms
+
+    ids = roms.get_all_rom_ids()
+    if rom not in ids:
+        return f"env.id={rom}: " + _not_a_rom(rom, ids)
+    action_set = "full" if full_action_space else "minimal"
+    try:
+        p = subprocess.run([sys.executable, "-c", _PROBE, rom, action_set], check=False, capture_output=True,
+                           text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return f"env.id={rom}: ALE did not load this ROM within 300 s"
+    if p.returncode != 0:
+        why = next((ln.strip() for ln in p.stderr.splitlines() if ln.strip()), "no message")
+        why = re.sub(r'"[^"]*[/\\]', '"', why)[:200]  # ROM path -> file name
+        return f"env.id={rom}: ale-py ships this ROM but ALE cannot load it (exit {p.returncode}: {why})"
+    return int(p.stdout.split()[-1])  # last line: ALE_ROMS_DIR makes ale-py print before it
+
+
+def rom_of(env_id: str) -> str | None:
+    """The ROM ale-py ships that a gymnasium ALE id names (ALE/MsPacman-v5 -> ms_pacman), if any."""
+    from ale_py import roms
+
+    snake = _snake_rom(env_id)
+    return snake if snake in roms.get_all_rom_ids() else None
+
+
+def _snake_rom(env_id: str) -> str:
+    """The ROM name a gymnasium ALE id points at: ALE/MsPacman-v5 -> ms_pacman."""
+    base = re.sub(r"^ALE/|-v\d+$|NoFrameskip|Deterministic|-ram", "", env_id.split(":")[-1])
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
+
+
+def _not_a_rom(env_id: str, ids: list[str]) -> str:
+    """Reason for an id that is no ROM name: the ROM it names in gymnasium form, or examples."""
+    snake = _snake_rom(env_id)
+    if snake in ids:
+        return f"with env.kind=atari use the ALE ROM name in snake_case: env.id={snake}"
+    close = difflib.get_close_matches(snake, ids, n=3, cutoff=0.75)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return (f"not an ALE ROM name; {hint}ROMs are snake_case, e.g. pong, breakout, space_invaders, ms_pacman "
+            f"({len(ids)} in ale-py); a gymnasium id needs env.kind=gym")

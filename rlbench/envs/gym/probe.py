@@ -1,0 +1,53 @@
+"""What a gymnasium id gives the agent, or why it cannot run, before any actor starts.
+
+Gym ids are anything gymnasium.make accepts, `module:EnvName-v0` included (gymnasium imports
+`module`, which registers the env); they need a Discrete action space and a 1-D Box
+observation (the MLP torso). Probes are cached per id: a sweep validates many jobs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from rlbench.envs.spec import EnvIdError, EnvSpec
+
+
+def gym_spec(cfg) -> EnvSpec:
+    """The id's 1-D observation as float32 (GymActors emit float32), its action count."""
+    probe = gym_spaces(cfg.id)
+    if isinstance(probe, str):
+        raise EnvIdError(probe)
+    shape, n = probe
+    return EnvSpec(shape, np.dtype(np.float32), n, 1, shape)
+
+
+@functools.cache
+def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
+    """(observation shape, action count) of gymnasium.make(env_id), or why it cannot be used."""
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id)
+    except Exception as e:  # noqa: BLE001 - unknown id, failed `module:` import, missing dependency, bad version
+        return f"env.id={env_id}: gymnasium.make failed: {_one_line(e)}"
+    try:
+        obs, act = env.observation_space, env.action_space
+    finally:
+        env.close()
+    if not isinstance(act, gym.spaces.Discrete) or int(act.start) != 0:
+        return f"env.id={env_id}: R2D2 needs a Discrete action space (starting at 0), found {act}"
+    if not isinstance(obs, gym.spaces.Box) or len(obs.shape) != 1:
+        from rlbench.envs.atari.probe import rom_of  # a pixel Atari game: say how the atari family runs it
+
+        rom = rom_of(env_id)
+        atari = f"env.kind=atari env.id={rom}" if rom else "env.kind=atari (ROM names)"
+        return (f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), found {obs}; "
+                f"pixel Atari games go through {atari}")
+    return tuple(int(d) for d in obs.shape), int(act.n)
+
+
+def _one_line(e: Any) -> str:
+    return f"{type(e).__name__}: " + " ".join(str(e).split())
