@@ -38,13 +38,8 @@ _TRAINING = [
     Metric("eval_return_mean20", "game score", "final", "mean of the last 20 eval_return values"),
     Metric("eval_frames", "env frames", "final", "frames the evaluation envs stepped (not in frames or fps)"),
     Metric("loss", "-", "tick, final", "the learner's last loss"),
-    Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
-    Metric("window/replay_ratio", "samples / sequence", "tick", "sequences sampled / inserted by the learner updates "
-           "that ended in the tick's window (R2D2; logged when both moved)"),
     Metric("task_replay_ratio", "samples / unroll", "final",
            "learner_updates x batch_size / the task's unrolls (R2D2: sequences; V-trace: 1)"),
-    Metric("replay_capacity", "sequences", "final", "sequences replay holds (R2D2)"),
-    Metric("replay_memory_gb", "GB", "final", "memory of the replay storage (R2D2)"),
     Metric("inference_batch_mean", "envs / forward", "tick, final", "mean environments per central inference call"),
     Metric("inference_latency_ms", "ms", "tick, final", "mean wall time of one central inference call"),
     Metric("policy_version", "updates", "tick, final", "the learner update whose weights inference acts with"),
@@ -54,14 +49,8 @@ _TRAINING = [
     Metric("frames", "env frames", "tick, final", "frames the training actors stepped"),
     Metric("learner_updates", "updates", "tick, final", "learner updates made"),
     Metric("episodes", "count", "tick, final", "training episodes finished"),
-    Metric("replay_size", "sequences", "tick", "sequences in replay (R2D2)"),
     Metric("queue_size", "unrolls", "tick", "unrolls waiting for the learner: V-trace's FIFO, R2D2's unroll queue"),
     Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
-    Metric("policy_lag", "updates", "tick, final",
-           "mean learner updates between the weights that finished an unroll and its training (V-trace)"),
-    Metric("vtrace/policy_loss", "-", "tick, final", "policy-gradient loss of the last update (V-trace)"),
-    Metric("vtrace/baseline_loss", "-", "tick, final", "baseline loss of the last update (V-trace)"),
-    Metric("vtrace/entropy", "nats", "tick, final", "mean policy entropy in the last update (V-trace)"),
     Metric("cpu_gpu_ratio", "threads / unit", "final", "actor hardware threads / granted compute units"),
     Metric("sm_granted", "units", "final", "compute units the learner and inference got"),
     Metric("sm_total", "units", "final", "the device's compute units"),
@@ -157,10 +146,34 @@ def source_metrics() -> dict[str, Metric]:
     return {f.name.replace("<source>", s): f for s in plugged_sources() for f in FAMILIES.values()}
 
 
-def declared(name: str) -> bool:
-    return name in METRICS or name in OP_FRACS or name in source_metrics()
+# The metrics only one algorithm logs, declared by its package (config.py's METRICS) and added
+# here when rlbench/algo/__init__.py loads it: a new algorithm's metrics need no edit here.
+_ALGORITHMS: dict[str, dict[str, Metric]] = {}
 
 
-def final_metrics() -> list[str]:
-    """Names a job's final result carries: what search.objectives may name."""
-    return sorted([n for n, m in METRICS.items() if "final" in m.when] + list(OP_FRACS) + list(source_metrics()))
+def declare_algorithm(algo: str, metrics) -> None:
+    """Declare the metrics algorithm `algo` logs beside the shared ones (called by the registry;
+    the contract sits below the algorithms and imports none of them)."""
+    clash = [m.name for m in metrics if m.name in METRICS or m.name in OP_FRACS]
+    if clash:
+        raise ValueError(f"algorithm {algo!r} declares {', '.join(clash)}, already in rlbench/metrics.py's contract")
+    _ALGORITHMS[algo] = {m.name: m for m in metrics}
+
+
+def algorithm_metrics(algo: str | None = None) -> dict[str, Metric]:
+    """The metrics algorithm `algo` declares; None: those of every algorithm loaded in this process."""
+    if algo is not None:
+        return dict(_ALGORITHMS.get(algo, {}))
+    return {n: m for declared_by in _ALGORITHMS.values() for n, m in declared_by.items()}
+
+
+def declared(name: str, algo: str | None = None) -> bool:
+    """Whether `name` is in the contract: shared, a power meter's, or the algorithm's (any loaded one's
+    where `algo` is None)."""
+    return name in METRICS or name in OP_FRACS or name in source_metrics() or name in algorithm_metrics(algo)
+
+
+def final_metrics(algo: str | None = None) -> list[str]:
+    """Names a job's final result carries (of algorithm `algo`): what search.objectives may name."""
+    own = [n for n, m in algorithm_metrics(algo).items() if "final" in m.when]
+    return sorted([n for n, m in METRICS.items() if "final" in m.when] + list(OP_FRACS) + list(source_metrics()) + own)

@@ -85,7 +85,8 @@ def test_tiny_job_in_process(tiny, compose_cfg, store):
     assert final["learner_updates"] == run.data.metrics["learner_updates"] > 0
     assert run.data.metrics["unrolls"] >= 4 * final["learner_updates"]
     assert run.data.metrics["op_frac/learner/queue_get"] > 0
-    assert [k for k in run.data.metrics if not declared(k)] == []  # it logs only contract names
+    assert [k for k in run.data.metrics if not declared(k, "tiny")] == []  # it logs only contract names
+    assert run.data.metrics["tiny/mean_reward"] == final["tiny/mean_reward"]  # its own metric, declared in its package
 
 
 @pytest.mark.e2e

@@ -22,10 +22,29 @@ def _doc_metric_names() -> set[str]:
     return names
 
 
+def _built_in_algorithm_metrics() -> set[str]:
+    from rlbench.algo import BUILT_IN, config_module
+
+    return {m.name for algo in BUILT_IN for m in config_module(algo).METRICS}
+
+
 def test_every_declared_metric_is_documented_and_every_documented_one_declared():
     documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
-    assert documented - set(METRICS) - set(FAMILIES) == set(), "in docs/metrics.md, not in rlbench/metrics.py"
-    assert (set(METRICS) | set(FAMILIES)) - documented == set(), "in rlbench/metrics.py, not in docs/metrics.md"
+    declared_names = set(METRICS) | set(FAMILIES) | _built_in_algorithm_metrics()
+    assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/metrics.py nor by an algorithm"
+    assert declared_names - documented == set(), "declared, not in docs/metrics.md"
+
+
+def test_an_algorithms_own_metrics_are_its_and_may_not_shadow_the_shared_ones():
+    from rlbench.metrics import algorithm_metrics, declare_algorithm, final_metrics
+
+    assert _built_in_algorithm_metrics() >= {"replay_size", "vtrace/entropy"}
+    assert "replay_size" in algorithm_metrics("r2d2") and "replay_size" not in algorithm_metrics("vtrace")
+    assert declared("vtrace/entropy", "vtrace") and not declared("vtrace/entropy", "r2d2")
+    assert "vtrace/entropy" in final_metrics("vtrace") and "vtrace/entropy" not in final_metrics("r2d2")
+    with pytest.raises(ValueError, match="algorithm 'shadow' declares fps, already in rlbench/metrics.py's contract"):
+        declare_algorithm("shadow", [METRICS["fps"]])
+    assert "shadow" not in algorithm_metrics() and algorithm_metrics("shadow") == {}
 
 
 def test_every_operation_is_documented_under_its_role():
@@ -47,6 +66,8 @@ def test_unknown_search_objective_is_refused_naming_it(compose_cfg):
     with pytest.raises(ConfigError, match=r"search.objectives=\['fps', 'fpss'\]: 'fpss' is no final metric; "
                                           r"did you mean 'fps'"):
         validate(compose_cfg(["search=ratio", "search.objectives=[fps,fpss]", "search.directions=[maximize,maximize]"]))
+    with pytest.raises(ConfigError, match="'vtrace/entropy' is no final metric"):  # V-trace's, not R2D2's
+        validate(compose_cfg(["search=ratio", "search.objectives=[vtrace/entropy]", "search.directions=[maximize]"]))
     with pytest.raises(ConfigError, match="'episode_return' is no final metric"):  # per-episode, not a job result
         validate(compose_cfg(["search=ratio", "search.objectives=[episode_return]", "search.directions=[maximize]"]))
 

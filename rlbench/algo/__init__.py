@@ -13,7 +13,9 @@ before torch loads):
   `LEARNS` (whether it trains a network: evaluation envs run only then),
   `ON_POLICY` (whether its learner trains only on data of its current policy: the report's
   on- vs off-policy verdict),
-  `OPS` ({role: operations it times}, within rlbench.metrics.OPS),
+  `OPS` ({role: operations it times}, within rlbench.metrics.OPS: the shared names),
+  `METRICS` (rlbench.metrics.Metric of each metric only it logs, e.g. R2D2's replay_size; the
+  shared ones, loss, queue_size, unrolls..., are rlbench/metrics.py's; a clash is refused),
   `PRESETS` ({observation: the conf/algo preset for it}, where not `algo=<name>`; observation
   as an env family declares it, "image" or "vector": rlbench/envs/__init__.py),
   `rules(conf)` -> {dotted key: (ok(value), what is allowed)},
@@ -37,11 +39,12 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from rlbench.metrics import declare_algorithm
 from rlbench.registry import RegistryError, from_env, import_module, missing
 
 BUILT_IN = {"r2d2": "rlbench.algo.r2d2", "vtrace": "rlbench.algo.vtrace", "random": "rlbench.algo.random"}
 ENV_VAR = "RLBENCH_ALGORITHMS"
-DECLARED = ("Schema", "LEARNS", "ON_POLICY", "OPS", "PRESETS", "rules", "checks", "host_checks",
+DECLARED = ("Schema", "LEARNS", "ON_POLICY", "OPS", "METRICS", "PRESETS", "rules", "checks", "host_checks",
             "task_learner_updates", "task_replay_ratio", "learner_data", "profile_overrides")
 
 
@@ -85,6 +88,10 @@ def config_module(name: str) -> ModuleType:
     if lacks:
         raise AlgorithmError(f"algorithm {name!r} ({package}.config) does not declare {', '.join(lacks)}; "
                              f"every algorithm declares {', '.join(DECLARED)} (rlbench/algo/__init__.py)")
+    try:
+        declare_algorithm(name, module.METRICS)
+    except ValueError as e:
+        raise AlgorithmError(f"{e} ({package}.config METRICS)") from None
     return module
 
 

@@ -106,7 +106,7 @@ def _search_checks(c: Config) -> list[str]:
 
     if c.search is None:
         return []
-    known = final_metrics()
+    known = final_metrics(c.algo.name)  # the shared ones and this algorithm's
     problems = []
     for name in c.search.objectives:
         if name not in known:

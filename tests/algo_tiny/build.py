@@ -59,7 +59,11 @@ class MeanRewardLearner(LearnerLoop):
             loss = float(np.mean(batch))
             time.sleep(self.update_s)
         self.updates += 1
+        self.mean_reward = loss
         return loss
+
+    def metrics(self) -> dict:
+        return {"tiny/mean_reward": self.mean_reward} if self.updates else {}
 
 
 def build(ctx: AlgoContext) -> AlgoParts:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 from rlbench.algo.common.data import LearnerData
 from rlbench.config.rules import Rules, int_at_least
+from rlbench.metrics import Metric
 
 LEARNS = True
 ON_POLICY = True  # each unroll is taken once, in arrival order
 PRESETS: dict = {}  # algo=tiny on every env
+METRICS = (Metric("tiny/mean_reward", "reward", "tick, final", "mean reward of the last update's batch (tiny)"),)
 OPS = {"inference": ("unroll_assembly", "queue_put"), "learner": ("wait", "queue_get", "forward_backward")}
 
 

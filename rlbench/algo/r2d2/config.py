@@ -13,6 +13,7 @@ from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 from rlbench.config.rules import Rules, int_at_least, one_of
+from rlbench.metrics import Metric
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted
@@ -20,6 +21,16 @@ PRESETS = {"vector": "r2d2_vector"}  # vector observations (gym): the MLP torso 
 # Operations it times (rlbench/metrics.py OPS): queue_put, queue_full_wait and the learner's
 # queue_get/replay_insert under the unroll queue (SEED's coupling); the inference-side
 # replay_insert under coupling=free_running/rate_limited
+# The metrics it logs beside the shared ones (rlbench/metrics.py; docs/metrics.md documents them).
+METRICS = (
+    Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
+    Metric("window/replay_ratio", "samples / sequence", "tick", "sequences sampled / inserted by the learner updates "
+           "that ended in the tick's window (R2D2; logged when both moved)"),
+    Metric("replay_capacity", "sequences", "final", "sequences replay holds (R2D2)"),
+    Metric("replay_memory_gb", "GB", "final", "memory of the replay storage (R2D2)"),
+    Metric("replay_size", "sequences", "tick", "sequences in replay (R2D2)"),
+)
+
 OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
                      "queue_put", "queue_full_wait", "replay_insert"),
        "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
