@@ -56,7 +56,7 @@ class NoSuchExperiment(LookupError):
         self.name, self.uri = name, uri
 
 
-def record_of(run) -> RunRecord:
+def _record(run) -> RunRecord:
     """An MLflow Run as plain data."""
     return RunRecord(run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
                      status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics),
@@ -65,7 +65,7 @@ def record_of(run) -> RunRecord:
 
 def read_run(run_id: str) -> RunRecord:
     try:
-        return record_of(mlflow.MlflowClient().get_run(run_id))
+        return _record(mlflow.MlflowClient().get_run(run_id))
     except MlflowException as e:
         raise NoSuchRun(run_id, mlflow.get_tracking_uri(), e.message) from None
 
@@ -82,7 +82,7 @@ def read_sweep(parent_id: str) -> SweepRecord:
         summary = logged_table(parent_id, "summary.json")
     except Exception:  # noqa: BLE001 - a killed sweep may have no summary yet, or no readable artifacts
         summary = []
-    return SweepRecord(parent, [record_of(r) for r in children], summary)
+    return SweepRecord(parent, [_record(r) for r in children], summary)
 
 
 def logged_table(run_id: str, path: str) -> list[dict]:
@@ -108,7 +108,7 @@ def experiment_runs(name: str, status: str | None = None) -> list[RunRecord]:
     if found is None:
         raise NoSuchExperiment(name, mlflow.get_tracking_uri())
     where = f"attributes.status = '{status}'" if status else ""
-    return [record_of(r) for r in mlflow.search_runs([found], filter_string=where, output_format="list")]
+    return [_record(r) for r in mlflow.search_runs([found], filter_string=where, output_format="list")]
 
 
 def study_tags(study: str) -> dict[str, str]:
@@ -122,4 +122,4 @@ def study_parent(study: str, experiment_id: str | None = None) -> RunRecord | No
     where = " and ".join(f"tags.`{k}` = '{v}'" for k, v in study_tags(study).items())
     scope = {"experiment_ids": [experiment_id]} if experiment_id else {"search_all_experiments": True}
     found = mlflow.search_runs(**scope, filter_string=where, output_format="list", max_results=1)
-    return record_of(found[0]) if found else None
+    return _record(found[0]) if found else None
