@@ -110,29 +110,22 @@ def figure(curves: dict, path: Path) -> Path:
 
 
 def log_profile(conf, args, curves: dict) -> str:
-    import mlflow
-
+    """The profile as a run of its own in --experiment (rlbench/tracking/profiles.py); its id."""
     from rlbench.resources import ComputeLimit, resolve_device
-    from rlbench.tracking.fingerprint import host_tags
-    from rlbench.tracking.parent import source_tags
-    from rlbench.tracking.store import open_experiment
+    from rlbench.tracking.profiles import TABLES, write_profile
 
     device = resolve_device(conf.device)
-    units = {"profile_device": device.type, "compute_units_total": str(ComputeLimit(None, device).grant.total)}
+    tags = {"env_id": conf.env.id, "device": conf.device, "profile_device": device.type,
+            "compute_units_total": str(ComputeLimit(None, device).grant.total)}
+    params = {"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads, "envs": args.envs,
+              "batches": args.batches, "units": args.units}
+    metrics = {}
+    for u, (fixed, per_env) in curves["fit"].items():
+        metrics |= {f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env}
     tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
-    with mlflow.start_run(experiment_id=open_experiment(tracking), run_name=f"profile {conf.env.id} {conf.algo.name}",
-                          tags={**host_tags(), **source_tags("profile"), "rlbench.role": "profile",
-                                "env_id": conf.env.id, "device": conf.device, **units}) as run:
-        mlflow.log_params({"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads,
-                           "envs": args.envs, "batches": args.batches, "units": args.units})
-        for name in ("env", "inference", "update", "corun", "power"):
-            if curves[name]:
-                mlflow.log_table({k: [r[k] for r in curves[name]] for k in curves[name][0]}, f"{name}.json")
-        for u, (fixed, per_env) in curves["fit"].items():
-            mlflow.log_metrics({f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env})
-        with tempfile.TemporaryDirectory() as tmp:
-            mlflow.log_artifact(str(figure(curves, Path(tmp) / "profile.png")))
-        return run.info.run_id
+    with tempfile.TemporaryDirectory() as tmp:
+        return write_profile(tracking, f"profile {conf.env.id} {conf.algo.name}", tags, params,
+                             {name: curves[name] for name in TABLES}, metrics, [figure(curves, Path(tmp) / "profile.png")])
 
 
 def _default_counts(conf, args) -> str | None:

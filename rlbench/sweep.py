@@ -8,6 +8,9 @@ Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). Steps:
    (`tracking.parent_run_id`), run the jobs, one failing job not stopping the others;
 5. print and log the summary table; the parent ends FINISHED, FAILED (a job failed) or
    KILLED (Ctrl-C / SIGTERM); the command exits non-zero when any job failed.
+
+The store is reached only through the tracking port (`store`: tracking.experiment.Experiment,
+whose parents live as tracking/parent.py says), so tests run all of this with a fake one.
 """
 
 from __future__ import annotations
@@ -18,29 +21,21 @@ import io
 import logging
 import os
 import sys
-import time
 import uuid
 
-import mlflow
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
-from mlflow.entities import Metric
 
 from rlbench.preflight import preflight_or_exit
 from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
-from rlbench.tracking.fingerprint import host_tags
-from rlbench.tracking.parent import NOTE_TAG, source_tags, summary_metrics, sweep_note
+from rlbench.tracking.experiment import Experiment
+from rlbench.tracking.parent import ParentRun, live
+from rlbench.tracking.parent_note import summary_metrics, sweep_note
+from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
-from rlbench.tracking.store import (
-    config_hash,
-    mark_stale_runs,
-    open_experiment,
-    run_name_from,
-    ui_hint,
-    unique_top_level_name,
-)
+from rlbench.tracking.store import config_hash, run_name_from, ui_hint
 from rlbench.tracking.unmeasured import explain
-from rlbench.tracking.views import HEADLINE, knobs_of, runs_view
+from rlbench.tracking.views import HEADLINE, knobs_of
 
 log = logging.getLogger(__name__)
 
@@ -51,24 +46,15 @@ _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "ov
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
 
 
-def finished_hashes(tracking) -> set[str]:
-    exp = mlflow.get_experiment_by_name(tracking.experiment)
-    if exp is None:
-        return set()
-    found = mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'",
-                               output_format="list")
-    return {r.data.tags.get("config_hash") or r.data.params.get("config_hash") for r in found}  # param: older runs
+def finished_hashes(runs: list[RunRecord]) -> set[str]:
+    """The config hashes (rlbench.tracking.store.config_hash) the FINISHED `runs` did."""
+    return {r.tags.get("config_hash") or r.params.get("config_hash") for r in runs}  # param: older runs
 
 
-def open_parent(tracking, name: str, jobs: list[list[str]], arguments: list[str], repeats: int = 1) -> str:
-    client = mlflow.MlflowClient()
-    run = client.create_run(open_experiment(tracking), run_name=name,
-                            tags={**host_tags(), **source_tags("sweep"), "rlbench.role": "sweep",
-                                  "sweep_id": uuid.uuid4().hex[:12]})
-    client.log_param(run.info.run_id, "grid", " ".join(arguments)[:6000] or "(none)")
-    client.log_param(run.info.run_id, "jobs", len(jobs))
-    client.log_param(run.info.run_id, "repeats", repeats)
-    return run.info.run_id
+def open_parent(experiment: Experiment, name: str, jobs: list[list[str]], arguments: list[str],
+                repeats: int = 1) -> ParentRun:
+    return experiment.open_parent(name, "sweep", {"rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12]},
+                                  {"grid": " ".join(arguments)[:6000] or "(none)", "jobs": len(jobs), "repeats": repeats})
 
 
 def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", repeat: int = 0) -> dict:
@@ -134,32 +120,26 @@ def missing_reasons(rows: list[dict]) -> dict[str, str]:
     return out
 
 
-def close_parent(parent_id: str, rows: list[dict], status: str) -> None:
-    """The summary table (summary.csv, summary.json), the summary metrics and the description
-    (rlbench/tracking/parent.py), then the parent's status."""
-    client = mlflow.MlflowClient()
+def record_summary(parent: ParentRun, rows: list[dict], status: str) -> None:
+    """The summary table (summary.csv, summary.json; summary_configs.csv with repeats), the
+    summary metrics and the description (rlbench/tracking/parent_note.py) on the parent."""
     rows = [{k: rounded(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
-    columns = {c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}
-    client.log_table(parent_id, data=columns, artifact_file="summary.json")
+    parent.log_table({c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}, "summary.json")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS) + ["error"], extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    client.log_text(parent_id, buf.getvalue(), "summary.csv")
+    parent.log_text(buf.getvalue(), "summary.csv")
     if repeated(rows):
-        client.log_text(parent_id, configs_csv(rows), "summary_configs.csv")
-    now = int(time.time() * 1000)
-    client.log_batch(parent_id, metrics=[Metric(k, v, now, step) for k, v, step in summary_metrics(rows)])
-    run = client.get_run(parent_id)
-    note = sweep_note(run.info.run_name, rows, status, run.info.experiment_id, parent_id)
-    client.set_tag(parent_id, NOTE_TAG, note)
-    client.set_terminated(parent_id, status)
+        parent.log_text(configs_csv(rows), "summary_configs.csv")
+    parent.log_metrics(summary_metrics(rows))
+    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id))
 
 
-def sweep_view(experiment_id: str, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
+def sweep_view(experiment: Experiment, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
     """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored)."""
     try:
-        return runs_view(experiment_id, parent, knobs_of(jobs, param_names(confs[0])), measured_headline(rows))
+        return experiment.share_runs_view(parent, knobs_of(jobs, param_names(confs[0])), measured_headline(rows))
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not store the runs table's view: %s", e)
         return None
@@ -184,6 +164,14 @@ def sweep_name(preset: str | None, jobs: list[list[str]], suffix: str = "") -> s
     text = f"{preset or 'sweep'} {' '.join(parts)}".strip()
     room = 48 - len(suffix)
     return (text if len(text) <= room else text[:room - 1] + "…") + suffix
+
+
+def parent_name(preset: str | None, jobs: list[list[str]], repeats: int) -> str:
+    """The parent's name (sweep_name); with repeats, by what varies between configurations,
+    not the repeats' seeds (each job's last override)."""
+    if repeats > 1:
+        return sweep_name(preset, [job[:-1] for job in jobs], f" repeats={repeats}")
+    return sweep_name(preset, jobs)
 
 
 def run_names(jobs: list[list[str]]) -> list[str]:
@@ -248,48 +236,46 @@ def sweep_tracking(confs: list):
     return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix):] for n in names))
 
 
-def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None):
+def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
     """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid);
-    grid: its Grid, which says which configuration each job repeats (None: one run each)."""
+    grid: its Grid, which says which configuration each job repeats (None: one run each);
+    store: opens the tracking port on the sweep's TrackingConfig."""
     tracking = sweep_tracking(confs)
     preflight_or_exit(tracking.uri)
-    experiment_id = open_experiment(tracking)
-    mark_stale_runs(tracking)
-    done = finished_hashes(tracking) if confs[0].resume else set()
-    choices = sweeper.config.hydra.runtime.choices
+    experiment = store(tracking)
+    experiment.mark_stale_runs()
+    done = finished_hashes(experiment.finished_runs()) if confs[0].resume else set()
     repeats = grid.repeats if grid is not None else 1
-    if repeats > 1:  # named by what varies between configurations, not the repeats' seeds
-        name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), [j[:-1] for j in jobs],
-                                                               f" repeats={repeats}"))
-    else:
-        name = unique_top_level_name(experiment_id, sweep_name(choices.get("experiment"), jobs))
-    parent = open_parent(tracking, name, jobs, arguments, repeats)
+    name = experiment.unique_name(parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats))
+    parent = open_parent(experiment, name, jobs, arguments, repeats)
     todo = [(i, job) for i, (job, conf) in enumerate(zip(jobs, confs)) if config_hash(conf) not in done]
     names = run_names(jobs)
     configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
     repeat = grid.repeat if grid is not None else [0] * len(jobs)
     rows = {i: job_row(i, job, None, names[i], configs[i], repeat[i]) for i, job in enumerate(jobs)
             if i not in dict(todo)}
-    status = "FAILED"
-    try:
-        for i, job, ret in launch(sweeper.launcher, todo, parent, names, tracking, repeat_overrides(grid, configs)):
+
+    def run() -> str:
+        for i, job, ret in launch(sweeper.launcher, todo, parent.run_id, names, tracking,
+                                  repeat_overrides(grid, configs)):
             rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
             if rows[i]["status"] == "FAILED":
                 log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
-        status = "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
-        rows = [rows[i] for i in sorted(rows)]
-        close_parent(parent, rows, status)
-        view = sweep_view(experiment_id, parent, jobs, confs, rows)
+        return "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
+
+    def close(status: str) -> None:
+        ordered = [rows[i] for i in sorted(rows)]
+        record_summary(parent, ordered, status)
+        view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
         per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
-                      f"{config_summary_text(rows)}\n" if repeated(rows) else "")
-        print(f"[rlbench sweep] parent run {parent} ({name}) {status}\n{summary_text(rows)}\n{per_config}"
-              f"[rlbench sweep] {ui_hint(tracking.uri, experiment_id, view)}", flush=True)
+                      f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")
+        print(f"[rlbench sweep] parent run {parent.run_id} ({name}) {status}\n{summary_text(ordered)}\n{per_config}"
+              f"[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view)}", flush=True)
+
+    status = live(parent, run, close)
+    ordered = [rows[i] for i in sorted(rows)]
     if status == "FAILED":
-        failed = [r["overrides"] for r in rows if r["status"] == "FAILED"]
+        failed = [r["overrides"] for r in ordered if r["status"] == "FAILED"]
         print(f"rlbench: {len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", file=sys.stderr)
         sys.exit(1)
-    return rows
+    return ordered

@@ -151,3 +151,27 @@ def test_imports_run_down_the_layers():
                 wrong.append(f"{module} ({group}, layer {layer}) -> {target} ({t_group}, layer {t_layer})")
     assert not wrong, ("imports up or sideways (move what is needed down, or the module up; "
                        "docs/architecture.md):\n  " + "\n  ".join(wrong))
+
+
+def imports_mlflow(path: Path) -> bool:
+    """Whether the file imports mlflow (or a module under it) anywhere, inside functions too."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "mlflow" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "mlflow":
+            return True
+    return False
+
+
+def test_the_mlflow_finder_sees_lazy_and_from_imports(tmp_path):
+    (tmp_path / "lazy.py").write_text("def f():\n    import mlflow.entities\n")
+    (tmp_path / "from_.py").write_text("from mlflow.exceptions import MlflowException\n")
+    (tmp_path / "clean.py").write_text("import mlflowish\nfrom rlbench import mlflow\n")
+    assert [imports_mlflow(tmp_path / f) for f in ("lazy.py", "from_.py", "clean.py")] == [True, True, False]
+
+
+def test_only_tracking_imports_mlflow():
+    """MLflow has one port (docs/architecture.md): everything else asks rlbench/tracking/."""
+    outside = [name for name, path in module_files().items()
+               if place(name)[1] != "tracking" and imports_mlflow(path)]
+    assert not outside, f"modules outside rlbench/tracking/ that import mlflow: {outside}; move the calls into the port"

@@ -84,7 +84,7 @@ def test_the_sweep_summary_report_and_search_read_only_declared_metrics():
     """Every metric name the sweep summary, the report (figures, verdict, HTML) and the search
     read is in the contract: a renamed metric cannot silently vanish from them."""
     from rlbench.sweep import SUMMARY_COLUMNS
-    from rlbench.tracking.parent import SUMMARY_METRICS
+    from rlbench.tracking.parent_note import SUMMARY_METRICS
 
     read = r'(?:value|why_missing|metrics\.get|\bm\.get)\("([^"]+)"|\bm\["([^"]+)"\]|\("([a-z_]+)", "[^"]*", \w+\)'  # the last: (metric, label, transform) panels
     names = set()

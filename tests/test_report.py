@@ -97,6 +97,27 @@ def test_figure4_slowdown_against_the_most_units(synthetic):
     assert curves["slowdown_vs_cpu_gpu_ratio|actors=40"] == ([0.5, 1.0], pytest.approx([1.0, 117 / 110]))
 
 
+def test_a_study_is_built_from_the_tracking_ports_plain_records():
+    """No store: the records a reader returns (rlbench/tracking/readers.py) make the report's Study."""
+    from rlbench.report.records import study_of
+    from rlbench.tracking.readers import RunRecord, SweepRecord
+
+    parent = RunRecord("p", "actor sweep", "7", "FAILED", params={"jobs": "4"}, tags={"rlbench.role": "sweep", "host": "h"})
+    kids = [RunRecord("a" * 32, "actors=4", "7", "FINISHED", params={"actors": "4"}, metrics={"fps": 10.0},
+                      tags={"gpu_name": "V100", "unmeasured": "energy_per_task_j: no RAPL", "mlflow.parentRunId": "p"}),
+            RunRecord("b" * 32, "", "7", "FAILED", params={"actors": "2"}, tags={"error": "RuntimeError: boom"})]
+    summary = [{"job": 0, "overrides": "actors=4", "status": "FINISHED", "run_id": "a" * 32},
+               {"job": 2, "overrides": "actors=8", "status": "KILLED", "run_id": None}]
+    study = study_of(SweepRecord(parent, kids, summary))
+    assert (study.kind, study.title, study.parent_id) == ("sweep", "actor sweep", "p")
+    assert [j.name for j in study.jobs] == ["b" * 8, "actors=4"]  # by actors; a run without a name: its id
+    assert study.host == {"host": "h", "gpu_name": "V100"}  # the GPU's tags come from a finished job
+    assert study.jobs[0].error == "RuntimeError: boom" and study.jobs[1].why_missing("energy_per_task_j") == "no RAPL"
+    assert "mlflow.parentRunId" not in study.jobs[1].tags
+    assert study.missing == ["job 2 [actors=8]: KILLED, no run in this sweep",
+                             "1 of 4 planned jobs never started (no run, no summary row)"]
+
+
 def test_verdict_and_html_report_failed_and_missing_jobs(synthetic, tmp_path):
     study = load_parent(synthetic[0])
     found = findings(study)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from rlbench.sweep import sweep_name, sweep_tracking
-from rlbench.tracking.parent import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
+from rlbench.tracking.parent_note import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
 from rlbench.tracking.record import params_and_tags, rounded
 from rlbench.tracking.unmeasured import format_unmeasured, parse_unmeasured, unmeasured_of
 
@@ -51,10 +51,10 @@ ROWS = [{"job": 0, "name": "actors=2", "overrides": "actors=2", "status": "FINIS
 
 def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
     assert best_row(ROWS)["job"] == 1
-    m = {(k, s): v for k, v, s in summary_metrics(ROWS)}
-    assert not [k for k, _ in m if k.startswith("jobs/")]  # per job: the description's table, not index-step charts
-    assert m[("best/runtime_s", 0)] == 1.5 and ("best/energy_per_task_j", 0) not in m  # unknown: not a number
-    assert m[("jobs_finished", 0)] == 2 and m[("jobs_failed", 0)] == 1
+    m = summary_metrics(ROWS)
+    assert not [k for k in m if k.startswith("jobs/")]  # per job: the description's table, not index-step charts
+    assert m["best/runtime_s"] == 1.5 and "best/energy_per_task_j" not in m  # unknown: not a number
+    assert m["jobs_finished"] == 2 and m["jobs_failed"] == 1
     assert best_row([ROWS[2]]) is None
 
 

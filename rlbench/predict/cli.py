@@ -71,8 +71,9 @@ def compose(overrides: list[str]):
 
 def machine(a, host: str, env_id: str, algo: str):
     """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`."""
-    from rlbench.predict.curves import ProfileError, find_profiles, load_profile
+    from rlbench.predict.curves import ProfileError, load_profile
     from rlbench.predict.jobs import Machine
+    from rlbench.tracking.profiles import profile_runs
 
     if a.cpu_profile or a.gpu_profile:
         if not (a.cpu_profile and a.gpu_profile):
@@ -81,7 +82,7 @@ def machine(a, host: str, env_id: str, algo: str):
     if a.profile:
         p = load_profile(a.profile)
     else:
-        found = find_profiles(host, env_id, a.profiles_experiment, algo)
+        found = profile_runs(host, env_id, algo, a.profiles_experiment)
         if not found:
             raise ProfileError(f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
                                f"{a.profiles_experiment!r} at {a.tracking_uri}; make one on that host: "
@@ -136,15 +137,15 @@ def run_grid(a, confs, m) -> int:
 
 
 def run_validate(a) -> int:
-    import tempfile
-
-    import mlflow
-
-    from rlbench.predict.report import VALIDATION_HEADER, table, validation_figure, validation_rows
+    from rlbench.predict.report import VALIDATION_HEADER, table, validation_rows
     from rlbench.predict.validate import check_jobs, prediction_error
     from rlbench.report.records import load_parent
+    from rlbench.tracking.readers import NoSuchRun
 
-    study = load_parent(a.sweep)
+    try:
+        study = load_parent(a.sweep)
+    except NoSuchRun as e:
+        raise LookupError(f"--sweep {a.sweep}: no such run at {e.uri} ({e.detail[:200]})") from None
     finished = study.finished
     if not finished:
         raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
@@ -161,32 +162,36 @@ def run_validate(a) -> int:
     print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
           f"over {len(checked)} finished jobs")
     if not a.no_log:
-        client = mlflow.MlflowClient()
-        client.log_metric(a.sweep, "prediction_error", error)
-        for k, v in per.items():
-            client.log_metric(a.sweep, f"prediction_mdape/{k}", v)
-        client.set_tag(a.sweep, "prediction_profile", m.names())
-        client.set_tag(a.sweep, "prediction_profile_run", m.gpu.run_id)
-        with tempfile.TemporaryDirectory() as tmp:
-            rows = validation_rows(checked)
-            with open(Path(tmp) / "validation.csv", "w", newline="") as f:
-                csv.writer(f).writerows([VALIDATION_HEADER, *rows])
-            validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
-            client.log_artifacts(a.sweep, tmp, "prediction")
+        log_validation(a.sweep, checked, m, error, per)
         print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
     print(f"prediction_error={error:.4f}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    import mlflow
+def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, float]) -> None:
+    """The model's error on the sweep's parent run: metrics, the profile's tags, the table and figure."""
+    import tempfile
 
+    from rlbench.predict.report import VALIDATION_HEADER, validation_figure, validation_rows
+    from rlbench.tracking.parent import parent_run
+
+    parent = parent_run(sweep)
+    parent.log_metrics({"prediction_error": error} | {f"prediction_mdape/{k}": v for k, v in per.items()})
+    parent.set_tags({"prediction_profile": m.names(), "prediction_profile_run": m.gpu.run_id})
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(Path(tmp) / "validation.csv", "w", newline="") as f:
+            csv.writer(f).writerows([VALIDATION_HEADER, *validation_rows(checked)])
+        validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
+        parent.log_folder(Path(tmp), "prediction")
+
+
+def main(argv: list[str] | None = None) -> int:
     from rlbench.config.validate import ConfigError
     from rlbench.predict.curves import ProfileError
+    from rlbench.tracking.store import use_store
 
     a = parse(argv)
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # reading a profile's tables
-    mlflow.set_tracking_uri(a.tracking_uri)
+    use_store(a.tracking_uri)
     try:
         if a.validate:
             return run_validate(a)

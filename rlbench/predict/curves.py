@@ -68,35 +68,22 @@ class Profile:
 
 
 def load_profile(run_id: str) -> Profile:
-    """The profile run `run_id` from the current tracking store (mlflow.set_tracking_uri)."""
-    import mlflow
+    """The profile run `run_id` from the current tracking store (tracking.store.use_store)."""
+    from rlbench.tracking.profiles import is_profile, read_profile
+    from rlbench.tracking.readers import NoSuchRun
 
     try:
-        run = mlflow.get_run(run_id)
-    except mlflow.exceptions.MlflowException as e:  # no such run
-        raise ProfileError(f"--profile={run_id}: no such run in {mlflow.get_tracking_uri()} ({e})") from None
-    if run.data.tags.get("rlbench.role") != "profile":
-        raise ProfileError(f"--profile={run_id}: run {run.info.run_name!r} is not a profile (tag rlbench.role="
-                           f"{run.data.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
-    tables = {name: _table(run_id, f"{name}.json") for name in ("env", "inference", "update", "corun", "power")}
+        record = read_profile(run_id)
+    except NoSuchRun as e:
+        raise ProfileError(f"--profile={run_id}: no such run in {e.uri} ({e.detail})") from None
+    run, tables = record.run, record.tables
+    if not is_profile(run):
+        raise ProfileError(f"--profile={run_id}: run {run.name!r} is not a profile (tag rlbench.role="
+                           f"{run.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
-    return Profile(run_id, dict(run.data.tags), tables["env"], tables["inference"], tables["update"], tables["corun"],
-                   tables["power"], dict(run.data.params))
-
-
-def _table(run_id: str, name: str) -> list[dict]:
-    """A table the profile logged (mlflow.log_table's JSON: columns and data), [] if absent."""
-    import json
-
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    if name not in {a.path for a in client.list_artifacts(run_id)}:
-        return []
-    with open(client.download_artifacts(run_id, name)) as f:
-        table = json.load(f)
-    return [dict(zip(table["columns"], row)) for row in table["data"]]
+    return Profile(run_id, run.tags, tables["env"], tables["inference"], tables["update"], tables["corun"],
+                   tables["power"], run.params)
 
 
 def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
@@ -109,25 +96,6 @@ def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
         env, observation = f"env.id={env_id}", None
     algo_part = f" algo={preset(algo, observation)}" if algo else ""
     return f"python -m rlbench.profile {env}{algo_part}"
-
-
-def find_profiles(host: str | None = None, env_id: str | None = None,
-                  experiment: str = "rlbench-profiles", algo: str | None = None) -> list[str]:
-    """Profile run ids, newest first, of `host`, `env_id` and `algo` where given."""
-    import mlflow
-
-    if mlflow.get_experiment_by_name(experiment) is None:
-        return []
-    conditions = ["tags.`rlbench.role` = 'profile'", "attributes.status = 'FINISHED'"]
-    if host:
-        conditions.append(f"tags.host = '{host}'")
-    if env_id:
-        conditions.append(f"tags.env_id = '{env_id}'")
-    if algo:
-        conditions.append(f"params.`algo.name` = '{algo}'")
-    runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
-                              order_by=["attributes.start_time DESC"], output_format="list")
-    return [r.info.run_id for r in runs]
 
 
 def _interp(x: float, xs: list[float], ys: list[float]) -> float:

@@ -8,8 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-import mlflow
-
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 
 
@@ -35,17 +33,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def study_parent(name: str) -> str:
-    found = mlflow.search_runs(search_all_experiments=True, output_format="list", max_results=1,
-                               filter_string=f"tags.optuna_study = '{name}' and tags.`rlbench.role` = 'study'")
-    if not found:
-        raise LookupError(f"--study {name!r}: no search parent run with that study at {mlflow.get_tracking_uri()}")
-    return found[0].info.run_id
+    from rlbench.tracking.readers import study_parent as find
+    from rlbench.tracking.store import store_uri
+
+    found = find(name)
+    if found is None:
+        raise LookupError(f"--study {name!r}: no search parent run with that study at {store_uri()}")
+    return found.run_id
 
 
 def load(args):
     """The study to report on; LookupError (or PreflightError) with the reason when there is none."""
     from rlbench.preflight import check
     from rlbench.report.records import load_experiment, load_parent
+    from rlbench.tracking.readers import NoSuchRun
 
     check(args.tracking_uri)  # a server that is down: the jobs' message now, not minutes of client retries
     if args.experiment:
@@ -53,8 +54,8 @@ def load(args):
     parent = args.sweep or study_parent(args.study)
     try:
         study = load_parent(parent)
-    except mlflow.exceptions.MlflowException as e:
-        raise LookupError(f"--sweep {parent}: no such run at {mlflow.get_tracking_uri()} ({e.message[:200]})") from e
+    except NoSuchRun as e:
+        raise LookupError(f"--sweep {parent}: no such run at {e.uri} ({e.detail[:200]})") from e
     if not study.jobs and not study.missing:
         raise LookupError(f"--sweep {parent}: run '{study.title}' has no child runs; give a sweep's or a search's "
                           "parent run id (the sweep prints it: '[rlbench sweep] parent run <id>')")
@@ -64,28 +65,28 @@ def load(args):
 def log_report(study, out: Path, verdict: list[str]) -> str:
     """Artifacts under `report/` on the parent, and the parent's description updated with the
     verdict and the report's link; an experiment gets a run of its own (role report)."""
-    from rlbench.tracking.parent import NOTE_TAG, with_report
+    from rlbench.tracking.parent import open_parent, parent_run
+    from rlbench.tracking.parent_note import with_report
+    from rlbench.tracking.readers import experiment_id
 
-    client = mlflow.MlflowClient()
-    run_id = study.parent_id
-    if run_id is None:
-        exp = mlflow.get_experiment_by_name(study.title.removeprefix("experiment "))
-        run_id = client.create_run(exp.experiment_id, run_name=f"report {study.title}",
-                                   tags={"rlbench.role": "report"}).info.run_id
-        client.set_terminated(run_id, "FINISHED")
-    client.log_artifacts(run_id, str(out), "report")
-    run = client.get_run(run_id)
-    client.set_tag(run_id, NOTE_TAG, with_report(run.data.tags.get(NOTE_TAG), verdict, run.info.experiment_id, run_id))
-    return run_id
+    if study.parent_id is None:
+        run = open_parent(experiment_id(study.title.removeprefix("experiment ")), f"report {study.title}", "report",
+                          {"rlbench.role": "report"})
+        run.end("FINISHED")
+    else:
+        run = parent_run(study.parent_id)
+    run.log_folder(out, "report")
+    run.describe(with_report(run.description(), verdict, run.experiment_id, run.run_id))
+    return run.run_id
 
 
 def main(argv: list[str] | None = None) -> int:
     from rlbench.preflight import PreflightError
     from rlbench.report.build import build_report
+    from rlbench.tracking.store import use_store
 
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     args = parse(argv)
-    mlflow.set_tracking_uri(args.tracking_uri)
+    use_store(args.tracking_uri)
     try:
         study = load(args)
     except (LookupError, PreflightError) as e:

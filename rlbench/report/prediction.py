@@ -13,7 +13,8 @@ NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured 
 
 def profile_for(study: Study) -> tuple[str | None, str]:
     """(profile run id, how it was chosen) or (None, why there is none)."""
-    from rlbench.predict.curves import find_profiles, profile_command
+    from rlbench.predict.curves import profile_command
+    from rlbench.tracking.profiles import profile_runs
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     if named:
@@ -24,7 +25,7 @@ def profile_for(study: Study) -> tuple[str | None, str]:
         return None, (f"the finished jobs span {len(pairs)} env/algorithm pairs ({sorted(map(str, pairs))}); "
                       "a profile measures one")
     ((env_id, algo),) = pairs
-    found = find_profiles(host, env_id, algo=algo)
+    found = profile_runs(host, env_id, algo)
     if not found:
         kind = study.finished[0].params.get("env.kind")
         return None, (f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "

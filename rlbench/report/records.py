@@ -1,19 +1,18 @@
 """The MLflow record of a sweep, a search or an experiment, as the report reads it.
 
-Everything the figures and the verdict use comes from here, read with `mlflow.search_runs`:
-one `JobRun` per child run (its status, the knobs it ran with, its final metrics, and the
-`unmeasured` reasons for values the job could not measure), and one `Study` around them
-(the parent run, the host, and the jobs that were planned but have no finished run).
+Everything the figures and the verdict use comes from here, read through the tracking port
+(rlbench/tracking/readers.py): one `JobRun` per child run (its status, the knobs it ran with,
+its final metrics, and the `unmeasured` reasons for values the job could not measure), and
+one `Study` around them (the parent run, the host, and the jobs that were planned but have no
+finished run). `study_of(record)` builds it from plain data, so it is tested without a store.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
-import mlflow
-
+from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, experiment_runs, read_sweep
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
 
@@ -110,12 +109,10 @@ class Study:
         return f"{h.get('host', '?')}: {h.get('cpu_model', '?')}, {h.get('hardware_threads', '?')} HW threads{gpu}"
 
 
-def _job(run) -> JobRun:
-    tags = run.data.tags
-    return JobRun(run_id=run.info.run_id, name=run.info.run_name or run.info.run_id[:8], status=run.info.status,
-                  params=dict(run.data.params), metrics=dict(run.data.metrics),
-                  nulls=unmeasured_of(tags),
-                  tags={k: v for k, v in tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED})
+def _job(run: RunRecord) -> JobRun:
+    return JobRun(run_id=run.run_id, name=run.name or run.run_id[:8], status=run.status, params=run.params,
+                  metrics=run.metrics, nulls=unmeasured_of(run.tags),
+                  tags={k: v for k, v in run.tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED})
 
 
 def _ordered(jobs) -> list[JobRun]:
@@ -129,17 +126,10 @@ def _host(tags: dict, jobs: list[JobRun]) -> dict[str, str]:
     return {k: source[k] for k in HOST_TAGS if k in source}
 
 
-def _missing(client, parent_id: str, jobs: list[JobRun], planned: int | None) -> list[str]:
+def _missing(summary: list[dict], jobs: list[JobRun], planned: int | None) -> list[str]:
     """Jobs of the parent's summary that have no run, and planned jobs the summary never got."""
     out, seen = [], {j.run_id for j in jobs}
-    try:
-        path = client.download_artifacts(parent_id, "summary.json")
-        with open(path) as f:
-            summary = json.load(f)
-        rows = [dict(zip(summary["columns"], r)) for r in summary["data"]]
-    except Exception:  # noqa: BLE001 - a killed sweep may have no summary yet
-        rows = []
-    for r in rows:
+    for r in summary:
         if not r.get("run_id") or r["run_id"] not in seen:
             out.append(f"job {r.get('job')} [{r.get('overrides')}]: {r.get('status')}, no run in this sweep")
     if planned is not None and len(jobs) + len(out) < planned:
@@ -147,28 +137,28 @@ def _missing(client, parent_id: str, jobs: list[JobRun], planned: int | None) ->
     return out
 
 
+def study_of(record: SweepRecord) -> Study:
+    """A sweep's or a search's record (its parent, children and summary) as the report's Study."""
+    parent = record.parent
+    jobs = _ordered(_job(r) for r in record.children)
+    planned = parent.params.get("jobs")
+    return Study(kind=parent.tags.get("rlbench.role", "sweep"), title=parent.name or parent.run_id,
+                 parent_id=parent.run_id, host=_host(parent.tags, jobs), jobs=jobs,
+                 missing=_missing(record.summary, jobs, int(planned) if planned else None), parent_tags=parent.tags)
+
+
 def load_parent(parent_id: str) -> Study:
-    """A sweep's or a search's parent run and its children."""
-    client = mlflow.MlflowClient()
-    parent = client.get_run(parent_id)
-    children = mlflow.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
-                                  output_format="list")
-    jobs = _ordered(_job(r) for r in children)
-    tags = parent.data.tags
-    kind = tags.get("rlbench.role", "sweep")
-    planned = parent.data.params.get("jobs")
-    return Study(kind=kind, title=parent.info.run_name or parent_id, parent_id=parent_id, host=_host(tags, jobs),
-                 jobs=jobs, missing=_missing(client, parent_id, jobs, int(planned) if planned else None),
-                 parent_tags=dict(tags))
+    """A sweep's or a search's parent run and its children (readers.NoSuchRun if it cannot be read)."""
+    return study_of(read_sweep(parent_id))
 
 
 def load_experiment(name: str) -> Study:
-    """Every job run of an experiment (parents and reports left out), one study."""
-    exp = mlflow.get_experiment_by_name(name)
-    if exp is None:
-        raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {mlflow.get_tracking_uri()}")
-    found = mlflow.search_runs([exp.experiment_id], output_format="list")
-    jobs = _ordered(_job(r) for r in found if "rlbench.role" not in r.data.tags)
+    """Every job run of an experiment (parents and reports left out), one study; LookupError
+    when there is no such experiment."""
+    try:
+        runs = experiment_runs(name)
+    except NoSuchExperiment as e:
+        raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {e.uri}") from None
+    jobs = _ordered(_job(r) for r in runs if "rlbench.role" not in r.tags)
     return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
                  missing=[])
-

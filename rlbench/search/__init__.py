@@ -17,6 +17,9 @@ they leave room below `search.n_trials`; otherwise it waits, since a running tri
 another worker may still fail (then this worker takes its place) or go stale (then its
 heartbeat-found retry is queued WAITING and the next ask pops it). So the study ends with
 exactly n_trials COMPLETE, no trial run twice and none lost.
+
+The MLflow side (the study's parent run, stale runs, the runs table's view) is reached only
+through the tracking port (`store`: tracking.experiment.Experiment), so tests give a fake.
 """
 
 from __future__ import annotations
@@ -25,26 +28,26 @@ import sys
 import tempfile
 from pathlib import Path
 
-import mlflow
 import optuna
 
 from rlbench.preflight import masked, preflight_or_exit
-from rlbench.search.parent import find_or_open_parent, recommend, report
+from rlbench.search.parent import recommend, report, study_parent
 from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
+from rlbench.tracking.experiment import Experiment
+from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint
-from rlbench.tracking.views import runs_view
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
-           "objective_values", "open_study", "recommend", "run_search", "run_trials", "suggest"]
+           "objective_values", "open_study", "recommend", "run_search", "run_study", "run_trials", "suggest"]
 
 
-def run_search(sweeper, arguments: list[str]) -> None:
-    """The sweeper's entry when `search` is configured (see the module docstring)."""
+def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
+    """The sweeper's entry when `search` is configured (see the module docstring); store: opens
+    the tracking port on the job's TrackingConfig."""
     from rlbench.config.grid import expand_jobs, validate_jobs
     from rlbench.resources import ComputeLimit, resolve_device
-    from rlbench.tracking.store import mark_stale_runs
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
@@ -67,38 +70,42 @@ def run_search(sweeper, arguments: list[str]) -> None:
         failed_before = state_counts(study)["FAIL"]
         optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        mark_stale_runs(conf.tracking)
-        parent = find_or_open_parent(conf.tracking, s.study)
-        mlflow.MlflowClient().update_run(parent, status="RUNNING")
+        experiment = store(conf.tracking)
+        experiment.mark_stale_runs()
+        parent = study_parent(experiment, s.study)
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
     print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
           + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
-    status = "FAILED"
-    try:
-        run_trials(sweeper.launcher, study, s, jobs[0], parent, lock, conf.tracking.uri)
-        status = "FINISHED"
-    except KeyboardInterrupt:
-        status = "KILLED"
-        raise
-    finally:
+    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock)
+
+
+def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, parent, lock: StudyLock) -> str:
+    """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
+    it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
+    happened; the lock's connection is closed. Returns the parent's status."""
+    def trials() -> str:
+        run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri)
+        return "FINISHED"
+
+    def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             text = report(study, s, parent, Path(tmp))
-        mlflow.MlflowClient().set_terminated(parent, status)
         lock.close()
-        experiment_id = mlflow.MlflowClient().get_run(parent).info.experiment_id
-        view = _search_view(experiment_id, parent, conf)
-        print(f"[rlbench search] parent run {parent} {status}\n{text or 'no COMPLETE trial yet'}\n"
-              f"[rlbench search] {ui_hint(conf.tracking.uri, experiment_id, view)}", flush=True)
+        view = _search_view(experiment, parent.run_id, s)
+        print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
+              f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view)}", flush=True)
+
+    return live(parent, trials, close)
 
 
-def _search_view(experiment_id: str, parent: str, conf) -> str | None:
+def _search_view(experiment, parent: str, s) -> str | None:
     """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
     and the headline numbers; energy when the study minimises it (the search refuses an energy
     objective that cannot be measured)."""
-    measured = {"runtime_s", "task_fps", "fps"} | ({"energy_per_task_j"} & set(conf.search.objectives))
+    measured = {"runtime_s", "task_fps", "fps"} | ({"energy_per_task_j"} & set(s.objectives))
     try:
-        return runs_view(experiment_id, parent, ["actors", "actor_threads", "sm_limit"], measured)
+        return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it
         print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
         return None
@@ -106,8 +113,9 @@ def _search_view(experiment_id: str, parent: str, conf) -> str | None:
 
 def _warm_start_machine(conf):
     from rlbench.search.warm_start import load_machine
+    from rlbench.tracking.store import use_store
 
-    mlflow.set_tracking_uri(conf.tracking.uri)
+    use_store(conf.tracking.uri)
     try:
         return load_machine(conf.search)
     except SearchError as e:

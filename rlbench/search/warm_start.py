@@ -139,12 +139,8 @@ def note(s, machine, rows: list[dict], unused: list[str]) -> str:
             + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else ""))
 
 
-def record(parent: str, s, machine, rows: list[dict], unused: list[str]) -> None:
-    """The profile and the enqueued predictions on the search's parent run."""
-    import mlflow
-
-    client = mlflow.MlflowClient()
-    client.set_tag(parent, "warm_start_profile", s.warm_start_profile)
-    client.set_tag(parent, "warm_start_note", note(s, machine, rows, unused))
+def record(parent, s, machine, rows: list[dict], unused: list[str]) -> None:
+    """The profile and the enqueued predictions on the search's parent run (a tracking.parent.ParentRun)."""
+    parent.set_tags({"warm_start_profile": s.warm_start_profile, "warm_start_note": note(s, machine, rows, unused)})
     if rows:
-        client.log_table(parent, {k: [r[k] for r in rows] for k in rows[0]}, "warm_start/predictions.json")
+        parent.log_table({k: [r[k] for r in rows] for k in rows[0]}, "warm_start/predictions.json")

@@ -1,5 +1,6 @@
 """The tracking store around the jobs: the experiment, a job's identity, stale runs.
 
+- `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
 - `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
   the experiment, created with an artifact location that suits the store;
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -49,6 +51,18 @@ def _like(text: str) -> str:
     """A LIKE prefix that matches at least `text`: up to its first quote (`_` and `%` match
     more too); the exact names are picked out after."""
     return text.split("'")[0].split('"')[0]
+
+
+def use_store(uri: str) -> None:
+    """Read and write the store at `uri` from now on (a command's --tracking-uri), with no
+    progress bars on artifact downloads (a profile's or a sweep's tables)."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    mlflow.set_tracking_uri(uri)
+
+
+def store_uri() -> str:
+    """The store's address as MLflow resolved it (for messages)."""
+    return mlflow.get_tracking_uri()
 
 
 def open_experiment(tracking: TrackingConfig) -> str:

@@ -1,0 +1,47 @@
+"""The experiment a sweep or a search records into: what they take from tracking, in one object.
+
+`Experiment(tracking)` opens it on the configured store (created if new). Then: the runs a
+killed process left RUNNING, the FINISHED runs (a resumed sweep skips their configurations),
+a top-level name no other run uses, a parent run opened or found (tracking/parent.py), and
+the runs table's shared view of a parent's children (tracking/views.py).
+
+Sweep and search take the class as an argument (`store=Experiment`), so their tests give them
+a fake and need no store.
+"""
+
+from __future__ import annotations
+
+from rlbench.config.schema import TrackingConfig
+from rlbench.tracking.parent import ParentRun, open_parent
+from rlbench.tracking.readers import RunRecord, experiment_runs, study_parent
+from rlbench.tracking.store import mark_stale_runs, open_experiment, unique_top_level_name
+from rlbench.tracking.views import runs_view
+
+
+class Experiment:
+    def __init__(self, tracking: TrackingConfig):
+        self.tracking = tracking
+        self.id = open_experiment(tracking)
+
+    def mark_stale_runs(self) -> list[str]:
+        """Runs left RUNNING by a killed process become FAILED; returns their ids."""
+        return mark_stale_runs(self.tracking)
+
+    def finished_runs(self) -> list[RunRecord]:
+        return experiment_runs(self.tracking.experiment, status="FINISHED")
+
+    def unique_name(self, name: str) -> str:
+        """`name`, or `name #k` when other top-level runs of the experiment use it."""
+        return unique_top_level_name(self.id, name)
+
+    def open_parent(self, name: str, command: str, tags: dict[str, str], params: dict | None = None) -> ParentRun:
+        return open_parent(self.id, name, command, tags, params)
+
+    def study_parent(self, study: str) -> ParentRun | None:
+        """The parent run of the search over the Optuna study `study` in this experiment, if any."""
+        found = study_parent(study, self.id)
+        return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
+
+    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str]) -> str:
+        """The runs table's view of the parent's children (its knobs and headline numbers); its key."""
+        return runs_view(self.id, parent_id, knobs, measured)

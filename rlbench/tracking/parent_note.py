@@ -1,0 +1,152 @@
+"""What a sweep's parent run shows, the place a user starts: summary metrics and a description.
+
+- `summary_metrics(rows)`: `best/<metric>` of the best configuration (the shortest median task
+  among the finished ones: the study's "finishes fastest"), `jobs_finished`, `jobs_failed`;
+- `sweep_note(...)`: the parent's description (MLflow's note, markdown): what ran, then above
+  MLflow's fold the links (the jobs' table and charts, the report, summary.csv) and a table
+  of the jobs' headline numbers and bounds, then the best configuration, and a report
+  section that `python -m rlbench.report` replaces with its verdict (`with_report`).
+
+tracking/parent.py writes them on the parent; this module only composes them.
+
+Links are relative to the MLflow UI (`#/...`), so they work on whatever host serves it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlbench.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
+from rlbench.tracking.views import VIEW, view_link
+
+REPORT_MARK = "#### Report"
+SUMMARY_METRICS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio")
+
+
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def best_row(rows: list[dict]) -> dict | None:
+    """The finished configuration with the shortest task by its median runtime_s (None when no
+    job finished with a runtime): with one run per configuration, that job's row; with repeats
+    (rlbench/repeats.py) a row of the configuration's medians, with `runs`, `jobs` and per
+    metric its `spread` (a Spread), and `rivals`: the configurations it cannot be told apart from."""
+    configs = config_rows(rows, SUMMARY_METRICS)
+    best = best_config(configs)
+    if best is None:
+        return None
+    if best["runs"] == 1:
+        return next(r for r in rows if config_key(r) == best["config"]) | {"rivals": rivals(configs, best)}
+    return ({"job": best["jobs"][0], "name": best["config"], "config": best["config"], "status": "FINISHED",
+             "runs": best["runs"], "finished": best["finished"], "jobs": best["jobs"],
+             "spread": {m: best[m] for m in SUMMARY_METRICS}, "rivals": rivals(configs, best)}
+            | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS})
+
+
+def summary_metrics(rows: list[dict]) -> dict[str, float]:
+    """The parent's metrics: `best/<m>` of the best configuration, the counts of finished and
+    failed jobs; unknown values are left out. (Per-job values are the description's table and
+    the runs table's view: a metric per job plotted against the job's index read as a series
+    of the sweep.)"""
+    best = best_row(rows)
+    out = {f"best/{m}": _number(best.get(m)) for m in SUMMARY_METRICS} if best is not None else {}
+    out |= {"jobs_finished": sum(r.get("status") == "FINISHED" for r in rows),
+            "jobs_failed": sum(r.get("status") == "FAILED" for r in rows)}
+    return {k: float(v) for k, v in out.items() if v is not None}
+
+
+def artifact_link(experiment_id: str, run_id: str, path: str) -> str:
+    return f"#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}?{VIEW}"
+
+
+def _fmt(v) -> str:
+    n = _number(v)
+    return "not measured" if n is None else f"{n:.4g}"
+
+
+TABLE_METRICS = ("runtime_s", "task_fps", "fps", "energy_per_task_j")
+
+
+def run_link(experiment_id: str, run_id: str) -> str:
+    return f"#/experiments/{experiment_id}/runs/{run_id}?{VIEW}"
+
+
+def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
+    """The description's first links: the jobs' table and charts (rlbench/tracking/views.py),
+    the report (or how to make it), summary.csv."""
+    key = f"rlbench-{parent_id}"
+    made = (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})" if report
+            else f"report: `python -m rlbench.report --sweep {parent_id}`")
+    return (f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"
+            f" · {made} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})")
+
+
+def _cell(row: dict, metric: str) -> str:
+    v = row.get(metric)
+    if hasattr(v, "text"):  # a Spread: median (min..max, n)
+        return v.text()
+    return "failed" if row.get("status") == "FAILED" else _fmt(v)
+
+
+def jobs_table(rows: list[dict], experiment_id: str) -> list[str]:
+    """Markdown: a row per job (with repeats: per configuration, medians with their range),
+    each linked to its run page in the Model training view; headline numbers and the bound."""
+    head = ["| job | " + " | ".join(TABLE_METRICS) + " | bound |", "|---" * (len(TABLE_METRICS) + 2) + "|"]
+    if repeated(rows):
+        out = []
+        for c in config_rows(rows, TABLE_METRICS):
+            runs = [r for r in rows if config_key(r) == c["config"] and r.get("run_id")]
+            name = f"`{c['config']}` " + " ".join(f"[{i + 1}]({run_link(experiment_id, r['run_id'])})"
+                                                  for i, r in enumerate(runs))
+            bounds = sorted({r.get("bound") for r in runs if r.get("bound")})
+            out.append(f"| {name} | " + " | ".join(_cell(c, m) for m in TABLE_METRICS) + f" | {'; '.join(bounds)} |")
+        return head + out
+    out = []
+    for r in rows:
+        name = r.get("name") or r.get("overrides") or "(defaults)"
+        name = f"[{name}]({run_link(experiment_id, r['run_id'])})" if r.get("run_id") else name
+        out.append(f"| {name} | " + " | ".join(_cell(r, m) for m in TABLE_METRICS) + f" | {r.get('bound') or ''} |")
+    return head + out
+
+
+def _best_lines(rows: list[dict]) -> list[str]:
+    best = best_row(rows)
+    if best is None:
+        return []
+    if "runs" in best:
+        lines = [f"Best (shortest median task): `{best['name']}` ({best['finished']} of {best['runs']} runs "
+                 f"finished): " + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}"
+                                            for m in SUMMARY_METRICS)]
+    else:
+        lines = [f"Best (shortest task): job {best['job']} `{best.get('name') or best.get('overrides') or '(defaults)'}`"]
+    if best["rivals"]:
+        lines += ["", "Not told apart from it: " + "; ".join(f"`{n}` ({why})" for n, why in best["rivals"])]
+    elif not repeated(rows) and sum(r.get("status") == "FINISHED" for r in rows) > 1:
+        lines[-1] += f" ({SINGLE_RUN})"
+    return lines
+
+
+def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
+    """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
+    the best configuration and the report's section; its grid is the param `grid`."""
+    counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in ("FINISHED", "FAILED", "SKIPPED")}
+    lines = [f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
+             + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
+             "", links_line(experiment_id, parent_id, report=False), "", *jobs_table(rows, experiment_id)]
+    best = _best_lines(rows)
+    lines += ["", *best] if best else []
+    lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
+    return "\n".join(lines)
+
+
+def with_report(note: str | None, verdict: list[str], experiment_id: str, parent_id: str) -> str:
+    """The note with its report section replaced by the verdict and the report's link (also in
+    its first links)."""
+    head = (note or "").split(REPORT_MARK, 1)[0].rstrip()
+    head = head.replace(links_line(experiment_id, parent_id, False), links_line(experiment_id, parent_id, True))
+    section = [REPORT_MARK, "", (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+               f" · [findings.json]({artifact_link(experiment_id, parent_id, 'report/findings.json')})"), ""]
+    section += [f"- {line}" for line in verdict] or ["- (no verdict: no finished job to judge)"]
+    return "\n".join(([head, ""] if head else []) + section)
+

@@ -1,0 +1,125 @@
+"""What rlbench reads back from the tracking store, as plain data: runs, a sweep, an experiment.
+
+- `RunRecord`: one run's id, name, experiment, status, params, metrics and tags;
+- `read_run(run_id)`, `read_sweep(parent_id)`: a run; a sweep's or a search's parent with its
+  children and its summary table (summary.json);
+- `experiment_id(name)`, `experiment_runs(name, status)`: an experiment's runs (e.g. the
+  FINISHED ones a resumed sweep skips);
+- `study_parent(study, experiment_id)`: a search's parent run, found by its study's name
+  (`study_tags`);
+- `logged_table(run_id, path)`: a table a run logged (mlflow.log_table's JSON).
+
+MLflow's errors stop here: a run or an experiment that cannot be read raises `NoSuchRun` or
+`NoSuchExperiment` (LookupErrors that name the store), so callers and their tests need no mlflow.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import mlflow
+from mlflow.exceptions import MlflowException
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str                      # FINISHED, FAILED, KILLED, RUNNING
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    parent: RunRecord
+    children: list[RunRecord]
+    summary: list[dict]              # the parent's summary.json rows ([] before the sweep ended)
+
+
+class NoSuchRun(LookupError):
+    """A run the store could not give: `uri` is the store's address, `detail` its reason."""
+
+    def __init__(self, run_id: str, uri: str, detail: str):
+        super().__init__(detail)
+        self.run_id, self.uri, self.detail = run_id, uri, detail
+
+
+class NoSuchExperiment(LookupError):
+    """An experiment name the store does not know."""
+
+    def __init__(self, name: str, uri: str):
+        super().__init__(f"no experiment {name!r} at {uri}")
+        self.name, self.uri = name, uri
+
+
+def _record(run) -> RunRecord:
+    """An MLflow Run as plain data."""
+    return RunRecord(run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
+                     status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics),
+                     tags=dict(run.data.tags))
+
+
+def read_run(run_id: str) -> RunRecord:
+    try:
+        return _record(mlflow.MlflowClient().get_run(run_id))
+    except MlflowException as e:
+        raise NoSuchRun(run_id, mlflow.get_tracking_uri(), e.message) from None
+
+
+def read_sweep(parent_id: str) -> SweepRecord:
+    """A sweep's or a search's parent run, its children (the jobs or trials) and its summary."""
+    parent = read_run(parent_id)
+    try:
+        children = mlflow.search_runs([parent.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
+                                      output_format="list")
+    except MlflowException as e:
+        raise NoSuchRun(parent_id, mlflow.get_tracking_uri(), e.message) from None
+    try:
+        summary = logged_table(parent_id, "summary.json")
+    except Exception:  # noqa: BLE001 - a killed sweep may have no summary yet, or no readable artifacts
+        summary = []
+    return SweepRecord(parent, [_record(r) for r in children], summary)
+
+
+def logged_table(run_id: str, path: str) -> list[dict]:
+    """A table the run logged with mlflow.log_table (JSON: columns and data) as rows; [] if absent."""
+    client = mlflow.MlflowClient()
+    folder = path.rpartition("/")[0] or None
+    if path not in {a.path for a in client.list_artifacts(run_id, folder)}:
+        return []
+    with open(client.download_artifacts(run_id, path)) as f:
+        table = json.load(f)
+    return [dict(zip(table["columns"], row)) for row in table["data"]]
+
+
+def experiment_id(name: str) -> str | None:
+    exp = mlflow.get_experiment_by_name(name)
+    return None if exp is None else exp.experiment_id
+
+
+def experiment_runs(name: str, status: str | None = None) -> list[RunRecord]:
+    """Every run of the experiment `name` (with `status`: those in that state); NoSuchExperiment
+    when there is none."""
+    found = experiment_id(name)
+    if found is None:
+        raise NoSuchExperiment(name, mlflow.get_tracking_uri())
+    where = f"attributes.status = '{status}'" if status else ""
+    return [_record(r) for r in mlflow.search_runs([found], filter_string=where, output_format="list")]
+
+
+def study_tags(study: str) -> dict[str, str]:
+    """The tags of the parent run of a search over the Optuna study `study` (rlbench/search/)."""
+    return {"rlbench.role": "study", "optuna_study": study}
+
+
+def study_parent(study: str, experiment_id: str | None = None) -> RunRecord | None:
+    """The parent run of the search over the Optuna study `study` (its `study_tags`), in one
+    experiment or (None) in all of them; None when there is none."""
+    where = " and ".join(f"tags.`{k}` = '{v}'" for k, v in study_tags(study).items())
+    scope = {"experiment_ids": [experiment_id]} if experiment_id else {"search_all_experiments": True}
+    found = mlflow.search_runs(**scope, filter_string=where, output_format="list", max_results=1)
+    return _record(found[0]) if found else None

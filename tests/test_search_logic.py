@@ -1,0 +1,190 @@
+"""The search's decisions with a fake tracking port, fake jobs and Optuna's in-memory storage
+(no MLflow store, no training): what a trial's job is given, how its outcome is told to the
+study, when the search stops, what the study's parent records and how it ends."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import optuna
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+
+from rlbench.config.schema import SearchConfig, TrackingConfig
+from rlbench.search import run_study, run_trials
+from rlbench.search.parent import study_parent
+from rlbench.search.space import SearchError
+from rlbench.search.trials import trial_overrides
+from rlbench.search.warm_start import record
+from rlbench.signals import JobPruned
+from tests.tracking_fake import FakeExperiment, FakeParent
+
+URI = "file:///nowhere"
+JOB = ["env=cartpole"]
+
+
+class BeatingStorage(optuna.storages.InMemoryStorage):
+    """Optuna's in-memory storage, taking the heartbeats rlbench records (an RDB storage's job)."""
+
+    def __init__(self):
+        super().__init__()
+        self.beats: list[int] = []
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        self.beats.append(trial_id)
+
+
+class Lock:
+    """The study lock's offer (rlbench.search.study.StudyLock), counting its uses."""
+
+    def __init__(self):
+        self.entered, self.closed = 0, False
+
+    def __enter__(self):
+        self.entered += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def space(**kw) -> SearchConfig:
+    return SearchConfig(**{"n_trials": 3, "objectives": ["fps"], "directions": ["maximize"], "actors": [2, 16],
+                           "actor_threads": [1, 1], "sm_limit": [1, 2], "heartbeat_s": 1, "max_failures": 2} | kw)
+
+
+def new_study(s: SearchConfig) -> optuna.Study:
+    return optuna.create_study(study_name=s.study, storage=BeatingStorage(), directions=list(s.directions))
+
+
+def knob(overrides: list[str], key: str) -> int:
+    return int(next(o for o in overrides if o.startswith(f"{key}=")).split("=")[1])
+
+
+class Launcher:
+    """A trial's job: 100 fps per actor, unless `outcome(overrides)` says otherwise (a JobReturn,
+    or an exception it raises)."""
+
+    def __init__(self, outcome=None):
+        self.outcome, self.launched = outcome, []
+
+    def launch(self, job_overrides, initial_job_idx):
+        (overrides,) = job_overrides
+        self.launched.append(overrides)
+        got = self.outcome(overrides) if self.outcome else None
+        if isinstance(got, BaseException):
+            raise got
+        return [got or JobReturn(status=JobStatus.COMPLETED, _return_value={
+            "fps": 100.0 * knob(overrides, "actors"), "cpu_gpu_ratio": 0.5, "run_id": f"run-{len(self.launched)}"})]
+
+
+def failed(overrides):
+    return JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("boom"))
+
+
+def study_run(launcher, s, parent=None, experiment=None, study=None):
+    """run_study with the fakes; returns (study, parent, lock)."""
+    experiment = (experiment or FakeExperiment()).open(TrackingConfig(uri=URI, experiment="test"))
+    study, parent, lock = study or new_study(s), parent or FakeParent(name="study ratio"), Lock()
+    try:
+        run_study(launcher, study, s, JOB, experiment, parent, lock)
+    finally:
+        assert lock.closed
+    return study, parent, lock
+
+
+def test_a_trials_job_is_told_its_knobs_parent_store_and_study():
+    assert trial_overrides(JOB, {"actors": 8, "sm_limit": 2}, "ratio", 4, "p1", URI) == [
+        "env=cartpole", "actors=8", "sm_limit=2", f"tracking.uri='{URI}'", "tracking.parent_run_id=p1",
+        "tracking.run_name='trial 4: actors=8 sm_limit=2'", "+tracking.tags.optuna_study=ratio",
+        "+tracking.tags.optuna_trial=4"]
+
+
+def test_trials_run_until_n_trials_are_complete_each_told_its_jobs_objective():
+    s, launcher, lock = space(), Launcher(), Lock()
+    study = new_study(s)
+    run_trials(launcher, study, s, JOB, "p1", lock, URI)
+    trials = study.get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 3 and len(launcher.launched) == 3
+    assert [t.values for t in trials] == [[100.0 * t.params["actors"]] for t in trials]
+    assert [t.user_attrs["run_id"] for t in trials] == ["run-1", "run-2", "run-3"]
+    assert [knob(o, "+tracking.tags.optuna_trial") for o in launcher.launched] == [0, 1, 2]
+    assert all(knob(o, "actors") == t.params["actors"] for o, t in zip(launcher.launched, trials))
+    assert set(study._storage.beats) == {t._trial_id for t in trials}  # each heartbeat while it ran
+    assert lock.entered == 4  # every claim under the lock, the last one finding the study done
+
+
+def test_failed_jobs_and_missing_objectives_are_failed_trials_and_enough_stop_the_search():
+    nan = JobReturn(status=JobStatus.COMPLETED, _return_value={"fps": math.nan})
+    outcomes = iter([failed, lambda o: nan])
+    s = space(max_failures=2)
+    study = new_study(s)
+    with pytest.raises(SearchError, match=r"2 trials failed in this run \(search.max_failures=2\)"):
+        run_trials(Launcher(lambda o: next(outcomes)(o)), study, s, JOB, "p1", Lock(), URI)
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
+    assert study.trials[0].user_attrs["fail_reason"] == "boom"
+    assert study.trials[1].user_attrs["fail_reason"] == "objective ['fps'] missing or not finite"
+
+
+def test_a_pruned_job_is_a_pruned_trial_not_a_failure():
+    outcomes = iter([JobPruned("window/fps 5 at 10 s is below the pruner's threshold")])
+    s = space(n_trials=2, max_failures=1)
+    study = new_study(s)
+    run_trials(Launcher(lambda o: next(outcomes, None)), study, s, JOB, "p1", Lock(), URI)
+    assert [t.state.name for t in study.trials] == ["PRUNED", "COMPLETE", "COMPLETE"]
+
+
+def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials():
+    parent = FakeParent(name="study ratio", tags={"warm_start_note": "warm start: 2 trial(s) enqueued"})
+    experiment = FakeExperiment()
+    study, parent, _ = study_run(Launcher(), space(n_trials=2), parent, experiment)
+    best = study.best_trial
+    assert parent.statuses == ["FINISHED"] and "trials.csv" in parent.files
+    assert parent.tags()["best_actors"] == str(best.params["actors"]) and parent.tags()["best_trial"] == str(best.number)
+    assert parent.metrics == {"best_fps": 100.0 * best.params["actors"]}
+    assert parent.note.startswith("**rlbench search** study `ratio` · 2 complete trials\n\nwarm start: 2 trial(s)")
+    assert f"recommended: actors={best.params['actors']} " in parent.note
+    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps"})]
+
+
+def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):
+    parent = FakeParent()
+    with pytest.raises(SearchError):
+        study_run(Launcher(failed), space(max_failures=1), parent)
+    assert parent.statuses == ["FAILED"] and parent.files == ["trials.csv"] and "best_trial" not in parent.tags()
+    assert f"parent run {parent.run_id} FAILED\nno COMPLETE trial yet" in capsys.readouterr().out
+
+
+def test_ctrl_c_fails_the_running_trial_and_kills_the_study_parent():
+    s, parent = space(), FakeParent()
+    study = new_study(s)
+    with pytest.raises(KeyboardInterrupt):
+        study_run(Launcher(lambda o: KeyboardInterrupt()), s, parent, study=study)
+    assert [t.state.name for t in study.trials] == ["FAIL"]
+    assert parent.statuses == ["KILLED"] and parent.files == ["trials.csv"]
+
+
+def test_a_resumed_study_reopens_its_parent_and_a_new_one_opens_one():
+    found = FakeParent(name="study ratio")
+    assert study_parent(FakeExperiment(found={"ratio": found}), "ratio") is found and found.statuses == ["RUNNING"]
+    experiment = FakeExperiment()
+    opened = study_parent(experiment, "ratio")
+    assert experiment.opened == [("search", opened)] and opened.name == "study ratio"
+    assert opened.tags() == {"rlbench.role": "study", "optuna_study": "ratio"} and opened.statuses == []
+
+
+def test_the_warm_start_is_recorded_on_the_parent():
+    s = space(warm_start_profile="prof1", objectives=["fps", "energy_per_task_j"], directions=["maximize", "minimize"])
+    machine = SimpleNamespace(names=lambda: "profile prof1")
+    rows = [{"trial": 0, "actors": 4, "predicted_fps": 900.0}, {"trial": 1, "actors": 8, "predicted_fps": 800.0}]
+    parent = FakeParent()
+    record(parent, s, machine, rows, ["energy_per_task_j"])
+    assert parent.tags()["warm_start_profile"] == "prof1"
+    assert parent.tags()["warm_start_note"] == ("warm start: 2 trial(s) enqueued from profile prof1; ranked by fps; "
+                                                "not predictable, left out of the ranking: energy_per_task_j")
+    assert parent.tables == {"warm_start/predictions.json": {"trial": [0, 1], "actors": [4, 8],
+                                                             "predicted_fps": [900.0, 800.0]}}

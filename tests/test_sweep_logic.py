@@ -1,0 +1,197 @@
+"""The sweep's decisions with a fake tracking port and fake jobs (no store, no training): what
+every job is given, what the parent records, how failures, resume, repeats and Ctrl-C end it."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+from hydra.core.utils import JobReturn, JobStatus
+
+from rlbench.config.schema import TrackingConfig
+from rlbench.sweep import run_sweep
+from rlbench.tracking.experiment import Experiment
+from rlbench.tracking.parent import ParentRun, live
+from rlbench.tracking.readers import RunRecord
+from rlbench.tracking.store import config_hash
+from tests.tracking_fake import FakeExperiment, FakeParent
+
+URI = "file:///nowhere"  # no preflight, and nothing would be found there: the fake is the store
+
+
+@dataclass
+class Conf:
+    """What the sweep reads of a validated job config."""
+    actors: int
+    resume: bool = False
+    tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(uri=URI, experiment="test"))
+
+
+class JobFailed(RuntimeError):
+    def __init__(self, text: str, run_id: str):
+        super().__init__(text)
+        self.run_id = run_id
+
+
+def actors_of(overrides: list[str]) -> int:
+    return int(next(o for o in overrides if o.startswith("actors=")).split("=")[1])
+
+
+def outcome(overrides: list[str], fail: frozenset = frozenset()) -> JobReturn:
+    """A job's return as Hydra gives it: a task of 100 / actors s at 10 x actors fps, or a failure."""
+    a = actors_of(overrides)
+    if a in fail:
+        return JobReturn(status=JobStatus.FAILED, _return_value=JobFailed("boom", f"run-{a}"))
+    return JobReturn(status=JobStatus.COMPLETED, _return_value={
+        "runtime_s": 100.0 / a, "fps": 10.0 * a, "task_fps": 10.0 * a, "energy_per_task_j": None,
+        "cpu_gpu_ratio": a / 2, "run_id": f"run-{a}", "bound": "the actors", "unmeasured": {"energy_per_task_j": "no RAPL"}})
+
+
+class Launcher:
+    """Takes all jobs at once, like joblib's: `fail` holds the actor counts whose job fails."""
+
+    def __init__(self, fail=()):
+        self.fail, self.launched = frozenset(fail), []
+
+    def launch(self, job_overrides, initial_job_idx):
+        self.launched += job_overrides
+        return [outcome(o, self.fail) for o in job_overrides]
+
+
+class Basic(BasicLauncher):
+    """One job at a time, like Hydra's basic launcher; Ctrl-C arrives during job `interrupt_at`."""
+
+    def __init__(self, interrupt_at: int):
+        super().__init__()
+        self.interrupt_at, self.launched = interrupt_at, []
+
+    def launch(self, job_overrides, initial_job_idx):
+        self.launched += job_overrides
+        if len(self.launched) > self.interrupt_at:
+            raise KeyboardInterrupt
+        return [outcome(o) for o in job_overrides]
+
+
+def sweep(jobs, launcher, experiment=None, confs=None, grid=None):
+    """run_sweep with the fakes; returns (rows, the experiment, its one parent)."""
+    experiment = experiment or FakeExperiment()
+    sweeper = SimpleNamespace(launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(
+        runtime=SimpleNamespace(choices={}))))
+    confs = confs or [Conf(actors_of(j)) for j in jobs]
+    try:
+        rows = run_sweep(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
+    finally:
+        ((command, parent),) = experiment.opened
+        assert command == "sweep" and parent.tags()["rlbench.role"] == "sweep"
+    return rows, experiment, parent
+
+
+def _parameters(function) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+def test_the_fakes_offer_what_the_tracking_port_offers():
+    for real, fake in ((ParentRun, FakeParent), (Experiment, FakeExperiment)):
+        for name, method in inspect.getmembers(real, inspect.isfunction):
+            if not name.startswith("_"):
+                assert _parameters(getattr(fake, name)) == _parameters(method), f"{fake.__name__}.{name}"
+
+
+def test_every_job_is_told_its_parent_name_and_store_and_the_parent_its_grid():
+    launcher = Launcher()
+    _, experiment, parent = sweep([["actors=2"], ["actors=4"]], launcher)
+    assert launcher.launched[1] == ["actors=4", f"tracking.uri='{URI}'", "tracking.experiment='test'",
+                                    f"tracking.parent_run_id={parent.run_id}", "tracking.run_name='actors=4'"]
+    assert parent.name == "sweep actors=2,4" and parent.params == {"grid": "actors=...", "jobs": 2, "repeats": 1}
+    assert experiment.stale_marked == 1 and experiment.tracking.experiment == "test"
+
+
+def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(capsys):
+    rows, experiment, parent = sweep([["actors=2"], ["actors=4"]], Launcher(), FakeExperiment(taken={"sweep actors=2,4"}))
+    assert [r["status"] for r in rows] == ["FINISHED", "FINISHED"] and parent.statuses == ["FINISHED"]
+    assert parent.name == "sweep actors=2,4 #2"  # another top-level run has the name
+    summary = parent.tables["summary.json"]
+    assert summary["runtime_s"] == [50.0, 25.0] and summary["run_id"] == ["run-2", "run-4"]
+    assert parent.texts["summary.csv"].splitlines()[2].startswith("1,actors=4,actors=4,0,actors=4,FINISHED,25.0,40.0")
+    assert parent.metrics == {"best/runtime_s": 25.0, "best/fps": 40.0, "best/cpu_gpu_ratio": 2.0,
+                              "jobs_finished": 2.0, "jobs_failed": 0.0}  # energy: not measured, left out
+    assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
+    assert "Best (shortest task): job 1 `actors=4`" in parent.note
+    assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"})]
+    out = capsys.readouterr().out
+    assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
+    assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty
+    assert f"viewStateShareKey=rlbench-{parent.run_id}" in out
+
+
+def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):
+    launcher, experiment = Launcher(fail={4}), FakeExperiment()
+    with pytest.raises(SystemExit) as exit_:
+        sweep([["actors=2"], ["actors=4"], ["actors=8"]], launcher, experiment)
+    assert exit_.value.code == 1 and len(launcher.launched) == 3
+    ((_, parent),) = experiment.opened
+    assert parent.statuses == ["FAILED"]
+    assert parent.tables["summary.json"]["status"] == ["FINISHED", "FAILED", "FINISHED"]
+    assert parent.tables["summary.json"]["run_id"][1] == "run-4"  # the failed job's own run
+    assert "JobFailed: boom" in parent.texts["summary.csv"]
+    assert parent.metrics["jobs_failed"] == 1.0 and parent.metrics["jobs_finished"] == 2.0
+    assert "· FAILED · 3 jobs: 2 finished, 1 failed" in parent.note
+    assert "rlbench: 1 of 3 jobs failed: actors=4" in capsys.readouterr().err
+
+
+def test_resume_skips_the_jobs_whose_config_already_finished():
+    jobs = [["actors=2"], ["actors=4"], ["actors=8"]]
+    confs = [Conf(actors_of(j), resume=True) for j in jobs]
+    done = [RunRecord("r0", "", "7", "FINISHED", tags={"config_hash": config_hash(confs[0])}),
+            RunRecord("r1", "", "7", "FINISHED", params={"config_hash": config_hash(confs[1])})]  # an older run: a param
+    launcher = Launcher()
+    rows, _, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
+    assert [actors_of(o) for o in launcher.launched] == [8]
+    assert [r["status"] for r in rows] == ["SKIPPED (resume: FINISHED run exists)"] * 2 + ["FINISHED"]
+    assert "3 jobs: 1 finished, 2 skipped" in parent.note and parent.statuses == ["FINISHED"]
+    launcher = Launcher()  # without resume=true the same finished runs are run again
+    sweep(jobs, launcher, FakeExperiment(finished=done))
+    assert len(launcher.launched) == 3
+
+
+def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configuration_table():
+    jobs = [["actors=2", "seed=1"], ["actors=2", "seed=2"], ["actors=4", "seed=1"], ["actors=4", "seed=2"]]
+    launcher = Launcher()
+    rows, _, parent = sweep(jobs, launcher, grid=SimpleNamespace(repeats=2, repeat=[0, 1, 0, 1]))
+    assert parent.name == "sweep actors=2,4 repeats=2" and parent.params["repeats"] == 2
+    assert launcher.launched[3][-3:] == ["++tracking.tags.repeat=1", "++tracking.tags.repeats=2",
+                                         "++tracking.tags.repeat_group='actors=4'"]
+    assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
+    assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+
+
+def test_ctrl_c_ends_the_parent_killed_with_the_jobs_that_ran():
+    experiment = FakeExperiment()
+    with pytest.raises(KeyboardInterrupt):
+        sweep([["actors=2"], ["actors=4"], ["actors=8"]], Basic(interrupt_at=1), experiment)
+    ((_, parent),) = experiment.opened
+    assert parent.statuses == ["KILLED"] and "· KILLED · 1 jobs: 1 finished" in parent.note
+    assert parent.tables["summary.json"]["job"] == [0]
+
+
+def test_a_view_that_cannot_be_stored_leaves_the_record_standing(capsys):
+    rows, _, parent = sweep([["actors=2"]], Launcher(), FakeExperiment(view_error=RuntimeError("no tag")))
+    assert parent.statuses == ["FINISHED"] and rows[0]["status"] == "FINISHED"
+    assert "runs?workflowType=machine_learning" in capsys.readouterr().out  # the runs table, no shared view
+
+
+def test_the_parent_life_ends_it_however_its_body_or_its_record_goes():
+    parent, closed = FakeParent(), []
+    assert live(parent, lambda: "FAILED", closed.append) == "FAILED"  # a job failed: the body says so
+    with pytest.raises(ValueError):
+        live(parent, lambda: (_ for _ in ()).throw(ValueError("bug")), closed.append)
+
+    def broken_close(status):
+        raise OSError("store went away")
+
+    with pytest.raises(OSError):
+        live(parent, lambda: "FINISHED", broken_close)
+    assert closed == ["FAILED", "FAILED"] and parent.statuses == ["FAILED", "FAILED", "FINISHED"]
