@@ -8,7 +8,9 @@ ratio of the medians is printed last as `telemetry_overhead_ratio=<fps on / fps 
 (target >= 0.98). The default job is actors + inference without the learner: a learner
 update (~10 s of both cores on a CPU host) lands at random times and swamps a 2% effect.
 Pairs still vary by +-15% on a busy VM, hence many repeats; the sampler thread's own CPU
-time is printed too, as a noise-free figure of its cost.
+time is printed too, as a noise-free figure of its cost. One warm-up job runs first and is not
+counted: a process's first job pays first-time imports and caches (seen: -25% fps), and it
+was always a telemetry-on job.
 
     python pipelines/bench_telemetry_overhead.py --repeats 11
     python pipelines/bench_telemetry_overhead.py --repeats 3 env=cartpole workload=smoke
@@ -78,6 +80,8 @@ def main() -> None:
     overrides = args.overrides or DEFAULT_JOB
     on, off, sampler_share, last_on = [], [], [], None
     with tempfile.TemporaryDirectory() as store:
+        warm = run_once(overrides, True, store)  # the process's first job pays its first-time costs
+        print(f"warm-up job (not counted): fps {warm['fps']:.0f}", flush=True)
         for i in range(args.repeats):
             order = (True, False) if i % 2 == 0 else (False, True)
             for telemetry in order:
@@ -92,7 +96,8 @@ def main() -> None:
         share = trace_share(last_on, store, cost)
     pairs = [a / b for a, b in zip(on, off)]
     print(f"median fps with telemetry {statistics.median(on):.0f}, without {statistics.median(off):.0f} "
-          f"(job: {' '.join(overrides)}); per-repeat ratios {min(pairs):.3f}..{max(pairs):.3f}")
+          f"(job: {' '.join(overrides)}); per-repeat ratios {min(pairs):.3f}..{max(pairs):.3f}, "
+          f"median {statistics.median(pairs):.3f}")
     if sampler_share:
         print(f"sampler thread CPU: median {100 * statistics.median(sampler_share):.2f}% of one core over the task")
     if share is not None:
