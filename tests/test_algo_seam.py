@@ -60,13 +60,13 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
     from rlbench.config.validate import validate
     from rlbench.predict import model
     from rlbench.predict.curves import profile_command
-    from rlbench.predict.jobs import learner_data, queue_lead
+    from rlbench.predict.jobs import learner_data, unroll_queue
     from rlbench.report.verdict import on_off_policy
 
     conf = validate(compose_cfg([*TINY, "actors=2", "eval_envs=0"]))
     assert (conf.algo.name, conf.algo.batch_size) == ("tiny", 4)
     # batch_size unrolls of 8 steps, an actor's next one 7 steps on
-    assert learner_data(conf) == (model.learner_start_steps(2, 4, 8, 7), 28.0) and queue_lead(conf) is None
+    assert learner_data(conf) == (model.learner_start_steps(2, 4, 8, 7), 28.0) and unroll_queue(conf) is None
     assert profile_command("CartPole-v1", "gym", "tiny") == "python -m rlbench.profile env=cartpole algo=tiny"
     assert on_policy("tiny") is True and on_policy("r2d2") is False and on_policy("gone") is None
     onoff = on_off_policy({"tiny": [(0.6, 0.1)], "r2d2": [(0.2, 0.5)], "gone": [(0.9, 0.0)]})

@@ -51,19 +51,54 @@ def test_task_with_a_learner_tail_is_bound_by_the_learner():
 
 
 def test_seeds_unroll_queue_lets_a_slower_learner_pace_the_actors():
-    # as above with 49 updates of 1 s, each taking 1000 steps of fresh unrolls; the queue lets the actors
-    # be 8000 steps ahead: after 0.5 s alone they step at the learner's 1000/s until 50k - 1000 - 8000
-    # steps are taken (41 s), then the learner's tail takes the queue's 8 updates: 8 s
-    p = predict(C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000,
-                steps_per_update=1000, lead_steps=8000)
-    assert p.actors_s == pytest.approx(0.5 + 41.0) and p.learner_s == pytest.approx(41.5 + 8.0)
-    assert p.bound == LEARNER and p.phases["learner"] == pytest.approx(8.0) and p.fps(4) == pytest.approx(4 * 50e3 / 41.5)
+    # 10 actors in step, unrolls of 10 steps at stride 10 (an actor's k-th ends at step 10k, so 10
+    # unrolls per 100 steps); a queue of 20; the learner takes 10 before each update (1 s alone);
+    # the actors alone 1000 steps/s, beside the learner 500/s, the learner at half speed beside them
+    from rlbench.predict.model import UnrollQueue, paced
+
+    q = UnrollQueue(capacity=20, take=10, first_take=10, first_steps=10, stride=10)
+    p = paced(C, q, actors=10, frame_steps=600, updates=5, rate=(1000.0, SYNC), sps_s=500.0, share_l=0.5, start_s=0.0)
+    # 100 steps alone (0.1 s) make the first take (put: the 60 unrolls 600 steps make). Each update the
+    # actors step until the unroll that finds the queue full (consumed + 21) is made: update 1 (10
+    # consumed) to 400 steps, 0.6 s beside the learner (0.3 s of its work), then blocked: it ends alone
+    # at 0.1 + 1.3; update 2 (20) to 500: 0.2 s beside, 1.1 s; update 3 (30) to 600: all stepped, but
+    # unrolls 51-60 wait; at update 4's start (40 consumed) they fit: done at 3.6; updates 4, 5 alone: 5.6
+    assert p.actors_s == pytest.approx(3.6) and p.learner_s == pytest.approx(5.6) and p.bound == LEARNER
+    assert p.sps == pytest.approx(600 / 3.6)
+    assert p.phases == {"actors": pytest.approx(0.1), "both": pytest.approx(1.0), "learner": pytest.approx(4.5)}
+    fast = paced(C, q, actors=10, frame_steps=600, updates=5, rate=(1000.0, SYNC), sps_s=5000.0, share_l=1.0,
+                 start_s=0.0)  # actors 10x faster than before: each update's steps take little; still 3 waits
+    assert fast.actors_s == pytest.approx(0.1 + 3 * 1.0)
     free = predict(C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000,
-                   steps_per_update=1000)  # unpaced: the actors are done at 25 s, the learner 24.5 s later
-    assert free.actors_s == pytest.approx(25.0) and free.runtime_s == pytest.approx(p.runtime_s)
-    fast = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000,
-                   steps_per_update=1000, lead_steps=8000)  # a learner faster than the data: nothing to pace
-    assert fast.actors_s == pytest.approx(25.0)
+                   steps_per_update=1000)  # no queue: the actors are done at 25 s, the learner 24.5 s later
+    assert free.actors_s == pytest.approx(25.0)
+
+
+def test_the_actors_step_past_the_frames_until_the_learner_has_its_unrolls():
+    # 10 actors, 12 steps each make one unroll each (10); 3 updates of 10 need 30: they step to 300
+    # (the third unroll each), a forward of 5 envs putting 5 unrolls; the queue holds 100: never full
+    from rlbench.predict.model import UnrollQueue, paced
+
+    q = UnrollQueue(capacity=100, take=10, first_take=10, first_steps=10, stride=10)
+    p = paced(C, q, actors=10, frame_steps=120, updates=3, rate=(1000.0, ENV), sps_s=1000.0, share_l=1.0,
+              start_s=0.0, group=5)
+    assert p.sps == pytest.approx(300 / p.actors_s) and p.actors_s == pytest.approx(0.3)
+    assert q.made(10, 120) == 10 and q.made(10, 300) == 30 and q.task_unrolls(3) == 30
+    # a queue of 15: at update 1 (0.1 s, 10 taken) unrolls 11-25 fit, the third wave (300 steps, 0.2 s
+    # on) waits for update 2's take at 1.1 s; the learner makes updates 2 and 3 alone
+    small = UnrollQueue(capacity=15, take=10, first_take=10, first_steps=10, stride=10)
+    s = paced(C, small, actors=10, frame_steps=120, updates=3, rate=(1000.0, ENV), sps_s=1000.0, share_l=1.0,
+              start_s=0.0, group=5)
+    assert s.actors_s == pytest.approx(1.1) and s.learner_s == pytest.approx(3.1)
+
+
+def test_an_asynchronous_reset_runs_partly_inside_the_stepping_clock():
+    from rlbench.predict.model import reset_in_clock
+
+    assert reset_in_clock(4.0, actors=38, batch=20, eval_envs=2) == pytest.approx(2.0)  # half the envs reset late
+    assert reset_in_clock(4.0, actors=40, batch=0) == 0.0 and reset_in_clock(4.0, actors=40, batch=40) == 0.0
+    p = predict(C, actors=40, frames=200_000, frameskip=4, updates=0, batch=20, start_s=3.0)
+    assert p.actors_s == pytest.approx(28.0) and p.sps == pytest.approx(50_000 / 26.5)
 
 
 def test_no_learner_and_bad_counts():
@@ -136,7 +171,11 @@ def test_evaluation_envs_step_and_infer_but_do_not_count():
 def test_the_first_reset_delays_everything_but_not_the_stepping_rate():
     p = predict(C, actors=40, frames=200_000, frameskip=4, updates=15, batch=20, learner_start_steps=1000, start_s=3.0)
     assert (p.actors_s, p.learner_s, p.runtime_s) == (pytest.approx(28.0), pytest.approx(18.5), pytest.approx(28.0))
-    assert p.fps(4) == pytest.approx(8000.0)  # fps counts the stepping only, as the job's fps does
+    # fps counts the stepping only, as the job's fps does, and the half of the reset an asynchronous
+    # vector env does after its first batch is back (reset_in_clock); lock-step: the stepping only
+    assert p.fps(4) == pytest.approx(4 * 50_000 / (25.0 + 1.5))
+    sync = predict(C, actors=40, frames=200_000, frameskip=4, updates=0, start_s=3.0)
+    assert sync.fps(4) == pytest.approx(4 * 40 / 0.026)
 
 
 def test_measured_loop_overhead_and_effective_cores_replace_the_ideal_sharing():

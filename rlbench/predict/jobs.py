@@ -79,11 +79,14 @@ def learner_data(conf) -> tuple[int, float]:
     return model.learner_start_steps(conf.actors, d.first_unrolls, d.first_steps, d.stride), float(d.steps_per_update)
 
 
-def queue_lead(conf) -> float | None:
-    """Agent steps the actors may run ahead of the learner (SEED's unroll queue: its capacity
-    in unrolls x the steps each adds); None where the algorithm declares no bound."""
+def unroll_queue(conf) -> model.UnrollQueue | None:
+    """The bounded queue that holds the actors to the learner (SEED's unroll queue), in
+    unrolls; None where the algorithm declares none."""
     d = _algo_data(conf)
-    return None if d is None else d.lead_steps
+    if d is None or d.queue_unrolls is None:
+        return None
+    return model.UnrollQueue(d.queue_unrolls, round(d.steps_per_update / d.stride), d.first_unrolls,
+                             d.first_steps, d.stride)
 
 
 def units(conf, m: Machine) -> int:
@@ -122,7 +125,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
-                      eval_envs=planned.eval, start_s=reset_s(m.cpu, threads, envs, notes), lead_steps=queue_lead(conf))
+                      eval_envs=planned.eval, start_s=reset_s(m.cpu, threads, envs, notes), queue=unroll_queue(conf))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch}
     joules, how = energy(p, m, u)

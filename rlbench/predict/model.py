@@ -36,6 +36,14 @@ the other runs alone (`predict`). While the actors run, the learner may also wai
 Assumptions, stated: env steps cost the same in every env; an asynchronous pipeline reaches
 its slowest stage's rate (no queueing loss); cores are shared in proportion to demand (no
 cache or memory-bandwidth interference, no GIL).
+SEED's unroll queue (R2D2, `queue`): inference puts each completed unroll into a FIFO of
+`capacity` unrolls and blocks while it is full, so all actors stop; the learner takes
+`first_take` unrolls before its first update and `take` before each later one, and the actors
+step on past the task's frames until the learner has had them all. `paced` follows the task
+update by update: the actors (stepping in step, so an actor's unrolls end at the same step
+count) run until the unroll that finds the queue full, the learner updates beside them while
+they run and alone while they are blocked, and waits, the actors alone, where its next take
+is not there yet.
 """
 
 from __future__ import annotations
@@ -76,6 +84,29 @@ class Prediction:
         return self.sps * frameskip
 
 
+@dataclass(frozen=True)
+class UnrollQueue:
+    """SEED RL's coupling of inference and the learner, in unrolls (see the module doc)."""
+    capacity: int
+    take: int
+    first_take: int
+    first_steps: int  # agent steps of an actor's first unroll
+    stride: int  # agent steps between the starts of an actor's consecutive unrolls
+
+    def steps_for(self, actors: int, unrolls: int) -> int:
+        """Agent steps (all actors together) when `unrolls` unrolls exist."""
+        return learner_start_steps(actors, max(unrolls, 1), self.first_steps, self.stride)
+
+    def made(self, actors: int, steps: float) -> int:
+        """Unrolls `steps` agent steps (all actors, in step) complete."""
+        per_actor = int(steps // actors)
+        return actors * (1 + (per_actor - self.first_steps) // self.stride) if per_actor >= self.first_steps else 0
+
+    def task_unrolls(self, updates: int) -> int:
+        """Unrolls the learner takes for `updates` updates (the actors step on until they exist)."""
+        return self.first_take + (updates - 1) * self.take if updates > 0 else 0
+
+
 def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0) -> tuple[float, str]:
     """(training agent steps per second, the stage that bounds it); see the module doc.
     `eval_envs` evaluation envs step and infer alongside the actors (a job's eval_envs) but
@@ -92,6 +123,14 @@ def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0) -> tup
         capacities[CORES] = c.cores / (c.env_step_s + c.infer_threads * c.infer_s(batch) / batch)
     bound = min(capacities, key=capacities.get)
     return capacities[bound] * actors / n / g, bound
+
+
+def reset_in_clock(start_s: float, actors: int, batch: int, eval_envs: int = 0) -> float:
+    """Seconds of the envs' first reset inside the job's stepping clock (fps = frames / that
+    clock): an asynchronous AtariVectorEnv's reset returns once the first `batch` envs are
+    reset, and its threads reset the others while the clock runs, so (n - batch) / n of it."""
+    n = actors + eval_envs
+    return start_s * (n - batch) / n if 0 < batch < n else 0.0
 
 
 def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> int:
@@ -116,7 +155,7 @@ def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
             learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
-            eval_envs: int = 0, start_s: float = 0.0, lead_steps: float | None = None) -> Prediction:
+            eval_envs: int = 0, start_s: float = 0.0, queue: UnrollQueue | None = None) -> Prediction:
     """The task's time in three phases after `start_s` (the envs' first reset, before any
     step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
@@ -129,17 +168,16 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     sps / steps_per_update), and while it waits it keeps no core busy, so its demand is
     learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels).
 
-    `lead_steps` (SEED's unroll queue: its capacity in agent steps; None = no coupling): the
-    actors may be at most that far ahead of what the learner has taken, so while both run a
-    slower learner also paces the actors (sps = update rate x steps_per_update, the rest of
-    their time blocked), and the learner's tail is the lead the queue held when they stopped."""
+    `queue` (SEED's unroll queue; None = no coupling): the task is followed update by update
+    (`paced`), the actors stepping on past the frames until the learner has its unrolls."""
     sps0, actor_bound = actor_rate(c, actors, batch, eval_envs)
     steps = frames / frameskip
+    lag = reset_in_clock(start_s, actors, batch, eval_envs)
     t1 = min(learner_start_steps, steps) / sps0
     left = steps - min(learner_start_steps, steps)
     if not updates:
         t = start_s + steps / sps0
-        return Prediction(sps0, actor_bound, t, 0.0, t, actor_bound, {"actors": t, "both": 0.0, "learner": 0.0})
+        return Prediction(steps / (steps / sps0 + lag), actor_bound, t, 0.0, t, actor_bound, {"actors": t, "both": 0.0, "learner": 0.0})
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share_a = share_l = 1.0
     if c.cores and learner_threads:
@@ -150,13 +188,11 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     update_rate = share_l / c.update_s
     if steps_per_update > 0:
         update_rate = min(update_rate, sps_s / steps_per_update)
-    paced = (lead_steps is not None and steps_per_update > 0 and update_rate * steps_per_update < sps_s
-             and left > lead_steps and updates * steps_per_update >= left - lead_steps)
-    if paced:  # the learner paces the actors; they end a queue's lead ahead of it
-        t2 = (left - lead_steps) / (update_rate * steps_per_update)
-        actors_s = t1 + t2
-        learner_s = actors_s + max(updates - t2 * update_rate, 0.0) * c.update_s
-    elif left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
+    if queue is not None and steps_per_update > 0:
+        n = actors + eval_envs
+        group = max(1, (batch if 0 < batch < n else n) * actors // n)  # training envs per forward
+        return paced(c, queue, actors, steps, updates, (sps0, actor_bound), sps_s, share_l, start_s, group, lag)
+    if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
         t2 = left / sps_s
         actors_s = t1 + t2
         learner_s = actors_s + (updates - t2 * update_rate) * c.update_s
@@ -168,5 +204,49 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     alone = abs(actors_s - learner_s)  # the third phase: whichever is left runs alone
     phases = {"actors": start_s + t1 + (alone if actors_s > learner_s else 0.0), "both": t2,
               "learner": alone if learner_s > actors_s else 0.0}
-    return Prediction(steps / actors_s, actor_bound, start_s + actors_s, start_s + learner_s,
+    return Prediction(steps / (actors_s + lag), actor_bound, start_s + actors_s, start_s + learner_s,
                       start_s + max(actors_s, learner_s), bound, phases)
+
+
+def paced(c: Costs, q: UnrollQueue, actors: int, frame_steps: float, updates: int, rate: tuple[float, str],
+          sps_s: float, share_l: float, start_s: float, group: int = 0, lag: float = 0.0) -> Prediction:
+    """The task under SEED's unroll queue, update by update (module doc). The actors step the
+    frames' steps, or more where the learner's unrolls need more, and are done when every
+    unroll they made is in the queue; `rate`: their rate alone and its bound; `sps_s`,
+    `share_l`: their rate and the learner's share of its speed while both run; `group`: the
+    training envs one forward serves (unrolls are put a forward's at a time; 0 = all); `lag`:
+    the reset inside the stepping clock (reset_in_clock)."""
+    sps0, actor_bound = rate
+    wanted = q.task_unrolls(updates)
+    steps = max(frame_steps, float(q.steps_for(actors, wanted)))
+    put = q.made(actors, frame_steps)  # every unroll the frames make; past them, forwards until the learner has its own
+    if put < wanted:
+        group = group or actors
+        put = min(put + -(-(wanted - put) // group) * group, q.made(actors, steps))
+    x = min(float(q.steps_for(actors, q.first_take)), steps)
+    t = x / sps0  # the actors alone until the first take exists
+    phase = {"actors": t, "both": 0.0, "learner": 0.0}
+    consumed, done_s, j = q.first_take, None, 0
+    while j < updates and done_s is None:
+        free = consumed + q.capacity >= put  # the queue has room for every unroll left
+        limit = steps if free else min(steps, float(q.steps_for(actors, consumed + q.capacity + 1)))
+        tc = min(max(limit - x, 0.0) / sps_s, c.update_s / share_l)  # both run; then the learner alone
+        u = tc + c.update_s - tc * share_l
+        x += tc * sps_s
+        done_s = t + tc if free and x >= steps else None
+        phase["both"] += tc
+        phase["learner"] += u - tc
+        t, j = t + u, j + 1
+        consumed += q.take
+        need = min(float(q.steps_for(actors, consumed)), steps)  # the next take's unrolls
+        if j < updates and x < need:  # the learner waits; the actors step alone
+            t, phase["actors"], x = t + (need - x) / sps0, phase["actors"] + (need - x) / sps0, need
+    if done_s is None:  # the learner is done first (or ran out of updates): the actors go on alone
+        done_s = t + (steps - x) / sps0
+        phase["actors"] += (steps - x) / sps0
+    learner_s = t + (updates - j) * c.update_s
+    phase["learner"] += (updates - j) * c.update_s
+    phase["actors"] += start_s
+    bound = LEARNER if learner_s > done_s else actor_bound
+    return Prediction(steps / (done_s + lag), actor_bound, start_s + done_s, start_s + learner_s,
+                      start_s + max(done_s, learner_s), bound, phase)

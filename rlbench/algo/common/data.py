@@ -12,4 +12,4 @@ class LearnerData:
     first_steps: int  # agent steps of an actor's first unroll (R2D2's starts zero-padded: fewer)
     stride: int  # agent steps between the starts of an actor's consecutive unrolls
     steps_per_update: float  # agent steps of data each later update takes while the actors run (0: none)
-    lead_steps: float | None = None  # steps the actors may run ahead of the learner (a bounded queue); None: no bound
+    queue_unrolls: int | None = None  # a bounded queue's capacity, which holds the actors (SEED's unroll queue); None: none

@@ -230,7 +230,7 @@ def learner_data(c) -> LearnerData:
         per_update = insertion_batch(a.batch_size, a.samples_per_insert)
         first = fill_insertions(a.min_replay, per_update) * per_update
         return LearnerData(first, first_length, stride, float(per_update * stride),
-                           lead_steps=float(a.unroll_queue_size * stride))
+                           queue_unrolls=a.unroll_queue_size)
     first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
     return LearnerData(int(first), first_length, stride,
                        a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
@@ -240,7 +240,7 @@ def profile_overrides(c) -> dict:
     """Timing the learner alone: min_replay lowered to one batch (no more to wait for), and the
     unroll queue's coupling made free running: inference inserts into replay itself, so the
     actor loop is never held by a full unroll queue (the model applies SEED's coupling through
-    learner_data's lead_steps)."""
+    learner_data's queue_unrolls)."""
     out = {"min_replay": c.algo.batch_size}
     if c.algo.coupling == "unroll_queue":
         out["coupling"] = "free_running"
