@@ -27,6 +27,7 @@ def _refuse(message: str) -> None:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
     from rlbench.config.validate import ConfigError, validate
+    from rlbench.resources import ResourceError
 
     hc = HydraConfig.get()
     if hc.mode.name == "RUN":  # main() checked it before Hydra ran; this for callers of _entry alone
@@ -38,7 +39,7 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
         from rlbench.job import run_job
 
         result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick)
-    except ConfigError as e:
+    except (ConfigError, ResourceError) as e:  # ResourceError: the plan's, before any run exists
         _refuse(str(e))
     return result  # the job's final metrics: a sweep's summary and a search's objectives read them
 
