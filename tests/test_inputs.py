@@ -199,3 +199,45 @@ def test_every_command_refuses_bad_input_with_exit_2_and_creates_nothing(tmp_pat
         assert out.returncode == 2 and says in out.stderr, (args, out.stderr[-2000:])
         assert "Traceback" not in out.stderr
     assert list(work.iterdir()) == []
+
+
+NO_METERS = {"gpu": "nvmlInit failed", "rapl": "no /sys/class/powercap", "dram": "no /sys/class/powercap"}
+
+
+@pytest.mark.parametrize("overrides, objective, why", [
+    (["learner=false"], "learner_updates_per_s", "learner=false runs no learner"),
+    (["learner=false"], "loss", "learner=false runs no learner"),
+    (["algo=random"], "loss", "algo=random has no learner"),
+    (["eval_envs=0"], "eval_return_mean20", "eval_envs=0 steps no evaluation env"),
+    (["device=cpu"], "gpu_busy_frac", "the job's device is cpu, not CUDA"),
+    ([], "power_gpu_w_avg", "NVML reads no GPU here (nvmlInit failed)"),
+    ([], "energy_gpu_j", "NVML reads no GPU here"),
+    (["telemetry.cpu_tdp_w=65"], "perf_per_watt", "leaves out telemetry.cpu_tdp_w's estimate"),
+    ([], "energy_per_task_j", "no energy can be measured here"),
+    ([], "joules_per_mframe", "set telemetry.cpu_tdp_w=<watts>"),
+    ([], "energy_cpu_j", "no RAPL here"),
+])
+def test_an_objective_the_job_cannot_produce_here_is_refused_naming_why(compose_cfg, overrides, objective, why):
+    from rlbench.search.space import Meters, objective_checks
+
+    conf = validate(compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]",
+                                 *overrides]), host=False)
+    (problem,) = objective_checks(conf, Meters(**NO_METERS))
+    assert problem.startswith(f"search.objectives=['{objective}']: '{objective}' cannot be produced") and why in problem
+
+
+@pytest.mark.parametrize("overrides, objective, meters", [
+    (["telemetry.cpu_tdp_w=65"], "energy_per_task_j", NO_METERS),  # the labelled estimate counts here
+    (["telemetry.cpu_tdp_w=65"], "joules_per_mframe", NO_METERS),
+    ([], "perf_per_watt", {**NO_METERS, "rapl": None, "dram": None}),
+    ([], "perf_per_watt", {**NO_METERS, "plugged": ("fake",)}),
+    ([], "power_gpu_w_avg", {**NO_METERS, "gpu": None}),
+    ([], "loss", NO_METERS),
+    ([], "fps", NO_METERS),
+])
+def test_an_objective_the_job_can_produce_passes(compose_cfg, overrides, objective, meters):
+    from rlbench.search.space import Meters, objective_checks
+
+    conf = validate(compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]",
+                                 *overrides]), host=False)
+    assert objective_checks(conf, Meters(**meters)) == []
