@@ -63,7 +63,7 @@ def test_an_empty_study_name_is_refused(compose_cfg):
 def test_inference_batch_is_never_refused_with_its_own_value_listed_as_allowed(compose_cfg):
     """actors=0 makes no envs: the batch rule said `0 (lock-step ...)` is allowed while refusing 0."""
     with pytest.raises(ConfigError) as e:
-        validate(compose_cfg(["actors=0", "inference_batch=0"]), host=False)
+        validate(compose_cfg(["actors=0", "eval_envs=0", "inference_batch=0"]), host=False)
     assert "inference_batch" not in str(e.value) and "actors=0: allowed" in str(e.value)
 
 
@@ -241,3 +241,21 @@ def test_an_objective_the_job_can_produce_passes(compose_cfg, overrides, objecti
     conf = validate(compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]",
                                  *overrides]), host=False)
     assert objective_checks(conf, Meters(**meters)) == []
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["experiment=nope"], "pipelines/actor_sweep.py: experiment=nope: no such experiment preset"),
+    (["tracking=nope"], "pipelines/actor_sweep.py: tracking=nope: no such tracking preset"),
+    (["actors=abc"], "pipelines/actor_sweep.py: actors=abc: allowed: an integer"),
+    (["--report-out", "/proc/no/such"], "pipelines/actor_sweep.py: --report-out=/proc/no/such: cannot be written"),
+])
+def test_a_pipeline_refuses_its_overrides_with_exit_2_before_starting_rlbench(monkeypatch, capsys, extra, says):
+    """The README: a pipeline exits 2 when the command is refused before any job (it exited 1)."""
+    from rlbench import run_and_report
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(run_and_report, "run_sweep_command", lambda o: pytest.fail(f"rlbench started: {o}"))
+    with pytest.raises(SystemExit) as e:
+        run_and_report.run_pipeline("actor_sweep", ["experiment=actor_sweep"], [], extra)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith(says) and len(err.strip().splitlines()) == 1, err
