@@ -32,7 +32,7 @@ import optuna
 
 from rlbench.preflight import masked, preflight_or_exit
 from rlbench.search.parent import recommend, report, study_parent
-from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
+from rlbench.search.space import SearchError, check_space, make_sampler, objective_checks, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.tracking.experiment import Experiment
@@ -58,7 +58,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     in_process = isinstance(sweeper.launcher, BasicLauncher)
-    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + energy_check(conf)
+    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf)
             + ([] if in_process or not s.pruning else
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
