@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rlbench.preflight import preflight_or_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
 
@@ -57,6 +59,7 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     os.chdir(ROOT)  # relative stores (sqlite:///mlruns/...) mean the same to the jobs and the report
     overrides = merge(quick if args.quick else full, args.overrides)
     uri = tracking_uri(overrides)
+    preflight_or_exit(uri, prog=f"pipelines/{name}.py")  # the store the sweep and the report use: one line, exit 2
     code, parent = run_sweep_command(overrides)
     if parent is None:
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)

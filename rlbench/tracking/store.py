@@ -3,6 +3,8 @@
 - `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
 - `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
   the experiment, created with an artifact location that suits the store;
+- `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
+  opens it (rlbench/preflight.py);
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
 - `mark_stale_runs`: runs left RUNNING by a killed process, found by their heartbeat tag.
 """
@@ -14,6 +16,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import time
 from pathlib import Path
 
@@ -80,6 +83,30 @@ def open_experiment(tracking: TrackingConfig) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def schema_problem(db: Path) -> tuple[str, str] | None:
+    """(cause, what to do) when the SQLite MLflow database `db` has a schema this MLflow does not
+    use (older: `mlflow db upgrade`; newer or unknown: another MLflow wrote it), else None.
+    Read with sqlite3: MLflow itself would raise only after opening the store."""
+    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+
+    conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)
+    try:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        conn.close()
+    found, head = (rows[0][0] if rows else None), _get_latest_schema_revision()
+    if found == head:
+        return None
+    from alembic.script import ScriptDirectory
+
+    known = {r.revision for r in ScriptDirectory.from_config(_get_alembic_config("")).walk_revisions()}
+    if found in known:
+        return (f"its MLflow schema is older (revision {found}) than this MLflow {mlflow.__version__} uses ({head})",
+                f"back it up, then upgrade it: mlflow db upgrade sqlite:///{db}")
+    newer = f"its MLflow schema (revision {found}) is unknown to this MLflow {mlflow.__version__}: a newer one wrote it"
+    return newer, "upgrade MLflow here (pip install -U mlflow), or use another store"
 
 
 def artifact_location(tracking: TrackingConfig) -> str | None:
