@@ -159,10 +159,10 @@ def test_mlflow_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
 
 # --- every command refuses before its work ------------------------------------------------
 
-def one_line(err: str, prog: str, uri: str) -> None:
+def one_line(err: str, prog: str, uri: str, cause: str = "not an SQLite database") -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"{prog}: --tracking-uri={uri}: ") and "not an SQLite database" in lines[0]
+    assert lines[0].startswith(f"{prog}: --tracking-uri={uri}: ") and cause in lines[0], err
 
 
 @pytest.mark.timeout(60)
@@ -180,17 +180,19 @@ def test_report_and_predict_refuse_a_garbage_store_at_once(garbage, capsys):
 
 
 def test_profile_refuses_a_store_it_cannot_log_to_before_measuring(garbage, capsys, monkeypatch):
+    """It measured for minutes, then failed to log (a server that is down: hung with no message)."""
     import rlbench.profile
 
     def measured(*a):
         raise AssertionError("measured before the store was checked")
 
     monkeypatch.setattr(rlbench.profile, "measure", measured)
-    uri = f"sqlite:///{garbage}"
-    with pytest.raises(SystemExit) as e:
-        rlbench.profile.main(["--tracking-uri", uri, "--threads", "1", "--units", "1", "env=cartpole"])
-    assert e.value.code == 2
-    one_line(capsys.readouterr().err, "rlbench profile", uri)
+    for uri, cause in ((f"sqlite:///{garbage}", "not an SQLite database"),
+                       (f"http://127.0.0.1:{free_port()}", "MLflow tracking server not reachable")):
+        with pytest.raises(SystemExit) as e:
+            rlbench.profile.main(["--tracking-uri", uri, "--threads", "1", "--units", "1", "env=cartpole"])
+        assert e.value.code == 2
+        one_line(capsys.readouterr().err, "rlbench profile", uri, cause)
 
 
 def test_pipeline_refuses_a_garbage_store_before_its_sweep(garbage, capsys, monkeypatch):
