@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rlbench.preflight import preflight_or_exit
+
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
 
@@ -76,6 +78,7 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
         problem = str(e)
     if problem:
         p.error(f"{problem} (no job started, no report)")
+    preflight_or_exit(uri, prog=f"pipelines/{name}.py")  # the store the sweep and the report use: one line, exit 2
     code, parent = run_sweep_command(overrides)
     if parent is None:  # refused by rlbench before any job (2), or it died before its parent run (1)
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)

@@ -33,7 +33,7 @@ LAYERS: list[dict[str, list[str]]] = [
     {"plan": ["rlbench.plan"]},  # a job's plan: decided once, before any role starts; validate sizes by it  # one package each: r2d2, vtrace, random
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
                        "rlbench.config.command_line",
-                       "rlbench.preflight"]},
+                       "rlbench.preflight", "rlbench.store_files"]},
     {"trainer": ["rlbench.trainer"]},
     {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},

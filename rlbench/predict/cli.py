@@ -201,6 +201,7 @@ def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, fl
 def main(argv: list[str] | None = None) -> int:
     from rlbench.config.validate import ConfigError
     from rlbench.predict.curves import ProfileError
+    from rlbench.preflight import preflight_or_exit
     from rlbench.tracking.store import use_store
 
     a = parse(argv)
@@ -209,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = store_problem(a)
         if problem:
             raise LookupError(problem)
+        preflight_or_exit(a.tracking_uri, prog="rlbench predict", key="--tracking-uri", reading=True)
         use_store(a.tracking_uri)
         if a.validate:
             return run_validate(a)

@@ -57,7 +57,7 @@ def load(args):
     from rlbench.report.records import load_experiment, load_parent
     from rlbench.tracking.readers import NoSuchRun
 
-    check(args.tracking_uri)  # a server that is down: the jobs' message now, not minutes of client retries
+    check(args.tracking_uri, key="--tracking-uri", reading=True)  # a store that cannot be used: one line, now
     if args.experiment:
         return load_experiment(args.experiment)
     parent = args.sweep or study_parent(args.study)

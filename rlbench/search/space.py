@@ -30,7 +30,7 @@ def check_space(search: SearchConfig, host_units: int) -> list[str]:
                         "workers' writes reliably; use a PostgreSQL URL (postgresql://...)")
     elif s.workers > 1 and not s.storage.startswith("postgresql"):
         problems.append(f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
-                        "(postgresql+psycopg2://user:password@host:5432/db), whose lock keeps workers from "
+                        "(postgresql://user:password@host:5432/db), whose lock keeps workers from "
                         "running more than search.n_trials")
     if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
         problems.append(f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "

@@ -2,18 +2,27 @@
 
 - `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
 - `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
-  the experiment, created with an artifact location that suits the store;
+  the experiment, created with an artifact location that suits the store; a new SQLite
+  store's tables are created by one process at a time (`_first_open`);
+- `bound_http_retries`: MLflow's client gives up on a server that does not answer within
+  about a minute, not after minutes of retries;
+- `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
+  opens it (rlbench/preflight.py);
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
 - `mark_stale_runs`: runs left RUNNING by a killed process, found by their heartbeat tag.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
+import sqlite3
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +66,21 @@ def use_store(uri: str) -> None:
     """Read and write the store at `uri` from now on (a command's --tracking-uri), with no
     progress bars on artifact downloads (a profile's or a sweep's tables)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    bound_http_retries()
     mlflow.set_tracking_uri(uri)
+
+
+# MLflow's defaults retry a failed request 7 times with doubling waits, each try waiting up to
+# 120 s for an answer: a tracking server that went away holds a job or a command for minutes
+# with no message. Ours: 2 retries (waits of ~0 and ~4 s), 20 s per try. A user's own setting wins.
+HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def bound_http_retries() -> None:
+    """Bound MLflow's HTTP retries for this process and its children (the jobs of a sweep),
+    where the user has not set them."""
+    for name, value in HTTP_RETRY_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 def store_uri() -> str:
@@ -69,8 +92,10 @@ def open_experiment(tracking: TrackingConfig) -> str:
     """Point MLflow at the configured store and return the experiment id (created if new)."""
     if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
         Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    bound_http_retries()
     mlflow.set_tracking_uri(tracking.uri)
-    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    with _first_open(tracking.uri):
+        exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
         return exp.experiment_id
     try:
@@ -80,6 +105,51 @@ def open_experiment(tracking: TrackingConfig) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+@contextlib.contextmanager
+def _first_open(uri: str):
+    """Around a process's first access to a SQLite store: one process at a time on this host.
+
+    MLflow creates a new database's tables on first access, with no lock of its own: two jobs
+    (or a sweep and a job) starting at once into a new store both run the migrations, and one
+    fails (`duplicate column name`). A lock file in the temp folder, named by the database's
+    path, serialises them; the second finds the tables made. Other stores: nothing to do."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
+    name = hashlib.sha256(str(db).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"rlbench-store-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def schema_problem(db: Path) -> tuple[str, str] | None:
+    """(cause, what to do) when the SQLite MLflow database `db` has a schema this MLflow does not
+    use (older: `mlflow db upgrade`; newer or unknown: another MLflow wrote it), else None.
+    Read with sqlite3: MLflow itself would raise only after opening the store."""
+    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+
+    conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)
+    try:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        conn.close()
+    found, head = (rows[0][0] if rows else None), _get_latest_schema_revision()
+    if found == head:
+        return None
+    from alembic.script import ScriptDirectory
+
+    known = {r.revision for r in ScriptDirectory.from_config(_get_alembic_config("")).walk_revisions()}
+    if found in known:
+        return (f"its MLflow schema is older (revision {found}) than this MLflow {mlflow.__version__} uses ({head})",
+                f"back it up, then upgrade it: mlflow db upgrade sqlite:///{db}")
+    newer = f"its MLflow schema (revision {found}) is unknown to this MLflow {mlflow.__version__}: a newer one wrote it"
+    return newer, "upgrade MLflow here (pip install -U mlflow), or use another store"
 
 
 def artifact_location(tracking: TrackingConfig) -> str | None:
