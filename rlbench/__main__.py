@@ -48,7 +48,12 @@ def main() -> None:
     if problem:
         print(f"rlbench: {problem}", file=sys.stderr)
         sys.exit(2)
-    _entry()
+    try:
+        _entry()
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
+        from rlbench.signals import stopped
+
+        sys.exit(stopped(e))
 
 
 if __name__ == "__main__":
