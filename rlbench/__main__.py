@@ -49,7 +49,12 @@ def main() -> None:
     problem = precheck(sys.argv[1:])
     if problem:
         _refuse(problem)
-    _entry()
+    try:
+        _entry()
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
+        from rlbench.signals import stopped
+
+        sys.exit(stopped(e))
 
 
 if __name__ == "__main__":

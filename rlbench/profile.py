@@ -151,6 +151,18 @@ def _default_counts(conf, args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a SIGTERM or Ctrl-C ends it with one line and 128 + the signal
+    (rlbench/signals.py), its profile run, if one was being logged, KILLED."""
+    from rlbench.signals import sigterm_raises, stopped
+
+    try:
+        with sigterm_raises():
+            return _main(argv)
+    except KeyboardInterrupt as e:
+        return stopped(e, "rlbench profile")
+
+
+def _main(argv: list[str] | None) -> int:
     from rlbench.config.compose import compose_job
     from rlbench.config.validate import ConfigError
     from rlbench.preflight import preflight_or_exit

@@ -64,14 +64,16 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
                  f"{type(sweeper.launcher).__name__}")]))
     preflight_or_exit(conf.tracking.uri, s.storage)
     machine = _warm_start_machine(conf) if s.warm_start_profile else None
+    experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
+    if experiment.unwritable:
+        _refuse([experiment.unwritable])
     lock = StudyLock(s.storage, s.study)
     with lock:  # workers starting together: one creates the tables, the study and the parent run
         study = open_study(s)
         failed_before = state_counts(study)["FAIL"]
         optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        experiment = store(conf.tracking)
-        experiment.mark_stale_runs()
+        experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
         parent = study_parent(experiment, s.study)
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
@@ -96,7 +98,7 @@ def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, pare
         print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
               f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view)}", flush=True)
 
-    return live(parent, trials, close)
+    return live(parent, trials, close, "study parent")
 
 
 def _search_view(experiment, parent: str, s) -> str | None:

@@ -9,7 +9,8 @@
 - `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
   opens it (rlbench/preflight.py);
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
-- `mark_stale_runs`: runs left RUNNING by a killed process, found by their heartbeat tag.
+- `mark_stale_runs`: runs left RUNNING by a process that is gone, in every experiment
+  (rlbench/tracking/orphans.py).
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ import os
 import re
 import sqlite3
 import tempfile
-import time
+import urllib.parse
 from pathlib import Path
 
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.artifacts import SCHEME, store_root
+from rlbench.tracking.orphans import close_orphans
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +174,49 @@ def artifact_location(tracking: TrackingConfig) -> str | None:
     return f"{SCHEME}:/{folder}"
 
 
+def artifact_problem(tracking: TrackingConfig) -> str | None:
+    """Why the experiment's artifact location cannot be written on this host (a job's record
+    would be incomplete), or None: a local folder is created if missing and a file written and
+    removed in it; a server's or a remote location is not checked here. Asked before any run
+    exists; opens no store that does not exist yet."""
+    location = _experiment_location(tracking)
+    folder = _local_folder(location, tracking.uri) if location else None
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".rlbench-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {folder} "
+                f"({location}), which cannot be written: {e.strerror or e}; allowed: a writable folder "
+                "(tracking.artifact_location=PATH, or a new tracking.experiment)")
+    return None
+
+
+def _experiment_location(tracking: TrackingConfig) -> str | None:
+    """The artifact location of the experiment, existing or to be created (artifact_location)."""
+    db = store_root(tracking.uri)
+    exists = db is None or Path(urllib.parse.unquote(tracking.uri.removeprefix("sqlite:///").split("?", 1)[0])).exists()
+    if exists:
+        mlflow.set_tracking_uri(tracking.uri)
+        exp = mlflow.get_experiment_by_name(tracking.experiment)
+        if exp is not None:
+            return exp.artifact_location
+    return artifact_location(tracking)
+
+
+def _local_folder(location: str, uri: str) -> Path | None:
+    """The folder of a local artifact location (rlbench-store:, file:, a path); None for others."""
+    if location.startswith(f"{SCHEME}:"):
+        root = store_root(uri)
+        return root / urllib.parse.urlparse(location).path.lstrip("/") if root is not None else None
+    if location.startswith("file:"):
+        return Path(urllib.parse.unquote(urllib.parse.urlparse(location).path))
+    return Path(location) if "://" not in location and Path(location).is_absolute() else None
+
+
 def _folder_name(experiment: str) -> str:
     """A folder name for an experiment's artifacts: its name, with anything but letters,
     digits, '.', '_' and '-' replaced by '_'."""
@@ -189,28 +234,11 @@ def config_hash(conf) -> str:
 
 
 def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
-    """Runs left RUNNING by a killed process (no heartbeat for stale_after_s) become FAILED."""
-    exp = mlflow.get_experiment_by_name(tracking.experiment)
-    if exp is None:
-        return []
-    client, now, stale = mlflow.MlflowClient(), time.time(), []
-    for run in mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'",
-                                  output_format="list"):
-        if run.data.tags.get("rlbench.role") in ("sweep", "study"):
-            last = run.info.start_time / 1000  # a parent has no heartbeat: judge by its children
-            children = mlflow.search_runs([exp.experiment_id], output_format="list",
-                                          filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
-            last = max([last] + [float(c.data.tags.get("heartbeat", 0)) for c in children])
-        else:
-            last = float(run.data.tags.get("heartbeat", run.info.start_time / 1000))
-        if now - last > tracking.stale_after_s:
-            client.set_tag(run.info.run_id, "end_reason",
-                           f"stale: no heartbeat for {now - last:.0f} s (process killed?); marked FAILED")
-            client.set_terminated(run.info.run_id, "FAILED")
-            stale.append(run.info.run_id)
-    if stale:
-        log.warning("marked %d stale RUNNING run(s) FAILED: %s", len(stale), ", ".join(stale))
-    return stale
+    """Runs left RUNNING by a process that is gone, in every experiment of the store (not only
+    `tracking.experiment`), closed: KILLED at once when their owner process of this host is
+    gone, FAILED after `tracking.stale_after_s` without a heartbeat otherwise
+    (rlbench/tracking/orphans.py). Returns their ids."""
+    return list(close_orphans(tracking.stale_after_s))
 
 
 def ui_runs_url(uri: str, experiment_id: str, view_key: str) -> str:
