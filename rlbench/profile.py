@@ -159,13 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises():
             return _main(argv)
     except KeyboardInterrupt as e:
-        return stopped(e, "rlbench profile")
+        return stopped(e, PROG)
 
 
 def _main(argv: list[str] | None) -> int:
     from rlbench.config.compose import compose_job
     from rlbench.config.validate import ConfigError
-    from rlbench.preflight import preflight_or_exit
 
     args = parse(argv)
     try:
@@ -184,8 +183,6 @@ def _main(argv: list[str] | None) -> int:
     if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
-    if not args.no_log:  # before minutes of measuring: a store that cannot take the profile is refused now
-        preflight_or_exit(args.tracking_uri, prog="rlbench profile", key="--tracking-uri")
     curves = measure(conf, args)
     for r in curves["env"]:
         print(f"env stepping: {r['threads']} threads x {r['envs']} envs: {r['sps']:.0f} steps/s "

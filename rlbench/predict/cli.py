@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = store_problem(a)
         if problem:
             raise LookupError(problem)
-        preflight_or_exit(a.tracking_uri, prog="rlbench predict", key="--tracking-uri", reading=True)
+        preflight_or_exit(a.tracking_uri, prog=PROG, key="--tracking-uri", reading=True)
         use_store(a.tracking_uri)
         if a.validate:
             return run_validate(a)
