@@ -31,11 +31,20 @@ def _env() -> dict:
 
 
 def _start(args: list[str], cwd: Path, module: str = "rlbench") -> psutil.Popen:
+    """The command in `cwd`/work (the store fixture's mlflow.db lies in cwd itself: a stray one
+    the command made would be cwd/work/mlflow.db)."""
+    cwd = _work(cwd)
     return psutil.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), text=True,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _work(cwd: Path) -> Path:
+    (cwd / "work").mkdir(exist_ok=True)
+    return cwd / "work"
+
+
 def _run(args: list[str], cwd: Path, module: str = "rlbench", timeout: float = 120) -> subprocess.CompletedProcess:
+    cwd = _work(cwd)
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=timeout, check=False)
 
@@ -100,7 +109,7 @@ def test_a_killed_job_is_closed_by_the_next_start_anywhere_and_sigterm_exits_143
     assert code == 143 and "Traceback" not in err, err[-3000:]
     assert err.strip().splitlines()[-1] == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
     assert _run_of(store["uri"], run.info.run_id).info.status == "KILLED"
-    assert not (tmp_path / "mlflow.db").exists()  # nothing in the folder it ran in
+    assert not (tmp_path / "work" / "mlflow.db").exists()  # nothing in the folder it ran in
 
 
 def test_sigterm_to_a_sweep_lists_every_job_in_its_summary(store, tmp_path):
@@ -150,7 +159,7 @@ def test_a_killed_search_worker_leaves_no_running_trial_run(store, tmp_path):
     closed = _run_of(store["uri"], trial.info.run_id)
     assert closed.info.status == "KILLED" and "orphaned" in closed.data.tags["end_reason"]
     assert not [r for r in runs(store["uri"]) if r.info.status == "RUNNING"]
-    assert not (tmp_path / "mlflow.db").exists()  # the stale runs were looked for in the configured store
+    assert not (tmp_path / "work" / "mlflow.db").exists()  # the stale runs were looked for in the configured store
 
 
 _KILLED_WHILE_LOGGING = """
