@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from rlbench import preflight
 from rlbench.config.schema import Config
-from rlbench.config.validate import validate
+from rlbench.config.validate import ConfigError, validate
 from rlbench.observers import JobObserver
 from rlbench.plan import JobPlan, plan_job
 from rlbench.progress import Progress
@@ -53,7 +53,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists
     unwritable = artifact_problem(conf.tracking)
     if unwritable:  # the record would be incomplete: refused before any run exists
-        raise preflight.PreflightError(unwritable)
+        raise ConfigError(unwritable)
     open_experiment(conf.tracking)
     if single:
         mark_stale_runs(conf.tracking)

@@ -189,7 +189,8 @@ def test_a_profile_killed_while_logging_is_refused_by_predict_and_closed_by_the_
 
 
 def test_sigterm_while_many_atari_envs_are_created_stops_at_once(store, tmp_path):
-    job = _start(["env=pong", "workload=smoke", "actors=256", "progress=log", *store["overrides"]], tmp_path)
+    job = _start(["env=pong", "workload=smoke", "workload.frames=200000", "actors=256", "progress=log", *store["overrides"]],
+                 tmp_path)
     log = tmp_path / "out" / "__main__.log"
     wait_until(lambda: log.exists() and "MLflow run" in log.read_text(), 120, "the job opening its run", poll_s=0.2)
     job.send_signal(signal.SIGTERM)
