@@ -215,7 +215,7 @@ def test_job_sweep_and_search_refuse_unusable_stores_in_seconds(garbage, tmp_pat
     cases = [([f"tracking.uri=sqlite:///{garbage}"], f"tracking.uri=sqlite:///{garbage}: ", "not an SQLite database"),
              (["-m", "seed=1,2", f"tracking.uri=sqlite:///{tmp_path}"], f"tracking.uri=sqlite:///{tmp_path}: ",
               "is a folder, not a database file"),
-             (["-m", "search=ratio", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"search.storage=sqlite:///{garbage}"],
+             (["-m", "search=ratio", "search.objectives=[fps]", "search.directions=[maximize]", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"search.storage=sqlite:///{garbage}"],
               f"search.storage=sqlite:///{garbage}: ", "not an SQLite database")]
     for args, key, cause in cases:
         t0 = time.monotonic()
