@@ -21,10 +21,14 @@ import time
 import numpy as np
 
 from rlbench.config.compose import compose_job
+from rlbench.config.flags import Parser, number, refuse
+from rlbench.config.validate import ConfigError
 from rlbench.envs.atari.actors import AtariActors
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.plan import plan_job
 from rlbench.trainer import build_trainer
+
+PROG = "pipelines/bench_actor_path.py"
 
 
 def config(args):
@@ -81,15 +85,19 @@ def _threads() -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
-    p.add_argument("--actors", type=int, default=40)
-    p.add_argument("--threads", type=int, default=0, help="actor threads; 0 = all hardware threads")
-    p.add_argument("--inference-batch", type=int, default=0)
-    p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--actors", type=number(int, lo=1), default=40)
+    p.add_argument("--threads", type=number(int, lo=0, note="0 = all hardware threads"), default=0,
+                   help="actor threads; 0 = all hardware threads")
+    p.add_argument("--inference-batch", type=number(int, lo=-1), default=0)
+    p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=10.0)
+    p.add_argument("--repeats", type=number(int, lo=1), default=5)
     args = p.parse_args()
-    conf = config(args)
+    try:
+        conf = config(args)
+    except ConfigError as e:
+        refuse(PROG, f"{e} (no run started)")
     raw, ours = [], []
     for i in range(args.repeats):
         raw.append(raw_fps(conf, args.seconds))

@@ -23,41 +23,36 @@ import argparse
 import gc
 import os
 import statistics
-import sys
 import threading
 import time
 
+from rlbench.config.flags import Parser, number, refuse
+
 MODES = {0: "lock-step", -1: "auto"}
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed: an integer >= 1") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v}: allowed: an integer >= 1")
-    return v
+PROG = "pipelines/bench_inference_batch.py"
+_positive = number(int, lo=1)
 
 
 def _actor_counts(text: str) -> list[int]:
-    counts = [_positive(t) for t in text.split(",")]
+    try:
+        counts = [_positive(t) for t in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text}: allowed: comma-separated integers >= 1, e.g. 40,256") from None
     if len(set(counts)) != len(counts):
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed: distinct actor counts, e.g. 40,256")
+        raise argparse.ArgumentTypeError(f"{text}: allowed: distinct actor counts, e.g. 40,256")
     return counts
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
     p.add_argument("--actors", type=_actor_counts, default=[40, 256], help="comma-separated (default 40,256)")
     p.add_argument("--repeats", type=_positive, default=3, help="jobs per configuration (default 3)")
     p.add_argument("--frames", type=_positive, default=30_000, help="env frames per job (default 30000)")
-    p.add_argument("--threads", type=int, default=0, help="actor threads; 0 = all hardware threads")
+    p.add_argument("--threads", type=number(int, lo=0, note="0 = all hardware threads"), default=0,
+                   help="actor threads; 0 = all hardware threads")
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. eval_envs=0 device=cpu")
     args = p.parse_args(argv)
-    if args.threads < 0:
-        p.error(f"--threads={args.threads}: allowed: 0 (all hardware threads) or an integer >= 1")
     bad = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") in ("inference_batch", "actors", "learner")]
     if bad:
         p.error(f"{' '.join(bad)}: allowed: overrides other than inference_batch, actors and learner (the benchmark sets them)")
@@ -122,8 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         confs = {(a, m): config(args, a, m) for a in args.actors for m in MODES}  # all checked before any job
     except ConfigError as e:
-        print(f"bench_inference_batch: refused, no job run: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+        refuse(PROG, f"{e} (no job run)")
     results: dict[tuple[int, int], list[dict]] = {k: [] for k in confs}
     first = confs[(args.actors[0], 0)]
     print(f"{first.env.id}, {args.frames} frames per job, device {resolve_device(first.device)}, actor threads "

@@ -38,10 +38,13 @@ import threading
 import time
 
 from rlbench.config.compose import compose_job
+from rlbench.config.flags import Parser, number, refuse
+from rlbench.config.validate import ConfigError
 from rlbench.plan import plan_job
 from rlbench.runner import RoleFailed, RoleThread
 from rlbench.trainer import build_trainer
 
+PROG = "pipelines/bench_replay_insert.py"
 DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",
                "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "algo.coupling=free_running", "sm_limit=1",
                "telemetry.enabled=false", "progress=log"]
@@ -138,17 +141,20 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
-    p.add_argument("--actors", type=int, default=16)
-    p.add_argument("--seconds", type=float, default=20.0,
+    p.add_argument("--actors", type=number(int, lo=1), default=16)
+    p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=20.0,
                    help="measured window of each run (the actors insert about once per 80 agent steps)")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=number(int, lo=1), default=5)
     p.add_argument("--learner", choices=("update", "sample"), default="update",
                    help="update: the real learner; sample: the learner thread only samples, back to back")
     p.add_argument("overrides", nargs="*", help=f"extra Hydra overrides (after: {' '.join(DEFAULT_JOB)})")
     args = p.parse_args()
-    confs = {True: config(args, True), False: config(args, False)}
+    try:
+        confs = {True: config(args, True), False: config(args, False)}
+    except ConfigError as e:
+        refuse(PROG, f"{e} (no run started)")
     if confs[True].algo.name != "r2d2":
         sys.exit("bench_replay_insert: it measures R2D2's replay: needs algo.name=r2d2")
     inserts = {True: [], False: []}

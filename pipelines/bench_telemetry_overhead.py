@@ -25,11 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlbench.config.compose import compose_config
+from rlbench.config.compose import compose_config, compose_job
+from rlbench.config.flags import Parser, number, refuse
+from rlbench.config.validate import ConfigError
 from rlbench.job import run_job
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder
 
+PROG = "pipelines/bench_telemetry_overhead.py"
 DEFAULT_JOB = ["workload=smoke", "workload.frames=200000", "actors=40", "learner=false"]
 
 
@@ -72,12 +75,16 @@ def trace_share(result: dict, store: str, cost_s: float) -> float | None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeats", type=int, default=11)
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repeats", type=number(int, lo=1), default=11)
     p.add_argument("overrides", nargs="*", help=f"job overrides (default: {' '.join(DEFAULT_JOB)})")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     overrides = args.overrides or DEFAULT_JOB
+    try:
+        compose_job(overrides)  # checked before the first job, as every command checks its overrides
+    except ConfigError as e:
+        refuse(PROG, f"{e} (no job run)")
     on, off, sampler_share, last_on = [], [], [], None
     with tempfile.TemporaryDirectory() as store:
         warm = run_once(overrides, True, store)  # the process's first job pays its first-time costs

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from rlbench import preflight
 from rlbench.config.schema import Config
-from rlbench.config.validate import validate
+from rlbench.config.validate import ConfigError, validate
 from rlbench.observers import JobObserver
 from rlbench.plan import JobPlan, plan_job
 from rlbench.progress import Progress
@@ -26,7 +26,7 @@ from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.timing import OpTimer
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.record import JobRecord
-from rlbench.tracking.store import config_hash, mark_stale_runs, open_experiment
+from rlbench.tracking.store import artifact_problem, config_hash, mark_stale_runs, open_experiment
 from rlbench.trainer import train
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,9 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
         preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists
+    unwritable = artifact_problem(conf.tracking)
+    if unwritable:  # the record would be incomplete: refused before any run exists
+        raise ConfigError(unwritable)
     open_experiment(conf.tracking)
     if single:
         mark_stale_runs(conf.tracking)

@@ -116,6 +116,15 @@ FAMILIES: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 
+# MLflow's own system-metrics sampler (tracking.system_metrics, on by default: the UI's "System
+# metrics" tab) logs step metrics under system/, one value per tracking.log_every_s. Their names
+# are MLflow's and vary by host and MLflow version (system/cpu_utilization_percentage, one set
+# per GPU: system/gpu_0_utilization_percentage, ...): declared as one family by their prefix.
+SYSTEM_PREFIX = "system/"
+SYSTEM = Metric(f"{SYSTEM_PREFIX}<name>", "as named", "tick",
+                "MLflow's system metrics (CPU, memory, disk, network, per-GPU utilisation and power)")
+
+
 POWER_SOURCES_ENV = "RLBENCH_POWER_SOURCES"  # name=module:attr,... (rlbench/telemetry/sources.py)
 _PLUGGED_SOURCES: list[str] = []  # meters registered in this process (rlbench.telemetry.sources.register)
 
@@ -168,9 +177,10 @@ def algorithm_metrics(algo: str | None = None) -> dict[str, Metric]:
 
 
 def declared(name: str, algo: str | None = None) -> bool:
-    """Whether `name` is in the contract: shared, a power meter's, or the algorithm's (any loaded one's
-    where `algo` is None)."""
-    return name in METRICS or name in OP_FRACS or name in source_metrics() or name in algorithm_metrics(algo)
+    """Whether `name` is in the contract: shared, a power meter's, MLflow's system metrics, or the
+    algorithm's (any loaded one's where `algo` is None)."""
+    return (name in METRICS or name in OP_FRACS or name in source_metrics() or name in algorithm_metrics(algo)
+            or (name.startswith(SYSTEM_PREFIX) and len(name) > len(SYSTEM_PREFIX)))
 
 
 def final_metrics(algo: str | None = None) -> list[str]:

@@ -1,16 +1,21 @@
-"""Preflight: are the tracking server and the study storage reachable? Checked before any job.
+"""Preflight: can the tracking store and the study storage be used? Checked before any work.
 
-A sweep on a cluster or N search workers should not start training (nor queue SLURM jobs)
-only to find that MLflow or the Optuna database cannot be reached: the jobs' results would
-be lost, and MLflow's client retries for minutes before it gives up. So sweeps, searches
-and single runs call `check(...)` first; a failure raises PreflightError naming the URL
-(password masked) and what failed, which the entry points turn into exit code 2.
+A job, a sweep on a cluster or N search workers should not start training (nor queue SLURM
+jobs), nor a profile measure for minutes, only to find that MLflow or the Optuna database
+cannot be used: the results would be lost, MLflow's client retries for minutes before it
+gives up, and a bad SQLite file surfaces as a chain of tracebacks. So every command that
+opens a store (rlbench's jobs, sweeps and searches, rlbench.report, rlbench.profile,
+rlbench.predict, the pipelines) calls `check(...)` first, in seconds; a failure raises
+PreflightError with one line, `<key>=<url>: <cause>; <what to do>` (password masked), which
+the commands print after their name and turn into exit code 2, with nothing created.
 
 - http(s) tracking URI: GET <uri>/health (the MLflow server's liveness endpoint), then one
   API call (search experiments) so that a server whose backend store is down fails too.
-- a database URL (tracking URI or study storage): open one SQLAlchemy connection with a
-  short connect timeout.
-- sqlite: its folder is created (as the stores themselves do); nothing to reach.
+- a database URL (tracking URI or study storage): parsed, its driver loaded, one SQLAlchemy
+  connection with a short connect timeout.
+- sqlite: the file, its folder and its disk, without opening it through MLflow or Optuna
+  (rlbench/store_files.py: a folder, a read-only place, a full disk, not SQLite, another
+  kind of database), then the schema version of an existing MLflow or Optuna database.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 from rlbench.config.validate import ConfigError
+from rlbench.store_files import MLFLOW, OPTUNA, Kind, sqlite_path, sqlite_problem
 
 TIMEOUT_S = 5.0
+TRACKING_KEY, STORAGE_KEY = "tracking.uri", "search.storage"
+DRIVERS = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient", "pymysql": "PyMySQL"}
 
 
 class PreflightError(ConfigError):
-    """A tracking server or study storage that cannot be reached; raised before any job."""
+    """A tracking store or study storage that cannot be used; raised before any work.
+    Its text: `<key>=<url>: <cause>; <what to do>`, the URL's password masked."""
+
+    def __init__(self, key: str, url: str, cause: str, todo: str):
+        super().__init__(f"{key}={masked(url)}: {_scrub(cause, url)}; {todo}")
 
 
 def masked(url: str) -> str:
@@ -69,29 +80,28 @@ def _request(url: str) -> urllib.request.Request:
     return urllib.request.Request(bare, headers=headers)
 
 
-def _get(url: str, what: str, shown: str, timeout: float) -> bytes:
+def _get(url: str, what: str, key: str, timeout: float, uri: str) -> bytes:
     try:
         with urllib.request.urlopen(_request(url), timeout=timeout) as r:
             return r.read()
     except urllib.error.HTTPError as e:
         detail = f"HTTP {e.code} {e.reason}"
     except (urllib.error.URLError, OSError, ValueError) as e:
-        detail = _scrub(str(getattr(e, "reason", e)), url)
-    raise PreflightError(f"MLflow tracking server {shown} not reachable: {what} failed: {detail}. "
-                         "Start it (docs/scale-out.md) or point tracking.uri / MLFLOW_TRACKING_URI elsewhere; "
-                         "no job started")
+        detail = str(getattr(e, "reason", e))
+    raise PreflightError(key, uri, f"MLflow tracking server not reachable: {what} failed: {detail}",
+                         f"start it (docs/scale-out.md), or point {key} / MLFLOW_TRACKING_URI elsewhere")
 
 
-def check_tracking_server(uri: str, timeout: float = TIMEOUT_S) -> None:
-    base, shown = uri.rstrip("/"), masked(uri)
-    _get(f"{base}/health", "GET /health", shown, timeout)
+def check_tracking_server(uri: str, timeout: float = TIMEOUT_S, key: str = TRACKING_KEY) -> None:
+    base = uri.rstrip("/")
+    _get(f"{base}/health", "GET /health", key, timeout, uri)
     body = _get(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", "an API call (experiments/search)",
-                shown, timeout)
+                key, timeout, uri)
     try:
         json.loads(body or b"{}")
     except ValueError:
-        raise PreflightError(f"MLflow tracking server {shown}: experiments/search did not answer JSON "
-                             f"(is this an MLflow server?): {body[:200]!r}; no job started") from None
+        raise PreflightError(key, uri, f"experiments/search did not answer JSON: {body[:200]!r}",
+                             "is this an MLflow server? Point it at one") from None
 
 
 def _connect_args(url) -> dict:
@@ -100,46 +110,105 @@ def _connect_args(url) -> dict:
     return {}
 
 
-def check_database(url: str, role: str) -> None:
-    """One connection to a SQLAlchemy URL (role: what the database is for, for the message)."""
+def _engine(url: str, key: str):
+    """A SQLAlchemy engine for `url` (no connection yet); PreflightError for a URL that does
+    not parse or whose driver is not installed."""
     import sqlalchemy
 
-    if url.startswith("sqlite:///"):  # a file on this host: its folder is all it needs
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        return
-    shown = masked(url)
     try:
         parsed = sqlalchemy.engine.make_url(url)
-        engine = sqlalchemy.create_engine(parsed, connect_args=_connect_args(parsed), poolclass=sqlalchemy.pool.NullPool)
-    except Exception as e:  # noqa: BLE001 - bad URL, missing driver: any reason is reported
-        raise PreflightError(f"{role} {shown}: cannot use this URL: {type(e).__name__}: {_scrub(str(e), url)}; "
-                             "no job started") from None
+        return sqlalchemy.create_engine(parsed, connect_args=_connect_args(parsed), poolclass=sqlalchemy.pool.NullPool)
+    except ModuleNotFoundError as e:
+        package = DRIVERS.get(e.name, e.name)
+        raise PreflightError(key, url, f"its database driver {e.name!r} is not installed",
+                             f"pip install '{package}' (rlbench installs psycopg and psycopg2-binary: "
+                             "postgresql:// and postgresql+psycopg2:// work)") from None
+    except Exception as e:  # noqa: BLE001 - a URL that does not parse, an unknown dialect: any reason is reported
+        raise PreflightError(key, url, f"cannot use this URL: {type(e).__name__}: {e}",
+                             "allowed: sqlite:///path/file.db or postgresql://user:password@host:5432/db") from None
+
+
+def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
+    """A database URL (key: the setting that names it): a local SQLite file that can be used,
+    or a server that takes one connection."""
+    import sqlalchemy
+
+    if url.startswith("sqlite:"):
+        _check_sqlite(url, key, kind)
+        return
+    engine = _engine(url, key)
     try:
         with engine.connect() as conn:
             conn.execute(sqlalchemy.text("SELECT 1"))
     except Exception as e:  # noqa: BLE001 - any driver's connect error is reported as unreachable
-        detail = _scrub(str(getattr(e, "orig", None) or e).strip().split("\n")[0] or repr(e), url)
-        raise PreflightError(f"{role} {shown} not reachable: connect failed: {detail}; no job started") from None
+        detail = str(getattr(e, "orig", None) or e).strip().split("\n")[0] or repr(e)
+        raise PreflightError(key, url, f"{kind.what} not reachable: connect failed: {detail}",
+                             f"start the database, check the URL, or point {key} elsewhere") from None
     finally:
         engine.dispose()
+    if kind is OPTUNA:
+        _optuna_schema(url, key)
 
 
-def check(tracking_uri: str | None = None, storage: str | None = None) -> None:
-    """Raise PreflightError unless the tracking store and (if given) the study storage answer."""
+def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None:
+    """A SQLite file: usable (rlbench/store_files.py), then of this MLflow's or Optuna's schema."""
+    if sqlite_path(url) is None:
+        raise PreflightError(key, url, "not a SQLite file URL (sqlite:/// and a path)",
+                             f"give {key}=sqlite:///relative/path.db or sqlite:////absolute/path.db")
+    problem = sqlite_problem(url, kind, key, reading)
+    if problem is not None:
+        raise PreflightError(key, url, problem.cause, problem.todo)
+    path = sqlite_path(url)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    from rlbench.store_files import tables
+
+    if kind is MLFLOW and MLFLOW.tables <= tables(path):
+        from rlbench.tracking.store import schema_problem
+
+        found = schema_problem(path)
+        if found is not None:
+            raise PreflightError(key, url, *found)
+    if kind is OPTUNA and OPTUNA.tables <= tables(path):
+        _optuna_schema(url, key)
+
+
+def _optuna_schema(url: str, key: str) -> None:
+    """An existing Optuna study storage of another Optuna version: its own message, as one line."""
+    import optuna
+
+    try:
+        optuna.storages.RDBStorage(url, skip_table_creation=True).engine.dispose()
+    except RuntimeError as e:  # Optuna's "no longer compatible with the table schema ..."
+        raise PreflightError(key, url, str(e).split(". Please")[0],
+                             f"upgrade it (optuna storage upgrade --storage '{masked(url)}'), or upgrade Optuna "
+                             "(pip install -U optuna) if a newer one wrote it") from None
+    except Exception:  # noqa: BLE001 - no tables yet on a new server database: the search makes them
+        return
+
+
+def check(tracking_uri: str | None = None, storage: str | None = None, *, key: str = TRACKING_KEY,
+          reading: bool = False) -> None:
+    """Raise PreflightError unless the tracking store and (if given) the study storage can be
+    used. key: the setting that named the tracking URI (a command's --tracking-uri); reading:
+    the command reads runs (a report, a prediction), so a SQLite store must exist."""
     if tracking_uri:
         if is_http(tracking_uri):
-            check_tracking_server(tracking_uri)
+            check_tracking_server(tracking_uri, key=key)
+        elif tracking_uri.startswith("sqlite:"):
+            _check_sqlite(tracking_uri, key, MLFLOW, reading)
         elif "://" in tracking_uri and not tracking_uri.startswith(("file:", "databricks")):
-            check_database(tracking_uri, "MLflow tracking store")
+            check_database(tracking_uri, key)
     if storage:
-        check_database(storage, "Optuna study storage search.storage")
+        check_database(storage, STORAGE_KEY, OPTUNA)
 
 
-def preflight_or_exit(tracking_uri: str, storage: str | None = None) -> None:
-    """Tracking server (and study storage) reachable, or exit 2 before any job or run exists:
-    what a sweep and a search do first."""
+def preflight_or_exit(tracking_uri: str, storage: str | None = None, *, prog: str = "rlbench",
+                      key: str = TRACKING_KEY, reading: bool = False) -> None:
+    """The stores can be used, or one line on stderr and exit 2 before any job or run exists:
+    what a sweep, a search and the commands do first."""
     try:
-        check(tracking_uri, storage)
+        check(tracking_uri, storage, key=key, reading=reading)
     except PreflightError as e:
-        print(f"rlbench: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         sys.exit(2)

@@ -18,20 +18,23 @@ import sys
 import tempfile
 from pathlib import Path
 
+PROG = "rlbench.profile"  # the refusals' prefix: `rlbench.profile: --flag=value: ... allowed: ...`
+
 
 def _ints(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed: comma-separated integers >= 1, e.g. 1,2") from None
+        raise argparse.ArgumentTypeError(f"{text}: allowed: comma-separated integers >= 1, e.g. 1,2") from None
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: allowed: comma-separated integers >= 1, e.g. 1,2")
+        raise argparse.ArgumentTypeError(f"{text}: allowed: comma-separated integers >= 1, e.g. 1,2")
     return values
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rlbench.profile", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    from rlbench.config.flags import Parser, number
+
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=_ints, default=None, help="actor threads to step envs with (default 1, half "
                                                                "and all of this host's usable CPUs)")
     p.add_argument("--envs", type=_ints, default=[4, 16, 64, 256], help="env counts (default 4,16,64,256: the "
@@ -40,19 +43,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--units", type=_ints, default=None, help="compute units: SMs on CUDA, threads on CPU (default "
                                                              "on CPU 1, half and all threads; on CUDA a quarter, half "
                                                              "and all SMs)")
-    p.add_argument("--seconds", type=float, default=2.0, help="seconds per env-stepping point (default 2)")
-    p.add_argument("--repeats", type=int, default=10, help="timed inference calls per point (default 10)")
-    p.add_argument("--updates", type=int, default=2, help="timed learner updates per unit count (default 2); 0 = none")
-    p.add_argument("--corun-envs", type=int, default=40, help="envs of the co-run (the actor loop alone and beside "
+    p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=2.0, help="seconds per env-stepping point (default 2)")
+    p.add_argument("--repeats", type=number(int, lo=1), default=10, help="timed inference calls per point (default 10)")
+    p.add_argument("--updates", type=number(int, lo=0), default=2, help="timed learner updates per unit count (default 2); 0 = none")
+    p.add_argument("--corun-envs", type=number(int, lo=0), default=40, help="envs of the co-run (the actor loop alone and beside "
                                                               "the learner, per unit count); 0 = none")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
     p.add_argument("--experiment", default="rlbench-profiles")
     p.add_argument("--no-log", action="store_true", help="print only; log nothing to MLflow")
     p.add_argument("overrides", nargs="*", help="job overrides picking the env and algorithm, e.g. env=cartpole")
     args = p.parse_args(argv)
-    if args.seconds <= 0 or args.repeats < 1 or args.updates < 0 or args.corun_envs < 0:
-        p.error(f"--seconds={args.seconds} (> 0), --repeats={args.repeats} (>= 1), --updates={args.updates} "
-                f"(>= 0), --corun-envs={args.corun_envs} (>= 0): out of range")
+    if not args.experiment.strip():
+        p.error(f"--experiment={args.experiment!r}: allowed: a non-empty MLflow experiment name")
     return args
 
 
@@ -149,6 +151,18 @@ def _default_counts(conf, args) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a SIGTERM or Ctrl-C ends it with one line and 128 + the signal
+    (rlbench/signals.py), its profile run, if one was being logged, KILLED."""
+    from rlbench.signals import sigterm_raises, stopped
+
+    try:
+        with sigterm_raises():
+            return _main(argv)
+    except KeyboardInterrupt as e:
+        return stopped(e, PROG)
+
+
+def _main(argv: list[str] | None) -> int:
     from rlbench.config.compose import compose_job
     from rlbench.config.validate import ConfigError
 
@@ -156,11 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = compose_job(args.overrides)
     except ConfigError as e:
-        print(f"rlbench profile: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     problem = _default_counts(conf, args)
+    if not problem and not args.no_log:  # the store must answer before minutes of measuring, not after
+        from rlbench.preflight import PreflightError, check, masked
+
+        try:
+            check(args.tracking_uri)
+        except PreflightError as e:
+            problem = f"--tracking-uri={masked(args.tracking_uri)}: {e}"
     if problem:
-        print(f"rlbench profile: {problem}", file=sys.stderr)
+        print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     curves = measure(conf, args)
     for r in curves["env"]:

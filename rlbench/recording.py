@@ -3,7 +3,9 @@
 Ticks become series (step: whole seconds since the task started), episodes the
 `episode_return` and `eval_return` series, the end the final values, the tags (the bound,
 what the job could not measure and why), the job's chart view and description and the
-operations table; however the job ends, the returns and the telemetry's files are logged.
+operations table; however the job ends, the returns and the telemetry's files are logged. An
+artifact that cannot be written is noted on the record (JobRecord.lost): a job whose record is
+incomplete ends FAILED, naming what was lost.
 The writer itself is rlbench/tracking/record.py's JobRecord.
 """
 
@@ -109,14 +111,15 @@ class RecordObserver(JobObserver):
                 path = plot_op_breakdown(rows, (self.output_dir or Path(tmp)) / "operations.png",
                                          f"time per operation, {self.record.run.info.run_name}")
                 self.record.log_artifacts([path])
-        except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
-            log.warning("could not log the operations table and chart: %s", e)
+        except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
+            self.record.lost("operations.json and operations.png", e)
 
     def _log_telemetry_files(self) -> None:
-        """telemetry.csv, .png and trace.json into the run (also for a failed job); never masks its outcome."""
+        """telemetry.csv, .png and trace.json into the run (also for a failed job); one that cannot
+        be written is noted as lost (a finished job then ends FAILED), never masking a failure."""
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = (self.output_dir or Path(tmp)) / "telemetry"
                 self.record.log_artifacts(self.telemetry.artifacts(folder, self.conf.telemetry.plot), "telemetry")
-        except Exception as e:  # noqa: BLE001 - artifacts never mask the job's outcome
-            log.warning("could not log telemetry artifacts: %s", e)
+        except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
+            self.record.lost("telemetry/ (telemetry.csv, telemetry.png, trace.json)", e)

@@ -7,15 +7,24 @@
     the learner and inference threads (torch.cuda.green_contexts, beta). The driver rounds
     SM counts up to a per-architecture granularity; requested and granted are recorded.
   * cuda + backend mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = sm_limit / SMs, refused unless
-    an MPS control daemon is reachable (without one the variable silently does nothing).
+    an MPS control daemon is reachable (without one the variable silently does nothing) and
+    CUDA is not yet initialised in this process (the variable is read when CUDA starts).
+    Refused on a CPU device: MPS splits a CUDA GPU.
   * cpu: torch's intra-op threads capped at `sm_limit`, tagged compute_unit=cpu_thread.
 `cpu_gpu_ratio` = actor hardware threads / granted compute units (the study's metric).
+
+The plan reads the GPU's SM count and compute capability in a child process (`cuda_properties`):
+torch.cuda.get_device_properties initialises CUDA, after which MPS's variable is ignored, so
+validating or planning a job must not call it in the job's own process.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -35,6 +44,30 @@ def resolve_device(name: str) -> torch.device:
 
 class ResourceError(ValueError):
     """A limit this host cannot honour; raised before any work starts."""
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    multi_processor_count: int
+    major: int
+
+
+_PROPS = ("import sys, torch; p = torch.cuda.get_device_properties(int(sys.argv[1])); "
+          "print(p.multi_processor_count, p.major, p.name)")
+
+
+@functools.cache
+def cuda_properties(index: int) -> DeviceProperties:
+    """SM count, compute capability and name of CUDA device `index`, read in a child process so
+    that CUDA stays uninitialised in this one (see the module docstring); cached per device."""
+    out = subprocess.run([sys.executable, "-c", _PROPS, str(index)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    if out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["no message"])[-1][:200]
+        raise ResourceError(f"device=cuda:{index}: its properties could not be read ({why})")
+    sms, major, name = out.stdout.strip().splitlines()[-1].split(" ", 2)
+    return DeviceProperties(name, int(sms), int(major))
 
 
 @dataclass
@@ -94,10 +127,11 @@ class ComputeLimit:
     """
 
     def __init__(self, sm_limit: int | None, device, backend: str = "green_context", torch_mod=None,
-                 env: dict | None = None):
+                 env: dict | None = None, properties=None):
         import torch as _torch
 
         self.torch = torch_mod or _torch
+        self.properties = properties or cuda_properties  # device index -> DeviceProperties, CUDA untouched
         self.device, self.backend_name, self.env = device, backend, os.environ if env is None else env
         self.sm_limit = sm_limit
         self._ctx = None
@@ -106,13 +140,18 @@ class ComputeLimit:
 
     def _plan(self) -> ComputeGrant:
         if getattr(self.device, "type", str(self.device)) != "cuda":
+            if self.backend_name == "mps":
+                raise ResourceError(f"sm_backend=mps: MPS splits a CUDA GPU and this job's device is {self.device} "
+                                    "(no CUDA device here, or device=cpu); allowed: sm_backend=green_context, which "
+                                    "on a CPU device caps the learner's and inference's threads at sm_limit")
             total = len(usable_cpus())
             if self.sm_limit is not None and self.sm_limit > total:
                 raise ResourceError(f"sm_limit={self.sm_limit}: this host has {total} CPU threads for the "
                                     f"learner and inference; allowed: null or 1..{total}")
             n = self.sm_limit or total
             return ComputeGrant("cpu_thread", "cpu_threads" if self.sm_limit else "none", self.sm_limit, n, total)
-        props = self.torch.cuda.get_device_properties(self.device)
+        index = self.device.index if self.device.index is not None else 0
+        props = self.properties(index)
         total = props.multi_processor_count
         if self.sm_limit is None:
             return ComputeGrant("sm", "none", None, total, total)
@@ -121,8 +160,9 @@ class ComputeLimit:
         if self.backend_name == "mps":
             ok, why = mps_daemon_reachable(self.env)
             if not ok:
-                raise ResourceError(f"sm_limit backend mps refused: {why}; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
+                raise ResourceError(f"sm_backend=mps refused: {why}; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
                                     "would silently do nothing")
+            self._refuse_initialised()
             return ComputeGrant("sm", "mps", self.sm_limit, self.sm_limit, total)
         return ComputeGrant("sm", "green_context", self.sm_limit, granted_sms(self.sm_limit, total, props.major), total)
 
@@ -132,9 +172,7 @@ class ComputeLimit:
             self._saved_threads = self.torch.get_num_threads()
             self.torch.set_num_threads(g.granted)
         elif g.backend == "mps":
-            if self.torch.cuda.is_initialized():
-                raise ResourceError("sm_limit backend mps needs a fresh process: CUDA is already initialised "
-                                    "here (run sweeps with a launcher that starts one process per job)")
+            self._refuse_initialised()
             self.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, round(100 * g.granted / g.total)))
         elif g.backend == "green_context":
             from torch.cuda.green_contexts import GreenContext
@@ -142,6 +180,14 @@ class ComputeLimit:
             index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
             self._ctx = GreenContext.create(num_sms=g.requested, device_id=index)
         return self
+
+    def _refuse_initialised(self) -> None:
+        """MPS's variable is read when CUDA starts: in a process where it has started, refuse
+        (at the plan, before any run exists, and again when the limit is entered)."""
+        if self.torch.cuda.is_initialized():
+            raise ResourceError("sm_backend=mps needs a fresh process: CUDA is already initialised here (an "
+                                "earlier job of this process used it); allowed: one process per job (a launcher "
+                                "such as hydra/launcher=parallel), or sm_backend=green_context")
 
     def __exit__(self, *exc) -> None:
         if self._saved_threads is not None:

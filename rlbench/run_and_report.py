@@ -9,12 +9,13 @@ the pipeline then exits 1; a command refused before any job (exit 2) gets no rep
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from rlbench.preflight import preflight_or_exit
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
@@ -28,11 +29,12 @@ def merge(base: list[str], extra: list[str]) -> list[str]:
 
 def tracking_uri(overrides: list[str]) -> str:
     """The store the jobs will use, resolved as they resolve it: the config composed with the
-    tracking and experiment overrides (presets, MLFLOW_TRACKING_URI, tracking.uri=...)."""
-    from rlbench.config.compose import compose_config
+    tracking and experiment overrides (presets, MLFLOW_TRACKING_URI, tracking.uri=...).
+    ConfigError (naming the override) for a bad key, preset or value among them."""
+    from rlbench.config.compose import compose_checked
 
     keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] in ("tracking", "experiment")]
-    return compose_config(keep).tracking.uri
+    return compose_checked(keep).tracking.uri
 
 
 def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
@@ -47,18 +49,38 @@ def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
     return proc.returncode, parent
 
 
+def precheck(overrides: list[str]) -> str | None:
+    """The pipeline's overrides checked as `python -m rlbench -m` checks them (keys, presets,
+    values; each sweep's job is checked by the sweep itself), before any process starts."""
+    from rlbench.config.command_line import precheck as rlbench_precheck
+
+    return rlbench_precheck(["-m", *overrides])
+
+
 def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"pipelines/{name}.py", description=f"{name}: run it, then its report.")
+    from rlbench.config.flags import Parser, writable_folder
+    from rlbench.config.validate import ConfigError
+
+    p = Parser(prog=f"pipelines/{name}.py", description=f"{name}: run it, then its report.")
     p.add_argument("--quick", action="store_true", help="a few-minute variant for a 2-core CPU machine")
     p.add_argument("--report-out", type=Path, default=None, help="report folder (default: reports/<parent run id>)")
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. env=breakout tracking.uri=...")
     args = p.parse_args(argv)
     out = args.report_out.resolve() if args.report_out else None
+    if out is not None and (problem := writable_folder("--report-out", out)):
+        p.error(problem)
     os.chdir(ROOT)  # relative stores (sqlite:///mlruns/...) mean the same to the jobs and the report
     overrides = merge(quick if args.quick else full, args.overrides)
-    uri = tracking_uri(overrides)
+    try:
+        problem = precheck(overrides)
+        uri = tracking_uri(overrides)
+    except ConfigError as e:
+        problem = str(e)
+    if problem:
+        p.error(f"{problem} (no job started, no report)")
+    preflight_or_exit(uri, prog=f"pipelines/{name}.py")  # the store the sweep and the report use: one line, exit 2
     code, parent = run_sweep_command(overrides)
-    if parent is None:
+    if parent is None:  # refused by rlbench before any job (2), or it died before its parent run (1)
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
         return code or 1
     from rlbench.report.__main__ import main as report

@@ -1,19 +1,27 @@
-"""How a job is stopped from outside: SIGTERM (a scheduler, `kill`) and a search's pruner.
+"""How a job is stopped from outside: SIGTERM (a scheduler, `kill`), Ctrl-C and a search's pruner.
 
-Both are KeyboardInterrupt subclasses so that they unwind the job like Ctrl-C and end its run
-KILLED (rlbench.tracking.record). Light on purpose: the sweeper installs the handler before
-the heavy imports.
+SIGTERM and the pruner raise KeyboardInterrupt subclasses so that they unwind the job like
+Ctrl-C and end its run KILLED (rlbench.tracking.record). What each stopped run ended as is
+noted on the exception as it unwinds (`note_record`), and the command ends with one line
+saying so and the conventional exit code for the signal (`stopped`: 128 + 15 = 143 for
+SIGTERM, 130 for Ctrl-C). Light on purpose: the sweeper installs the handler before the
+heavy imports.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
 
 class JobKilled(KeyboardInterrupt):
     """Raised in the main thread by the SIGTERM handler."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 class JobPruned(KeyboardInterrupt):
@@ -28,10 +36,45 @@ def sigterm_raises():
         return
 
     def _handler(signum, frame):
-        raise JobKilled(f"signal {signum}")
+        raise JobKilled(signum)
 
     previous = signal.signal(signal.SIGTERM, _handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def sigterm_ends_at_once():
+    """While native code holds the interpreter for long (ale-py creating hundreds of envs: 20 s),
+    no Python handler can run, so a SIGTERM would wait for it: here SIGTERM takes its default
+    action instead and ends the process at once (exit 143). Its open runs are closed KILLED,
+    with the reason, by the next rlbench start (rlbench/tracking/orphans.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def note_record(error: BaseException, what: str, run_id: str, status: str) -> None:
+    """Note on a stopping exception that `what` (a job's run, a sweep's parent) ended `status`."""
+    try:
+        error.records = [*getattr(error, "records", []), (what, run_id, status)]
+    except AttributeError:
+        pass
+
+
+def stopped(error: KeyboardInterrupt, command: str = "rlbench") -> int:
+    """Print the one line a stopped command ends with (what was stopped, what each run it
+    recorded ended as) and return its exit code: 128 + the signal's number."""
+    signum = getattr(error, "signum", signal.SIGINT)
+    name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+    records = getattr(error, "records", [])
+    said = "; ".join(f"{what} {run_id} recorded as {status}" for what, run_id, status in records)
+    print(f"{command}: stopped by {name}: {said or 'nothing was recorded'}", file=sys.stderr, flush=True)
+    return 128 + signum

@@ -2,12 +2,14 @@
 
 Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). Steps:
 1. expand the grid into jobs and compose + validate every job (exit 2 before job 0);
-2. mark runs left RUNNING by a killed process FAILED (heartbeat older than the limit);
-3. with `resume=true`, drop jobs whose identical config already has a FINISHED run;
+2. close the runs left RUNNING by a process that is gone, in every experiment (tracking/orphans.py);
+3. with `resume=true`, drop jobs whose identical config already has a FINISHED run (their rows
+   carry those runs) and continue the sweep's own ended parent (same `sweep_key`), if any;
 4. open the parent run (sweep id, grid, host) and give every job its id explicitly
    (`tracking.parent_run_id`), run the jobs, one failing job not stopping the others;
-5. print and log the summary table; the parent ends FINISHED, FAILED (a job failed) or
-   KILLED (Ctrl-C / SIGTERM); the command exits non-zero when any job failed.
+5. print and log the summary table, a row for every job (FINISHED, FAILED, KILLED, NOT STARTED);
+   the parent ends FINISHED, FAILED (a job failed) or KILLED (Ctrl-C / SIGTERM); the command
+   exits non-zero when any job failed.
 
 The store is reached only through the tracking port (`store`: tracking.experiment.Experiment,
 whose parents live as tracking/parent.py says), so tests run all of this with a fake one.
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import io
+import json
 import logging
 import os
 import sys
@@ -29,13 +33,13 @@ from hydra.core.utils import JobStatus
 from rlbench.preflight import preflight_or_exit
 from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.tracking.experiment import Experiment
-from rlbench.tracking.parent import ParentRun, live
+from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
 from rlbench.tracking.parent_note import summary_metrics, sweep_note
 from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
-from rlbench.tracking.unmeasured import explain
-from rlbench.tracking.views import HEADLINE, knobs_of
+from rlbench.tracking.unmeasured import explain, unmeasured_of
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, knobs_of
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +50,35 @@ _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "ov
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
 
 
-def finished_hashes(runs: list[RunRecord]) -> set[str]:
-    """The config hashes (rlbench.tracking.store.config_hash) the FINISHED `runs` did."""
-    return {r.tags.get("config_hash") or r.params.get("config_hash") for r in runs}  # param: older runs
+NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
+
+
+def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
+    """The FINISHED `runs` (newest first, as the store lists them) by the config hash
+    (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
+    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: older runs
+
+
+def sweep_key(hashes: list[str], repeats: int) -> str:
+    """What a sweep is, whatever its command line says (`resume=true` or not): its jobs' config
+    hashes in order and its repeats. A resumed sweep continues the parent with the same key."""
+    return hashlib.sha256(json.dumps([hashes, repeats]).encode()).hexdigest()[:16]
 
 
 def open_parent(experiment: Experiment, name: str, jobs: list[list[str]], arguments: list[str],
-                repeats: int = 1) -> ParentRun:
-    return experiment.open_parent(name, "sweep", {"rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12]},
+                repeats: int = 1, key: str = "") -> ParentRun:
+    return experiment.open_parent(name, "sweep", {"rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12],
+                                                  SWEEP_KEY: key},
                                   {"grid": " ".join(arguments)[:6000] or "(none)", "jobs": len(jobs), "repeats": repeats})
+
+
+def continued_parent(experiment: Experiment, key: str) -> ParentRun | None:
+    """With resume=true: the sweep's earlier parent (same key, ended), RUNNING again, or None."""
+    parent = experiment.sweep_parent(key)
+    if parent is not None:
+        parent.reopen()
+        print(f"[rlbench sweep] resume: continuing parent run {parent.run_id} ({parent.name})", flush=True)
+    return parent
 
 
 def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", repeat: int = 0) -> dict:
@@ -64,12 +88,25 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
     row |= {"job": index, "name": name or run_name_from(job), "overrides": " ".join(job), "repeat": repeat}
     row["config"] = config or row["name"]
     if ret is None:
-        return row | {"status": "SKIPPED (resume: FINISHED run exists)"}
+        return row | {"status": NOT_STARTED}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
                 | {k: ret.return_value.get(k) for k in (*_VALUES, "task_fps", "bound")})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
+
+
+def resumed_row(index: int, job: list[str], run: RunRecord, name: str, config: str, repeat: int) -> dict:
+    """The row of a job resume=true did not rerun: its earlier FINISHED run, with its numbers."""
+    row = job_row(index, job, None, name, config, repeat)
+    return (row | {"status": "FINISHED", "run_id": run.run_id, "resumed": True, "unmeasured": unmeasured_of(run.tags),
+                   "bound": run.tags.get(BOUND_TAG)}
+            | {k: run.metrics.get(k) for k in (*_VALUES, "task_fps") if k != "run_id"})
+
+
+def killed_row(row: dict, error: BaseException) -> dict:
+    """The row of a job that was running when the sweep was stopped (its run ended KILLED)."""
+    return row | {"status": KILLED, "run_id": getattr(error, "run_id", None), "error": type(error).__name__}
 
 
 def summary_text(rows: list[dict]) -> str:
@@ -207,19 +244,22 @@ def _quoted(text: str) -> str:
 
 
 def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking,
-           extra: dict[int, list[str]] | None = None):
+           extra: dict[int, list[str]] | None = None, started=lambda i: None):
     """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
     between jobs); others (joblib, submitit) get all jobs at once and run them in parallel.
-    extra: more overrides per job index (its repeat tags)."""
+    extra: more overrides per job index (its repeat tags); started(index): told as each job starts."""
     total, extra = len(names), extra or {}
     tagged = [(i, job, job + child_overrides(tracking, parent, names[i]) + extra.get(i, [])) for i, job in todo]
     if isinstance(launcher, BasicLauncher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
                   flush=True)
+            started(i)
             yield i, job, launcher.launch([overrides], initial_job_idx=i)[0]
         return
     print(f"[rlbench sweep] launching {len(tagged)} jobs with {type(launcher).__name__}", flush=True)
+    for i, _, _ in tagged:
+        started(i)
     for (i, job, _), ret in zip(tagged, launcher.launch([o for _, _, o in tagged], initial_job_idx=0)):
         yield i, job, ret
 
@@ -243,24 +283,40 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
     tracking = sweep_tracking(confs)
     preflight_or_exit(tracking.uri)
     experiment = store(tracking)
+    if experiment.unwritable:
+        print(f"rlbench: {experiment.unwritable}; no job started", file=sys.stderr)
+        sys.exit(2)
     experiment.mark_stale_runs()
-    done = finished_hashes(experiment.finished_runs()) if confs[0].resume else set()
     repeats = grid.repeats if grid is not None else 1
-    name = experiment.unique_name(parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats))
-    parent = open_parent(experiment, name, jobs, arguments, repeats)
-    todo = [(i, job) for i, (job, conf) in enumerate(zip(jobs, confs)) if config_hash(conf) not in done]
+    hashes = [config_hash(conf) for conf in confs]
+    done = finished_by_hash(experiment.finished_runs()) if confs[0].resume else {}
+    parent = continued_parent(experiment, sweep_key(hashes, repeats)) if confs[0].resume else None
+    if parent is None:
+        name = experiment.unique_name(parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats))
+        parent = open_parent(experiment, name, jobs, arguments, repeats, sweep_key(hashes, repeats))
     names = run_names(jobs)
     configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
     repeat = grid.repeat if grid is not None else [0] * len(jobs)
-    rows = {i: job_row(i, job, None, names[i], configs[i], repeat[i]) for i, job in enumerate(jobs)
-            if i not in dict(todo)}
+    rows = {i: (resumed_row(i, job, done[hashes[i]], names[i], configs[i], repeat[i]) if hashes[i] in done
+                else job_row(i, job, None, names[i], configs[i], repeat[i])) for i, job in enumerate(jobs)}
+    todo = [(i, job) for i, job in enumerate(jobs) if hashes[i] not in done]
+    if len(todo) < len(jobs):
+        print(f"[rlbench sweep] resume: {len(jobs) - len(todo)} of {len(jobs)} jobs already FINISHED, not rerun",
+              flush=True)
 
     def run() -> str:
-        for i, job, ret in launch(sweeper.launcher, todo, parent.run_id, names, tracking,
-                                  repeat_overrides(grid, configs)):
-            rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
-            if rows[i]["status"] == "FAILED":
-                log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
+        started: list[int] = []
+        try:
+            for i, job, ret in launch(sweeper.launcher, todo, parent.run_id, names, tracking,
+                                      repeat_overrides(grid, configs), started.append):
+                rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
+                if rows[i]["status"] == "FAILED":
+                    log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
+        except KeyboardInterrupt as e:
+            for i in started:
+                if rows[i]["status"] == NOT_STARTED:
+                    rows[i] = killed_row(rows[i], e)
+            raise
         return "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
 
     def close(status: str) -> None:
@@ -269,10 +325,10 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
         per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
                       f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")
-        print(f"[rlbench sweep] parent run {parent.run_id} ({name}) {status}\n{summary_text(ordered)}\n{per_config}"
-              f"[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view)}", flush=True)
+        print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}\n"
+              f"{per_config}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view)}", flush=True)
 
-    status = live(parent, run, close)
+    status = live(parent, run, close, "sweep parent")
     ordered = [rows[i] for i in sorted(rows)]
     if status == "FAILED":
         failed = [r["overrides"] for r in ordered if r["status"] == "FAILED"]

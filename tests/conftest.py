@@ -129,7 +129,7 @@ def postgres():
     from tests.servers import Postgres, Unavailable
 
     try:
-        import psycopg2  # noqa: F401  (the driver rlbench's PostgreSQL URLs use)
+        import psycopg  # noqa: F401  (the driver of plain postgresql:// URLs, which the tests use)
 
         pg = Postgres().start()
     except (ImportError, Unavailable, OSError, subprocess.TimeoutExpired) as e:

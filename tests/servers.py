@@ -77,7 +77,7 @@ class Postgres:
                   "-w", "-t", "90", "start")
         return self
 
-    def url(self, db: str, driver: str = "postgresql+psycopg2") -> str:
+    def url(self, db: str, driver: str = "postgresql") -> str:  # the plain form the README recommends: psycopg (3)
         return f"{driver}://postgres:{PG_PASSWORD}@127.0.0.1:{self.port}/{db}"
 
     def create_db(self, name: str) -> str:

@@ -23,6 +23,7 @@ LAYERS: list[dict[str, list[str]]] = [
               "rlbench.observers",  # the hooks of a job's life (record, telemetry, progress observe it)
               "rlbench.registry"]},  # what the registries share (name -> package, import by name)
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
+                "rlbench.config.flags", "rlbench.config.hydra_errors",  # command-line flags; Hydra's errors explained
                 "rlbench.algo",  # the registry of algorithm names, imports by name only
                 "rlbench.envs"]},  # the registry of env families, likewise
     {"envs": ["rlbench.envs.*"], "telemetry": ["rlbench.telemetry.*"], "tracking": ["rlbench.tracking.*"]},
@@ -31,7 +32,8 @@ LAYERS: list[dict[str, list[str]]] = [
     {"algorithms": ["rlbench.algo.*"]},
     {"plan": ["rlbench.plan"]},  # a job's plan: decided once, before any role starts; validate sizes by it  # one package each: r2d2, vtrace, random
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
-                       "rlbench.preflight"]},
+                       "rlbench.config.command_line",
+                       "rlbench.preflight", "rlbench.store_files"]},
     {"trainer": ["rlbench.trainer"]},
     {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},

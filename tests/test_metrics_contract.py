@@ -5,7 +5,7 @@ import re
 import pytest
 
 from rlbench.config.validate import ConfigError, validate
-from rlbench.metrics import FAMILIES, METRICS, OP_FRACS, OPS, declared
+from rlbench.metrics import FAMILIES, METRICS, OP_FRACS, OPS, SYSTEM, declared
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "metrics.md").read_text()
@@ -30,7 +30,7 @@ def _built_in_algorithm_metrics() -> set[str]:
 
 def test_every_declared_metric_is_documented_and_every_documented_one_declared():
     documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
-    declared_names = set(METRICS) | set(FAMILIES) | _built_in_algorithm_metrics()
+    declared_names = set(METRICS) | set(FAMILIES) | {SYSTEM.name} | _built_in_algorithm_metrics()
     assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/metrics.py nor by an algorithm"
     assert declared_names - documented == set(), "declared, not in docs/metrics.md"
 
@@ -55,6 +55,12 @@ def test_every_operation_is_documented_under_its_role():
         for op in OPS[role]:
             assert f"`{op}`" in text[start:end], f"{role}/{op} is not in docs/metrics.md's list of {role}' operations"
     assert "Every role also has `other`" in DOC.replace("\n", " ")
+
+
+def test_mlflows_system_metrics_are_a_declared_family():
+    """Every job logs them by default (tracking.system_metrics=true); names vary per host and GPU."""
+    assert declared("system/cpu_utilization_percentage") and declared("system/gpu_3_power_usage_watts")
+    assert not declared("system/") and not declared("systemcpu")
 
 
 def test_op_fracs_cover_every_role_op_and_other():

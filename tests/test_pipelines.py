@@ -47,10 +47,11 @@ def test_pipeline_refused_before_any_job_gets_no_report(store):
 
 @pytest.mark.e2e
 def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
-    for bad, said in ((["--repeats", "0"], "--repeats: 0: allowed: an integer >= 1"),
-                      (["--actors", "40,x"], "--actors: 'x': allowed: an integer >= 1"),
+    for bad, said in ((["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
+                      (["--actors", "40,x"], "--actors=40,x: allowed: comma-separated integers >= 1"),
                       (["--actors", "40,40"], "allowed: distinct actor counts"),
+                      (["--threads", "nan"], "--threads=nan: allowed: an integer >= 0 (0 = all hardware threads)"),
                       (["inference_batch=3"], "inference_batch=3: allowed: overrides other than inference_batch")):
         out = subprocess.run([sys.executable, "pipelines/bench_inference_batch.py", *bad], cwd=ROOT,
                              capture_output=True, text=True, timeout=60, check=False)
-        assert out.returncode == 2 and said in out.stderr, out.stderr
+        assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -233,7 +233,7 @@ def test_report_of_a_server_that_is_down_says_so_at_once(capsys):
     url = f"http://127.0.0.1:{free_port()}"
     assert report_main(["--sweep", "0" * 32, "--tracking-uri", url, "--no-log"]) == 2
     err = capsys.readouterr().err
-    assert f"MLflow tracking server {url} not reachable: GET /health failed" in err
+    assert err.startswith(f"rlbench.report: --tracking-uri={url}: MLflow tracking server not reachable: GET /health")
 
 
 @pytest.mark.e2e

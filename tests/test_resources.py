@@ -30,11 +30,35 @@ class FakeGreenContext:
         self.stack -= 1
 
 
+class FakeCuda:
+    """torch.cuda as it behaves: get_device_properties initialises CUDA (torch's _lazy_init), after
+    which MPS's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is no longer read."""
+
+    def __init__(self, props, initialized: bool):
+        self.props, self.initialized = props, initialized
+
+    def get_device_properties(self, device):
+        self.initialized = True
+        return self.props
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def current_device(self) -> int:
+        self.initialized = True
+        return 0
+
+
 def fake_torch(sms=132, major=9, initialized=False):
     props = SimpleNamespace(multi_processor_count=sms, major=major, name="Fake H100")
-    cuda = SimpleNamespace(get_device_properties=lambda d: props, is_initialized=lambda: initialized,
-                           current_device=lambda: 0)
-    return SimpleNamespace(cuda=cuda, get_num_threads=torch.get_num_threads, set_num_threads=torch.set_num_threads)
+    return SimpleNamespace(cuda=FakeCuda(props, initialized), get_num_threads=torch.get_num_threads,
+                           set_num_threads=torch.set_num_threads)
+
+
+def limit(sm_limit, backend="green_context", torch_mod=None, **kw):
+    """A ComputeLimit on the fake GPU whose properties a child process read (CUDA untouched here)."""
+    torch_mod = torch_mod or fake_torch()
+    return ComputeLimit(sm_limit, CUDA, backend, torch_mod=torch_mod, properties=lambda i: torch_mod.cuda.props, **kw)
 
 
 CUDA = torch.device("cuda", 0)
@@ -71,8 +95,8 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
     import torch.cuda.green_contexts as gc
 
     monkeypatch.setattr(gc, "GreenContext", FakeGreenContext)
-    limit = ComputeLimit(16, CUDA, "green_context", torch_mod=fake_torch())
-    assert (limit.grant.backend, limit.grant.requested, limit.grant.granted, limit.grant.total) == \
+    limit_ = limit(16)
+    assert (limit_.grant.backend, limit_.grant.requested, limit_.grant.granted, limit_.grant.total) == \
         ("green_context", 16, 16, 132)
     seen = []
 
@@ -82,8 +106,8 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
         def run(self, stop):
             seen.append(FakeGreenContext.created[-1].stack)
 
-    with limit:
-        th = RoleThread(Role(), threading.Event(), limit.thread_scope)
+    with limit_:
+        th = RoleThread(Role(), threading.Event(), limit_.thread_scope)
         th.start()
         th.join()
     assert seen == [1] and FakeGreenContext.created[-1].stack == 0
@@ -92,21 +116,52 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
 
 def test_sm_limit_above_the_gpu_is_refused():
     with pytest.raises(ResourceError, match="has 132 SMs"):
-        ComputeLimit(200, CUDA, torch_mod=fake_torch())
+        limit(200)
 
 
 def test_mps_refuses_without_daemon_and_sets_percentage_with_one(tmp_path):
     env = {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}
     with pytest.raises(ResourceError, match="no MPS control daemon"):
-        ComputeLimit(66, CUDA, "mps", torch_mod=fake_torch(), env=env)
+        limit(66, "mps", env=env)
     (tmp_path / "control").touch()
-    limit = ComputeLimit(66, CUDA, "mps", torch_mod=fake_torch(), env=env)
-    with limit:
+    fake = fake_torch()
+    with limit(66, "mps", torch_mod=fake, env=env):
         assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env
-    with pytest.raises(ResourceError, match="fresh process"), \
-            ComputeLimit(66, CUDA, "mps", torch_mod=fake_torch(initialized=True), env=env):
-        pass
+
+
+def test_planning_mps_leaves_cuda_uninitialised_and_refuses_where_it_started(tmp_path, monkeypatch):
+    """Validation and the plan read the SMs in a child process (here its answer is faked), so
+    this process's CUDA stays uninitialised and the job's MPS variable still counts; where CUDA
+    has started, the plan refuses (before any run exists), not the job's start."""
+    import subprocess
+
+    from rlbench import resources
+
+    children = []
+
+    def child(cmd, **kw):
+        children.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="132 9 NVIDIA H100 80GB HBM3\n", stderr="")
+
+    monkeypatch.setattr(resources.subprocess, "run", child)
+    resources.cuda_properties.cache_clear()
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(tmp_path)}
+    (tmp_path / "control").touch()
+    fake = fake_torch()
+    ComputeLimit(66, CUDA, "mps", torch_mod=fake, env=env)  # validate's
+    planned = ComputeLimit(66, CUDA, "mps", torch_mod=fake, env=env)  # the plan's: the cached answer
+    resources.cuda_properties.cache_clear()
+    assert len(children) == 1 and planned.grant.total == 132 and not fake.cuda.is_initialized()
+    with planned:
+        assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    with pytest.raises(ResourceError, match="sm_backend=mps needs a fresh process: CUDA is already initialised"):
+        limit(66, "mps", torch_mod=fake_torch(initialized=True), env=env)  # at the plan, not on entering
+
+
+def test_mps_on_a_cpu_device_is_refused():
+    with pytest.raises(ResourceError, match="sm_backend=mps: MPS splits a CUDA GPU and this job's device is cpu"):
+        ComputeLimit(1, torch.device("cpu"), "mps")
 
 
 @pytest.mark.e2e
@@ -125,3 +180,21 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     assert by_name["sm_limit=2"].data.metrics["cpu_gpu_ratio"] == 0.5 and "cpu_gpu_ratio" not in by_name[
         "sm_limit=2"].data.params  # a metric, not also a param
     assert by_name["sm_limit=2"].data.tags["compute_unit"] == "cpu_thread"
+
+
+def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_cfg, monkeypatch):
+    """run_job plans (and so refuses a limit) before it opens the store or a run."""
+    from rlbench import plan
+    from rlbench.config.validate import validate
+    from rlbench.job import run_job
+    from tests.conftest import CARTPOLE_TINY
+
+    def refused(*a, **kw):
+        raise ResourceError("sm_backend=mps needs a fresh process: CUDA is already initialised here")
+
+    cfg = compose_cfg([*CARTPOLE_TINY, f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", "tracking.experiment=test"])
+    conf = validate(cfg)
+    monkeypatch.setattr(plan, "ComputeLimit", refused)
+    with pytest.raises(ResourceError, match="fresh process"):
+        run_job(cfg, conf=conf)
+    assert list(tmp_path.iterdir()) == []

@@ -252,7 +252,8 @@ def test_tracking_server_down_no_job_started(tmp_path):
         out = rlbench_cli(args, timeout=120)
         assert out.returncode == 2, out.stderr[-2000:]
         assert masked(down) in out.stderr and "not reachable" in out.stderr and "pw-xyz" not in out.stderr
-        assert "GET /health failed: [Errno 111] Connection refused" in out.stderr and "no job started" in out.stderr
+        assert out.stderr.startswith(f"rlbench: tracking.uri={masked(down)}: MLflow tracking server not reachable: "
+                                     "GET /health failed: [Errno 111] Connection refused; start it")
     assert not (tmp_path / "multirun").exists()  # no Hydra job of the sweep or search began
     assert not (tmp_path / "o.db").exists() and "MLflow run" not in (tmp_path / "out" / "__main__.log").read_text()
 
@@ -291,13 +292,15 @@ def test_preflight_names_the_url_masks_the_password_and_says_what_failed(tmp_pat
     assert masked("postgresql+psycopg2://bob:hunter2@db:5432/optuna") == "postgresql+psycopg2://bob:***@db:5432/optuna"
     assert masked("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
     check(f"sqlite:///{tmp_path}/new/mlflow.db", f"sqlite:///{tmp_path}/new2/optuna.db")  # local: nothing to reach
-    assert (tmp_path / "new").is_dir()
+    assert not (tmp_path / "new").exists()  # nor anything created: the stores make their folders
     port = free_port()
     with pytest.raises(PreflightError) as e:
         check(storage=f"postgresql+psycopg2://bob:hunter2@127.0.0.1:{port}/optuna")
-    assert f"bob:***@127.0.0.1:{port}/optuna not reachable: connect failed" in str(e.value)
+    assert str(e.value).startswith(f"search.storage=postgresql+psycopg2://bob:***@127.0.0.1:{port}/optuna: "
+                                   "an Optuna study storage not reachable: connect failed")
     assert "hunter2" not in str(e.value)
-    with pytest.raises(PreflightError, match=f"http://127.0.0.1:{port} not reachable: GET /health failed"):
+    with pytest.raises(PreflightError, match=f"tracking.uri=http://127.0.0.1:{port}: MLflow tracking server not "
+                                             "reachable: GET /health failed"):
         check(f"http://127.0.0.1:{port}")
 
 

@@ -49,13 +49,19 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
 
 
 @pytest.mark.e2e
-def test_failing_and_nan_trials_are_fail_and_the_study_completes(store, tmp_path):
-    # an objective that this host cannot measure (no GPU): every trial's value is missing -> FAIL
-    out = _search(store, tmp_path, 1, "search.objectives=[fps,gpu_busy_frac]", "search.directions=[maximize,maximize]",
-                  "search.max_failures=2")
-    assert out.returncode != 0 and "2 trials failed" in out.stderr + out.stdout
-    assert _states(_study(tmp_path)) == ["FAIL", "FAIL"]
-    # a job that raises (time limit) is FAIL too; then the study goes on and completes
+def test_an_objective_the_job_cannot_produce_is_refused_before_the_first_trial(store, tmp_path):
+    """learner=false logs no learner_updates_per_s: every trial would FAIL; refused instead, naming it."""
+    out = _search(store, tmp_path, 1, "search.objectives=[fps,learner_updates_per_s]",
+                  "search.directions=[maximize,maximize]", "learner=false", timeout=60)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "'learner_updates_per_s' cannot be produced by this job on this host: learner=false runs no learner" \
+        in out.stderr
+    assert not (tmp_path / "optuna.db").exists() and runs(store["uri"]) == []
+
+
+@pytest.mark.e2e
+def test_failing_trials_are_fail_and_the_study_completes(store, tmp_path):
+    # a job that raises (time limit) is FAIL
     out = _search(store, tmp_path, 1, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
                   "workload.max_runtime_s=0.001", "search.max_failures=1")
     assert out.returncode != 0

@@ -12,7 +12,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.sweep import run_sweep
+from rlbench.sweep import run_sweep, sweep_key
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import ParentRun, live
 from rlbench.tracking.readers import RunRecord
@@ -145,13 +145,15 @@ def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):
 def test_resume_skips_the_jobs_whose_config_already_finished():
     jobs = [["actors=2"], ["actors=4"], ["actors=8"]]
     confs = [Conf(actors_of(j), resume=True) for j in jobs]
-    done = [RunRecord("r0", "", "7", "FINISHED", tags={"config_hash": config_hash(confs[0])}),
+    done = [RunRecord("r0", "", "7", "FINISHED", metrics={"runtime_s": 9.0}, tags={"config_hash": config_hash(confs[0])}),
             RunRecord("r1", "", "7", "FINISHED", params={"config_hash": config_hash(confs[1])})]  # an older run: a param
     launcher = Launcher()
     rows, _, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
     assert [actors_of(o) for o in launcher.launched] == [8]
-    assert [r["status"] for r in rows] == ["SKIPPED (resume: FINISHED run exists)"] * 2 + ["FINISHED"]
-    assert "3 jobs: 1 finished, 2 skipped" in parent.note and parent.statuses == ["FINISHED"]
+    # the jobs not rerun are the sweep's all the same: their earlier runs, with their numbers
+    assert [(r["status"], r["run_id"]) for r in rows] == [("FINISHED", "r0"), ("FINISHED", "r1"), ("FINISHED", "run-8")]
+    assert rows[0]["runtime_s"] == 9.0 and parent.tables["summary.json"]["run_id"] == ["r0", "r1", "run-8"]
+    assert "3 jobs: 3 finished" in parent.note and parent.statuses == ["FINISHED"]
     launcher = Launcher()  # without resume=true the same finished runs are run again
     sweep(jobs, launcher, FakeExperiment(finished=done))
     assert len(launcher.launched) == 3
@@ -168,13 +170,40 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
     assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
 
 
-def test_ctrl_c_ends_the_parent_killed_with_the_jobs_that_ran():
+def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
+    """resume=true after a killed sweep: the same parent, RUNNING again, gets the remaining jobs
+    (no `... #2` parent), and its summary lists every job of it."""
+    jobs = [["actors=2"], ["actors=4"]]
+    confs = [Conf(actors_of(j), resume=True) for j in jobs]
+    earlier = FakeParent(run_id="e" * 32, name="sweep actors=2,4")
+    done = [RunRecord("r0", "", "7", "FINISHED", tags={"config_hash": config_hash(confs[0])})]
+    key = sweep_key([config_hash(c) for c in confs], 1)
+    experiment, launcher = FakeExperiment(finished=done, found={key: earlier}), Launcher()
+    sweeper = SimpleNamespace(launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(
+        runtime=SimpleNamespace(choices={}))))
+    rows = run_sweep(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
+    assert experiment.opened == [] and earlier.statuses == ["RUNNING", "FINISHED"]
+    assert [actors_of(o) for o in launcher.launched] == [4]
+    assert f"tracking.parent_run_id={earlier.run_id}" in launcher.launched[0]
+    assert earlier.tables["summary.json"]["run_id"] == ["r0", "run-4"] and [r["status"] for r in rows] == ["FINISHED"] * 2
+
+
+def test_ctrl_c_ends_the_parent_killed_and_its_summary_lists_every_job():
     experiment = FakeExperiment()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as stop:
         sweep([["actors=2"], ["actors=4"], ["actors=8"]], Basic(interrupt_at=1), experiment)
     ((_, parent),) = experiment.opened
-    assert parent.statuses == ["KILLED"] and "· KILLED · 1 jobs: 1 finished" in parent.note
-    assert parent.tables["summary.json"]["job"] == [0]
+    assert parent.statuses == ["KILLED"] and "· KILLED · 3 jobs: 1 finished, 1 killed, 1 not started" in parent.note
+    assert parent.tables["summary.json"]["status"] == ["FINISHED", "KILLED", "NOT STARTED"]
+    assert stop.value.records == [("sweep parent", parent.run_id, "KILLED")]  # the command's last line says so
+
+
+def test_a_sweep_whose_artifacts_cannot_be_written_is_refused_before_any_parent(capsys):
+    experiment = FakeExperiment(unwritable="tracking.artifact_location: /x cannot be written")
+    with pytest.raises(SystemExit) as exit_:
+        run_sweep(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
+    assert exit_.value.code == 2 and experiment.opened == [] and experiment.stale_marked == 0
+    assert "/x cannot be written; no job started" in capsys.readouterr().err
 
 
 def test_a_view_that_cannot_be_stored_leaves_the_record_standing(capsys):

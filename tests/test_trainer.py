@@ -16,9 +16,12 @@ CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "in
 
 @pytest.mark.e2e
 def test_atari_smoke_job_is_recorded(compose_cfg, store):
-    cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"], "eval_envs=2"])
+    # the default config: MLflow's system metrics on (the store fixture turns them off elsewhere)
+    cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"], "eval_envs=2",
+                       "tracking.system_metrics=true"])
     final = run_job(cfg, overrides=["workload=smoke", "actors=4"])
     (run,) = runs(store["uri"])
+    assert any(k.startswith("system/") for k in run.data.metrics)  # what the contract check below must see
     assert run.info.status == "FINISHED" and run.info.run_name == "workload=smoke actors=4"
     for key in CONTRACT:
         assert key in run.data.metrics, key

@@ -56,12 +56,13 @@ class FakeParent:
 
 class FakeExperiment:
     """tracking.experiment.Experiment's offer: `finished` are its FINISHED runs, `found` the
-    parents of studies it has; `opened` keeps (command, parent) of every parent it opens.
+    parents of studies (by study name) and of ended sweeps (by sweep key) it has; `unwritable`
+    why its artifacts cannot be written; `opened` keeps (command, parent) of every parent it opens.
     Give a sweep or a search `store=fake.open`."""
 
     def __init__(self, finished: list | None = None, found: dict | None = None, taken: set[str] = frozenset(),
-                 view_error: Exception | None = None):
-        self.id, self.tracking = "7", None
+                 view_error: Exception | None = None, unwritable: str | None = None):
+        self.id, self.tracking, self.unwritable = "7", None, unwritable
         self.finished, self.found, self.taken, self.view_error = list(finished or []), dict(found or {}), taken, view_error
         self.opened, self.views, self.stale_marked = [], [], 0
 
@@ -84,6 +85,9 @@ class FakeExperiment:
         parent.log_params(params or {})
         self.opened.append((command, parent))
         return parent
+
+    def sweep_parent(self, key: str) -> FakeParent | None:
+        return self.found.get(key)
 
     def study_parent(self, study: str) -> FakeParent | None:
         return self.found.get(study)

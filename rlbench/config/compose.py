@@ -17,13 +17,35 @@ from rlbench.config.schema import Config, register_configs
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
-def compose_config(overrides: Sequence[str]) -> DictConfig:
-    """conf/config.yaml with `overrides`, as Hydra composes it for a job (not validated)."""
+def compose_config(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
+    """conf/config.yaml with `overrides`, as Hydra composes it for a job (not validated);
+    hydra_node: with Hydra's own node (the sweeper's grid, the presets chosen)."""
     from hydra import compose, initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=hydra_node)
+
+
+def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
+    """compose_config, with a bad key, preset, type or syntax refused as ConfigError naming the
+    override, its value and what is allowed (not Hydra's exception): the check every command shares."""
+    from rlbench.config.argv import check_override_keys
+    from rlbench.config.hydra_errors import explain
+    from rlbench.config.validate import ConfigError
+
+    problem = check_override_keys(list(overrides), CONF_DIR)
+    if problem:
+        raise ConfigError(problem)
+    try:
+        return compose_config(overrides, hydra_node)
+    except Exception as e:
+        from hydra.errors import HydraException
+        from omegaconf.errors import OmegaConfBaseException
+
+        if not isinstance(e, HydraException | OmegaConfBaseException):
+            raise
+        raise ConfigError(explain(e, list(overrides), CONF_DIR, compose_config)) from None
 
 
 def compose_job(overrides: Sequence[str], host: bool = True) -> Config:
@@ -31,4 +53,4 @@ def compose_job(overrides: Sequence[str], host: bool = True) -> Config:
     (rlbench/config/validate.py). host=False: for a job on another machine (no host checks)."""
     from rlbench.config.validate import validate  # the env and algorithm rules: imported when a job is composed
 
-    return validate(compose_config(overrides), host=host)
+    return validate(compose_checked(overrides), host=host)

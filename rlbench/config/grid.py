@@ -108,12 +108,24 @@ def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
 
 def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
     """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from rlbench.config.compose import CONF_DIR
+    from rlbench.config.hydra_errors import explain
+
     loader, confs, problems = sweeper.hydra_context.config_loader, [], []
+
+    def compose(job: list[str]):
+        return loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=job)
+
     for job in jobs:
         try:
-            confs.append(validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=job)))
+            confs.append(validate(compose(job)))
         except ConfigError as e:
             problems.append(f"job [{' '.join(job)}]: {e}")
+        except (HydraException, OmegaConfBaseException) as e:  # a list's value of the wrong type or key
+            problems.append(f"job [{' '.join(job)}]: {explain(e, job, CONF_DIR, compose)}")
     if problems:
         print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
         sys.exit(2)

@@ -50,6 +50,8 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "eval_envs": int_at_least(0),
         "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
+        "tracking.experiment": ((lambda v: bool(v.strip())),
+                                "a non-empty MLflow experiment name"),
         "tracking.uri": ((lambda v: bool(v and v.strip())),
                          ("an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
                           "http(s)://host:port, postgresql://...")),
@@ -70,6 +72,8 @@ def _inference_batch_rule(c: Config):
     """-1 (auto), 0 (lock-step) or k in [1, envs - 1], envs as the job steps them (eval envs
     only when the algorithm learns); rlbench/envs/vector.py resolve_inference_batch."""
     n = c.actors + eval_envs_of(c)
+    if n < 1:  # no envs: `actors` is refused by its own rule; nothing to say about a batch of none
+        return (lambda v: v >= -1), "-1 (auto), 0 (lock-step) or an integer in [1, envs - 1] (envs = actors + eval envs)"
     envs = f"envs = actors {c.actors} + eval envs {n - c.actors}"
     auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
             f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
@@ -80,6 +84,7 @@ def _inference_batch_rule(c: Config):
 
 def _search_rules() -> Rules:
     return {
+        "search.study": ((lambda v: bool(v.strip())), "a non-empty Optuna study name (the study's parent run is found by it)"),
         "search.n_trials": int_at_least(1),
         "search.seed": ((lambda v: 0 <= v <= 2**31 - 1),
                         "an integer in [0, 2**31 - 1] (numpy seeds are < 2**32; each trial adds its number)"),
@@ -131,7 +136,7 @@ def _env_checks(c: Config) -> list[str]:
 
 def _host_checks(c: Config) -> list[str]:
     """What this host cannot honour: a CUDA device it lacks, sm_limit above its SMs or CPU
-    threads, MPS without its daemon."""
+    threads, MPS without CUDA or its daemon, envs beyond its memory."""
     import torch
 
     from rlbench.resources import ComputeLimit, ResourceError, resolve_device
@@ -147,7 +152,51 @@ def _host_checks(c: Config) -> list[str]:
         ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
     except ResourceError as e:
         return [str(e)]
-    return []
+    return _memory_checks(c)
+
+
+OBS_COPIES = 4  # observations held per env: the vector env's stack, its batch out, inference's input, the unroll's
+
+
+def _memory_checks(c: Config) -> list[str]:
+    """The envs must fit in the memory this host has available now: each env holds its family's
+    own state (ENV_BYTES, measured per family; Atari's emulator) and about OBS_COPIES observations.
+    (The replay's memory is the algorithm's own check, e.g. R2D2's.)"""
+    import psutil
+
+    from rlbench.envs.spec import env_spec
+
+    spec, n = env_spec(c.env), c.actors + eval_envs_of(c)
+    own, obs = getattr(family(c.env.kind), "ENV_BYTES", 0), spec.bytes_per_frame * spec.stack
+    per_env = own + OBS_COPIES * obs
+    free = psutil.virtual_memory().available
+    if n * per_env <= free:
+        return []
+    shape = "x".join(map(str, spec.obs_shape))
+    return [(f"actors={c.actors} eval_envs={eval_envs_of(c)}: {n} envs need about {n * per_env / 1e9:.1f} GB "
+             f"({per_env / 1e6:.2f} MB each: {own / 1e6:.2f} MB of env state + {OBS_COPIES} observations of "
+             f"{shape} x {spec.obs_dtype.itemsize} B; env.{'img_size' if hasattr(c.env, 'img_size') else 'id'}="
+             f"{getattr(c.env, 'img_size', c.env.id)}) but this host has {free / 1e9:.1f} GB available; allowed: "
+             f"at most {max(0, free // per_env)} envs (actors + eval_envs) of this observation size")]
+
+
+def _non_finite(conf: Any, rules: Rules, prefix: str = "") -> dict[str, str]:
+    """Every float of the typed config that is nan or inf, with what is allowed: `inf` passes a
+    `v > 0` rule and `nan` fails every comparison silently, so no float may be non-finite."""
+    import dataclasses
+    import math
+
+    found: dict[str, str] = {}
+    for f in dataclasses.fields(conf):
+        key, value = f"{prefix}{f.name}", getattr(conf, f.name)
+        if dataclasses.is_dataclass(value):
+            found |= _non_finite(value, rules, f"{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            rule = rules.get(key, (None, "a number"))[1]
+            found[key] = f"{key}={value!r}: allowed: {rule} (finite: not nan or inf)"
+        elif isinstance(value, list) and any(isinstance(v, float) and not math.isfinite(v) for v in value):
+            found[key] = f"{key}={value!r}: allowed: finite numbers (not nan or inf)"
+    return found
 
 
 def _typed(cfg: DictConfig) -> Config:
@@ -178,8 +227,10 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     conf = _typed(cfg)
     algo = config_module(conf.algo.name)
     rules = _rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
-    problems = [f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
-                if not ok(_get(conf, key))]
+    non_finite = _non_finite(conf, rules)
+    problems = list(non_finite.values()) + [
+        f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
+        if key not in non_finite and not ok(_get(conf, key))]
     if not problems:
         problems = algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + (_host_checks(conf) if host else [])
     if not problems and host:

@@ -4,29 +4,34 @@ ratio, what-if machines, and the model's error on a real sweep (docs/predict.md)
 
 from __future__ import annotations
 
-import argparse
 import csv
 import itertools
 import os
 import socket
 import sys
 import time
+from argparse import RawDescriptionHelpFormatter as RawDescription
 from pathlib import Path
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PROFILES = "rlbench-profiles"
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rlbench.predict", description=__doc__,
+PROG = "rlbench.predict"  # the refusals' prefix: `rlbench.predict: --flag=value: ... allowed: ...`
+
+
+def parse(argv: list[str] | None):
+    from rlbench.config.flags import Parser, number, writable_folder
+
+    p = Parser(prog=PROG, description=__doc__,
                                 epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
                                        "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
                                        "  python -m rlbench.predict --validate --sweep <parent run id>",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+                                formatter_class=RawDescription)
     p.add_argument("--profile", metavar="RUN_ID", help="profile run (default: the newest of this host and env)")
     p.add_argument("--cpu-profile", metavar="RUN_ID", help="what-if: the actor side (env stepping, cores) from this profile")
     p.add_argument("--gpu-profile", metavar="RUN_ID", help="what-if: inference and the learner from this profile")
-    p.add_argument("--threads", type=int, help="what-if: the actor host has N hardware threads (an estimate: "
+    p.add_argument("--threads", type=number(int, lo=1), help="what-if: the actor host has N hardware threads (an estimate: "
                                                "stepping assumed to scale linearly with threads)")
     p.add_argument("--grid", action="store_true", help="comma lists in the overrides expand to a grid: a table, "
                                                        "a figure and the recommended ratio")
@@ -45,12 +50,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                 "--tracking-uri, --no-log")
     if a.profile and (a.cpu_profile or a.gpu_profile):
         p.error("--profile or --cpu-profile/--gpu-profile, not both")
-    if a.threads is not None and a.threads < 1:
-        p.error(f"--threads={a.threads}: allowed: an integer >= 1")
     lists = [o for o in a.overrides if "," in o.split("=", 1)[-1]]
     if lists and not a.grid:
-        p.error(f"{lists[0]}: a list of values needs --grid")
+        p.error(f"{lists[0]}: a list of values needs --grid; allowed without it: one value per key")
+    problem = writable_folder("--out", a.out) if a.grid and a.out is not None else None
+    if problem:
+        p.error(problem)
     return a
+
+
+def store_problem(a) -> str | None:
+    """The store predict reads profiles (and a sweep) from must exist: reading creates an empty one."""
+    from rlbench.config.flags import existing_store
+
+    return existing_store("--tracking-uri", a.tracking_uri, "; a profile of this host first: python -m rlbench.profile")
 
 
 def grid_overrides(overrides: list[str]) -> list[list[str]]:
@@ -188,14 +201,19 @@ def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, fl
 def main(argv: list[str] | None = None) -> int:
     from rlbench.config.validate import ConfigError
     from rlbench.predict.curves import ProfileError
+    from rlbench.preflight import preflight_or_exit
     from rlbench.tracking.store import use_store
 
     a = parse(argv)
-    use_store(a.tracking_uri)
     try:
+        confs = [] if a.validate else [compose(o) for o in grid_overrides(a.overrides)]
+        problem = store_problem(a)
+        if problem:
+            raise LookupError(problem)
+        preflight_or_exit(a.tracking_uri, prog=PROG, key="--tracking-uri", reading=True)
+        use_store(a.tracking_uri)
         if a.validate:
             return run_validate(a)
-        confs = [compose(o) for o in grid_overrides(a.overrides)]
         m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name)
         if a.grid:
             return run_grid(a, confs, m)
@@ -203,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
         pred = predict_job(confs[0], m)
     except (ConfigError, ProfileError, ValueError, LookupError) as e:
-        print(f"rlbench predict: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     print(f"predicted with {m.names()} — a model's prediction, not a measurement:")
     print("\n".join(show(pred, confs[0].workload.frames)))

@@ -69,7 +69,7 @@ class Profile:
 
 def load_profile(run_id: str) -> Profile:
     """The profile run `run_id` from the current tracking store (tracking.store.use_store)."""
-    from rlbench.tracking.profiles import is_profile, read_profile
+    from rlbench.tracking.profiles import incomplete, is_profile, read_profile
     from rlbench.tracking.readers import NoSuchRun
 
     try:
@@ -80,6 +80,10 @@ def load_profile(run_id: str) -> Profile:
     if not is_profile(run):
         raise ProfileError(f"--profile={run_id}: run {run.name!r} is not a profile (tag rlbench.role="
                            f"{run.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
+    why = incomplete(run)
+    if why:
+        raise ProfileError(f"--profile={run_id}: profile {run.name!r} is incomplete: {why}; allowed: a complete "
+                           "profile (run python -m rlbench.profile again)")
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
     return Profile(run_id, run.tags, tables["env"], tables["inference"], tables["update"], tables["corun"],

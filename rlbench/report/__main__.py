@@ -9,10 +9,14 @@ import sys
 from pathlib import Path
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
+PROG = "rlbench.report"  # the refusals' prefix: `rlbench.report: --flag=value: ... allowed: ...`
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rlbench.report", description=__doc__)
+    from rlbench.config.flags import Parser, existing_store, number, writable_folder
+
+    share = number(float, lo=0, hi=1, hi_open=True)
+    p = Parser(prog=PROG, description=__doc__)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--sweep", metavar="RUN_ID", help="parent run id of a sweep or a search")
     which.add_argument("--study", metavar="NAME", help="an Optuna study's name (its parent run is found by tag)")
@@ -20,15 +24,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI,
                    help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_URI})")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<id>)")
-    p.add_argument("--knee-share", type=float, default=0.10,
+    p.add_argument("--knee-share", type=share, default=0.10,
                    help="knee: more actors must shorten the task by at least this share of its time (default 0.10)")
-    p.add_argument("--tolerance", type=float, default=0.05,
+    p.add_argument("--tolerance", type=share, default=0.05,
                    help="recommendation: trade up to this share of the best fps for less energy (default 0.05)")
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
     args = p.parse_args(argv)
-    for key in ("knee_share", "tolerance"):
-        if not 0 <= getattr(args, key) < 1:
-            p.error(f"--{key.replace('_', '-')}={getattr(args, key)}: must be in [0, 1)")
+    for flag in ("--sweep", "--study", "--experiment"):
+        value = getattr(args, flag[2:])
+        if value is not None and not value.strip():
+            p.error(f"{flag}={value!r}: allowed: a non-empty run id or name")
+    problem = writable_folder("--out", args.out or Path("reports")) or existing_store("--tracking-uri",
+                                                                                    args.tracking_uri)
+    if problem:
+        p.error(problem)
     return args
 
 
@@ -48,7 +57,7 @@ def load(args):
     from rlbench.report.records import load_experiment, load_parent
     from rlbench.tracking.readers import NoSuchRun
 
-    check(args.tracking_uri)  # a server that is down: the jobs' message now, not minutes of client retries
+    check(args.tracking_uri, key="--tracking-uri", reading=True)  # a store that cannot be used: one line, now
     if args.experiment:
         return load_experiment(args.experiment)
     parent = args.sweep or study_parent(args.study)
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         study = load(args)
     except (LookupError, PreflightError) as e:
-        print(f"rlbench report: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     out = args.out or Path("reports") / (study.parent_id or args.experiment)
     result = build_report(study, out, args.knee_share, args.tolerance)

@@ -32,7 +32,7 @@ import optuna
 
 from rlbench.preflight import masked, preflight_or_exit
 from rlbench.search.parent import recommend, report, study_parent
-from rlbench.search.space import SearchError, check_space, energy_check, make_sampler, objective_values, suggest
+from rlbench.search.space import SearchError, check_space, make_sampler, objective_checks, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.tracking.experiment import Experiment
@@ -58,20 +58,22 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     in_process = isinstance(sweeper.launcher, BasicLauncher)
-    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + energy_check(conf)
+    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf)
             + ([] if in_process or not s.pruning else
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
     preflight_or_exit(conf.tracking.uri, s.storage)
     machine = _warm_start_machine(conf) if s.warm_start_profile else None
+    experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
+    if experiment.unwritable:
+        _refuse([experiment.unwritable])
     lock = StudyLock(s.storage, s.study)
     with lock:  # workers starting together: one creates the tables, the study and the parent run
         study = open_study(s)
         failed_before = state_counts(study)["FAIL"]
         optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        experiment = store(conf.tracking)
-        experiment.mark_stale_runs()
+        experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
         parent = study_parent(experiment, s.study)
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
@@ -96,7 +98,7 @@ def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, pare
         print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
               f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view)}", flush=True)
 
-    return live(parent, trials, close)
+    return live(parent, trials, close, "study parent")
 
 
 def _search_view(experiment, parent: str, s) -> str | None:

@@ -4,6 +4,7 @@ the objectives read from a job's result, and the sampler."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import optuna
 
@@ -29,7 +30,7 @@ def check_space(search: SearchConfig, host_units: int) -> list[str]:
                         "workers' writes reliably; use a PostgreSQL URL (postgresql://...)")
     elif s.workers > 1 and not s.storage.startswith("postgresql"):
         problems.append(f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
-                        "(postgresql+psycopg2://user:password@host:5432/db), whose lock keeps workers from "
+                        "(postgresql://user:password@host:5432/db), whose lock keeps workers from "
                         "running more than search.n_trials")
     if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
         problems.append(f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
@@ -72,19 +73,72 @@ def make_sampler(s: SearchConfig, offset: int) -> optuna.samplers.BaseSampler:
     return optuna.samplers.NSGAIISampler(seed=s.seed + offset)
 
 
-def energy_check(conf) -> list[str]:
-    """Energy objectives need a measured (or explicitly estimated) energy on this host."""
-    if not any(k.startswith(("energy", "perf_per_watt", "joules")) for k in conf.search.objectives):
-        return []
+@dataclass(frozen=True)
+class Meters:
+    """What this host can measure, as the job's telemetry will find it."""
+
+    gpu: str | None  # None: NVML reads a GPU; else why not
+    rapl: str | None  # None: RAPL reads the CPU package; else why not
+    dram: str | None  # None: RAPL reads DRAM; else why not
+    plugged: tuple[str, ...] = ()  # power meters plugged in (rlbench/telemetry/sources.py)
+
+
+def host_meters() -> Meters:
+    from rlbench.metrics import plugged_sources
     from rlbench.telemetry.nvml import NvmlSource
     from rlbench.telemetry.rapl import RaplSource
 
     gpu, cpu = NvmlSource(), RaplSource()
     try:
-        if gpu.available or cpu.available or conf.telemetry.cpu_tdp_w:
-            return []
-        return [(f"search.objectives={list(conf.search.objectives)}: no energy can be measured here (GPU: "
-                 f"{gpu.reason}; CPU: {cpu.reason}); set telemetry.cpu_tdp_w=<watts> for a labelled estimate, "
-                 "or search.objectives=[fps] search.directions=[maximize]")]
+        return Meters(None if gpu.available else gpu.reason or "NVML unavailable",
+                      None if cpu.available else cpu.reason or "RAPL unreadable",
+                      None if cpu.available and cpu.dram_available else cpu.dram_reason or cpu.reason or "no DRAM domain",
+                      tuple(plugged_sources()))
     finally:
         gpu.close()
+
+
+LEARNER_ONLY = ("learner_updates_per_s", "loss", "learner_share")
+NVML_ONLY = ("power_gpu_w_avg", "power_gpu_w_max", "energy_gpu_j", "gpu_util_avg")
+
+
+def _why_not(name: str, conf, m: Meters) -> str | None:
+    """Why a job of `conf` on a host with meters `m` can never log final metric `name`, or None."""
+    from rlbench.algo import config_module
+    from rlbench.plan import eval_envs_of
+    from rlbench.resources import resolve_device
+
+    learns = config_module(conf.algo.name).LEARNS
+    measured = m.gpu is None or m.rapl is None or bool(m.plugged)  # a power source that measures
+    if name in LEARNER_ONLY and not (learns and conf.learner):
+        return f"algo={conf.algo.name} has no learner" if not learns else "learner=false runs no learner"
+    if name == "eval_return_mean20" and eval_envs_of(conf) == 0:
+        return "eval_envs=0 steps no evaluation env" if learns else f"algo={conf.algo.name} does not evaluate"
+    if name == "gpu_busy_frac" and resolve_device(conf.device).type != "cuda":
+        return f"the job's device is {resolve_device(conf.device)}, not CUDA: no GPU spans to time"
+    if name in NVML_ONLY and m.gpu is not None:
+        return f"NVML reads no GPU here ({m.gpu})"
+    if name in ("energy_cpu_j", "power_cpu_w_avg") and m.rapl is not None and not conf.telemetry.cpu_tdp_w:
+        return (f"no RAPL here ({m.rapl}) and no estimate: set telemetry.cpu_tdp_w=<watts> for a labelled one")
+    if name == "energy_dram_j" and m.dram is not None:
+        return f"RAPL reads no DRAM energy here ({m.dram})"
+    if name == "perf_per_watt" and not measured:
+        return (f"no power source measures here (GPU: {m.gpu}; CPU: {m.rapl}); perf_per_watt is fps per measured "
+                "watt and leaves out telemetry.cpu_tdp_w's estimate")
+    if name in ("energy_per_task_j", "joules_per_mframe") and not measured and not conf.telemetry.cpu_tdp_w:
+        return (f"no energy can be measured here (GPU: {m.gpu}; CPU: {m.rapl}); set telemetry.cpu_tdp_w=<watts> "
+                "for a labelled estimate")
+    return None
+
+
+def objective_checks(conf, meters: Meters | None = None) -> list[str]:
+    """Each objective the job cannot produce on this host and config (every trial would FAIL),
+    named with why; checked before the first trial. meters: this host's (host_meters) when None."""
+    names = list(conf.search.objectives)
+    if not any(n in LEARNER_ONLY + NVML_ONLY or n.startswith(("energy", "power", "perf", "joules", "gpu", "eval"))
+               for n in names):
+        return []  # nothing here depends on the host's meters: spare probing NVML and RAPL
+    m = meters or host_meters()
+    return [(f"search.objectives={names}: {n!r} cannot be produced by this job on this host: {why}; allowed: "
+             "objectives the job logs here, e.g. fps, task_fps, runtime_s")
+            for n in names if (why := _why_not(n, conf, m))]

@@ -1,7 +1,9 @@
 """The experiment a sweep or a search records into: what they take from tracking, in one object.
 
-`Experiment(tracking)` opens it on the configured store (created if new). Then: the runs a
-killed process left RUNNING, the FINISHED runs (a resumed sweep skips their configurations),
+`Experiment(tracking)` opens it on the configured store (created if new; not when its artifact
+location cannot be written: `unwritable` says why). Then: the runs a killed process left
+RUNNING (in every experiment), the FINISHED runs (a resumed sweep skips their configurations)
+and a resumed sweep's earlier parent,
 a top-level name no other run uses, a parent run opened or found (tracking/parent.py), and
 the runs table's shared view of a parent's children (tracking/views.py).
 
@@ -13,18 +15,22 @@ from __future__ import annotations
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.parent import ParentRun, open_parent
-from rlbench.tracking.readers import RunRecord, experiment_runs, study_parent
-from rlbench.tracking.store import mark_stale_runs, open_experiment, unique_top_level_name
+from rlbench.tracking.readers import RunRecord, experiment_runs, study_parent, sweep_parent
+from rlbench.tracking.store import artifact_problem, mark_stale_runs, open_experiment, unique_top_level_name
 from rlbench.tracking.views import runs_view
 
 
 class Experiment:
     def __init__(self, tracking: TrackingConfig):
+        """`unwritable`: why the experiment's artifacts cannot be written (the experiment is then
+        not opened: the command refuses before any run), or None."""
         self.tracking = tracking
-        self.id = open_experiment(tracking)
+        self.unwritable = artifact_problem(tracking)
+        self.id = None if self.unwritable else open_experiment(tracking)
 
     def mark_stale_runs(self) -> list[str]:
-        """Runs left RUNNING by a killed process become FAILED; returns their ids."""
+        """Runs left RUNNING by a process that is gone, in every experiment of the store, closed
+        (KILLED, or FAILED by the heartbeat rule: tracking/orphans.py); returns their ids."""
         return mark_stale_runs(self.tracking)
 
     def finished_runs(self) -> list[RunRecord]:
@@ -36,6 +42,11 @@ class Experiment:
 
     def open_parent(self, name: str, command: str, tags: dict[str, str], params: dict | None = None) -> ParentRun:
         return open_parent(self.id, name, command, tags, params)
+
+    def sweep_parent(self, key: str) -> ParentRun | None:
+        """The ended parent of the sweep `key` (rlbench/sweep.py sweep_key) in this experiment, if any."""
+        found = sweep_parent(key, self.id)
+        return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
 
     def study_parent(self, study: str) -> ParentRun | None:
         """The parent run of the search over the Optuna study `study` in this experiment, if any."""

@@ -56,7 +56,9 @@ def host_tags() -> dict[str, str]:
         "cuda_available": str(torch.cuda.is_available()),
     }
     if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
+        from rlbench.resources import cuda_properties
+
+        props = cuda_properties(0)  # read in a child: CUDA must stay uninitialised for sm_backend=mps
         tags["gpu_name"] = props.name
         tags["gpu_sm_count"] = str(props.multi_processor_count)
     return tags

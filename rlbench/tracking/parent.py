@@ -22,10 +22,13 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
+from rlbench.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
+from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.readers import read_run
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's description of a run
+SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweep.py sweep_key): a resumed sweep continues its parent
 
 
 def source_tags(command: str) -> dict[str, str]:
@@ -80,7 +83,8 @@ class ParentRun:
         self._client.log_artifacts(self.run_id, str(folder), under)
 
     def reopen(self) -> None:
-        """RUNNING again: a resumed study's parent."""
+        """RUNNING again, owned by this process: a resumed study's or sweep's parent."""
+        self.set_tags(owner_tags())
         self._client.update_run(self.run_id, status="RUNNING")
 
     def end(self, status: str) -> None:
@@ -92,7 +96,7 @@ def open_parent(experiment_id: str, name: str, command: str, tags: dict[str, str
                 params: dict | None = None) -> ParentRun:
     """A new parent run, RUNNING, with the host's and the source's tags (`command`: sweep, search, report)."""
     run = mlflow.MlflowClient().create_run(experiment_id, run_name=name,
-                                           tags={**host_tags(), **source_tags(command), **tags})
+                                           tags={**host_tags(), **source_tags(command), **owner_tags(), **tags})
     parent = ParentRun(run.info.run_id, experiment_id, name)
     parent.log_params(params or {})
     return parent
@@ -104,17 +108,19 @@ def parent_run(run_id: str) -> ParentRun:
     return ParentRun(record.run_id, record.experiment_id, record.name)
 
 
-def live(parent, body: Callable[[], str], close: Callable[[str], None]) -> str:
+def live(parent, body: Callable[[], str], close: Callable[[str], None], what: str = "parent run") -> str:
     """A parent's life once opened: `body()` runs the jobs and returns the status they earned
     (FINISHED, or FAILED when one failed); the status is KILLED when it is interrupted (Ctrl-C,
-    SIGTERM: a KeyboardInterrupt) and FAILED when it raises anything else, and the exception
-    goes on. Whatever happened, `close(status)` records what the command shows on the parent
-    (summary, description, report), and the parent ends with the status. Returns the status."""
+    SIGTERM: a KeyboardInterrupt, which notes that `what` ended KILLED: rlbench/signals.py) and
+    FAILED when it raises anything else, and the exception goes on. Whatever happened,
+    `close(status)` records what the command shows on the parent (summary, description,
+    report), and the parent ends with the status. Returns the status."""
     status = "FAILED"
     try:
         status = body()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         status = "KILLED"
+        note_record(e, what, parent.run_id, status)
         raise
     finally:
         try:

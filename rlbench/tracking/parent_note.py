@@ -130,7 +130,8 @@ def _best_lines(rows: list[dict]) -> list[str]:
 def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
     """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
     the best configuration and the report's section; its grid is the param `grid`."""
-    counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in ("FINISHED", "FAILED", "SKIPPED")}
+    states = ("FINISHED", "FAILED", "KILLED", "NOT STARTED")
+    counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in states}
     lines = [f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
              + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
              "", links_line(experiment_id, parent_id, report=False), "", *jobs_table(rows, experiment_id)]

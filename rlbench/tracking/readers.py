@@ -2,7 +2,8 @@
 
 - `RunRecord`: one run's id, name, experiment, status, params, metrics and tags;
 - `read_run(run_id)`, `read_sweep(parent_id)`: a run; a sweep's or a search's parent with its
-  children and its summary table (summary.json);
+  children (and the earlier runs its summary names: a resumed sweep's) and its summary table;
+- `sweep_parent(key, experiment_id)`: the ended parent of a sweep, which resume=true continues;
 - `experiment_id(name)`, `experiment_runs(name, status)`: an experiment's runs (e.g. the
   FINISHED ones a resumed sweep skips);
 - `study_parent(study, experiment_id)`: a search's parent run, found by its study's name
@@ -82,7 +83,21 @@ def read_sweep(parent_id: str) -> SweepRecord:
         summary = logged_table(parent_id, "summary.json")
     except Exception:  # noqa: BLE001 - a killed sweep may have no summary yet, or no readable artifacts
         summary = []
-    return SweepRecord(parent, [_record(r) for r in children], summary)
+    return SweepRecord(parent, [_record(r) for r in children] + _linked(summary, children), summary)
+
+
+def _linked(summary: list[dict], children) -> list[RunRecord]:
+    """The runs the summary names that are not children: the earlier FINISHED runs a resumed
+    sweep did not rerun (rlbench/sweep.py), which belong to the sweep all the same."""
+    ids = {r.info.run_id for r in children}
+    out = []
+    for row in summary:
+        if row.get("run_id") and row["run_id"] not in ids:
+            try:
+                out.append(read_run(row["run_id"]))
+            except NoSuchRun:  # deleted since: the report lists the row as missing
+                continue
+    return out
 
 
 def logged_table(run_id: str, path: str) -> list[dict]:
@@ -109,6 +124,15 @@ def experiment_runs(name: str, status: str | None = None) -> list[RunRecord]:
         raise NoSuchExperiment(name, mlflow.get_tracking_uri())
     where = f"attributes.status = '{status}'" if status else ""
     return [_record(r) for r in mlflow.search_runs([found], filter_string=where, output_format="list")]
+
+
+def sweep_parent(key: str, experiment_id: str) -> RunRecord | None:
+    """The newest ended parent run of the sweep whose `sweep_key` tag is `key`, or None (a
+    RUNNING one belongs to a sweep still running)."""
+    where = f"tags.`rlbench.role` = 'sweep' and tags.sweep_key = '{key}' and attributes.status != 'RUNNING'"
+    found = mlflow.search_runs([experiment_id], filter_string=where, output_format="list", max_results=1,
+                               order_by=["attributes.start_time DESC"])
+    return _record(found[0]) if found else None
 
 
 def study_tags(study: str) -> dict[str, str]:

@@ -3,7 +3,8 @@
 `JobRecord` is a context manager. On a clean exit the run ends FINISHED; on Ctrl-C or
 SIGTERM (JobKilled) it ends KILLED; on any other exception FAILED with the error text as a
 tag and the traceback as an artifact. Artifacts (resolved config, .hydra/, job log) are
-logged whatever the outcome.
+logged whatever the outcome. A clean exit whose artifacts could not all be written (`lost`)
+is not FINISHED: the run ends FAILED naming them, and IncompleteRecord is raised.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
+from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.store import open_experiment, run_name_from, unique_top_level_name
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
@@ -97,6 +100,7 @@ class JobRecord:
         self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
         self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
         self.unmeasured: dict[str, str] = {}
+        self._lost: dict[str, str] = {}  # artifact -> why it could not be written
         self.run = None
         self._client = None
 
@@ -113,7 +117,7 @@ class JobRecord:
         mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
         self.run = mlflow.start_run(
             experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
-            parent_run_id=self.tracking.parent_run_id,
+            parent_run_id=self.tracking.parent_run_id, tags=owner_tags(),  # tells a killed job's run (orphans.py)
         )
         self._last_beat = 0.0
         self.heartbeat()
@@ -171,6 +175,11 @@ class JobRecord:
         for path in paths:
             mlflow.log_artifact(str(path), folder)
 
+    def lost(self, what: str, error: BaseException) -> None:
+        """Note an artifact that could not be written: the run cannot end FINISHED (__exit__)."""
+        log.warning("could not log %s: %s", what, error)
+        self._lost[what] = f"{type(error).__name__}: {error}"[:300]
+
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED"
         if exc is not None:
@@ -181,20 +190,27 @@ class JobRecord:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             status = "KILLED"
             mlflow.set_tag("end_reason", "killed: " + (type(exc).__name__ if exc else "interrupt"))
+            note_record(exc, "job run", self.run_id, status)
         elif exc_type is not None:
             status = "FAILED"
             mlflow.set_tag("error", f"{exc_type.__name__}: {exc}"[:5000])
             self._log_text("".join(traceback.format_exception(exc_type, exc, tb)), "traceback.txt")
         self._log_artifacts()
+        incomplete = IncompleteRecord(self.run_id, self._lost) if self._lost and status == "FINISHED" else None
+        if incomplete is not None:
+            status = "FAILED"
+            mlflow.set_tag("error", str(incomplete)[:5000])
         mlflow.end_run(status=status)
         log.info("MLflow run %s ended %s", self.run_id, status)
+        if incomplete is not None:
+            raise incomplete
         return False
 
     def _log_text(self, text: str, name: str) -> None:
         try:
             mlflow.log_text(text, name)
         except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
-            log.warning("could not log %s: %s", name, e)
+            self.lost(name, e)
 
     def _log_artifacts(self) -> None:
         self._log_text(OmegaConf.to_yaml(self.cfg, resolve=True), "config.yaml")
@@ -207,4 +223,13 @@ class JobRecord:
             for logfile in self.output_dir.glob("*.log"):
                 mlflow.log_artifact(str(logfile))
         except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
-            log.warning("could not log job artifacts: %s", e)
+            self.lost(".hydra/ and the job log", e)
+
+
+class IncompleteRecord(RuntimeError):
+    """A job that ran to its end but whose record misses artifacts: its run ends FAILED, naming them."""
+
+    def __init__(self, run_id: str, lost: dict[str, str]):
+        super().__init__(f"run {run_id} ended FAILED: its record is incomplete: could not write "
+                         + "; ".join(f"{what} ({why})" for what, why in lost.items()))
+        self.run_id, self.lost = run_id, dict(lost)

@@ -2,25 +2,36 @@
 
 - `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
 - `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
-  the experiment, created with an artifact location that suits the store;
+  the experiment, created with an artifact location that suits the store; a new SQLite
+  store's tables are created by one process at a time (`_first_open`);
+- `bound_http_retries`: MLflow's client gives up on a server that does not answer within
+  about a minute, not after minutes of retries;
+- `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
+  opens it (rlbench/preflight.py);
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
-- `mark_stale_runs`: runs left RUNNING by a killed process, found by their heartbeat tag.
+- `mark_stale_runs`: runs left RUNNING by a process that is gone, in every experiment
+  (rlbench/tracking/orphans.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
 import re
-import time
+import sqlite3
+import tempfile
+import urllib.parse
 from pathlib import Path
 
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.artifacts import SCHEME, store_root
+from rlbench.tracking.orphans import close_orphans
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +68,21 @@ def use_store(uri: str) -> None:
     """Read and write the store at `uri` from now on (a command's --tracking-uri), with no
     progress bars on artifact downloads (a profile's or a sweep's tables)."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    bound_http_retries()
     mlflow.set_tracking_uri(uri)
+
+
+# MLflow's defaults retry a failed request 7 times with doubling waits, each try waiting up to
+# 120 s for an answer: a tracking server that went away holds a job or a command for minutes
+# with no message. Ours: 2 retries (waits of ~0 and ~4 s), 20 s per try. A user's own setting wins.
+HTTP_RETRY_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def bound_http_retries() -> None:
+    """Bound MLflow's HTTP retries for this process and its children (the jobs of a sweep),
+    where the user has not set them."""
+    for name, value in HTTP_RETRY_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 def store_uri() -> str:
@@ -69,8 +94,10 @@ def open_experiment(tracking: TrackingConfig) -> str:
     """Point MLflow at the configured store and return the experiment id (created if new)."""
     if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
         Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    bound_http_retries()
     mlflow.set_tracking_uri(tracking.uri)
-    exp = mlflow.get_experiment_by_name(tracking.experiment)
+    with _first_open(tracking.uri):
+        exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
         return exp.experiment_id
     try:
@@ -80,6 +107,51 @@ def open_experiment(tracking: TrackingConfig) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+@contextlib.contextmanager
+def _first_open(uri: str):
+    """Around a process's first access to a SQLite store: one process at a time on this host.
+
+    MLflow creates a new database's tables on first access, with no lock of its own: two jobs
+    (or a sweep and a job) starting at once into a new store both run the migrations, and one
+    fails (`duplicate column name`). A lock file in the temp folder, named by the database's
+    path, serialises them; the second finds the tables made. Other stores: nothing to do."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
+    name = hashlib.sha256(str(db).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"rlbench-store-{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def schema_problem(db: Path) -> tuple[str, str] | None:
+    """(cause, what to do) when the SQLite MLflow database `db` has a schema this MLflow does not
+    use (older: `mlflow db upgrade`; newer or unknown: another MLflow wrote it), else None.
+    Read with sqlite3: MLflow itself would raise only after opening the store."""
+    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+
+    conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)
+    try:
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    finally:
+        conn.close()
+    found, head = (rows[0][0] if rows else None), _get_latest_schema_revision()
+    if found == head:
+        return None
+    from alembic.script import ScriptDirectory
+
+    known = {r.revision for r in ScriptDirectory.from_config(_get_alembic_config("")).walk_revisions()}
+    if found in known:
+        return (f"its MLflow schema is older (revision {found}) than this MLflow {mlflow.__version__} uses ({head})",
+                f"back it up, then upgrade it: mlflow db upgrade sqlite:///{db}")
+    newer = f"its MLflow schema (revision {found}) is unknown to this MLflow {mlflow.__version__}: a newer one wrote it"
+    return newer, "upgrade MLflow here (pip install -U mlflow), or use another store"
 
 
 def artifact_location(tracking: TrackingConfig) -> str | None:
@@ -102,6 +174,49 @@ def artifact_location(tracking: TrackingConfig) -> str | None:
     return f"{SCHEME}:/{folder}"
 
 
+def artifact_problem(tracking: TrackingConfig) -> str | None:
+    """Why the experiment's artifact location cannot be written on this host (a job's record
+    would be incomplete), or None: a local folder is created if missing and a file written and
+    removed in it; a server's or a remote location is not checked here. Asked before any run
+    exists; opens no store that does not exist yet."""
+    location = _experiment_location(tracking)
+    folder = _local_folder(location, tracking.uri) if location else None
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".rlbench-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {folder} "
+                f"({location}), which cannot be written: {e.strerror or e}; allowed: a writable folder "
+                "(tracking.artifact_location=PATH, or a new tracking.experiment)")
+    return None
+
+
+def _experiment_location(tracking: TrackingConfig) -> str | None:
+    """The artifact location of the experiment, existing or to be created (artifact_location)."""
+    db = store_root(tracking.uri)
+    exists = db is None or Path(urllib.parse.unquote(tracking.uri.removeprefix("sqlite:///").split("?", 1)[0])).exists()
+    if exists:
+        mlflow.set_tracking_uri(tracking.uri)
+        exp = mlflow.get_experiment_by_name(tracking.experiment)
+        if exp is not None:
+            return exp.artifact_location
+    return artifact_location(tracking)
+
+
+def _local_folder(location: str, uri: str) -> Path | None:
+    """The folder of a local artifact location (rlbench-store:, file:, a path); None for others."""
+    if location.startswith(f"{SCHEME}:"):
+        root = store_root(uri)
+        return root / urllib.parse.urlparse(location).path.lstrip("/") if root is not None else None
+    if location.startswith("file:"):
+        return Path(urllib.parse.unquote(urllib.parse.urlparse(location).path))
+    return Path(location) if "://" not in location and Path(location).is_absolute() else None
+
+
 def _folder_name(experiment: str) -> str:
     """A folder name for an experiment's artifacts: its name, with anything but letters,
     digits, '.', '_' and '-' replaced by '_'."""
@@ -119,28 +234,11 @@ def config_hash(conf) -> str:
 
 
 def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
-    """Runs left RUNNING by a killed process (no heartbeat for stale_after_s) become FAILED."""
-    exp = mlflow.get_experiment_by_name(tracking.experiment)
-    if exp is None:
-        return []
-    client, now, stale = mlflow.MlflowClient(), time.time(), []
-    for run in mlflow.search_runs([exp.experiment_id], filter_string="attributes.status = 'RUNNING'",
-                                  output_format="list"):
-        if run.data.tags.get("rlbench.role") in ("sweep", "study"):
-            last = run.info.start_time / 1000  # a parent has no heartbeat: judge by its children
-            children = mlflow.search_runs([exp.experiment_id], output_format="list",
-                                          filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
-            last = max([last] + [float(c.data.tags.get("heartbeat", 0)) for c in children])
-        else:
-            last = float(run.data.tags.get("heartbeat", run.info.start_time / 1000))
-        if now - last > tracking.stale_after_s:
-            client.set_tag(run.info.run_id, "end_reason",
-                           f"stale: no heartbeat for {now - last:.0f} s (process killed?); marked FAILED")
-            client.set_terminated(run.info.run_id, "FAILED")
-            stale.append(run.info.run_id)
-    if stale:
-        log.warning("marked %d stale RUNNING run(s) FAILED: %s", len(stale), ", ".join(stale))
-    return stale
+    """Runs left RUNNING by a process that is gone, in every experiment of the store (not only
+    `tracking.experiment`), closed: KILLED at once when their owner process of this host is
+    gone, FAILED after `tracking.stale_after_s` without a heartbeat otherwise
+    (rlbench/tracking/orphans.py). Returns their ids."""
+    return list(close_orphans(tracking.stale_after_s))
 
 
 def ui_runs_url(uri: str, experiment_id: str, view_key: str) -> str:

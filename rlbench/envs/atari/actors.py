@@ -16,8 +16,19 @@ class AtariActors:
     def __init__(self, cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
         from ale_py.vector_env import AtariVectorEnv
 
+        from rlbench.signals import sigterm_ends_at_once
+
         self.inference_batch = resolve_inference_batch(batch, num_envs)  # envs per recv()
-        self._env = AtariVectorEnv(
+        with sigterm_ends_at_once():  # creating hundreds of emulators holds the interpreter for seconds
+            self._env = self._create(AtariVectorEnv, cfg, num_envs, threads, affinity_offset)
+        self.frameskip = cfg.frameskip
+        self.obs_shape = self._env.single_observation_space.shape
+        self.obs_dtype = np.uint8
+        self.num_actions = int(self._env.single_action_space.n)
+        self.threads_used = threads
+
+    def _create(self, vector_env, cfg, num_envs: int, threads: int, affinity_offset: int):
+        return vector_env(
             cfg.id,
             num_envs,
             batch_size=self.inference_batch if self.inference_batch < num_envs else 0,  # 0: lock-step
@@ -36,11 +47,6 @@ class AtariActors:
             max_num_frames_per_episode=cfg.max_episode_frames,
             autoreset_mode="SameStep",
         )
-        self.frameskip = cfg.frameskip
-        self.obs_shape = self._env.single_observation_space.shape
-        self.obs_dtype = np.uint8
-        self.num_actions = int(self._env.single_action_space.n)
-        self.threads_used = threads
 
     def reset(self, seed: int) -> StepBatch:
         obs, info = self._env.reset(seed=seed)

@@ -1,0 +1,56 @@
+"""The command line of `python -m rlbench` (and of the pipelines, which run it) checked before
+Hydra runs: composed once as Hydra will compose it, so that a bad key, preset, value type or
+mode is one message (exit 2) and Hydra creates no output folder for it."""
+
+from __future__ import annotations
+
+import math
+
+from omegaconf import DictConfig
+
+MULTIRUN = ("-m", "--multirun")
+
+
+def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | None:
+    """What a run without -m cannot do: a search, repeats, or an experiment preset's grid
+    (which would silently run one job of it)."""
+    if cfg.get("search") is not None:
+        return "search=... runs an Optuna study over many jobs: add -m (python -m rlbench -m search=ratio)"
+    if cfg.get("repeats", 1) > 1:
+        return (f"repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
+                f"(python -m rlbench -m repeats={cfg.repeats} ...)")
+    if grid:
+        jobs = math.prod(len(str(v).split(",")) for v in grid.values())
+        preset = f"experiment={choices['experiment']}" if choices.get("experiment") else "the config"
+        axes = " ".join(f"{k}={v}" for k, v in grid.items())
+        return (f"{preset} defines a grid ({axes}: {jobs} jobs) that a run without -m would cut to one job: "
+                f"add -m (python -m rlbench -m {preset})")
+    return None
+
+
+def precheck(argv: list[str]) -> str | None:
+    """The command line composed as Hydra will compose it (a sweep's lists left to the sweeper,
+    which checks every job): a bad key, preset, value type or mode, as one message; else None."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from rlbench.config.compose import compose_checked
+    from rlbench.config.validate import ConfigError
+
+    multirun = any(a in MULTIRUN for a in argv)
+    if any(a.startswith("-") and a not in MULTIRUN for a in argv):
+        return None  # Hydra's own flags (--cfg, --help, ...): Hydra handles them
+    overrides = [a for a in argv if a not in MULTIRUN]
+    if multirun:  # the sweeper composes each job of a list; here the rest, once
+        parser = OverridesParser.create()
+        try:
+            overrides = [o for o in overrides if not parser.parse_overrides([o])[0].is_sweep_override()]
+        except OverrideParseException:
+            pass  # compose_checked names the override that cannot be parsed
+    try:
+        cfg = compose_checked(overrides, hydra_node=True)
+    except ConfigError as e:
+        return str(e)
+    if multirun:
+        return None
+    return mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)

@@ -1,0 +1,223 @@
+"""The fault suite: real rlbench processes killed (SIGKILL) or stopped (SIGTERM) once they have a
+RUNNING run (the store is polled, never slept on), then the states the next start leaves: no
+run, parent or profile RUNNING, whatever experiment that start uses; the exit codes and the
+one line a stopped command ends with; a sweep's summary rows; a resumed sweep that continues
+its parent. Also an artifact location that cannot be written and two writers on one store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import psutil
+import pytest
+
+from tests.conftest import CARTPOLE_TINY, ROOT, runs, wait_until
+
+pytestmark = pytest.mark.e2e
+TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
+LONG = ["workload.frames=400000000"]  # runs until stopped
+
+
+def _env() -> dict:
+    """The worktree's rlbench and hydra plugin, whatever folder the command runs in."""
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
+
+
+def _start(args: list[str], cwd: Path, module: str = "rlbench") -> psutil.Popen:
+    """The command in `cwd`/work (the store fixture's mlflow.db lies in cwd itself: a stray one
+    the command made would be cwd/work/mlflow.db)."""
+    cwd = _work(cwd)
+    return psutil.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), text=True,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _work(cwd: Path) -> Path:
+    (cwd / "work").mkdir(exist_ok=True)
+    return cwd / "work"
+
+
+def _run(args: list[str], cwd: Path, module: str = "rlbench", timeout: float = 120) -> subprocess.CompletedProcess:
+    cwd = _work(cwd)
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def _overrides(store, experiment: str = "test") -> list[str]:
+    return [o if not o.startswith("tracking.experiment=") else f"tracking.experiment={experiment}"
+            for o in store["overrides"]]
+
+
+def _when_running(proc: psutil.Popen, store, what, experiment: str = "test", timeout: float = 90):
+    """The first RUNNING run of `experiment` that `what(run)` accepts, once there is one."""
+    def found():
+        assert proc.poll() is None, f"exited ({proc.returncode}) before its run: {proc.stderr.read()[-2000:]}"
+        return next((r for r in runs(store["uri"], experiment) if r.info.status == "RUNNING" and what(r)), None)
+
+    return wait_until(found, timeout, f"a RUNNING run in {experiment}", poll_s=0.3)
+
+
+def _stop(proc: psutil.Popen, signum: int, timeout: float = 60) -> tuple[int, str]:
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.is_running():
+            proc.kill()
+    return proc.returncode, err
+
+
+def _next_start(uri: str) -> None:
+    """What every rlbench start in the store does first (rlbench/tracking/orphans.py)."""
+    from rlbench.tracking.orphans import close_orphans
+
+    mlflow.set_tracking_uri(uri)
+    close_orphans(stale_after_s=300.0)
+
+
+def _run_of(uri: str, run_id: str):
+    mlflow.set_tracking_uri(uri)
+    return mlflow.get_run(run_id)
+
+
+def _children(store, parent_id: str) -> list:
+    return [r for r in runs(store["uri"]) if r.data.tags.get("mlflow.parentRunId") == parent_id]
+
+
+def _summary(parent_id: str) -> list[dict]:
+    path = mlflow.MlflowClient().download_artifacts(parent_id, "summary.json")
+    table = json.loads(Path(path).read_text())
+    return [dict(zip(table["columns"], row)) for row in table["data"]]
+
+
+def test_a_killed_job_is_closed_by_the_next_start_anywhere_and_sigterm_exits_143(store, tmp_path):
+    killed = _start([*TINY, *LONG, *_overrides(store, "first")], tmp_path)
+    orphan = _when_running(killed, store, lambda r: True, "first")
+    _stop(killed, signal.SIGKILL)
+    assert _run_of(store["uri"], orphan.info.run_id).info.status == "RUNNING"
+    job = _start([*TINY, *LONG, *_overrides(store, "second")], tmp_path)  # another experiment
+    run = _when_running(job, store, lambda r: True, "second")
+    closed = _run_of(store["uri"], orphan.info.run_id)
+    assert closed.info.status == "KILLED" and "orphaned: its process" in closed.data.tags["end_reason"]
+    code, err = _stop(job, signal.SIGTERM)
+    assert code == 143 and "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
+    assert _run_of(store["uri"], run.info.run_id).info.status == "KILLED"
+    assert not (tmp_path / "work" / "mlflow.db").exists()  # nothing in the folder it ran in
+
+
+def test_sigterm_to_a_sweep_lists_every_job_in_its_summary(store, tmp_path):
+    sweep = _start(["-m", "seed=1,2,3", *TINY, *LONG, *store["overrides"]], tmp_path)
+    job = _when_running(sweep, store, lambda r: "mlflow.parentRunId" in r.data.tags)
+    code, err = _stop(sweep, signal.SIGTERM)
+    parent_id = job.data.tags["mlflow.parentRunId"]
+    assert code == 143 and err.strip().splitlines()[-1] == (
+        f"rlbench: stopped by SIGTERM: job run {job.info.run_id} recorded as KILLED; "
+        f"sweep parent {parent_id} recorded as KILLED")
+    assert _run_of(store["uri"], parent_id).info.status == "KILLED"
+    rows = _summary(parent_id)
+    assert [(r["status"], r["run_id"]) for r in rows] == [("KILLED", job.info.run_id), ("NOT STARTED", None),
+                                                          ("NOT STARTED", None)]
+
+
+def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_every_job(store, tmp_path):
+    from rlbench.report.records import load_parent
+
+    args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
+    sweep = _start([*args, "workload.frames=60000"], tmp_path)  # long enough to be caught in its second job
+    second = _when_running(sweep, store, lambda r: r.info.run_name == "seed=2", timeout=180)
+    _stop(sweep, signal.SIGKILL)
+    out = _run([*args, "workload.frames=60000", "resume=true"], tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parent_id = second.data.tags["mlflow.parentRunId"]
+    assert f"resume: continuing parent run {parent_id}" in out.stdout
+    parents = [r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") == "sweep"]
+    assert [p.info.run_id for p in parents] == [parent_id] and parents[0].info.status == "FINISHED"
+    kids = {(k.info.run_name, k.info.status) for k in _children(store, parent_id)}
+    assert kids == {("seed=1", "FINISHED"), ("seed=2", "KILLED"), ("seed=2", "FINISHED")}
+    assert [r["status"] for r in _summary(parent_id)] == ["FINISHED", "FINISHED"]
+    assert load_parent(parent_id).missing == []
+    assert not [r for r in runs(store["uri"]) if r.info.status == "RUNNING"]
+
+
+def test_a_killed_search_worker_leaves_no_running_trial_run(store, tmp_path):
+    args = ["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
+            "search.heartbeat_s=1", "search.objectives=[fps]", "search.directions=[maximize]",
+            "search.actors=[2,2]", "search.actor_threads=[1,1]", "search.sm_limit=[1,1]", *TINY, *store["overrides"]]
+    worker = _start([*args, *LONG], tmp_path)
+    trial = _when_running(worker, store, lambda r: "optuna_trial" in r.data.tags)
+    _stop(worker, signal.SIGKILL)
+    time.sleep(4)  # not synchronisation: optuna's grace period (3 heartbeats) must pass on the wall clock
+    out = _run(args, tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    closed = _run_of(store["uri"], trial.info.run_id)
+    assert closed.info.status == "KILLED" and "orphaned" in closed.data.tags["end_reason"]
+    assert not [r for r in runs(store["uri"]) if r.info.status == "RUNNING"]
+    assert not (tmp_path / "work" / "mlflow.db").exists()  # the stale runs were looked for in the configured store
+
+
+_KILLED_WHILE_LOGGING = """
+import os, signal, sys
+import mlflow
+from rlbench.config.schema import TrackingConfig
+from rlbench.tracking.profiles import write_profile
+mlflow.log_metrics = lambda *a, **kw: os.kill(os.getpid(), signal.SIGKILL)  # killed after its tables
+tables = {"env": [{"threads": 1, "envs": 4, "sps": 100.0, "env_step_s": 0.01}],
+          "inference": [{"units": 1, "batch": 4, "seconds": 0.001}], "update": [], "corun": [], "power": []}
+write_profile(TrackingConfig(uri=sys.argv[1], experiment="rlbench-profiles"), "profile CartPole-v1 r2d2",
+              {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, tables, {}, [])
+"""
+
+
+def test_a_profile_killed_while_logging_is_refused_by_predict_and_closed_by_the_next_start(store, tmp_path):
+    died = subprocess.run([sys.executable, "-c", _KILLED_WHILE_LOGGING, store["uri"]], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
+    (profile,) = runs(store["uri"], "rlbench-profiles")
+    assert profile.info.status == "RUNNING"
+    out = _run(["--profile", profile.info.run_id, "--tracking-uri", store["uri"], "env=cartpole"], tmp_path,
+               "rlbench.predict")
+    assert out.returncode == 2 and "is incomplete: status RUNNING" in out.stderr, out.stderr[-2000:]
+    _next_start(store["uri"])
+    assert _run_of(store["uri"], profile.info.run_id).info.status == "KILLED"
+
+
+def test_sigterm_while_many_atari_envs_are_created_stops_at_once(store, tmp_path):
+    job = _start(["env=pong", "workload=smoke", "workload.frames=200000", "actors=256", "progress=log", *store["overrides"]],
+                 tmp_path)
+    log = tmp_path / "out" / "__main__.log"
+    wait_until(lambda: log.exists() and "MLflow run" in log.read_text(), 120, "the job opening its run", poll_s=0.2)
+    job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(timeout=5)  # creating 256 emulators takes ~20 s here: it must not wait for them
+    finally:
+        if job.is_running():
+            job.kill()
+    assert job.returncode in (143, -signal.SIGTERM)  # its handler, or SIGTERM's default action during creation
+    _next_start(store["uri"])
+    assert [r.info.status for r in runs(store["uri"])] == ["KILLED"]
+
+
+def test_an_artifact_location_that_cannot_be_written_is_refused_before_any_run(store, tmp_path):
+    (tmp_path / "a-file").write_text("")
+    out = _run([*TINY, *store["overrides"], f"tracking.artifact_location={tmp_path}/a-file/artifacts"], tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert f"tracking.artifact_location: the artifacts of experiment 'test' go to {tmp_path}/a-file/artifacts" in out.stderr
+    assert runs(store["uri"]) == []
+
+
+def test_two_jobs_at_once_into_one_sqlite_store_are_both_recorded(store, tmp_path):
+    jobs = [_start([*TINY, f"seed={s}", *store["overrides"], f"hydra.run.dir={tmp_path}/out{s}"], tmp_path)
+            for s in (1, 2)]
+    for job in jobs:
+        _, err = job.communicate(timeout=180)
+        assert job.returncode == 0, err[-3000:]
+    done = runs(store["uri"])
+    assert sorted(r.info.status for r in done) == ["FINISHED", "FINISHED"]
+    assert all("config.yaml" in {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)} for r in done)

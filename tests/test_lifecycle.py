@@ -1,0 +1,173 @@
+"""A run's life told truly, without training: runs whose process is gone are closed at the next
+start in any experiment; a profile is used only once complete; a stopped command says what it
+recorded and exits 128 + the signal; a record that lost artifacts is not FINISHED."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import mlflow
+import pytest
+
+from rlbench.config.schema import TrackingConfig
+from rlbench.tracking.orphans import owner_tags
+
+
+def _tracking(store, experiment: str = "test", **kw) -> TrackingConfig:
+    return TrackingConfig(uri=store["uri"], experiment=experiment, **kw)
+
+
+def _dead_owner() -> dict[str, str]:
+    """Owner tags of a process of this host that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    tags = owner_tags() | {"rlbench.owner.pid": str(child.pid)}
+    child.wait()
+    return tags
+
+
+def _experiment(name: str) -> str:
+    from rlbench.tracking.store import open_experiment
+
+    return open_experiment(TrackingConfig(uri=mlflow.get_tracking_uri(), experiment=name))
+
+
+def test_runs_whose_process_is_gone_are_killed_in_every_experiment_at_once(store):
+    from rlbench.tracking.store import mark_stale_runs
+
+    mlflow.set_tracking_uri(store["uri"])
+    client, other = mlflow.MlflowClient(), _experiment("another-experiment")
+    dead = _dead_owner()
+    gone = client.create_run(other, tags=dead)  # no heartbeat yet: only its owner says it is gone
+    reused = client.create_run(other, tags=owner_tags() | {"rlbench.owner.started": "1.00"})  # pid now someone else's
+    alive = client.create_run(other, tags=owner_tags())
+    closed = mark_stale_runs(_tracking(store))  # a start in experiment "test" closes them too
+    assert sorted(closed) == sorted([gone.info.run_id, reused.info.run_id])
+    for run, status in ((gone, "KILLED"), (reused, "KILLED"), (alive, "RUNNING")):
+        assert client.get_run(run.info.run_id).info.status == status
+    reason = client.get_run(gone.info.run_id).data.tags["end_reason"]
+    assert reason.startswith(f"orphaned: its process {dead['rlbench.owner.pid']} on {dead['rlbench.owner.host']} "
+                             "is gone (killed?)")
+
+
+def test_a_parent_whose_process_is_gone_closes_only_when_none_of_its_jobs_lives(store):
+    from rlbench.tracking.store import mark_stale_runs
+
+    mlflow.set_tracking_uri(store["uri"])
+    client, exp = mlflow.MlflowClient(), _experiment("test")
+    sweep = client.create_run(exp, tags=_dead_owner() | {"rlbench.role": "sweep"})
+    client.create_run(exp, tags=_dead_owner() | {"mlflow.parentRunId": sweep.info.run_id})
+    study = client.create_run(exp, tags=_dead_owner() | {"rlbench.role": "study"})  # another worker's trial runs on
+    client.create_run(exp, tags=owner_tags() | {"mlflow.parentRunId": study.info.run_id})
+    mark_stale_runs(_tracking(store))
+    assert client.get_run(sweep.info.run_id).info.status == "KILLED"
+    assert client.get_run(study.info.run_id).info.status == "RUNNING"
+
+
+def test_runs_of_another_host_keep_the_heartbeat_rule(store):
+    from rlbench.tracking.store import mark_stale_runs
+
+    mlflow.set_tracking_uri(store["uri"])
+    client, exp = mlflow.MlflowClient(), _experiment("test")
+    away = {"rlbench.owner.host": "elsewhere", "rlbench.owner.pid": "1", "rlbench.owner.started": "1.00"}
+    old = client.create_run(exp, tags=away | {"heartbeat": f"{time.time() - 60:.0f}"})
+    fresh = client.create_run(exp, tags=away | {"heartbeat": f"{time.time():.0f}"})
+    assert mark_stale_runs(_tracking(store, stale_after_s=30)) == [old.info.run_id]
+    assert client.get_run(old.info.run_id).info.status == "FAILED"
+    assert client.get_run(fresh.info.run_id).info.status == "RUNNING"
+
+
+def _profile_tables():
+    return {"env": [{"threads": 1, "envs": 4, "sps": 100.0, "env_step_s": 0.01}],
+            "inference": [{"units": 1, "batch": 4, "seconds": 0.001}], "update": [], "corun": [], "power": []}
+
+
+def test_a_profile_stopped_while_logging_is_killed_and_refused_with_its_reason(store, monkeypatch):
+    from rlbench.predict.curves import ProfileError, load_profile
+    from rlbench.tracking.profiles import profile_runs, write_profile
+
+    tracking = _tracking(store, "profiles")
+    real = mlflow.log_metrics
+
+    def stopped_here(*a, **kw):
+        raise KeyboardInterrupt  # after the tables, before the metrics and the figure
+
+    monkeypatch.setattr(mlflow, "log_metrics", stopped_here)
+    with pytest.raises(KeyboardInterrupt) as stop:
+        write_profile(tracking, "profile x", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(), {}, [])
+    ((what, run_id, status),) = stop.value.records
+    assert (what, status) == ("profile run", "KILLED") and mlflow.get_run(run_id).info.status == "KILLED"
+    with pytest.raises(ProfileError, match=f"--profile={run_id}: profile 'profile x' is incomplete: status KILLED"):
+        load_profile(run_id)
+    monkeypatch.setattr(mlflow, "log_metrics", real)
+    whole = write_profile(tracking, "profile y", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(),
+                          {}, [])
+    assert profile_runs(experiment="profiles") == [whole] and load_profile(whole).run_id == whole
+
+
+def test_a_running_profile_with_its_tables_is_not_used(store):
+    """What a profile SIGKILLed while logging leaves (its process gone or not yet closed)."""
+    from rlbench.predict.curves import ProfileError, load_profile
+    from rlbench.tracking.profiles import COMPLETE
+
+    mlflow.set_tracking_uri(store["uri"])
+    client = mlflow.MlflowClient()
+    run = client.create_run(_experiment("profiles"), tags={"rlbench.role": "profile", COMPLETE: "false"})
+    for name, rows in _profile_tables().items():
+        if rows:
+            client.log_table(run.info.run_id, {k: [r[k] for r in rows] for k in rows[0]}, f"{name}.json")
+    with pytest.raises(ProfileError, match="is incomplete: status RUNNING"):
+        load_profile(run.info.run_id)
+
+
+def test_a_stopped_command_says_what_it_recorded_and_exits_128_plus_the_signal(capsys):
+    from rlbench.signals import JobKilled, note_record, stopped
+
+    killed = JobKilled(signal.SIGTERM)
+    note_record(killed, "job run", "abc123", "KILLED")
+    note_record(killed, "sweep parent", "def456", "KILLED")
+    assert stopped(killed) == 143
+    assert capsys.readouterr().err == ("rlbench: stopped by SIGTERM: job run abc123 recorded as KILLED; "
+                                       "sweep parent def456 recorded as KILLED\n")
+    assert stopped(KeyboardInterrupt(), "rlbench profile") == 130
+    assert capsys.readouterr().err == "rlbench profile: stopped by Ctrl-C (SIGINT): nothing was recorded\n"
+
+
+def test_sigterm_takes_its_default_action_while_native_code_creates_envs():
+    from rlbench.signals import sigterm_ends_at_once, sigterm_raises
+
+    with sigterm_raises():
+        handler = signal.getsignal(signal.SIGTERM)
+        with sigterm_ends_at_once():
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_an_artifact_location_that_cannot_be_written_is_named_before_any_run(store, tmp_path):
+    from rlbench.tracking.store import artifact_problem
+
+    (tmp_path / "a-file").write_text("")
+    tracking = _tracking(store, artifact_location=str(tmp_path / "a-file" / "artifacts"))
+    problem = artifact_problem(tracking)
+    assert problem.startswith(f"tracking.artifact_location: the artifacts of experiment 'test' go to {tmp_path}/a-file")
+    assert "cannot be written: Not a directory" in problem
+    assert artifact_problem(_tracking(store, artifact_location=str(tmp_path / "fine"))) is None
+
+
+def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(store, compose_cfg, monkeypatch):
+    from rlbench.config.validate import validate
+    from rlbench.tracking.record import IncompleteRecord, JobRecord
+
+    cfg = compose_cfg(store["overrides"])
+    conf = validate(cfg)
+
+    def full_disk(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    lost = r"ended FAILED: its record is incomplete: could not write config.yaml \(OSError: \[Errno 28\] No space"
+    with pytest.raises(IncompleteRecord, match=lost), JobRecord(cfg, conf.tracking, [], None) as record:
+        monkeypatch.setattr(mlflow, "log_text", full_disk)
+    run = mlflow.get_run(record.run_id)
+    assert run.info.status == "FAILED" and "config.yaml" in run.data.tags["error"]
