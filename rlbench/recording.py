@@ -89,6 +89,9 @@ class RecordObserver(JobObserver):
         bound = bottleneck(final)
         tags = {BOUND_TAG: f"{bound.kind} {bound.share:.0%}" if bound.share is not None else bound.kind}
         measured = {m for m in HEADLINE if final.get(m) is not None and math.isfinite(final[m])}
+        if self.telemetry is None:  # nothing sampled power: say so where a value would have been
+            record.set_unmeasured({m: "telemetry.enabled=false (no power or energy sampled)" for m in HEADLINE
+                                   if m not in measured and m not in record.unmeasured})
         tags |= {m: not_measured(m, record.unmeasured) for m in HEADLINE if m not in measured}
         charts = None
         try:

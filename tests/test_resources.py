@@ -180,6 +180,9 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     assert by_name["sm_limit=2"].data.metrics["cpu_gpu_ratio"] == 0.5 and "cpu_gpu_ratio" not in by_name[
         "sm_limit=2"].data.params  # a metric, not also a param
     assert by_name["sm_limit=2"].data.tags["compute_unit"] == "cpu_thread"
+    # telemetry off: the energy a sweep's table leaves empty says why (not "no reason logged")
+    assert "energy_per_task_j: telemetry.enabled=false" in by_name["sm_limit=2"].data.tags["unmeasured"]
+    assert final.get("energy_per_task_j") is None and "telemetry.enabled=false" in final["unmeasured"]["energy_per_task_j"]
 
 
 def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_cfg, monkeypatch):
