@@ -250,3 +250,128 @@ def test_in_process_actors_report_no_disconnects_null_not_zero():
     role = ActorRole(InProcess(leave_at=-1, rejoin_at=-1), InferenceServer(_Policy(asm), "cpu", 5, num_train=4), 4, 20, 0, eval_envs=1)
     role.run(threading.Event())
     assert role.fault_metrics() == {} and role.frames >= 20
+
+
+# --- the real trainer: CartPole with a wrapper whose envs leave and rejoin -------------------
+
+class _DepartingWrap:
+    """A real vector env whose ids `gone` leave after recv `leave_at` and rejoin at `rejoin_at`
+    (first step done=True); the inner env steps on for them (action 0), unseen. Every row handed
+    out is indexed by its bytes: (env, life, index), so a sequence can be checked whole."""
+
+    def __init__(self, inner, gone, leave_at: int, rejoin_at: int, fail_at: int | None = None):
+        self.inner, self.gone, self.leave_at, self.rejoin_at, self.fail_at = inner, gone, leave_at, rejoin_at, fail_at
+        self.life, self.active = 0, True
+        self.recvs, self.pending, self.ids = 0, np.zeros(0, np.int64), None
+        self.count: dict[tuple[int, int], int] = {}
+        self.where: dict[bytes, tuple[int, int, int]] = {}
+
+    def __getattr__(self, name):  # frameskip, obs_shape, num_actions, threads_used, close ...
+        return getattr(self.inner, name)
+
+    def reset(self, seed: int) -> StepBatch:
+        b = self.inner.reset(seed=seed)
+        self.envs = len(b.env_ids)  # lock-step: every env in each batch
+        return self._out(b)
+
+    def send(self, actions) -> None:
+        full = np.zeros(self.envs, np.int64)
+        full[self.ids] = actions
+        self.inner.send(full)
+
+    def recv(self) -> StepBatch:
+        self.recvs += 1
+        if self.recvs == self.fail_at:
+            raise RuntimeError("no actor process connected for 0.5 s (actor_server.timeout_s)")
+        b = self.inner.recv()
+        if self.recvs == self.leave_at:
+            self.active, self.pending = False, np.asarray(self.gone)
+        if self.recvs == self.rejoin_at:
+            self.active, self.life = True, self.life + 1
+            b.done = b.done | np.isin(b.env_ids, self.gone)
+        return self._out(b)
+
+    def take_disconnected(self) -> np.ndarray:
+        out, self.pending = self.pending, np.zeros(0, np.int64)
+        return out
+
+    def _out(self, b: StepBatch) -> StepBatch:
+        keep = np.ones(len(b.env_ids), bool) if self.active else ~np.isin(b.env_ids, self.gone)
+        b = StepBatch(b.env_ids[keep], b.obs[keep], b.reward[keep], b.done[keep])
+        for i, row in zip(b.env_ids.tolist(), b.obs):
+            life = self.life if i in self.gone else 0
+            n = self.count.get((i, life), 0)
+            self.where[row.tobytes()] = (i, life, n)
+            self.count[(i, life)] = n + 1
+        self.ids = b.env_ids
+        return b
+
+    def check_whole(self, seqs: Sequences) -> None:
+        for row in seqs.owned().frames:
+            real = [k for k, f in enumerate(row) if f.any()]
+            assert real == list(range(real[0], len(row))), "zero (pad) frames after the first step"
+            steps = [self.where[row[k].tobytes()] for k in real]
+            assert {s[:2] for s in steps} == {steps[0][:2]} and [s[2] for s in steps] == list(
+                range(steps[0][2], steps[0][2] + len(steps))), f"a half sequence reached replay: {steps}"
+
+
+def _cartpole(compose_cfg, monkeypatch, **wrap):
+    from rlbench import trainer
+    from rlbench.algo.r2d2.acting import EpsilonGreedy
+    from rlbench.config.validate import validate
+    from rlbench.plan import plan_job
+
+    made = []
+
+    def make(*args, **kw):
+        made.append(_DepartingWrap(real(*args, **kw), **wrap))
+        return made[-1]
+
+    def store(self, seqs, timer):
+        made[0].check_whole(seqs)
+        return stored(self, seqs, timer)
+
+    real, stored = trainer.make_actors, EpsilonGreedy.store
+    monkeypatch.setattr(trainer, "make_actors", make)
+    monkeypatch.setattr(EpsilonGreedy, "store", store)
+    conf = validate(compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=600", "workload.learner_updates=2",
+                                 "algo.min_replay=16", "actors=4", "eval_envs=1", "telemetry.enabled=false",
+                                 "progress=log", "tracking.log_every_s=1"]))
+    return plan_job(conf), made
+
+
+def test_a_cartpole_job_whose_actors_leave_and_rejoin_trains_on_whole_sequences_and_reports_the_loss(
+        compose_cfg, monkeypatch):
+    from rlbench.trainer import train
+
+    plan, made = _cartpole(compose_cfg, monkeypatch, gone=np.array([2, 3, 4]), leave_at=30, rejoin_at=60)
+    final = train(plan)
+    wrap = made[0]
+    assert final["actor_disconnects"] == 1 and final["actor_lost_steps"] > 0
+    received = sum(n for (i, _), n in wrap.count.items() if i < 4) - 4  # training steps after the reset
+    assert final["frames"] == received >= 600  # frames: what inference received, the lost steps among them
+    assert final["learner_updates"] == 2 and (2, 1, 0) in wrap.where.values()
+
+
+def test_a_job_whose_actors_are_all_gone_too_long_fails_with_that_reason(compose_cfg, monkeypatch):
+    from rlbench.runner import RoleFailed
+    from rlbench.trainer import train
+
+    """RemoteEnvs's recv raises once no actor process is connected for its timeout (a fake raises it)."""
+    plan, _ = _cartpole(compose_cfg, monkeypatch, gone=np.arange(5), leave_at=-1, rejoin_at=-1, fail_at=8)
+    with pytest.raises(RoleFailed, match=r"role 'actors' failed: .*no actor process connected for 0.5 s"):
+        train(plan)
+
+
+@pytest.mark.e2e
+def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_reason(compose_cfg, monkeypatch, store):
+    from rlbench.job import run_job
+    from tests.conftest import runs
+
+    _cartpole(compose_cfg, monkeypatch, gone=np.arange(5), leave_at=-1, rejoin_at=-1, fail_at=8)
+    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=600", "workload.learner_updates=2",
+                       "algo.min_replay=16", "actors=4", "eval_envs=1", "progress=log", *store["overrides"]])
+    with pytest.raises(Exception, match="no actor process connected for 0.5 s"):
+        run_job(cfg)
+    (run,) = runs(store["uri"])
+    assert run.info.status == "FAILED" and "no actor process connected for 0.5 s" in run.data.tags["error"]
