@@ -51,6 +51,10 @@ _TRAINING = [
     Metric("episodes", "count", "tick, final", "training episodes finished"),
     Metric("queue_size", "unrolls", "tick", "unrolls waiting for the learner: V-trace's FIFO, R2D2's unroll queue"),
     Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
+    Metric("actor_disconnects", "count", "tick, final", "actor process departures seen (one per recv after which "
+           "ids left); only where actors can leave"),
+    Metric("actor_lost_steps", "agent steps", "tick, final", "training steps of departed actors' unfinished "
+           "unrolls, dropped (in frames, never in replay)"),
     Metric("cpu_gpu_ratio", "threads / unit", "final", "actor hardware threads / granted compute units"),
     Metric("sm_granted", "units", "final", "compute units the learner and inference got"),
     Metric("sm_total", "units", "final", "the device's compute units"),

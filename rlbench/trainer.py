@@ -60,6 +60,7 @@ class Trainer:
             "learner_updates": self.updates(),
             **self.parts.metrics(False),
             **self.inference.stats(),
+            **self.actors.fault_metrics(),
         }
         # windowed rates only while they are true: the actors stepping, the learner running
         if self.actors.stepping_since is not None and not self.actors.done.is_set():
@@ -87,6 +88,7 @@ class Trainer:
             "eval_frames": self.actors.eval_frames,
             **self.parts.metrics(True),
             **self.inference.stats(),
+            **self.actors.fault_metrics(),
         }
         if started is not None and self.actors.stepping_until is not None:
             m["actors_done_s"] = self.actors.stepping_until - started

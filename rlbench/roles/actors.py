@@ -4,6 +4,15 @@ One driver thread owns the vector env; the env's own C++ threads do the stepping
 role counts agent steps and frames of the training actors (ids < num_train) and keeps their
 episode returns, and those of the evaluation environments apart (`eval_returns`), for the
 runner to log. Evaluation steps count neither in `steps`/`frames` nor in the frame target.
+
+Actors in other processes can leave (rlbench's RemoteEnvs): an env that offers
+`take_disconnected() -> ids` is asked after every recv, and the ids whose process left are
+forgotten by central inference (their unfinished unrolls dropped, their state a new actor's)
+before any later step of theirs is seen. Their episode in progress is dropped too (no return is
+logged for it), and the first step of a process that rejoins on those ids (done=True) starts an
+episode without ending one. `frames` stays what the actors stepped and inference received;
+what was lost is counted apart (`fault_metrics`). The batch recv returned is taken to hold no
+step from a process that it then reports gone (RemoteEnvs stops batching a stream once it ends).
 """
 
 from __future__ import annotations
@@ -40,6 +49,11 @@ class ActorRole:
         self.may_step = may_step  # the algorithm's flow control: actors wait while it returns False
         self.more_data = more_data  # the algorithm still needs unrolls past the frame target while it returns True
         self.done = done if done is not None else threading.Event()  # set when the actors stop
+        self.reports_disconnects = callable(getattr(env, "take_disconnected", None))
+        self.disconnects = 0  # calls of take_disconnected that returned ids (one per leave seen between two recvs)
+        self.lost_steps = 0  # training steps received from envs whose process left, in no emitted unroll
+        self._rejoining = np.zeros(num_actors + eval_envs, dtype=bool)  # forgotten; their next done ends nothing
+        self._rejoin_pending = False
 
     @property
     def frames(self) -> int:
@@ -59,6 +73,9 @@ class ActorRole:
             with self.timer.op("env_step"):
                 self.env.send(actions)
                 batch = self.env.recv()
+                gone = self.env.take_disconnected() if self.reports_disconnects else None
+            if gone is not None and len(gone):
+                self._forget(gone)
             self._account(batch)
         self.stepping_until = time.perf_counter()
         self.done.set()
@@ -73,15 +90,37 @@ class ActorRole:
     def eval_frames(self) -> int:
         return self.eval_steps * self.frameskip
 
+    def fault_metrics(self) -> dict:
+        """actor_disconnects and actor_lost_steps where the actors can leave (the env reports
+        it); none for in-process actors, which cannot: null there, not a measured 0."""
+        if not self.reports_disconnects:
+            return {}
+        return {"actor_disconnects": self.disconnects, "actor_lost_steps": self.lost_steps}
+
+    def _forget(self, gone) -> None:
+        ids = np.unique(np.asarray(gone, dtype=np.int64))
+        with self.timer.op("inference"):
+            self.lost_steps += self.inference.forget(ids)
+        self.disconnects += 1
+        self._running_return[ids] = 0.0
+        self._rejoining[ids] = True
+        self._rejoin_pending = True
+
     def _account(self, batch) -> None:
         ids = batch.env_ids
         trained = int((ids < self.num_train).sum())
         self.steps += trained
         self.eval_steps += len(ids) - trained
         self._running_return[ids] += batch.reward
-        ended = ids[batch.done]
+        ends = batch.done
+        if self._rejoin_pending:  # rare: only after a disconnect, so the common step pays one branch
+            ends = ends & ~self._rejoining[ids]
+            self._rejoining[ids] = False
+            self._rejoin_pending = bool(self._rejoining.any())
+        ended = ids[ends]
         if ended.size:
             for i, r in zip(ended.tolist(), self._running_return[ended].tolist()):
                 (self.episode_returns if i < self.num_train else self.eval_returns).append((self.frames, r))
             self.episodes += int((ended < self.num_train).sum())
-            self._running_return[ended] = 0.0
+        # the ended episodes, and a rejoined env's first step (done, ending nothing) starting its own
+        self._running_return[ids[batch.done]] = 0.0

@@ -7,6 +7,10 @@ network copy, what it does with the output (epsilon-greedy Q, a softmax sample, 
 the unroll assembly whose completed unrolls the policy stores (replay, a FIFO). Environment
 ids >= `num_train` are evaluation environments (SEED RL's eval envs): they act through the
 same forward, and are never assembled into unrolls.
+
+`forget(ids)` is what an env whose actor process left gets (SEED RL resets an env whose
+run_id changed): the state and previous action of a new actor, its unfinished unroll dropped,
+so that no half sequence reaches the algorithm's store.
 """
 
 from __future__ import annotations
@@ -51,6 +55,25 @@ class InferenceServer:
         self.batch_items += len(ids)
         self.latency_s += time.perf_counter() - t0
         return actions
+
+    def forget(self, ids: np.ndarray) -> int:
+        """Envs `ids` start over as new actors: zero recurrent state (the initial state) and
+        previous action, their unfinished unrolls dropped (training envs; eval envs have none).
+        Returns the steps inference received from them that no unroll emitted (lost). Called
+        by the actors' thread between two steps, so no lock is needed."""
+        ids = np.unique(np.asarray(ids, dtype=np.int64))
+        n = len(self.prev_action)
+        if ids.size and (ids[0] < 0 or ids[-1] >= n):
+            raise ValueError(f"forget ids={ids.tolist()}: allowed: env ids in [0, {n})")
+        if ids.size and self.state:
+            rows = torch.as_tensor(ids, device=self.device)
+            for s, s0 in zip(self.state, self.policy.initial_state(ids.size, self.device)):
+                s[rows] = s0
+        self.prev_action[ids] = 0
+        train = ids[ids < self.num_train]
+        if self.policy.unrolls is None or not train.size:
+            return 0
+        return self.policy.unrolls.drop(train)
 
     def _assemble(self, batch: StepBatch, actions, out, states, train: np.ndarray) -> None:
         """The training environments' step into the unroll assembler (its sink stores)."""

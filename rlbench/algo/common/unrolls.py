@@ -109,8 +109,12 @@ class UnrollAssembler:
         self.agent_out = np.zeros((n, L, num_actions), dtype=np.float32)
         self.start_state = np.zeros((n, state_size), dtype=np.float32)
         self.next_start_state = np.zeros((n, state_size), dtype=np.float32)
+        self.pad = pad
         self.pos = np.full(n, pad, dtype=np.int64)  # step index within the current sequence (the rings are zero)
         self.base = np.zeros(n, dtype=np.int64)  # ring column of the current sequence's step 0
+        # index in the current sequence of its first step no sequence has emitted: the pad for a new
+        # actor, the overlap once a sequence went out (its overlap steps went out with it)
+        self.unsent_from = np.full(n, pad, dtype=np.int64)
 
     def needs_state(self, ids: np.ndarray) -> np.ndarray:
         """Mask of the actors whose state at this step starts a sequence (saves transfers)."""
@@ -183,3 +187,23 @@ class UnrollAssembler:
             self.start_head[ids] = self.next_start_head[ids]
         self.base[ids] = (self.base[ids] + self.stride) % self.length
         self.pos[ids] = self.overlap
+        self.unsent_from[ids] = self.overlap
+
+    def drop(self, ids) -> int:
+        """Forget actors `ids`' unfinished sequences (their actor is gone): each ring goes back to
+        a new actor's (pos = pad over zeros, base 0, zero start state and stack head), so the
+        actor's next step starts a fresh sequence and no sequence ever mixes steps from before
+        and after. SEED RL's UnrollStore.reset does the same when an env's run_id changes (its
+        index back to the overlap over zeros; the learner resets the env's recurrent state).
+        Returns the steps received from them that no sequence emitted (lost)."""
+        ids = np.unique(np.asarray(ids, dtype=np.int64))
+        n = len(self.pos)
+        if ids.size and (ids[0] < 0 or ids[-1] >= n):
+            raise ValueError(f"drop ids={ids.tolist()}: allowed: actor ids in [0, {n})")
+        lost = int((self.pos[ids] - self.unsent_from[ids]).sum())
+        for ring in (self.frames, self.start_head, self.next_start_head, self.action, self.prev_action, self.reward,
+                     self.done, self.agent_out, self.start_state, self.next_start_state):
+            ring[ids] = 0
+        self.pos[ids] = self.unsent_from[ids] = self.pad
+        self.base[ids] = 0
+        return lost
