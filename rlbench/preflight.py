@@ -163,10 +163,11 @@ def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None
         return
     from rlbench.store_files import tables
 
-    if kind is MLFLOW and MLFLOW.tables <= tables(path):
-        from rlbench.tracking.store import schema_problem
+    if kind is MLFLOW:
+        from rlbench.tracking.store import first_open, schema_problem
 
-        found = schema_problem(path)
+        with first_open(url):  # a process creating this store's tables now is waited for, not read halfway
+            found = schema_problem(path) if MLFLOW.tables <= tables(path) else None
         if found is not None:
             raise PreflightError(key, url, *found)
     if kind is OPTUNA and OPTUNA.tables <= tables(path):

@@ -87,6 +87,38 @@ def test_an_mlflow_database_of_another_mlflow_version_is_named_with_what_to_do(e
         assert ("mlflow db upgrade" if revision.startswith("4") else "pip install -U mlflow") in message
 
 
+def test_a_store_another_process_is_creating_is_waited_for_not_called_older(empty_store_db, tmp_path):
+    """Two jobs starting at once into a new store: one runs MLflow's migrations under the store's
+    lock (first_open), the other's preflight must not read the half-made schema as an older
+    MLflow's (seen in CI: 'its MLflow schema is older (revision 5d2d30f0abce)')."""
+    import threading
+
+    from rlbench.tracking.store import first_open
+
+    db = tmp_path / "mlflow.db"
+    db.write_bytes(empty_store_db.read_bytes())
+    with sqlite3.connect(db) as conn:
+        head = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+        conn.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")  # mid-migration
+    url, errors = f"sqlite:///{db}", []
+
+    def preflight():
+        try:
+            check(url, None)
+        except PreflightError as e:
+            errors.append(str(e))
+
+    with first_open(url):  # "another process" migrating
+        waiting = threading.Thread(target=preflight)
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive(), "the preflight read the store while its tables were being made"
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = ?", (head,))  # the migration ends
+    waiting.join(20)
+    assert not waiting.is_alive() and errors == []
+
+
 def test_a_read_only_folder_or_file_is_refused(empty_store_db, tmp_path, monkeypatch):
     """Root writes anywhere, so the refusals of the OS are simulated where the probes meet it."""
     def read_only(*args, **kw):

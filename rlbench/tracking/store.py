@@ -3,7 +3,7 @@
 - `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
 - `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
   the experiment, created with an artifact location that suits the store; a new SQLite
-  store's tables are created by one process at a time (`_first_open`);
+  store's tables are created by one process at a time (`first_open`);
 - `bound_http_retries`: MLflow's client gives up on a server that does not answer within
   about a minute, not after minutes of retries;
 - `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
@@ -96,7 +96,7 @@ def open_experiment(tracking: TrackingConfig) -> str:
         Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     bound_http_retries()
     mlflow.set_tracking_uri(tracking.uri)
-    with _first_open(tracking.uri):
+    with first_open(tracking.uri):
         exp = mlflow.get_experiment_by_name(tracking.experiment)
     if exp is not None:
         return exp.experiment_id
@@ -110,7 +110,7 @@ def open_experiment(tracking: TrackingConfig) -> str:
 
 
 @contextlib.contextmanager
-def _first_open(uri: str):
+def first_open(uri: str):
     """Around a process's first access to a SQLite store: one process at a time on this host.
 
     MLflow creates a new database's tables on first access, with no lock of its own: two jobs
