@@ -6,6 +6,7 @@ actor SIGKILLed mid-run and a new one rejoining. Every process is reaped after e
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -197,5 +198,19 @@ def test_a_killed_actor_leaves_the_batching_and_a_new_one_rejoins_its_range(acto
             p.wait(timeout=10)
         with pytest.raises(RemoteError, match="no actor process has been connected for 1 s"):
             _drive(remote, batch, 1000, rng)
+    finally:
+        remote.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_an_actor_stopped_by_a_signal_says_so_in_one_line(actors, signum):
+    remote = _remote(["env=cartpole"], 1, join_timeout_s=90)
+    try:
+        p = actors(remote.address, 1, "env=cartpole")
+        remote.reset(seed=0)  # returns once the actor is stepping: it now waits for its actions
+        p.send_signal(signum)
+        assert p.wait(timeout=EXIT_S) == 128 + signum
+        out, err = p.communicate()
+        assert (out + err).strip() == f"rlbench.actor: stopped by {signal.Signals(signum).name} (job at {remote.address})"
     finally:
         remote.close()

@@ -156,3 +156,15 @@ def test_a_port_in_use_is_refused_naming_the_address():
         port = taken.getsockname()[1]
         with pytest.raises(ConfigError, match=rf"actor_server.bind=127.0.0.1:{port}: cannot listen there"):
             RemoteEnvs(*_cartpole(), 2, bind=f"127.0.0.1:{port}")
+
+
+def test_a_second_job_on_the_same_port_is_refused_not_sharing_it():
+    """gRPC sets SO_REUSEPORT by default: two jobs would split one port's actors between them."""
+    from rlbench.remote.server import RemoteEnvs
+
+    first = RemoteEnvs(*_cartpole(), 2)
+    try:
+        with pytest.raises(ConfigError, match=rf"actor_server.bind={first.address}: cannot listen there"):
+            RemoteEnvs(*_cartpole(), 2, bind=first.address)
+    finally:
+        first.close()
