@@ -46,7 +46,14 @@ def actors():
             p.kill()
         p.communicate(timeout=30)
     assert not [p.pid for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert not [c.pid for c in psutil.Process().children(recursive=True) if "rlbench.actor" in " ".join(c.cmdline())]
+    assert not [c.pid for c in psutil.Process().children(recursive=True) if _is_actor(c)]
+
+
+def _is_actor(proc: psutil.Process) -> bool:
+    try:
+        return "rlbench.actor" in " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:  # ended between the listing and the look
+        return False
 
 
 def _remote(overrides: list[str], envs: int, **kw) -> RemoteEnvs:
