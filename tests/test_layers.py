@@ -34,11 +34,14 @@ LAYERS: list[dict[str, list[str]]] = [
     {"config checks": ["rlbench.config.validate", "rlbench.config.grid", "rlbench.config.compose",
                        "rlbench.config.command_line",
                        "rlbench.preflight", "rlbench.store_files"]},
+    # actors in other processes over gRPC: above the config checks (ConfigError, and the actor
+    # process composes a job's env config); the trainer will build RemoteEnvs
+    {"remote": ["rlbench.remote.*"]},
     {"trainer": ["rlbench.trainer"]},
     {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
     {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
     {"commands": ["rlbench.__main__", "rlbench.report.__main__", "rlbench.predict.__main__", "rlbench.predict.cli",
-                  "rlbench.profile"]},
+                  "rlbench.profile", "rlbench.actor"]},
     {"pipeline": ["rlbench.run_and_report"]},
 ]
 

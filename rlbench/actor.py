@@ -1,0 +1,62 @@
+"""`python -m rlbench.actor --server HOST:PORT|unix:PATH --envs N --threads T [env overrides]`
+(console script `rlbench-actor`): an actor process stepping N envs on T threads for a job's
+central inference over gRPC (rlbench/remote/). The env overrides are a job's (`env=pong`,
+`env.frameskip=4`), composed as the job composes them, so the spec it sends is the job's.
+The token, where the job asks for one, comes from RLBENCH_ACTOR_TOKEN.
+
+Ends with one line: exit 0 when the job ends the stream, 2 when the job cannot be reached or
+refuses this actor (a wrong token; an env spec that differs, both sides named) or the
+arguments are wrong, 1 when the job is lost mid-run, 143 / 130 on SIGTERM / SIGINT.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+PROG = "rlbench.actor"
+
+
+def parse(argv: list[str] | None):
+    from rlbench.config.flags import Parser, number
+
+    p = Parser(prog=PROG, description=__doc__)
+    p.add_argument("--server", required=True, help="the job's actor server: HOST:PORT or unix:PATH")
+    p.add_argument("--envs", type=number(int, lo=1), required=True, help="envs this process steps")
+    p.add_argument("--threads", type=number(int, lo=1), default=1, help="CPU threads stepping them (default 1)")
+    p.add_argument("overrides", nargs="*", help="the job's env overrides, e.g. env=pong")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rlbench.signals import JobKilled, sigterm_raises
+
+    args = parse(argv)
+    try:
+        with sigterm_raises():
+            code, line = actor(args)
+    except KeyboardInterrupt as e:
+        signum = e.signum if isinstance(e, JobKilled) else signal.SIGINT
+        print(f"{PROG}: stopped by {signal.Signals(signum).name} (job at {args.server})", flush=True)
+        return 128 + signum
+    print(line, file=sys.stdout if code == 0 else sys.stderr, flush=True)
+    return code
+
+
+def actor(args) -> tuple[int, str]:
+    from rlbench.config.compose import compose_job
+    from rlbench.config.validate import ConfigError
+    from rlbench.envs.spec import EnvIdError
+    from rlbench.remote.actor import run_actor
+    from rlbench.remote.wire import TOKEN_ENV
+
+    try:
+        env_cfg = compose_job(args.overrides, host=False).env
+        return run_actor(args.server, env_cfg, args.envs, args.threads, os.environ.get(TOKEN_ENV) or None)
+    except (ConfigError, EnvIdError) as e:
+        return 2, f"{PROG}: {e}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""The actor process's loop (SEED RL's common/actor.py actor_loop): connect to the job, say
+Hello (the env spec its config gives, its envs and threads, a random run id), get the
+Welcome (its first global env id and seed), make the family's vector env for its envs in
+lock-step with a stack of 1 (the job rebuilds the stacks), reset, then send each vector
+step's newest frames and step the envs with the actions that come back, until the job ends
+the stream. `run_actor` returns the exit code and the one line the command prints."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import socket
+import time
+
+import grpc
+import numpy as np
+
+from rlbench.envs import family
+from rlbench.envs.spec import EnvSpec, env_spec
+from rlbench.remote import actors_pb2 as pb
+from rlbench.remote import actors_pb2_grpc as pb_grpc
+from rlbench.remote.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, spec_message, step_message, token_metadata
+
+PROG = "rlbench.actor"
+REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED)
+ENDED = (grpc.StatusCode.CANCELLED,)  # the job stopped its server with this stream open: it ended
+
+
+def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None = None,
+              report_every_s: float = 5.0) -> tuple[int, str]:
+    """Step `envs` envs of `env_cfg` for the job at `address` (HOST:PORT or unix:PATH) until it
+    ends the stream: (0, line); the job unreachable or refusing this actor: (2, line); the job
+    lost mid-run: (1, line)."""
+    spec = env_spec(env_cfg)
+    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, spec=spec_message(env_cfg, spec), envs=envs, threads=threads,
+                     hostname=socket.gethostname(), pid=os.getpid(),
+                     run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+    outbox.put(pb.ActorMessage(hello=hello))
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        replies = pb_grpc.ActorsStub(channel).Connect(_requests(outbox), metadata=token_metadata(token))
+        try:
+            return _run(address, env_cfg, spec, envs, threads, outbox, replies, report_every_s)
+        finally:
+            outbox.put(None)
+            replies.cancel()
+
+
+def _run(address, env_cfg, spec, envs, threads, outbox, replies, report_every_s) -> tuple[int, str]:
+    try:
+        welcome = next(replies).welcome
+    except StopIteration:
+        return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
+    except grpc.RpcError as e:
+        if e.code() in REFUSALS:
+            return 2, f"{PROG}: the job at {address} refused this actor: {e.details()}"
+        if e.code() in ENDED:
+            return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
+        return 2, f"{PROG}: cannot reach the job at {address}: {e.code().name} ({e.details()})"
+    ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
+    loop = _Loop(newest_frame_env(env_cfg, spec, envs, threads), spec, outbox, report_every_s)
+    try:
+        loop.run(welcome.seed, replies)
+    except grpc.RpcError as e:
+        if e.code() in ENDED:
+            return 0, f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
+        return 1, f"{PROG}: lost the job at {address} after {loop.steps} steps ({ids}): {e.code().name} ({e.details()})"
+    finally:
+        loop.env.close()
+    return 0, f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
+
+
+def newest_frame_env(env_cfg, spec: EnvSpec, envs: int, threads: int):
+    """The family's vector env, lock-step, observing the newest frame only where the family's
+    schema has a `stack` field (EnvSpec.stack's source); others are sent their newest frame."""
+    names = {f.name for f in dataclasses.fields(env_cfg)}
+    if spec.stack > 1 and "stack" in names:
+        env_cfg = dataclasses.replace(env_cfg, stack=1)
+    return family(env_cfg.kind).make(env_cfg, envs, threads, 0)
+
+
+def _requests(outbox: queue.SimpleQueue):
+    """The call's messages, as the loop puts them; None ends the call's request side."""
+    while (msg := outbox.get()) is not None:
+        yield msg
+
+
+class _Loop:
+    """Step, send, wait for the actions, step again; timing what the Report carries."""
+
+    def __init__(self, env, spec: EnvSpec, outbox: queue.SimpleQueue, report_every_s: float):
+        self.env, self.spec, self.outbox, self.report_every_s = env, spec, outbox, report_every_s
+        self.steps, self.env_step_s, self.wait_s, self.bytes_sent, self.bytes_received = 0, 0.0, 0.0, 0, 0
+        self._rtts: list[float] = []
+
+    def run(self, seed: int, replies) -> None:
+        t = time.perf_counter()
+        batch = self.env.reset(seed=seed)
+        self.env_step_s += time.perf_counter() - t
+        next_report = time.monotonic() + self.report_every_s
+        while True:
+            if time.monotonic() >= next_report:
+                self._send(self._report())
+                next_report = time.monotonic() + self.report_every_s
+            self._send(step_message(batch.env_ids, self._newest(batch.obs), batch.reward, batch.done))
+            t = time.perf_counter()
+            reply = next(replies, None)
+            rtt = time.perf_counter() - t
+            if reply is None:
+                return
+            self.wait_s += rtt
+            self._rtts.append(rtt)
+            self.bytes_received += reply.ByteSize()
+            t = time.perf_counter()
+            self.env.send(np.asarray(reply.actions.actions, np.int64))
+            batch = self.env.recv()
+            self.env_step_s += time.perf_counter() - t
+            self.steps += 1
+
+    def _newest(self, obs: np.ndarray) -> np.ndarray:
+        return obs if obs.shape[1:] == tuple(self.spec.frame_shape) else obs[:, -1]
+
+    def _send(self, msg: pb.ActorMessage) -> None:
+        self.bytes_sent += msg.ByteSize()
+        self.outbox.put(msg)
+
+    def _report(self) -> pb.ActorMessage:
+        ms = np.array(self._rtts or [0.0]) * 1e3
+        self._rtts = []
+        return pb.ActorMessage(report=pb.Report(
+            cpu_s=time.process_time(), env_step_s=self.env_step_s, wait_actions_s=self.wait_s,
+            rtt_p50_ms=float(np.percentile(ms, 50)), rtt_p99_ms=float(np.percentile(ms, 99)),
+            bytes_sent=self.bytes_sent, bytes_received=self.bytes_received, steps=self.steps))

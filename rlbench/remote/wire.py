@@ -1,0 +1,105 @@
+"""The wire's pure half: the env spec an actor and a job compare, Step messages to arrays and
+back, the token's metadata and what a bind address allows. No gRPC calls here."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from typing import NamedTuple
+
+import numpy as np
+
+from rlbench.envs.spec import EnvSpec
+from rlbench.remote import actors_pb2 as pb
+
+PROTOCOL_VERSION = 1
+TOKEN_ENV = "RLBENCH_ACTOR_TOKEN"  # the actor reads its token here; it is never logged nor put in a message
+TOKEN_KEY = "authorization"  # gRPC metadata key (lower case, as gRPC requires)
+LOOPBACK_NAMES = ("localhost",)
+# Messages may be large (an actor of 1,000 Atari envs sends 7 MB per Step): no gRPC size cap,
+# and no SO_REUSEPORT, so that a port in use is refused instead of shared with another server.
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+SERVER_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)]
+
+
+def spec_message(env_cfg, spec: EnvSpec) -> pb.EnvSpec:
+    """The spec a job with env config `env_cfg` (a family's Schema) and probed `spec` steps."""
+    settings = sorted(f"{k}={v}" for k, v in dataclasses.asdict(env_cfg).items())
+    return pb.EnvSpec(env_id=str(env_cfg.id), family=str(env_cfg.kind), frameskip=int(env_cfg.frameskip),
+                      num_actions=int(spec.num_actions), frame_shape=list(spec.frame_shape),
+                      frame_dtype=np.dtype(spec.obs_dtype).name, stack=int(spec.stack), settings=settings)
+
+
+def spec_difference(actor: pb.EnvSpec, job: pb.EnvSpec) -> str | None:
+    """None when the specs agree, else every field that differs with both sides' values."""
+    diffs = []
+    for field in ("env_id", "family", "frameskip", "num_actions", "frame_shape", "frame_dtype", "stack"):
+        a, j = getattr(actor, field), getattr(job, field)
+        if field == "frame_shape":
+            a, j = tuple(a), tuple(j)
+        if a != j:
+            diffs.append(f"{field}: actor {a}, job {j}")
+    mine, theirs = _settings(actor), _settings(job)
+    for key in sorted(mine.keys() | theirs.keys()):
+        if mine.get(key) != theirs.get(key):
+            diffs.append(f"env.{key}: actor {mine.get(key, '(none)')}, job {theirs.get(key, '(none)')}")
+    return "; ".join(diffs) or None
+
+
+def _settings(spec: pb.EnvSpec) -> dict[str, str]:
+    return dict(s.partition("=")[::2] for s in spec.settings)
+
+
+def step_message(env_ids: np.ndarray, frames: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> pb.ActorMessage:
+    step = pb.Step(env_ids=np.asarray(env_ids, np.int32).tolist(), frames=np.ascontiguousarray(frames).tobytes(),
+                   rewards=np.asarray(rewards, np.float32).tolist(), done=np.asarray(done, bool).tolist())
+    return pb.ActorMessage(step=step)
+
+
+class Step(NamedTuple):
+    """A decoded Step: local env ids [k], newest frames [k, *frame], rewards [k], done [k]."""
+
+    env_ids: np.ndarray
+    frames: np.ndarray
+    rewards: np.ndarray
+    done: np.ndarray
+
+
+def decode_step(step: pb.Step, envs: int, frame_shape: tuple[int, ...], dtype: np.dtype) -> Step:
+    """The arrays of `step` from an actor of `envs` envs; ValueError naming what is malformed."""
+    ids = np.array(step.env_ids, np.int64)
+    k = len(ids)
+    if k == 0 or k != len(step.rewards) or k != len(step.done):
+        raise ValueError(f"a Step with {k} env ids, {len(step.rewards)} rewards, {len(step.done)} done flags")
+    if ids.min() < 0 or ids.max() >= envs or len(np.unique(ids)) != k:
+        raise ValueError(f"a Step's env ids must be distinct in 0..{envs - 1}, got {ids.tolist()[:8]}")
+    expected = k * int(np.prod(frame_shape, dtype=np.int64)) * dtype.itemsize
+    if len(step.frames) != expected:
+        raise ValueError(f"a Step of {k} frames {frame_shape} {dtype.name} has {len(step.frames)} bytes, not {expected}")
+    frames = np.frombuffer(step.frames, dtype).reshape(k, *frame_shape)
+    return Step(ids, frames, np.array(step.rewards, np.float32), np.array(step.done, bool))
+
+
+def token_metadata(token: str | None) -> list[tuple[str, str]]:
+    return [(TOKEN_KEY, f"Bearer {token}")] if token else []
+
+
+def token_of(metadata) -> str | None:
+    """The token a call's invocation metadata carries, or None."""
+    for key, value in metadata:
+        if key == TOKEN_KEY and value.startswith("Bearer "):
+            return value[len("Bearer "):]
+    return None
+
+
+def is_local(bind: str) -> bool:
+    """Whether `bind` (unix:PATH, or HOST:PORT) can only be reached from this host."""
+    if bind.startswith("unix:"):
+        return True
+    host = bind.rpartition(":")[0].strip("[]")
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name or an empty host (every interface)

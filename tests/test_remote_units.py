@@ -1,0 +1,170 @@
+"""The actor protocol's pure parts and the server's refusals, in-process and fast: the
+generated stubs are fresh, frame stacks follow ale-py's rule, id ranges, the spec check, the
+hub's batching and disconnect bookkeeping, a non-loopback bind without a token and a port
+in use refused. The real actor processes: tests/test_remote_actors.py (e2e)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rlbench.config.compose import compose_job
+from rlbench.config.validate import ConfigError
+from rlbench.envs.spec import env_spec
+from rlbench.remote import actors_pb2 as pb
+from rlbench.remote.hub import Hub, Refused, RemoteError
+from rlbench.remote.slots import EnvSlots
+from rlbench.remote.stacks import FrameStacks
+from rlbench.remote.wire import Step, decode_step, is_local, spec_difference, spec_message, step_message
+from tests.conftest import ROOT
+
+PROTO = "rlbench/remote/actors.proto"
+
+
+def test_checked_in_stubs_are_generated_from_the_proto(tmp_path):
+    (tmp_path / "rlbench/remote").mkdir(parents=True)
+    shutil.copy(ROOT / PROTO, tmp_path / PROTO)
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.", "--grpc_python_out=.", PROTO],
+                   cwd=tmp_path, check=True, capture_output=True)
+    for name in ("actors_pb2.py", "actors_pb2_grpc.py"):
+        fresh, checked_in = (tmp_path / "rlbench/remote" / name).read_text(), (ROOT / "rlbench/remote" / name).read_text()
+        assert fresh == checked_in, (f"rlbench/remote/{name} is stale: regenerate it from the repository root with "
+                                     f"python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. {PROTO}")
+
+
+def test_frame_stacks_zero_the_frames_before_an_episode_start_as_replay_rebuilds_them():
+    import torch
+
+    from rlbench.algo.common.frames import rebuild_stacks
+
+    L, stack = 9, 4
+    frames = np.arange(1, 2 * L + 1, dtype=np.uint8).reshape(L, 2, 1)  # [t, env, frame]: distinct values
+    done = np.zeros((L, 2), bool)
+    done[0] = True  # the first observation starts an episode (reset)
+    done[5, 0] = done[2, 1] = done[3, 1] = True
+    stacks = FrameStacks(2, stack, (1,), np.dtype(np.uint8))
+    got = np.stack([stacks.push(np.array([1, 0]), frames[t, ::-1], done[t, ::-1])[::-1] for t in range(L)], 1)
+    head = torch.zeros((2, stack - 1, 1), dtype=torch.uint8)
+    want = rebuild_stacks(head, torch.from_numpy(frames.transpose(1, 0, 2).copy()), torch.from_numpy(done.T.copy()))
+    np.testing.assert_array_equal(got, want.numpy())
+    assert got[0, 6].ravel().tolist() == [0, 0, 11, 13]  # env 0: its episode started at t=5 (frame 11)
+    assert FrameStacks(2, 1, (3,), np.dtype(np.float32)).push(np.array([0]), np.ones((1, 3), np.float32),
+                                                              np.array([False])).shape == (1, 3)
+
+
+def test_env_slots_hand_out_contiguous_ranges_first_fit():
+    slots = EnvSlots(6)
+    assert [slots.take(2), slots.take(3), slots.take(2)] == [0, 2, None]
+    slots.release(0, 2)
+    assert slots.free == 3 and slots.take(3) is None and slots.take(2) == 0
+
+
+def test_spec_difference_names_both_sides():
+    cfg = compose_job(["env=cartpole"], host=False).env
+    job = spec_message(cfg, env_spec(cfg))
+    assert spec_difference(job, job) is None
+    actor = pb.EnvSpec()
+    actor.CopyFrom(job)
+    actor.frameskip = 3
+    actor.settings[:] = [s if not s.startswith("id=") else "id=Acrobot-v1" for s in job.settings]
+    diff = spec_difference(actor, job)
+    assert "frameskip: actor 3, job 1" in diff and "env.id: actor Acrobot-v1, job CartPole-v1" in diff
+
+
+def test_decode_step_refuses_malformed_steps():
+    msg = step_message(np.arange(2), np.zeros((2, 3), np.float32), np.zeros(2), np.ones(2, bool)).step
+    step = decode_step(msg, 2, (3,), np.dtype(np.float32))
+    assert step.frames.shape == (2, 3) and step.done.all()
+    with pytest.raises(ValueError, match="bytes"):
+        decode_step(msg, 2, (4,), np.dtype(np.float32))
+    with pytest.raises(ValueError, match="distinct in 0..0"):
+        decode_step(msg, 1, (3,), np.dtype(np.float32))
+
+
+def test_only_loopback_and_unix_binds_are_local():
+    assert all(map(is_local, ["127.0.0.1:0", "localhost:5000", "[::1]:1", "unix:/tmp/x.sock"]))
+    assert not any(map(is_local, ["0.0.0.0:5000", "[::]:5000", "10.0.0.2:1", "myhost:1", ":5000"]))
+
+
+def _step(envs: int, done: bool = False) -> Step:
+    return Step(np.arange(envs), np.zeros((envs, 1), np.uint8), np.zeros(envs, np.float32), np.full(envs, done))
+
+
+def test_hub_batches_whole_steps_and_reports_a_lost_range_once_before_handing_it_out_again():
+    hub = Hub(total=5, join_timeout_s=0, idle_timeout_s=0)
+    a, b = hub.join(2, 1, "h", 1, 11), hub.join(3, 1, "h", 2, 12)
+    assert (a.first, b.first) == (0, 2)
+    with pytest.raises(Refused, match="asks for 1 envs; the job has 5, 0 free"):
+        hub.join(1, 1, "h", 3, 13)
+    hub.push(b, _step(3, True))
+    hub.push(a, _step(2, True))
+    assert [s for s, _ in hub.take_first(seed=100)] == [b, a]
+    assert hub.welcome(a) == 100 and hub.welcome(b) == 102  # global env i: seed + i, as in-process
+    hub.push(a, _step(2))
+    assert [s for s, _ in hub.take_ready(batch=2)] == [a]  # the first ready steps, at least 2 envs
+    hub.push(b, _step(3))
+    hub.lose(b)  # its pending step leaves the batching
+    assert hub.take_lost().tolist() == [2, 3, 4] and hub.take_lost().size == 0
+    c = hub.join(3, 1, "h", 4, 14)  # the range is free again once reported
+    assert c.first == 2 and hub.welcome(c) == 100 + 2 + 5  # a fresh seed for a rejoin
+    hub.push(c, _step(3, True))
+    hub.push(a, _step(2))
+    assert [s for s, _ in hub.take_ready(batch=5)] == [c, a]  # lock-step waits for the rejoined actor too
+    assert dict(hub.counts) == {"joins": 3, "refused_full": 1, "disconnects": 1, "rejoins": 1}
+
+
+def test_hub_refuses_to_step_once_every_actor_is_gone():
+    hub = Hub(total=1, join_timeout_s=0, idle_timeout_s=0)
+    a = hub.join(1, 1, "h", 1, 1)
+    hub.push(a, _step(1, True))
+    hub.take_first(seed=0)
+    hub.lose(a)
+    with pytest.raises(RemoteError, match="no actor process has been connected for 0 s"):
+        hub.take_ready(batch=1)
+
+
+def test_hub_reset_names_who_joined_and_how_many_are_missing():
+    hub = Hub(total=4, join_timeout_s=0, idle_timeout_s=0)
+    hub.join(1, 1, "hostA", 7, 1)
+    with pytest.raises(RemoteError, match=r"1 of 4 envs joined within 0 s \(1 env from hostA \(pid 7\)\); 3 missing"):
+        hub.take_first(seed=0)
+
+
+def _cartpole():
+    cfg = compose_job(["env=cartpole"], host=False).env
+    return cfg, env_spec(cfg)
+
+
+def test_a_non_loopback_bind_without_a_token_is_refused():
+    from rlbench.remote.server import RemoteEnvs
+
+    with pytest.raises(ConfigError, match=r"actor_server.bind=0.0.0.0:0: a non-loopback address needs a token"):
+        RemoteEnvs(*_cartpole(), 2, bind="0.0.0.0:0")
+
+
+def test_a_port_in_use_is_refused_naming_the_address():
+    from rlbench.remote.server import RemoteEnvs
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"actor_server.bind=127.0.0.1:{port}: cannot listen there"):
+            RemoteEnvs(*_cartpole(), 2, bind=f"127.0.0.1:{port}")
+
+
+def test_a_second_job_on_the_same_port_is_refused_not_sharing_it():
+    """gRPC sets SO_REUSEPORT by default: two jobs would split one port's actors between them."""
+    from rlbench.remote.server import RemoteEnvs
+
+    first = RemoteEnvs(*_cartpole(), 2)
+    try:
+        with pytest.raises(ConfigError, match=rf"actor_server.bind={first.address}: cannot listen there"):
+            RemoteEnvs(*_cartpole(), 2, bind=first.address)
+    finally:
+        first.close()
