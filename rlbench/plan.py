@@ -50,8 +50,11 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
     machine's), None: the ones this process may use."""
     fam, n_eval = family(conf.env.kind), eval_envs_of(conf)
     threads = fam.hardware_threads(conf.actor_threads, cores or len(usable_cpus()))
-    return Envs(conf.actors, n_eval, threads,
-                resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, fam.PARTIAL_BATCHES))
+    partial = fam.PARTIAL_BATCHES
+    if conf.actor_procs or conf.actor_server.remote_envs:  # actor processes (rlbench/remote/job.py)
+        threads = conf.actor_procs * max(1, threads // conf.actor_procs) if conf.actor_procs else threads
+        partial = True  # central inference batches whole processes' steps, whatever the family
+    return Envs(conf.actors, n_eval, threads, resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, partial))
 
 
 @dataclass(frozen=True)

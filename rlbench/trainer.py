@@ -21,6 +21,7 @@ from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.envs.vector import make_actors
 from rlbench.observers import Observers
 from rlbench.plan import JobPlan
+from rlbench.remote.job import JobActors, out_of_process
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
@@ -119,7 +120,10 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     telemetry makes them GPU-timed and traced)."""
     conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
-    env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+    if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
+        env = JobActors(conf, plan.spec, envs.total, envs.actor_threads)
+    else:
+        env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
         raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
                            f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}")

@@ -21,7 +21,8 @@ LAYERS: list[dict[str, list[str]]] = [
     {"base": ["rlbench", "rlbench.metrics", "rlbench.resources", "rlbench.progress", "rlbench.repeats",
               "rlbench.signals", "rlbench.bound",  # bound: a pure rule; the job names its bound by it
               "rlbench.observers",  # the hooks of a job's life (record, telemetry, progress observe it)
-              "rlbench.registry"]},  # what the registries share (name -> package, import by name)
+              "rlbench.registry",
+              "rlbench.remote", "rlbench.remote.address"]},  # an actor server's address rules: validate checks them  # what the registries share (name -> package, import by name)
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
                 "rlbench.config.flags", "rlbench.config.hydra_errors",  # command-line flags; Hydra's errors explained
                 "rlbench.algo",  # the registry of algorithm names, imports by name only

@@ -84,6 +84,22 @@ class SearchConfig:
 
 
 @dataclass
+class ActorServerConfig:
+    """Where central inference waits for actor processes (actor_procs > 0 or remote_envs > 0;
+    rlbench/remote/, SEED RL's actor protocol over gRPC)."""
+
+    # null: a unix socket of the job's own (its local actor processes only); HOST:PORT (port 0:
+    # any free one) to let actors on other hosts join: a non-loopback address needs the token
+    # in the environment variable RLBENCH_ACTOR_TOKEN (never a config value, never logged).
+    bind: Optional[str] = None
+    # envs the job expects from actor processes started by hand (`python -m rlbench.actor
+    # --server HOST:PORT --envs N`), beside those of its actor_procs; the job steps once all joined.
+    remote_envs: int = 0
+    join_timeout_s: float = 120.0  # seconds to wait for every env to join before the job fails
+    idle_timeout_s: float = 60.0  # the job fails once no actor process has been connected this long
+
+
+@dataclass
 class Config:
     # The env family's own schema (an EnvConfig; rlbench/envs/<kind>/family.py Schema), chosen by env.kind.
     env: Any = MISSING
@@ -95,6 +111,12 @@ class Config:
     search: Optional[SearchConfig] = None  # search=ratio: an Optuna study instead of a grid
     actors: int = 40  # environment instances (SEED actors)
     actor_threads: Optional[int] = None  # CPU hardware threads stepping envs; null = all
+    # Actor processes on this host stepping the envs, each over one gRPC stream to the job's
+    # central inference (SEED RL's actors); 0 = the envs step inside the job's process. The
+    # envs (actors + eval envs, less actor_server.remote_envs) are split as evenly as can be,
+    # actor_threads likewise (at least one each).
+    actor_procs: int = 0
+    actor_server: ActorServerConfig = field(default_factory=ActorServerConfig)
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
     sm_backend: str = "green_context"  # on CUDA: "green_context" or "mps" (needs the MPS daemon)
     # Envs per central-inference forward (envs = actors + eval envs; rlbench/envs/vector.py

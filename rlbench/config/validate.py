@@ -48,6 +48,10 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "workload.learner_updates": ((lambda v: v is None or v >= 0),
                                      "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0"),
         "eval_envs": int_at_least(0),
+        "actor_procs": ((lambda v: v >= 0), "0 (the envs step in the job's process) or a number of local actor processes"),
+        "actor_server.remote_envs": ((lambda v: v >= 0), "an integer >= 0 (envs from actor processes started by hand)"),
+        "actor_server.join_timeout_s": ((lambda v: v > 0), "seconds > 0"),
+        "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
         "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
         "tracking.experiment": ((lambda v: bool(v.strip())),
@@ -78,7 +82,8 @@ def _inference_batch_rule(c: Config):
     auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
             f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
     first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
-    lock = "" if family(c.env.kind).PARTIAL_BATCHES else f"; {c.env.kind} envs always step in lock-step, whatever the value"
+    lock = "" if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_server.remote_envs else \
+        f"; {c.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
     return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
 
@@ -132,6 +137,31 @@ def _env_checks(c: Config) -> list[str]:
 
     reason = check_env(c.env)  # "env.id=<id>: <why>, <what is allowed>"
     return [reason] if reason else []
+
+
+def _actor_checks(c: Config) -> list[str]:
+    """Actor processes: every local one gets an env, remote envs need an address other hosts
+    reach, and a non-loopback address needs its token (rlbench/remote/)."""
+    import os
+
+    from rlbench.remote.address import TOKEN_ENV, is_local
+
+    total, server = c.actors + eval_envs_of(c), c.actor_server
+    local = total - server.remote_envs
+    if local < 0 or (c.actor_procs and local < c.actor_procs):
+        return [(f"actor_procs={c.actor_procs} actor_server.remote_envs={server.remote_envs}: the job steps {total} envs "
+                f"(actors + eval envs); allowed: remote_envs <= {total}, and at least one env per actor process "
+                f"(actor_procs <= {max(local, 0)})")]
+    if local > 0 and server.remote_envs and not c.actor_procs:
+        return [(f"actor_server.remote_envs={server.remote_envs}: {local} of the {total} envs would have no actor process; "
+                f"allowed: remote_envs = {total} (all remote), or actor_procs >= 1 for the other {local}")]
+    if server.remote_envs and server.bind is None:
+        return [(f"actor_server.remote_envs={server.remote_envs} with actor_server.bind=null (a unix socket of this host): "
+                f"allowed: actor_server.bind=HOST:PORT that the other hosts reach")]
+    if server.bind is not None and not is_local(server.bind) and not os.environ.get(TOKEN_ENV):
+        return [(f"actor_server.bind={server.bind}: a non-loopback address needs a token in the environment variable "
+                f"{TOKEN_ENV} (the actors send the same); allowed without one: 127.0.0.1:PORT, localhost:PORT, unix:PATH")]
+    return []
 
 
 def _host_checks(c: Config) -> list[str]:
@@ -232,7 +262,8 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
         f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
         if key not in non_finite and not ok(_get(conf, key))]
     if not problems:
-        problems = algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + (_host_checks(conf) if host else [])
+        problems = (algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + _actor_checks(conf)
+                    + (_host_checks(conf) if host else []))
     if not problems and host:
         problems = algo.host_checks(conf)
     if problems:

@@ -75,6 +75,7 @@ class Hub:
         self._seed: int | None = None
         self._started = False
         self._closing = False
+        self._failure: str | None = None  # why the actors can never join (fail())
         self._idle_since = time.monotonic()
         self.counts: collections.Counter = collections.Counter()
 
@@ -168,7 +169,10 @@ class Hub:
                 raise RemoteError("the remote envs were reset already; reset() is called once")
             self._seed = seed
             self._cond.notify_all()
-            ok = self._cond.wait_for(lambda: self._closing or self._ready_envs == self.total, self.join_timeout_s)
+            ok = self._cond.wait_for(lambda: self._closing or self._failure is not None
+                                     or self._ready_envs == self.total, self.join_timeout_s)
+            if self._failure is not None:
+                raise RemoteError(self._failure)
             if self._closing:
                 raise RemoteError("the remote envs were closed while waiting for actors")
             if not ok:
@@ -205,6 +209,15 @@ class Hub:
             if lost:
                 self._cond.notify_all()
             return np.concatenate([s.ids for s in lost]) if lost else np.zeros(0, np.int64)
+
+    def fail(self, reason: str) -> None:
+        """Before the start: the expected actors can never all join (a process the job started
+        exited); reset() raises `reason` now instead of after the join timeout. Ignored later:
+        an actor lost mid-run is a disconnect."""
+        with self._cond:
+            if not self._started and self._failure is None:
+                self._failure = reason
+                self._cond.notify_all()
 
     def close(self) -> None:
         """Every stream's thread ends its stream; waiting joins and welcomes return."""

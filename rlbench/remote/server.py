@@ -129,6 +129,10 @@ class RemoteEnvs:
         job drops their unfinished unrolls. Their range is free for a new actor from now on."""
         return self._hub.take_lost()
 
+    def fail(self, reason: str) -> None:
+        """Before reset() returns: an expected actor can never join; reset() raises `reason`."""
+        self._hub.fail(reason)
+
     def close(self) -> None:
         """End every stream (the actor processes exit) and stop the server."""
         if self._closed:

@@ -4,18 +4,16 @@ back, the token's metadata and what a bind address allows. No gRPC calls here.""
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from typing import NamedTuple
 
 import numpy as np
 
 from rlbench.envs.spec import EnvSpec
 from rlbench.remote import actors_pb2 as pb
+from rlbench.remote.address import TOKEN_ENV, is_local  # noqa: F401  (the wire's names, kept where they were)
 
 PROTOCOL_VERSION = 1
-TOKEN_ENV = "RLBENCH_ACTOR_TOKEN"  # the actor reads its token here; it is never logged nor put in a message
 TOKEN_KEY = "authorization"  # gRPC metadata key (lower case, as gRPC requires)
-LOOPBACK_NAMES = ("localhost",)
 # Messages may be large (an actor of 1,000 Atari envs sends 7 MB per Step): no gRPC size cap,
 # and no SO_REUSEPORT, so that a port in use is refused instead of shared with another server.
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
@@ -90,16 +88,3 @@ def token_of(metadata) -> str | None:
         if key == TOKEN_KEY and value.startswith("Bearer "):
             return value[len("Bearer "):]
     return None
-
-
-def is_local(bind: str) -> bool:
-    """Whether `bind` (unix:PATH, or HOST:PORT) can only be reached from this host."""
-    if bind.startswith("unix:"):
-        return True
-    host = bind.rpartition(":")[0].strip("[]")
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name or an empty host (every interface)

@@ -230,6 +230,9 @@ def config_hash(conf) -> str:
     d = asdict(conf)
     for key in ("tracking", "progress", "resume", "repeats"):
         d.pop(key, None)
+    if not d.get("actor_procs") and not d.get("actor_server", {}).get("remote_envs"):
+        d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
+        d.pop("actor_server", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,134 @@
+"""A job's actors in other processes (actor_procs, actor_server.*): the job's `RemoteEnvs`
+and the actor processes it starts on this host, one VectorEnv to the trainer.
+
+`JobActors` listens (a unix socket of its own unless actor_server.bind names an address),
+starts `actor_procs` processes of `python -m rlbench.actor` with the job's env overrides and
+their share of the envs and threads, and waits in reset() until they, and the
+actor_server.remote_envs started by hand elsewhere, have joined. A process it started that
+exits before joining fails the job at once, its last lines named; one lost later is a
+disconnect (its envs' unfinished unrolls dropped, the job goes on). close() ends every stream,
+so the processes exit, then reaps them: any still alive after 10 s is killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from rlbench.envs import family
+from rlbench.remote.address import TOKEN_ENV
+
+EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
+
+
+def out_of_process(conf) -> bool:
+    """Whether the job's envs step in actor processes (rlbench/remote/) instead of its own."""
+    return conf.actor_procs > 0 or conf.actor_server.remote_envs > 0
+
+
+def split(n: int, parts: int) -> list[int]:
+    """`n` as `parts` sizes differing by at most one, larger first."""
+    if parts < 1 or n < parts:
+        raise ValueError(f"cannot split {n} envs over {parts} processes (at least one each)")
+    return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+
+
+def env_overrides(env_cfg) -> list[str]:
+    """Overrides that compose `env_cfg` again (`python -m rlbench.actor ... <these>`): the
+    family's preset for its id, then every field, so the actor's env spec is the job's."""
+    fields = {k: v for k, v in dataclasses.asdict(env_cfg).items() if k not in ("kind", "id")}
+    return [*family(env_cfg.kind).overrides(env_cfg.id).split(), *(f"env.{k}={_value(v)}" for k, v in fields.items())]
+
+
+def _value(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return repr(v)
+
+
+class JobActors:
+    """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
+
+    def __init__(self, conf, spec, total_envs: int, actor_threads: int):
+        from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
+
+        server = conf.actor_server
+        self._dir = Path(tempfile.mkdtemp(prefix="rlbench-actors-"))
+        bind = server.bind or f"unix:{self._dir / 'actors.sock'}"
+        self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
+                                 token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
+                                 idle_timeout_s=server.idle_timeout_s)
+        for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
+            setattr(self, name, getattr(self.remote, name))
+        self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, actor_threads)
+
+    @property
+    def threads_used(self) -> int:
+        return self.remote.threads_used
+
+    def reset(self, seed: int):
+        return self.remote.reset(seed)
+
+    def send(self, actions) -> None:
+        self.remote.send(actions)
+
+    def recv(self):
+        return self.remote.recv()
+
+    def take_disconnected(self):
+        return self.remote.take_disconnected()
+
+    def close(self) -> None:
+        try:
+            self.remote.close()
+        finally:
+            self.local.stop()
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class LocalActors:
+    """The actor processes a job starts on this host: started, watched (one that exits before
+    the job's envs all joined fails the job's reset with its last lines), stopped and reaped."""
+
+    def __init__(self, remote, folder: Path, conf, envs: int, threads: int):
+        self.remote, self.procs, self._stopping = remote, [], threading.Event()
+        if not conf.actor_procs:
+            return
+        sizes = split(envs, conf.actor_procs)
+        per = max(1, threads // conf.actor_procs)
+        overrides = env_overrides(conf.env)
+        for i, n in enumerate(sizes):
+            log = folder / f"actor-{i}.log"
+            cmd = [sys.executable, "-m", "rlbench.actor", "--server", remote.address, "--envs", str(n),
+                   "--threads", str(per), *overrides]
+            with open(log, "wb") as out:  # the child keeps its own descriptor
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.procs.append(proc)
+            threading.Thread(target=self._watch, args=(i, proc, log), name=f"actor-proc-{i}", daemon=True).start()
+
+    def _watch(self, i: int, proc: subprocess.Popen, log: Path) -> None:
+        code = proc.wait()
+        if not self._stopping.is_set():  # before the start a failure; after it, the hub's disconnect
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
+            self.remote.fail(f"actor process {i} (pid {proc.pid}) exited with {code} before its envs joined"
+                             + (f": {tail}" if tail else ""))
+
+    def stop(self) -> None:
+        """After the server closed the streams (the processes exit 0): wait, then kill the rest."""
+        self._stopping.set()
+        for proc in self.procs:
+            try:
+                proc.wait(EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
