@@ -54,6 +54,8 @@ DOCUMENTED: dict[tuple[str, object], str] = {
     ("inference_batch", -1): "-1 = SEED RL's auto, envs // 2 (schema.py, README)",
     ("seed", 0): "any integer >= 0: numpy's default_rng refuses negative seeds",
     ("eval_envs", 0): "0 = no evaluation envs (schema.py, docs/r2d2.md)",
+    ("actor_procs", 0): "0 = the envs step in the job's process (schema.py, docs/actors.md)",
+    ("actor_server.remote_envs", 0): "0 = no actor processes started by hand elsewhere (schema.py)",
     ("eval_epsilon", 0): "a probability: greedy evaluation",
     ("telemetry.trace_window_s", 0): "0 = no trace.json (schema.py, docs/timeline.md)",
     ("env.noop_max", 0): "no random no-ops at reset",
