@@ -8,7 +8,16 @@ Both sides use the same AtariVectorEnv settings (envs, threads, batch, preproces
 They run alternately, `--repeats` times each, for `--seconds` each; the ratio of the
 medians is printed last as `actor_path_efficiency=<x>` (target >= 0.9).
 
+With `--procs N` a third side runs in the same alternation: the same job with its envs in N
+actor processes over gRPC (actor_procs=N: same envs, same threads split between them), and
+the benchmark prints `process_path_ratio=<x>` (its fps over the in-process rlbench path's; the
+median of each repeat's ratio; target >= 0.9 at 2 processes), the message bytes per env step on
+the wire, the actors' round trip (a Step sent to its Actions back: loopback plus the wait for
+central inference) p50/p99, and the driver thread's CPU seconds per env step on both paths with
+the env steps/s at which one driver thread would saturate (1 / that: an estimate).
+
     python pipelines/bench_actor_path.py --actors 40 --repeats 5 --seconds 10
+    python pipelines/bench_actor_path.py --actors 40 --repeats 5 --seconds 10 --procs 2
 """
 
 from __future__ import annotations
@@ -31,9 +40,9 @@ from rlbench.trainer import build_trainer
 PROG = "pipelines/bench_actor_path.py"
 
 
-def config(args):
+def config(args, procs: int = 0):
     overrides = [f"env={args.env}", f"actors={args.actors}", f"inference_batch={args.inference_batch}",
-                 "algo=random", "workload.frames=1000000000000"]
+                 "algo=random", "workload.frames=1000000000000", f"actor_procs={procs}"]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
     return compose_job(overrides)
@@ -53,20 +62,31 @@ def raw_fps(conf, seconds: float) -> float:
     return fps
 
 
-def rlbench_fps(conf, seconds: float) -> float:
+def rlbench_fps(conf, seconds: float, extra: dict | None = None) -> float:
+    """The rlbench actor path's fps; `extra` gets the driver thread's CPU per env step and, with
+    actor processes, the wire's bytes per env step and the actors' last round-trip report."""
     trainer = build_trainer(plan_job(conf))
     stop = threading.Event()
     role = trainer.actors
     watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds))
     watcher.start()
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), time.thread_time()
     role.run(stop)
-    end = time.perf_counter()
+    end, cpu = time.perf_counter(), time.thread_time() - cpu0
     fps = role.frames / (end - role.stepping_since)  # stepping only: the first reset is not timed on either side
     watcher.join()
     run_wall = end - started  # the shares are of the whole run: env_step includes that first reset
     ops = {**role.timer.fractions(run_wall), **trainer.inference.timer.fractions(run_wall)}
     print("  rlbench path time shares: " + ", ".join(f"{k} {v:.1%}" for k, v in ops.items()), flush=True)
+    if extra is not None:
+        env_steps = role.steps + role.eval_steps
+        extra["driver_cpu_us_per_step"] = 1e6 * cpu / max(env_steps, 1)
+        remote = getattr(trainer.env, "remote", None)
+        if remote is not None:
+            wire = remote.wire_bytes()
+            extra["bytes_per_step"] = (wire["received"] + wire["sent"]) / max(wire["env_steps"], 1)
+            reports = [a["report"] for a in remote.actors() if a["report"] is not None]
+            extra["rtt_ms"] = [(r.rtt_p50_ms, r.rtt_p99_ms) for r in reports]
     trainer.close()
     return fps
 
@@ -93,20 +113,49 @@ def main() -> None:
     p.add_argument("--inference-batch", type=number(int, lo=-1), default=0)
     p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=10.0)
     p.add_argument("--repeats", type=number(int, lo=1), default=5)
+    p.add_argument("--procs", type=number(int, lo=0, note="0 = no process path"), default=0,
+                   help="also run the path with its envs in N actor processes over gRPC (0: not)")
     args = p.parse_args()
     try:
         conf = config(args)
+        procs = config(args, args.procs) if args.procs else None
     except ConfigError as e:
         refuse(PROG, f"{e} (no run started)")
-    raw, ours = [], []
+    raw, ours, remote, extras = [], [], [], []
     for i in range(args.repeats):
         raw.append(raw_fps(conf, args.seconds))
-        ours.append(rlbench_fps(conf, args.seconds))
-        print(f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps", flush=True)
+        inproc: dict = {}
+        ours.append(rlbench_fps(conf, args.seconds, inproc))
+        line = f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps"
+        if procs is not None:
+            extras.append({"inproc": inproc, "procs": {}})
+            remote.append(rlbench_fps(procs, args.seconds, extras[-1]["procs"]))
+            line += f", rlbench with {args.procs} actor processes {remote[-1]:.0f} fps"
+        print(line, flush=True)
     r, o = statistics.median(raw), statistics.median(ours)
     print(f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
           f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={resolve_inference_batch(conf.inference_batch, conf.actors)})")
+    if procs is not None:
+        _print_process_path(args.procs, ours, remote, extras)
     print(f"actor_path_efficiency={o / r:.3f}")
+
+
+def _print_process_path(procs: int, ours: list[float], remote: list[float], extras: list[dict]) -> None:
+    med = statistics.median
+    ratio = med(p / q for p, q in zip(remote, ours))
+    cpu_in = med(e["inproc"]["driver_cpu_us_per_step"] for e in extras)
+    cpu_pr = med(e["procs"]["driver_cpu_us_per_step"] for e in extras)
+    rtts = [rt for e in extras for rt in e["procs"].get("rtt_ms", [])]
+    print(f"median rlbench fps with {procs} actor processes={med(remote):.0f} (in-process {med(ours):.0f}); "
+          f"ratio of medians {med(remote) / med(ours):.3f}")
+    print(f"wire: {med(e['procs']['bytes_per_step'] for e in extras):.0f} message bytes per env step (both ways); "
+          "actors' round trip (Step to Actions, incl. the wait for inference) "
+          + (f"p50 {med(r[0] for r in rtts):.1f} ms, p99 {med(r[1] for r in rtts):.1f} ms" if rtts else
+             "not reported (runs shorter than the actors' 5 s report period)"))
+    print(f"driver thread CPU per env step: in-process {cpu_in:.1f} us, with actor processes {cpu_pr:.1f} us; "
+          f"one driver thread would saturate at about {1e6 / cpu_in:.0f} env steps/s in-process and "
+          f"{1e6 / cpu_pr:.0f} with processes (estimate: 1 / its CPU per step)")
+    print(f"process_path_ratio={ratio:.3f}")
 
 
 if __name__ == "__main__":
