@@ -53,6 +53,11 @@ _TRAINING = [
     Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
     Metric("actor_disconnects", "count", "tick, final", "actor process departures seen (one per recv after which "
            "ids left); only where actors can leave"),
+    Metric("rpc_rtt_ms", "ms", "final", "actor processes: a Step sent to its Actions back (loopback or network plus "
+           "the wait for central inference), the median of the processes' p50 over their last second"),
+    Metric("rpc_rtt_ms_p99", "ms", "final", "actor processes: the largest of their round trips' p99 over their last second"),
+    Metric("actor_procs_cpu_s", "s", "final", "actor processes: their CPU seconds, summed (as last reported)"),
+    Metric("wire_bytes_per_step", "bytes / env step", "final", "actor processes: message bytes both ways per env step"),
     Metric("actor_lost_steps", "agent steps", "tick, final", "training steps of departed actors' unfinished "
            "unrolls, dropped (in frames, never in replay)"),
     Metric("cpu_gpu_ratio", "threads / unit", "final", "actor hardware threads / granted compute units"),

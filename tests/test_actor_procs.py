@@ -109,6 +109,10 @@ def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store)
     assert final["actor_disconnects"] == 0 and final["actor_lost_steps"] == 0
     # 8 envs (the store fixture sets eval_envs=0) in 2 processes of 4: a forward takes one process's step
     assert final["actor_threads_used"] == 2 and final["inference_batch_mean"] == pytest.approx(4.0, abs=0.01)
+    # the processes' own measurements (their Reports, once a second) and the wire's
+    assert 0 < final["wire_bytes_per_step"] < 200  # CartPole: 4 floats, a reward, a flag, an action
+    if final["runtime_s"] > 1.5:  # a report came (each process reports once a second)
+        assert final["rpc_rtt_ms"] > 0 and final["rpc_rtt_ms_p99"] >= final["rpc_rtt_ms"] and final["actor_procs_cpu_s"] > 0
     assert actor_children() == []
 
 
@@ -123,6 +127,8 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
     assert run.info.status == "FINISHED"
     for key in CONTRACT:
         assert key in run.data.metrics, key
+    m = run.data.metrics  # a smoke Pong job runs for seconds: the processes reported
+    assert 84 * 84 < m["wire_bytes_per_step"] <= 7500 and m["rpc_rtt_ms"] > 0 and m["actor_procs_cpu_s"] > 0
     assert actor_children() == []
 
 

@@ -29,7 +29,7 @@ ENDED = (grpc.StatusCode.CANCELLED,)  # the job stopped its server with this str
 
 
 def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None = None,
-              report_every_s: float = 5.0) -> tuple[int, str]:
+              report_every_s: float = 1.0) -> tuple[int, str]:
     """Step `envs` envs of `env_cfg` for the job at `address` (HOST:PORT or unix:PATH) until it
     ends the stream: (0, line); the job unreachable or refusing this actor: (2, line); the job
     lost mid-run: (1, line)."""

@@ -21,6 +21,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from rlbench.envs import family
 from rlbench.remote.address import TOKEN_ENV
 
@@ -87,6 +89,20 @@ class JobActors:
 
     def take_disconnected(self):
         return self.remote.take_disconnected()
+
+    def metrics(self) -> dict:
+        """What the actor processes measured (their latest Reports, one a second) and the
+        wire's bytes: rpc_rtt_ms (the median of the processes' p50), rpc_rtt_ms_p99 (their
+        largest p99), actor_procs_cpu_s (their CPU seconds, summed), wire_bytes_per_step
+        (message bytes both ways per env step); a value no process reported is left out."""
+        wire = self.remote.wire_bytes()
+        m = {"wire_bytes_per_step": (wire["received"] + wire["sent"]) / wire["env_steps"]} if wire["env_steps"] else {}
+        reports = [a["report"] for a in self.remote.actors() if a["report"] is not None and a["report"].steps]
+        if reports:
+            m |= {"rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
+                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports)),
+                  "actor_procs_cpu_s": float(sum(r.cpu_s for r in reports))}
+        return m
 
     def close(self) -> None:
         try:
