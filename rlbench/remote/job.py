@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,12 @@ class JobActors:
                                  idle_timeout_s=server.idle_timeout_s)
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
-        self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, actor_threads)
+        try:
+            self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, actor_threads)
+        except BaseException:  # a process that could not be started: nothing left listening or running
+            self.remote.close()
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise
 
     @property
     def threads_used(self) -> int:
@@ -123,14 +129,18 @@ class LocalActors:
         sizes = split(envs, conf.actor_procs)
         per = max(1, threads // conf.actor_procs)
         overrides = env_overrides(conf.env)
-        for i, n in enumerate(sizes):
-            log = folder / f"actor-{i}.log"
-            cmd = [sys.executable, "-m", "rlbench.actor", "--server", remote.address, "--envs", str(n),
-                   "--threads", str(per), *overrides]
-            with open(log, "wb") as out:  # the child keeps its own descriptor
-                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            self.procs.append(proc)
-            threading.Thread(target=self._watch, args=(i, proc, log), name=f"actor-proc-{i}", daemon=True).start()
+        try:
+            for i, n in enumerate(sizes):
+                log = folder / f"actor-{i}.log"
+                cmd = [sys.executable, "-m", "rlbench.actor", "--server", remote.address, "--envs", str(n),
+                       "--threads", str(per), *overrides]
+                with open(log, "wb") as out:  # the child keeps its own descriptor
+                    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                self.procs.append(proc)
+                threading.Thread(target=self._watch, args=(i, proc, log), name=f"actor-proc-{i}", daemon=True).start()
+        except BaseException:
+            self.stop(grace_s=0.0)  # those already started
+            raise
 
     def _watch(self, i: int, proc: subprocess.Popen, log: Path) -> None:
         code = proc.wait()
@@ -139,12 +149,14 @@ class LocalActors:
             self.remote.fail(f"actor process {i} (pid {proc.pid}) exited with {code} before its envs joined"
                              + (f": {tail}" if tail else ""))
 
-    def stop(self) -> None:
-        """After the server closed the streams (the processes exit 0): wait, then kill the rest."""
+    def stop(self, grace_s: float = EXIT_GRACE_S) -> None:
+        """After the server closed the streams (the processes exit 0): wait, all of them within
+        one `grace_s`, then kill the rest."""
         self._stopping.set()
+        deadline = time.monotonic() + grace_s
         for proc in self.procs:
             try:
-                proc.wait(EXIT_GRACE_S)
+                proc.wait(max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
