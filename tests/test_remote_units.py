@@ -118,6 +118,21 @@ def test_hub_batches_whole_steps_and_reports_a_lost_range_once_before_handing_it
     assert dict(hub.counts) == {"joins": 3, "refused_full": 1, "disconnects": 1, "rejoins": 1}
 
 
+def test_a_stream_lost_while_its_step_is_in_the_jobs_batch_is_reported_after_that_batch():
+    """The job drops a lost env's unfinished unroll; a Step of it that the job already holds must
+    go into that unroll (and be dropped with it), not start the env's fresh one."""
+    hub = Hub(total=4, join_timeout_s=0, idle_timeout_s=0)
+    a, b = hub.join(2, 1, "h", 1, 11), hub.join(2, 1, "h", 2, 12)
+    hub.push(a, _step(2, True))
+    hub.push(b, _step(2, True))
+    hub.take_first(seed=0)
+    hub.push(b, _step(2))
+    (held,) = hub.take_ready(batch=2)  # the job holds b's step...
+    hub.lose(b)  # ...when b is lost
+    assert hub.take_lost(in_batch=[held[0]]).size == 0  # not yet: that step is inferred and assembled first
+    assert hub.take_lost(in_batch=[]).tolist() == [2, 3] and hub.take_lost().size == 0
+
+
 def test_hub_refuses_to_step_once_every_actor_is_gone():
     hub = Hub(total=1, join_timeout_s=0, idle_timeout_s=0)
     a = hub.join(1, 1, "h", 1, 1)

@@ -199,11 +199,16 @@ class Hub:
                                       f"({self.counts['disconnects']} disconnected); the job cannot step")
                 self._cond.wait(left)
 
-    def take_lost(self) -> np.ndarray:
+    def take_lost(self, in_batch=()) -> np.ndarray:
         """Global ids of the envs lost since the last call (each reported once); their ranges
-        are free for a new actor from now on."""
+        are free for a new actor from now on. A stream in `in_batch` (whose Step the job holds
+        in the batch it just received) is reported at the next call: its step goes through
+        inference and unroll assembly first, and is dropped with the rest of its unfinished
+        unroll, never starting the fresh one."""
         with self._cond:
-            lost, self._lost = self._lost, []
+            held = {id(s) for s in in_batch}
+            lost = [s for s in self._lost if id(s) not in held]
+            self._lost = [s for s in self._lost if id(s) in held]
             for s in lost:
                 self._slots.release(s.first, s.envs)
             if lost:

@@ -127,7 +127,7 @@ class RemoteEnvs:
     def take_disconnected(self) -> np.ndarray:
         """Global ids of the envs whose actor process was lost since the last call, each once; the
         job drops their unfinished unrolls. Their range is free for a new actor from now on."""
-        return self._hub.take_lost()
+        return self._hub.take_lost(in_batch=[stream for stream, _, _ in self._last])
 
     def fail(self, reason: str) -> None:
         """Before reset() returns: an expected actor can never join; reset() raises `reason`."""

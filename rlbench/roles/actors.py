@@ -11,8 +11,9 @@ forgotten by central inference (their unfinished unrolls dropped, their state a 
 before any later step of theirs is seen. Their episode in progress is dropped too (no return is
 logged for it), and the first step of a process that rejoins on those ids (done=True) starts an
 episode without ending one. `frames` stays what the actors stepped and inference received;
-what was lost is counted apart (`fault_metrics`). The batch recv returned is taken to hold no
-step from a process that it then reports gone (RemoteEnvs stops batching a stream once it ends).
+what was lost is counted apart (`fault_metrics`). The batch recv returned holds no step of an
+env reported gone right after it: RemoteEnvs reports a process lost while the job holds one of
+its steps at the next call, once that step went into the unroll that is then dropped.
 """
 
 from __future__ import annotations
