@@ -123,5 +123,6 @@ class ActorRole:
             for i, r in zip(ended.tolist(), self._running_return[ended].tolist()):
                 (self.episode_returns if i < self.num_train else self.eval_returns).append((self.frames, r))
             self.episodes += int((ended < self.num_train).sum())
-        # the ended episodes, and a rejoined env's first step (done, ending nothing) starting its own
-        self._running_return[ids[batch.done]] = 0.0
+            self._running_return[ended] = 0.0
+        # a rejoined env's first step (done, ending nothing) starts from the 0 _forget left: its
+        # reset step's reward is 0, so the common step pays no extra write
