@@ -52,9 +52,18 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
     threads = fam.hardware_threads(conf.actor_threads, cores or len(usable_cpus()))
     partial = fam.PARTIAL_BATCHES
     if conf.actor_procs or conf.actor_server.remote_envs:  # actor processes (rlbench/remote/job.py)
-        threads = conf.actor_procs * max(1, threads // conf.actor_procs) if conf.actor_procs else threads
         partial = True  # central inference batches whole processes' steps, whatever the family
+        if conf.actor_procs:
+            threads = local_actor_threads(threads, conf.actor_procs, conf.actor_threads or cores or len(usable_cpus()))
     return Envs(conf.actors, n_eval, threads, resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, partial))
+
+
+def local_actor_threads(pool: int, procs: int, cpus: int) -> int:
+    """Hardware threads `procs` actor processes on the job's host step envs on, each with its
+    family's pool of `pool` threads (rlbench/remote/job.py LocalActors), all on the same `cpus`
+    CPUs (an explicit actor_threads, or every usable CPU): Atari's pools share them (the pool
+    is all of them), gym's one-thread processes take one each."""
+    return min(procs * pool, max(pool, cpus))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pytest
 
 from rlbench.config.compose import compose_job
 from rlbench.config.validate import ConfigError, validate
-from rlbench.plan import envs_of
+from rlbench.plan import envs_of, local_actor_threads
 from rlbench.remote.job import env_overrides, split
 from rlbench.tracking.store import config_hash
 from tests.conftest import CARTPOLE_TINY, ROOT, runs, wait_until
@@ -82,6 +82,21 @@ def test_the_plan_counts_every_processs_threads_and_batches_across_processes(com
     assert planned.actor_threads == 2 and planned.inference_batch == 21
     inproc = envs_of(validate(compose_cfg(["env=cartpole", "actors=40"]), host=False), cores=2)
     assert inproc.actor_threads == 1 and inproc.inference_batch == 42
+
+
+def test_atari_processes_share_the_jobs_actor_threads_and_gym_processes_take_one_each(compose_cfg):
+    """Each local process gets its family's whole pool on the job's CPUs (LocalActors): Atari's
+    pools share the actor_threads (or every CPU), so the hardware threads stay those of an
+    in-process job; gym's processes step on one thread each, at most one per CPU."""
+    def threads(overrides, cores):
+        return envs_of(validate(compose_cfg(overrides), host=False), cores=cores).actor_threads
+
+    assert threads(["env=pong", "actors=40", "actor_procs=2"], cores=2) == 2
+    assert threads(["env=pong", "actors=40", "actor_procs=4", "actor_threads=3"], cores=8) == 3
+    assert threads(["env=pong", "actors=40", "actor_threads=3"], cores=8) == 3  # in-process: the same
+    assert threads(["env=cartpole", "actors=40", "actor_procs=8"], cores=4) == 4
+    assert threads(["env=cartpole", "actors=40", "actor_procs=3"], cores=4) == 3
+    assert local_actor_threads(pool=1, procs=3, cpus=2) == 2 and local_actor_threads(pool=4, procs=2, cpus=4) == 4
 
 
 def test_in_process_jobs_keep_their_config_hash(compose_cfg):

@@ -5,10 +5,12 @@ in use refused. The real actor processes: tests/test_remote_actors.py (e2e)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,3 +185,48 @@ def test_a_second_job_on_the_same_port_is_refused_not_sharing_it():
             RemoteEnvs(*_cartpole(), 2, bind=first.address)
     finally:
         first.close()
+
+
+def test_cpu_lists_read_as_taskset_writes_them_and_name_a_bad_one():
+    import argparse
+
+    from rlbench.remote.address import cpu_list, cpu_text
+
+    assert cpu_list("0-3") == [0, 1, 2, 3] and cpu_list("0,2,5-6") == [0, 2, 5, 6] and cpu_list("4") == [4]
+    assert cpu_text(range(2, 5)) == "2,3,4" and cpu_list(cpu_text([1, 7])) == [1, 7]
+    for bad in ("", "a", "1-x", "-1", "0,,2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="allowed: CPU numbers"):
+            cpu_list(bad)
+
+
+def test_only_the_env_threads_get_the_lower_priority():
+    """The pool the env family starts is niced; the calling thread and gRPC's threads are not."""
+    import threading
+
+    from rlbench.remote.actor import _thread_ids, lower_priority
+
+    if not _thread_ids():
+        pytest.skip("no /proc/self/task here: per-thread nice is Linux's")
+    ready, release = threading.Barrier(3), threading.Event()
+
+    def hold(name):
+        with open("/proc/thread-self/comm", "w") as f:  # as the pool's C++ and gRPC's threads are named
+            f.write(name)
+        ready.wait()
+        release.wait()
+
+    before = _thread_ids()
+    workers = [threading.Thread(target=hold, args=(name,)) for name in ("env-pool", "grpc_global_timer")]
+    for w in workers:
+        w.start()
+    ready.wait()
+    try:
+        new = _thread_ids() - before
+        lower_priority(new, 5)
+        nice = {Path(f"/proc/self/task/{t}/comm").read_text().strip(): os.getpriority(os.PRIO_PROCESS, t) for t in new}
+        base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert nice == {"env-pool": 5, "grpc_global_tim": base} and base < 5  # comm keeps 15 characters
+    finally:
+        release.set()
+        for w in workers:
+            w.join()

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from rlbench.envs import family
-from rlbench.remote.address import TOKEN_ENV
+from rlbench.remote.address import TOKEN_ENV, cpu_text
+from rlbench.resources import usable_cpus
 
 EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
 
@@ -62,7 +63,7 @@ def _value(v) -> str:
 class JobActors:
     """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
 
-    def __init__(self, conf, spec, total_envs: int, actor_threads: int):
+    def __init__(self, conf, spec, total_envs: int, actor_threads: int, pin: int = -1):
         from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
 
         server = conf.actor_server
@@ -71,10 +72,11 @@ class JobActors:
         self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
                                  token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
                                  idle_timeout_s=server.idle_timeout_s)
+        self._local_threads = actor_threads
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
         try:
-            self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, actor_threads)
+            self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, pin)
         except BaseException:  # a process that could not be started: nothing left listening or running
             self.remote.close()
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -82,7 +84,13 @@ class JobActors:
 
     @property
     def threads_used(self) -> int:
-        return self.remote.threads_used
+        """Hardware threads stepping envs: those of the processes this job started (planned:
+        they share the job's CPUs, rlbench/plan.py local_actor_threads) once one joined, and
+        those each process started elsewhere declared."""
+        mine = {p.pid for p in self.local.procs}
+        streams = self.remote.actors()
+        local = self._local_threads if any(a["pid"] in mine for a in streams) else 0
+        return local + sum(a["threads"] for a in streams if a["pid"] not in mine)
 
     def reset(self, seed: int):
         return self.remote.reset(seed)
@@ -120,20 +128,28 @@ class JobActors:
 
 class LocalActors:
     """The actor processes a job starts on this host: started, watched (one that exits before
-    the job's envs all joined fails the job's reset with its last lines), stopped and reaped."""
+    the job's envs all joined fails the job's reset with its last lines), stopped and reaped.
 
-    def __init__(self, remote, folder: Path, conf, envs: int, threads: int):
+    Each process gets its family's whole pool of actor threads (Atari: actor_threads, or every
+    CPU), all processes on the same CPUs (`pin` >= 0, an explicit actor_threads: pin .. pin +
+    actor_threads - 1, the CPUs an in-process job pins its actors to), not a share each: the
+    processes share those hardware threads as SEED's actors share a host's cores. A process
+    lock-steps its envs, so its threads idle while its actions are computed; with a share each,
+    a core idled with them (measured: docs/actors.md)."""
+
+    def __init__(self, remote, folder: Path, conf, envs: int, pin: int = -1):
         self.remote, self.procs, self._stopping = remote, [], threading.Event()
         if not conf.actor_procs:
             return
         sizes = split(envs, conf.actor_procs)
-        per = max(1, threads // conf.actor_procs)
+        threads = family(conf.env.kind).hardware_threads(conf.actor_threads, len(usable_cpus()))
+        pinned = ["--cpus", cpu_text(range(pin, pin + threads))] if pin >= 0 else []
         overrides = env_overrides(conf.env)
         try:
             for i, n in enumerate(sizes):
                 log = folder / f"actor-{i}.log"
                 cmd = [sys.executable, "-m", "rlbench.actor", "--server", remote.address, "--envs", str(n),
-                       "--threads", str(per), *overrides]
+                       "--threads", str(threads), *pinned, *overrides]
                 with open(log, "wb") as out:  # the child keeps its own descriptor
                     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 self.procs.append(proc)
