@@ -230,3 +230,10 @@ def test_only_the_env_threads_get_the_lower_priority():
         release.set()
         for w in workers:
             w.join()
+
+
+def test_the_actor_command_refuses_cpus_it_may_not_use(capsys):
+    from rlbench.actor import main
+
+    assert main(["--server", "unix:/nonexistent/actors.sock", "--envs", "1", "--cpus", "4096", "env=cartpole"]) == 2
+    assert "--cpus=4096: allowed: CPUs this process may use" in capsys.readouterr().err
