@@ -20,8 +20,8 @@ from rlbench.algo import algorithm
 from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.envs.vector import make_actors
 from rlbench.observers import Observers
-from rlbench.plan import JobPlan
-from rlbench.remote.job import JobActors, out_of_process
+from rlbench.plan import JobPlan, out_of_process
+from rlbench.remote.job import JobActors
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop

@@ -11,6 +11,7 @@ them there, or None when the stream must end). The job's thread takes whole Step
 from __future__ import annotations
 
 import collections
+import logging
 import queue
 import threading
 import time
@@ -19,7 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlbench.remote.slots import EnvSlots
+from rlbench.remote.telemetry import ProcessTrace
 from rlbench.remote.wire import Step
+
+log = logging.getLogger(__name__)
 
 
 class RemoteError(RuntimeError):
@@ -53,6 +57,10 @@ class Stream:
     bytes_in: int = 0  # serialized message bytes; written by the stream's thread only
     bytes_out: int = 0
     env_steps: int = 0
+    index: int = 0  # its place among the streams that joined the job (actor_proc<index>)
+    host_threads: int = 0  # its host's hardware threads (0: not said)
+    cpu_model: str = ""
+    trace: ProcessTrace = field(default_factory=ProcessTrace)  # its spans, from its Reports
 
     @property
     def ids(self) -> np.ndarray:
@@ -85,12 +93,13 @@ class Hub:
         with self._cond:
             self.counts[what] += 1
 
-    def join(self, envs: int, threads: int, host: str, pid: int, run_id: int) -> Stream:
+    def join(self, envs: int, threads: int, host: str, pid: int, run_id: int, host_threads: int = 0,
+             cpu_model: str = "") -> Stream:
         """A stream holding a free range of `envs` ids; a range lost mid-run is free again once
         the job has taken it (take_lost), so this waits up to the join timeout for one that will
         be. Raises Refused when none can be had."""
         with self._cond:
-            deadline = time.monotonic() + self.join_timeout_s
+            deadline, waited = time.monotonic() + self.join_timeout_s, False
             while (first := self._slots.take(envs)) is None:
                 if self._closing:
                     raise Refused("closing", "the job is closing")
@@ -100,17 +109,24 @@ class Hub:
                     self.counts["refused_full"] += 1
                     raise Refused("full", f"this actor asks for {envs} envs; the job has {self.total}, "
                                           f"{self._slots.free} free ({self._holders()})")
+                if not waited:  # logged once per actor: a rejoin waits for the job to take the loss
+                    log.info("an actor process from %s (pid %d) waits for %d envs: %d free, %d lost ones still to be "
+                             "taken by the job", host, pid, envs, self._slots.free, coming)
+                    waited = True
                 self._cond.wait(left)
             generation = 0
             if self._started:
                 self.counts["rejoins"] += 1
                 generation = self.counts["rejoins"]
-            stream = Stream(first, envs, threads, host, pid, run_id, generation=generation)
+            stream = Stream(first, envs, threads, host, pid, run_id, generation=generation, index=len(self._every),
+                            host_threads=host_threads, cpu_model=cpu_model)
             self._streams.append(stream)
             self._every.append(stream)
             self.counts["joins"] += 1
             self._cond.notify_all()
-            return stream
+        log.info("actor process %d joined: %s at ids %d..%d%s", stream.index, stream.describe(), first,
+                 first + envs - 1, f" (rejoin {generation})" if generation else "")
+        return stream
 
     def welcome(self, stream: Stream) -> int | None:
         """The reset seed of the stream's first env, once the job has reset (seeds as
@@ -158,6 +174,8 @@ class Hub:
             else:
                 self._slots.release(stream.first, stream.envs)
             self._cond.notify_all()
+        log.warning("actor process %d lost: %s at ids %d..%d", stream.index, stream.describe(), stream.first,
+                    stream.first + stream.envs - 1)
 
     # -- the job's thread --
 

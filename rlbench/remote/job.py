@@ -25,14 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from rlbench.envs import family
+from rlbench.plan import process_threads
 from rlbench.remote.address import TOKEN_ENV
+from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
 
 EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
-
-
-def out_of_process(conf) -> bool:
-    """Whether the job's envs step in actor processes (rlbench/remote/) instead of its own."""
-    return conf.actor_procs > 0 or conf.actor_server.remote_envs > 0
 
 
 def split(n: int, parts: int) -> list[int]:
@@ -70,7 +67,8 @@ class JobActors:
         bind = server.bind or f"unix:{self._dir / 'actors.sock'}"
         self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
                                  token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
-                                 idle_timeout_s=server.idle_timeout_s)
+                                 idle_timeout_s=server.idle_timeout_s,
+                                 spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
         try:
@@ -96,19 +94,34 @@ class JobActors:
     def take_disconnected(self):
         return self.remote.take_disconnected()
 
+    def trace_tracks(self, t0: float, window_s: float) -> list:
+        """The actor processes' timeline tracks (the job's telemetry draws them in trace.json)."""
+        return self.remote.trace_tracks(t0, window_s)
+
     def metrics(self) -> dict:
         """What the actor processes measured (their latest Reports, one a second) and the
-        wire's bytes: rpc_rtt_ms (the median of the processes' p50), rpc_rtt_ms_p99 (their
-        largest p99), actor_procs_cpu_s (their CPU seconds, summed), wire_bytes_per_step
-        (message bytes both ways per env step); a value no process reported is left out."""
+        wire's bytes: rpc_rtt_ms (the median of the connected processes' p50), rpc_rtt_ms_p99
+        (their largest p99), wire_bytes_per_step (message bytes both ways per env step),
+        actor_rejoins, and the `actor_procs` role with one `actor_proc<i>` role per process
+        (remote/telemetry.py process_metrics); a value no process reported is left out."""
         wire = self.remote.wire_bytes()
         m = {"wire_bytes_per_step": (wire["received"] + wire["sent"]) / wire["env_steps"]} if wire["env_steps"] else {}
         reports = [a["report"] for a in self.remote.actors() if a["report"] is not None and a["report"].steps]
         if reports:
             m |= {"rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
-                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports)),
-                  "actor_procs_cpu_s": float(sum(r.cpu_s for r in reports))}
-        return m
+                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports))}
+        m["actor_rejoins"] = self.remote.counts.get("rejoins", 0)
+        return m | process_metrics(self.remote.process_rows())
+
+    def tables(self) -> dict[str, dict[str, list]]:
+        """The run's table artifacts: every actor process (`actors/processes.json`) and every
+        actor host (`actors/hosts.json`), as {column: values}."""
+        return {"actors/processes.json": as_columns(self.remote.process_rows()),
+                "actors/hosts.json": as_columns(self.remote.host_rows())}
+
+    def tags(self) -> dict[str, str]:
+        """`actor_hosts`: each actor host, its hardware threads and CPU model, its processes."""
+        return {"actor_hosts": hosts_tag(self.remote.host_rows())}
 
     def close(self) -> None:
         try:
@@ -127,7 +140,7 @@ class LocalActors:
         if not conf.actor_procs:
             return
         sizes = split(envs, conf.actor_procs)
-        per = max(1, threads // conf.actor_procs)
+        per = process_threads(threads, conf.actor_procs)  # `threads`: the plan's, procs x this
         overrides = env_overrides(conf.env)
         try:
             for i, n in enumerate(sizes):
