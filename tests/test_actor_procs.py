@@ -245,6 +245,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     import mlflow
 
     from rlbench.job import run_job
+    from rlbench.resources import cpu_model
 
     frames, sock = 60_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
@@ -275,10 +276,10 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
         final = run_job(cfg, overrides=["actor_server.remote_envs=4"], on_tick=kill_and_replace)
         assert [p.wait(timeout=30) for p in (replaced["survivor"], replaced["new"])] == [0, 0]
     finally:
-        for p in started + list(replaced.values()):
-            if p.is_running() and p.status() == psutil.STATUS_STOPPED:
-                p.send_signal(signal.SIGCONT)
-            p.kill()
+        for p in {p.pid: p for p in started + list(replaced.values())}.values():
+            if p.poll() is None:  # a failed test's: killed, and reaped
+                p.kill()
+                p.wait(timeout=30)
     new = replaced["new"]
     assert hub_log.wait_for(f"(pid {new.pid}) at ids", 0).endswith("(rejoin 1)")
     assert final["frames"] == frames  # whole 2-env Steps: the target exactly, lost steps counted as stepped
@@ -301,6 +302,10 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     assert [(r["process"], r["pid"], r["connected"]) for r in rows] == [
         (f"actor_proc{i}", p.pid, p is not replaced["victim"])
         for i, p in enumerate(sorted(started, key=lambda p: p.pid != rows[0]["pid"]) + [new])]
+    hosts = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/hosts.json", str(tmp_path))).read_text())
+    assert [dict(zip(hosts["columns"], r)) for r in hosts["data"]] == [
+        {"host": host, "hardware_threads": os.cpu_count(), "cpu_model": cpu_model(), "processes": 3,
+         "pids": " ".join(str(r["pid"]) for r in rows), "threads_declared": 2, "threads_counted": 2}]
     # the timeline: one track per process that reported, named with its host and pid
     trace = json.loads(Path(client.download_artifacts(run.info.run_id, "telemetry/trace.json", str(tmp_path))).read_text())
     names = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}

@@ -80,6 +80,7 @@ class Hub:
         self._ready: collections.deque[tuple[Stream, Step]] = collections.deque()
         self._ready_envs = 0
         self._lost: list[Stream] = []  # lost after the job saw their envs, not yet taken
+        self._freed: set[int] = set()  # ids of lost streams whose range was freed before the job took them
         self._seed: int | None = None
         self._started = False
         self._closing = False
@@ -103,7 +104,11 @@ class Hub:
             while (first := self._slots.take(envs)) is None:
                 if self._closing:
                     raise Refused("closing", "the job is closing")
-                coming = sum(s.envs for s in self._lost)  # freed when the job takes them
+                unfreed = [s for s in self._lost if id(s) not in self._freed]  # freed when the job takes them
+                if unfreed and not self._streams:  # every actor gone: the job waits for steps, cannot take the loss
+                    self._free_lost()
+                    continue
+                coming = sum(s.envs for s in unfreed)
                 left = deadline - time.monotonic()
                 if envs > self._slots.free + coming or left <= 0:
                     self.counts["refused_full"] += 1
@@ -228,10 +233,24 @@ class Hub:
             lost = [s for s in self._lost if id(s) not in held]
             self._lost = [s for s in self._lost if id(s) in held]
             for s in lost:
-                self._slots.release(s.first, s.envs)
+                if id(s) not in self._freed:
+                    self._slots.release(s.first, s.envs)
+                self._freed.discard(id(s))
             if lost:
                 self._cond.notify_all()
             return np.concatenate([s.ids for s in lost]) if lost else np.zeros(0, np.int64)
+
+    def _free_lost(self) -> None:
+        """Every actor gone (none connected): free the lost ranges before the job takes them, so
+        that a restarted actor can join; the job blocks in take_ready until it does, and learns of
+        the loss right after the recv that returns the new actor's first step (in_batch defers
+        only the lost streams' own held steps), so it forgets the lost envs' unrolls before it
+        infers that step. Called with the condition held."""
+        for s in self._lost:
+            if id(s) not in self._freed:
+                self._slots.release(s.first, s.envs)
+                self._freed.add(id(s))
+        self._cond.notify_all()
 
     def fail(self, reason: str) -> None:
         """Before the start: the expected actors can never all join (a process the job started
