@@ -317,6 +317,46 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
 
 
 @pytest.mark.e2e
+def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg, store, tmp_path, hub_log):
+    """Nothing else steps while the only process is gone: the job cannot take the loss until a
+    new process joins, so it hands the ids out at once and learns of the loss with its first step."""
+    from rlbench.job import run_job
+
+    frames, sock = 20_000, tmp_path / "job.sock"
+    server = f"unix:{sock}"
+    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=2",
+                       "actor_server.remote_envs=2", f"actor_server.bind={server}", "tracking.log_every_s=1",
+                       "progress=log", *store["overrides"]])
+    started: list[psutil.Popen] = []
+
+    def start_one() -> None:
+        wait_until(sock.exists, 120, "the job's actor socket")
+        started.append(_hand_started_actor(server, 2, "env=cartpole"))
+
+    threading.Thread(target=start_one, daemon=True).start()
+
+    def kill_and_restart(values: dict, step: int) -> None:
+        if len(started) == 1 and values.get("frames", 0) > 0:
+            started[0].send_signal(signal.SIGKILL)
+            hub_log.wait_for(f"(pid {started[0].pid}) at ids 0..1", 0)
+            hub_log.wait_for(f"lost: 2 envs from {socket.gethostname()} (pid {started[0].pid})", 30)
+            started.append(_hand_started_actor(server, 2, "env=cartpole"))
+
+    try:
+        final = run_job(cfg, overrides=["actor_server.remote_envs=2"], on_tick=kill_and_restart)
+        assert started[1].wait(timeout=30) == 0
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    assert hub_log.wait_for(f"(pid {started[1].pid}) at ids 0..1", 0).endswith("(rejoin 1)")
+    assert final["frames"] == frames and final["actor_disconnects"] == 1 and final["actor_rejoins"] == 1
+    (run,) = runs(store["uri"])
+    assert run.info.status == "FINISHED" and run.data.metrics["actor_threads_used"] == 1
+
+
+@pytest.mark.e2e
 def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(compose_cfg, store):
     from rlbench.job import run_job
 
