@@ -325,8 +325,8 @@ def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg,
     frames, sock = 20_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
     cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=2",
-                       "actor_server.remote_envs=2", f"actor_server.bind={server}", "tracking.log_every_s=1",
-                       "progress=log", *store["overrides"]])
+                       "actor_server.remote_envs=2", f"actor_server.bind={server}", "actor_server.idle_timeout_s=30",
+                       "tracking.log_every_s=1", "progress=log", *store["overrides"]])
     started: list[psutil.Popen] = []
 
     def start_one() -> None:
