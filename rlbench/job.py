@@ -76,6 +76,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
 
 def _log_start(run_id: str, plan: JobPlan, start: dict) -> None:
     conf, grant = plan.conf, plan.compute.grant
-    log.info("MLflow run %s (%s): %s on %s, cpu_gpu_ratio %.3g (%d actor threads / %d %ss), inference_batch_used %d",
-             run_id, conf.tracking.uri, conf.env.id, plan.device, start["cpu_gpu_ratio"], plan.envs.actor_threads,
-             grant.granted, grant.compute_unit, plan.envs.inference_batch)
+    ratio = (f"cpu_gpu_ratio {start['cpu_gpu_ratio']:.3g} ({plan.envs.actor_threads} actor threads" if "cpu_gpu_ratio" in start
+             else "cpu_gpu_ratio once the actor processes joined (their threads")
+    log.info("MLflow run %s (%s): %s on %s, %s / %d %ss), inference_batch_used %d", run_id, conf.tracking.uri,
+             conf.env.id, plan.device, ratio, grant.granted, grant.compute_unit, plan.envs.inference_batch)

@@ -11,6 +11,7 @@ end (step = frames), "episode" = one value per finished episode (step = frames t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -56,7 +57,10 @@ _TRAINING = [
     Metric("rpc_rtt_ms", "ms", "final", "actor processes: a Step sent to its Actions back (loopback or network plus "
            "the wait for central inference), the median of the processes' p50 over their last second"),
     Metric("rpc_rtt_ms_p99", "ms", "final", "actor processes: the largest of their round trips' p99 over their last second"),
-    Metric("actor_procs_cpu_s", "s", "final", "actor processes: their CPU seconds, summed (as last reported)"),
+    Metric("actor_procs_cpu_s", "s", "final", "actor processes: the CPU seconds of every one that joined, summed (as "
+           "last reported)"),
+    Metric("actor_rejoins", "count", "final", "actor processes that joined after the job's start, on the envs of one "
+           "that left; only where actors can leave"),
     Metric("wire_bytes_per_step", "bytes / env step", "final", "actor processes: message bytes both ways per env step"),
     Metric("actor_lost_steps", "agent steps", "tick, final", "training steps of departed actors' unfinished "
            "unrolls, dropped (in frames, never in replay)"),
@@ -101,13 +105,23 @@ OPS: dict[str, tuple[str, ...]] = {
                   "queue_put", "queue_full_wait"),
     "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
                 "forward_backward", "optimizer_step", "replay_update", "publish"),
+    # the actor processes (actor_procs, actor_server.*; rlbench/remote/), summed over processes:
+    # each process's loop steps its envs and waits for their actions (its Reports' times)
+    "actor_procs": ("env_step", "wait_actions"),
 }
 OTHER = "other"
+PROCS_ROLE = "actor_procs"
 
 
 def op_frac(role: str, op: str) -> str:
     """The metric name of a role's share of wall time in an operation."""
     return f"op_frac/{role}/{op}"
+
+
+def proc_role(index: int) -> str:
+    """The role of one actor process, `actor_proc<i>` (i: the job's count of processes that
+    joined before it, lost ones included): its metrics are the PER_PROCESS family."""
+    return f"actor_proc{index}"
 
 
 OP_FRACS: dict[str, Metric] = {
@@ -123,6 +137,27 @@ FAMILIES: dict[str, Metric] = {m.name: m for m in [
     Metric("energy_<source>_j", "J", "final", "a plugged-in power meter's energy over the task (in energy_per_task_j)"),
     Metric("power_<source>_w_avg", "W", "final", "a plugged-in power meter's mean power"),
 ]}
+
+
+# One family per actor process (<i>: proc_role's index), declared by pattern: a job has as many
+# processes as it has.
+PER_PROCESS: dict[str, Metric] = {m.name: m for m in [
+    Metric(op_frac("actor_proc<i>", "<op>"), "fraction", "final", "actor process i: share of its wall time in an "
+           "operation of the actor_procs role, or other"),
+    Metric("actor_proc<i>/cpu_s", "s", "final", "actor process i: its CPU seconds (as last reported)"),
+    Metric("actor_proc<i>/bytes_sent_per_step", "bytes / env step", "final", "actor process i: its Steps' message "
+           "bytes per env step"),
+    Metric("actor_proc<i>/bytes_received_per_step", "bytes / env step", "final", "actor process i: the Actions' "
+           "message bytes it was sent per env step"),
+]}
+_PER_PROCESS = re.compile("|".join(
+    re.escape(name).replace("<i>", "(?:0|[1-9][0-9]*)").replace("<op>", "(?:" + "|".join((*OPS[PROCS_ROLE], OTHER)) + ")")
+    for name in PER_PROCESS))
+
+
+def per_process(name: str) -> bool:
+    """Whether `name` is one actor process's metric (PER_PROCESS, <i> and <op> filled in)."""
+    return _PER_PROCESS.fullmatch(name) is not None
 
 
 # MLflow's own system-metrics sampler (tracking.system_metrics, on by default: the UI's "System
@@ -186,10 +221,10 @@ def algorithm_metrics(algo: str | None = None) -> dict[str, Metric]:
 
 
 def declared(name: str, algo: str | None = None) -> bool:
-    """Whether `name` is in the contract: shared, a power meter's, MLflow's system metrics, or the
-    algorithm's (any loaded one's where `algo` is None)."""
+    """Whether `name` is in the contract: shared, a power meter's, an actor process's, MLflow's
+    system metrics, or the algorithm's (any loaded one's where `algo` is None)."""
     return (name in METRICS or name in OP_FRACS or name in source_metrics() or name in algorithm_metrics(algo)
-            or (name.startswith(SYSTEM_PREFIX) and len(name) > len(SYSTEM_PREFIX)))
+            or per_process(name) or (name.startswith(SYSTEM_PREFIX) and len(name) > len(SYSTEM_PREFIX)))
 
 
 def final_metrics(algo: str | None = None) -> list[str]:

@@ -45,13 +45,18 @@ def eval_envs_of(conf: Config) -> int:
     return conf.eval_envs if config_module(conf.algo.name).LEARNS else 0
 
 
+def out_of_process(conf: Config) -> bool:
+    """Whether the job's envs step in actor processes (rlbench/remote/) instead of its own."""
+    return conf.actor_procs > 0 or conf.actor_server.remote_envs > 0
+
+
 def envs_of(conf: Config, cores: int | None = None) -> Envs:
     """The envs of a job's config; `cores`: the machine's CPUs (predict models another
     machine's), None: the ones this process may use."""
     fam, n_eval = family(conf.env.kind), eval_envs_of(conf)
     threads = fam.hardware_threads(conf.actor_threads, cores or len(usable_cpus()))
     partial = fam.PARTIAL_BATCHES
-    if conf.actor_procs or conf.actor_server.remote_envs:  # actor processes (rlbench/remote/job.py)
+    if out_of_process(conf):  # actor processes (rlbench/remote/job.py)
         partial = True  # central inference batches whole processes' steps, whatever the family
         if conf.actor_procs:
             threads = local_actor_threads(threads, conf.actor_procs, conf.actor_threads or cores or len(usable_cpus()))
@@ -78,8 +83,13 @@ class JobPlan:
     spec: EnvSpec  # the env's shapes; the built env must agree
 
     def grant_metrics(self, actor_threads: int | None = None) -> dict:
-        """sm_granted, sm_total and cpu_gpu_ratio, for the planned threads or those used."""
-        return self.compute.grant.metrics(actor_threads or self.envs.actor_threads)
+        """sm_granted, sm_total and cpu_gpu_ratio, for the planned threads or those used. With
+        actor processes the ratio is known once they joined (their threads, capped per host:
+        rlbench/remote/telemetry.py counted_threads), so the plan alone gives none."""
+        m = self.compute.grant.metrics(actor_threads or self.envs.actor_threads)
+        if actor_threads is None and out_of_process(self.conf):
+            m.pop("cpu_gpu_ratio")
+        return m
 
     def tags(self) -> dict[str, str]:
         grant = self.compute.grant

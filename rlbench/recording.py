@@ -46,6 +46,7 @@ class RecordObserver(JobObserver):
         self.ticked: set[str] = set()  # the names logged as series
         self.bound: str | None = None
         self.walls: dict[str, float] = {}  # role -> wall seconds (the operations table's denominators)
+        self.tables: dict[str, dict[str, list]] = {}  # the env's own tables (actor processes and hosts), by name
 
     def tick(self, metrics: dict, step: int) -> None:
         self.ticked.update(metrics)
@@ -56,12 +57,15 @@ class RecordObserver(JobObserver):
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
         self.walls = trainer.op_walls()
+        env = getattr(trainer, "env", None)  # actor processes (rlbench/remote/job.py) list themselves and their hosts
+        self.tables = env.tables() if hasattr(env, "tables") else {}
+        tags = env.tags() if hasattr(env, "tags") else {}
         train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
         values = {"episode_return_mean20": last_returns_mean(train), "eval_return_mean20": last_returns_mean(evaluation)}
         if evaluation:
-            return values, {}
+            return values, tags
         why = "eval_envs=0" if not self.conf.eval_envs else "no evaluation episode ended within the task"
-        return values, {"null/eval_return_mean20": why}
+        return values, tags | {"null/eval_return_mean20": why}
 
     def ended(self, final: dict, tags: dict) -> None:
         self.record.set_tags(tags)  # `null/<metric>` reasons first: the headline tags name them
@@ -71,6 +75,7 @@ class RecordObserver(JobObserver):
                         changed)
         self.bound = self._log_final({k: v for k, v in final.items() if k not in self.start_values})
         self._log_operations(final, self.walls)
+        self._log_tables()
 
     def closed(self, error: BaseException | None) -> None:
         self.record.log_series("episode_return", self.returns[False])
@@ -116,6 +121,15 @@ class RecordObserver(JobObserver):
                 self.record.log_artifacts([path])
         except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
             self.record.lost("operations.json and operations.png", e)
+
+    def _log_tables(self) -> None:
+        """The env's own tables (actors/processes.json, actors/hosts.json where actor processes
+        stepped the envs); one that cannot be written is noted as lost."""
+        for name, columns in self.tables.items():
+            try:
+                self.record.log_table(columns, name)
+            except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
+                self.record.lost(name, e)
 
     def _log_telemetry_files(self) -> None:
         """telemetry.csv, .png and trace.json into the run (also for a failed job); one that cannot

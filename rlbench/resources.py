@@ -90,6 +90,19 @@ def cpu_gpu_ratio(actor_threads: int, compute_units: int) -> float:
     return actor_threads / compute_units
 
 
+def cpu_model() -> str:
+    """This host's CPU model (the run's `cpu_model` tag; an actor process's Hello)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown (no /proc/cpuinfo model name)"
+
+
 def usable_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 

@@ -20,8 +20,8 @@ from rlbench.algo import algorithm
 from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.envs.vector import make_actors
 from rlbench.observers import Observers
-from rlbench.plan import JobPlan
-from rlbench.remote.job import JobActors, out_of_process
+from rlbench.plan import JobPlan, out_of_process
+from rlbench.remote.job import JobActors
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
@@ -121,7 +121,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
-        env = JobActors(conf, plan.spec, envs.total, envs.actor_threads, plan.pin)
+        env = JobActors(conf, plan.spec, envs.total, plan.pin)
     else:
         env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):

@@ -2,15 +2,21 @@
 config's rules, the split of envs and threads, the env overrides an actor process composes,
 and (e2e) real jobs whose envs step in actor processes: CartPole and Pong finish with their
 contract metrics, a process killed mid-job is a disconnect the job survives, a process that
-cannot start fails the job at once, and no actor process outlives a killed job."""
+cannot start fails the job at once, a hand-started process killed mid-job is replaced (its
+rejoin counted, the per-process telemetry, hosts and timeline recorded), a job whose every
+process is gone fails after the idle timeout, and no actor process outlives a killed job."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import psutil
 import pytest
@@ -203,3 +209,185 @@ def test_every_actor_process_is_gone_within_10_s_of_a_killed_job(store, tmp_path
         job.kill()
         for p in actor_children(job.pid):
             p.kill()
+
+
+class _HubLog(logging.Handler):
+    """The job's hub log lines (rlbench/remote/hub.py: joins, waits, losses), as events to wait on."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self.changed:
+            self.lines.append(record.getMessage())
+            self.changed.notify_all()
+
+    def wait_for(self, words: str, timeout_s: float) -> str:
+        with self.changed:
+            found = self.changed.wait_for(lambda: next((x for x in self.lines if words in x), None), timeout_s)
+        assert found, f"no hub log line with {words!r} within {timeout_s} s: {self.lines}"
+        return found
+
+
+@pytest.fixture
+def hub_log():
+    logger, handler = logging.getLogger("rlbench.remote.hub"), _HubLog()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def _hand_started_actor(server: str, envs: int, *overrides: str) -> psutil.Popen:
+    """`python -m rlbench.actor` as a user starts it on another host (here: this one)."""
+    return psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
+                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+
+
+@pytest.mark.e2e
+def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(compose_cfg, store, tmp_path, hub_log):
+    """A job whose 4 envs come from 2 processes started by hand (actor_server.bind, remote_envs):
+    one is SIGKILLed mid-job and a new one started for its envs rejoins. The survivor is held
+    (SIGSTOP) from before the kill until the new process waits for the freed ids, so the rejoin
+    happens mid-job whatever the machine's speed; the events are the hub's log lines."""
+    import json
+
+    import mlflow
+
+    from rlbench.job import run_job
+    from rlbench.resources import cpu_model
+
+    frames, sock = 60_000, tmp_path / "job.sock"
+    server = f"unix:{sock}"
+    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=4",
+                       "actor_server.remote_envs=4", f"actor_server.bind={server}", "tracking.log_every_s=1",
+                       "progress=log", *store["overrides"]])
+    started: list[psutil.Popen] = []
+
+    def start_two() -> None:  # once the job listens
+        wait_until(sock.exists, 120, "the job's actor socket")
+        started.extend(_hand_started_actor(server, 2, "env=cartpole") for _ in range(2))
+
+    threading.Thread(target=start_two, daemon=True).start()
+    replaced: dict[str, psutil.Popen] = {}
+
+    def kill_and_replace(values: dict, step: int) -> None:  # the job's tick (its main thread)
+        if replaced or values.get("frames", 0) == 0:
+            return
+        victim, survivor = started
+        survivor.send_signal(signal.SIGSTOP)  # the job now waits for its next step
+        victim.send_signal(signal.SIGKILL)
+        hub_log.wait_for(f"lost: 2 envs from {socket.gethostname()} (pid {victim.pid})", 30)
+        replaced.update(victim=victim, survivor=survivor, new=_hand_started_actor(server, 2, "env=cartpole"))
+        hub_log.wait_for(f"(pid {replaced['new'].pid}) waits for 2 envs", 120)
+        survivor.send_signal(signal.SIGCONT)  # its step lets the job take the loss; the new one joins
+
+    try:
+        final = run_job(cfg, overrides=["actor_server.remote_envs=4"], on_tick=kill_and_replace)
+        assert [p.wait(timeout=30) for p in (replaced["survivor"], replaced["new"])] == [0, 0]
+    finally:
+        for p in {p.pid: p for p in started + list(replaced.values())}.values():
+            if p.poll() is None:  # a failed test's: killed, and reaped
+                p.kill()
+                p.wait(timeout=30)
+    new = replaced["new"]
+    assert hub_log.wait_for(f"(pid {new.pid}) at ids", 0).endswith("(rejoin 1)")
+    assert final["frames"] == frames  # whole 2-env Steps: the target exactly, lost steps counted as stepped
+    assert final["actor_disconnects"] == 1 and final["actor_rejoins"] == 1
+    (run,) = runs(store["uri"])
+    m = run.data.metrics
+    assert run.info.status == "FINISHED" and m["actor_rejoins"] == 1 and m["actor_disconnects"] == 1
+    # the processes that last held the envs: the survivor and the new one, 1 thread each, on this host
+    assert final["actor_threads_used"] == 2 and m["cpu_gpu_ratio"] == final["cpu_gpu_ratio"] == 2 / m["sm_granted"]
+    # per process: the new one is actor_proc2 (the third to join) and reported
+    assert 0 < m["op_frac/actor_proc2/env_step"] < 1 and 0 < m["op_frac/actor_proc2/wait_actions"] < 1
+    assert m["actor_proc2/cpu_s"] > 0 and 0 < m["actor_proc2/bytes_sent_per_step"] < 200
+    assert m["op_frac/actor_procs/env_step"] + m["op_frac/actor_procs/wait_actions"] <= 1
+    host = socket.gethostname()
+    assert run.data.tags["actor_hosts"].startswith(f"{host}: {os.cpu_count()} HW threads, ")
+    assert "3 processes, 2 of 2 threads counted" in run.data.tags["actor_hosts"]
+    client = mlflow.MlflowClient(store["uri"])
+    table = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/processes.json", str(tmp_path))).read_text())
+    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    assert [(r["process"], r["pid"], r["connected"]) for r in rows] == [
+        (f"actor_proc{i}", p.pid, p is not replaced["victim"])
+        for i, p in enumerate(sorted(started, key=lambda p: p.pid != rows[0]["pid"]) + [new])]
+    hosts = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/hosts.json", str(tmp_path))).read_text())
+    assert [dict(zip(hosts["columns"], r)) for r in hosts["data"]] == [
+        {"host": host, "hardware_threads": os.cpu_count(), "cpu_model": cpu_model(), "processes": 3,
+         "pids": " ".join(str(r["pid"]) for r in rows), "threads_declared": 2, "threads_counted": 2}]
+    # the timeline: one track per process that reported, named with its host and pid
+    trace = json.loads(Path(client.download_artifacts(run.info.run_id, "telemetry/trace.json", str(tmp_path))).read_text())
+    names = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    tid = names[f"actor process 2 ({host}, pid {new.pid})"]
+    ops = {e["name"] for e in trace["traceEvents"] if e.get("tid") == tid and e["ph"] == "X"}
+    assert ops == {"env_step", "wait_actions"}
+    assert "an estimate" in trace["rlbench"]["tracks"]["actor_proc2"]["note"]
+    assert actor_children() == []
+
+
+@pytest.mark.e2e
+def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg, store, tmp_path, hub_log):
+    """Nothing else steps while the only process is gone: the job cannot take the loss until a
+    new process joins, so it hands the ids out at once and learns of the loss with its first step."""
+    from rlbench.job import run_job
+
+    frames, sock = 20_000, tmp_path / "job.sock"
+    server = f"unix:{sock}"
+    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=2",
+                       "actor_server.remote_envs=2", f"actor_server.bind={server}", "actor_server.idle_timeout_s=30",
+                       "tracking.log_every_s=1", "progress=log", *store["overrides"]])
+    started: list[psutil.Popen] = []
+
+    def start_one() -> None:
+        wait_until(sock.exists, 120, "the job's actor socket")
+        started.append(_hand_started_actor(server, 2, "env=cartpole"))
+
+    threading.Thread(target=start_one, daemon=True).start()
+
+    def kill_and_restart(values: dict, step: int) -> None:
+        if len(started) == 1 and values.get("frames", 0) > 0:
+            started[0].send_signal(signal.SIGKILL)
+            hub_log.wait_for(f"(pid {started[0].pid}) at ids 0..1", 0)
+            hub_log.wait_for(f"lost: 2 envs from {socket.gethostname()} (pid {started[0].pid})", 30)
+            started.append(_hand_started_actor(server, 2, "env=cartpole"))
+
+    try:
+        final = run_job(cfg, overrides=["actor_server.remote_envs=2"], on_tick=kill_and_restart)
+        assert started[1].wait(timeout=30) == 0
+    finally:
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    assert hub_log.wait_for(f"(pid {started[1].pid}) at ids 0..1", 0).endswith("(rejoin 1)")
+    assert final["frames"] == frames and final["actor_disconnects"] == 1 and final["actor_rejoins"] == 1
+    (run,) = runs(store["uri"])
+    assert run.info.status == "FINISHED" and run.data.metrics["actor_threads_used"] == 1
+
+
+@pytest.mark.e2e
+def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(compose_cfg, store):
+    from rlbench.job import run_job
+
+    killed = []
+
+    def kill_all(values: dict, step: int) -> None:
+        if not killed and values.get("frames", 0) > 0:
+            for p in actor_children():
+                p.send_signal(signal.SIGKILL)
+                killed.append(p.pid)
+
+    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", "workload.frames=100000000", "actors=4",
+                       "actor_procs=2", "actor_server.idle_timeout_s=2", "tracking.log_every_s=1", "progress=log",
+                       *store["overrides"]])
+    with pytest.raises(Exception, match=r"no actor process has been connected for 2 s \(2 disconnected\)"):
+        run_job(cfg, overrides=["actor_procs=2"], on_tick=kill_all)
+    assert len(killed) == 2
+    (run,) = runs(store["uri"])
+    assert run.info.status == "FAILED" and "no actor process has been connected for 2 s" in run.data.tags["error"]

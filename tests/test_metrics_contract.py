@@ -5,7 +5,7 @@ import re
 import pytest
 
 from rlbench.config.validate import ConfigError, validate
-from rlbench.metrics import FAMILIES, METRICS, OP_FRACS, OPS, SYSTEM, declared
+from rlbench.metrics import FAMILIES, METRICS, OP_FRACS, OPS, PER_PROCESS, SYSTEM, declared
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "metrics.md").read_text()
@@ -30,7 +30,7 @@ def _built_in_algorithm_metrics() -> set[str]:
 
 def test_every_declared_metric_is_documented_and_every_documented_one_declared():
     documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
-    declared_names = set(METRICS) | set(FAMILIES) | {SYSTEM.name} | _built_in_algorithm_metrics()
+    declared_names = set(METRICS) | set(FAMILIES) | set(PER_PROCESS) | {SYSTEM.name} | _built_in_algorithm_metrics()
     assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/metrics.py nor by an algorithm"
     assert declared_names - documented == set(), "declared, not in docs/metrics.md"
 
@@ -61,6 +61,17 @@ def test_mlflows_system_metrics_are_a_declared_family():
     """Every job logs them by default (tracking.system_metrics=true); names vary per host and GPU."""
     assert declared("system/cpu_utilization_percentage") and declared("system/gpu_3_power_usage_watts")
     assert not declared("system/") and not declared("systemcpu")
+
+
+def test_each_actor_processs_metrics_are_a_declared_family():
+    """One role per actor process (actor_proc<i>): any index, the actor_procs operations only."""
+    assert declared("op_frac/actor_proc0/env_step") and declared("op_frac/actor_proc17/wait_actions")
+    assert declared("op_frac/actor_proc3/other") and declared("actor_proc12/cpu_s")
+    assert declared("actor_proc2/bytes_sent_per_step") and declared("actor_proc2/bytes_received_per_step")
+    assert declared("op_frac/actor_procs/wait_actions") and declared("actor_rejoins")  # the summed role's
+    for name in ("op_frac/actor_proc/env_step", "op_frac/actor_proc01/env_step", "op_frac/actor_proc1/inference",
+                 "actor_proc1/cpu", "actor_procx/cpu_s", "op_frac/actor_proc<i>/<op>"):
+        assert not declared(name), name
 
 
 def test_op_fracs_cover_every_role_op_and_other():

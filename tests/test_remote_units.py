@@ -145,6 +145,28 @@ def test_hub_refuses_to_step_once_every_actor_is_gone():
         hub.take_ready(batch=1)
 
 
+def test_a_restarted_actor_joins_when_every_actor_is_gone_and_the_loss_comes_with_its_first_step():
+    """With no actor connected the job waits for steps and cannot take the loss, so the lost range
+    is handed out at once; the job learns of the loss after the recv that returns the new actor's
+    first step (and forgets the old unrolls before inferring it), the range staying the new one's."""
+    hub = Hub(total=2, join_timeout_s=0, idle_timeout_s=60)
+    a = hub.join(2, 1, "h", 1, 11)
+    hub.push(a, _step(2, True))
+    hub.take_first(seed=0)
+    hub.push(a, _step(2))
+    (held,) = hub.take_ready(batch=2)  # the job holds a's step when a is lost
+    hub.lose(a)
+    assert hub.take_lost(in_batch=[held[0]]).size == 0  # reported after that batch
+    c = hub.join(2, 1, "h", 3, 13)  # join_timeout_s=0: refused had it to wait for the job
+    assert c.first == 0 and hub.welcome(c) == 0 + 0 + 2
+    hub.push(c, _step(2, True))
+    assert [s for s, _ in hub.take_ready(batch=2)] == [c]
+    assert hub.take_lost(in_batch=[c]).tolist() == [0, 1]  # with c's first step: forgotten before it is inferred
+    assert hub.take_lost().size == 0
+    with pytest.raises(Refused, match="asks for 1 envs; the job has 2, 0 free"):  # the range stays c's
+        hub.join(1, 1, "h", 5, 15)
+
+
 def test_hub_reset_names_who_joined_and_how_many_are_missing():
     hub = Hub(total=4, join_timeout_s=0, idle_timeout_s=0)
     hub.join(1, 1, "hostA", 7, 1)

@@ -20,7 +20,9 @@ from rlbench.envs import family
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote import actors_pb2_grpc as pb_grpc
+from rlbench.remote.telemetry import ENV_STEP, MAX_SPANS_PER_REPORT, WAIT_ACTIONS, SpanBuffer
 from rlbench.remote.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, spec_message, step_message, token_metadata
+from rlbench.resources import cpu_model, usable_cpus
 
 PROG = "rlbench.actor"
 # The env threads' nice value: a process's gRPC and loop threads must not queue behind its own
@@ -41,8 +43,8 @@ def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None 
     lost mid-run: (1, line). `env_nice`: the env threads' nice value (see ENV_NICE)."""
     spec = env_spec(env_cfg)
     hello = pb.Hello(protocol_version=PROTOCOL_VERSION, spec=spec_message(env_cfg, spec), envs=envs, threads=threads,
-                     hostname=socket.gethostname(), pid=os.getpid(),
-                     run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
+                     hostname=socket.gethostname(), pid=os.getpid(), host_hardware_threads=len(usable_cpus()),
+                     cpu_model=cpu_model(), run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     outbox.put(pb.ActorMessage(hello=hello))
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
@@ -68,7 +70,8 @@ def _run(address, env_cfg, spec, pool, outbox, replies, report_every_s) -> tuple
             return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
         return 2, f"{PROG}: cannot reach the job at {address}: {e.code().name} ({e.details()})"
     ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
-    loop = _Loop(newest_frame_env(env_cfg, spec, *pool), spec, outbox, report_every_s)
+    loop = _Loop(newest_frame_env(env_cfg, spec, *pool), spec, outbox, report_every_s,
+                 SpanBuffer(MAX_SPANS_PER_REPORT if welcome.spans else 0))
     try:
         loop.run(welcome.seed, replies)
     except grpc.RpcError as e:
@@ -126,15 +129,18 @@ def _requests(outbox: queue.SimpleQueue):
 class _Loop:
     """Step, send, wait for the actions, step again; timing what the Report carries."""
 
-    def __init__(self, env, spec: EnvSpec, outbox: queue.SimpleQueue, report_every_s: float):
+    def __init__(self, env, spec: EnvSpec, outbox: queue.SimpleQueue, report_every_s: float,
+                 spans: SpanBuffer | None = None):
         self.env, self.spec, self.outbox, self.report_every_s = env, spec, outbox, report_every_s
         self.steps, self.env_step_s, self.wait_s, self.bytes_sent, self.bytes_received = 0, 0.0, 0.0, 0, 0
         self._rtts: list[float] = []
+        self.spans = spans or SpanBuffer(0)  # times the operations (env_step, wait_actions); keeps them as spans
+        self.started = time.perf_counter()  # the Reports' wall_s counts from here
 
     def run(self, seed: int, replies) -> None:
         t = time.perf_counter()
         batch = self.env.reset(seed=seed)
-        self.env_step_s += time.perf_counter() - t
+        self.env_step_s += self.spans.add(ENV_STEP, t)
         next_report = time.monotonic() + self.report_every_s
         while True:
             if time.monotonic() >= next_report:
@@ -143,7 +149,7 @@ class _Loop:
             self._send(step_message(batch.env_ids, self._newest(batch.obs), batch.reward, batch.done))
             t = time.perf_counter()
             reply = next(replies, None)
-            rtt = time.perf_counter() - t
+            rtt = self.spans.add(WAIT_ACTIONS, t)
             if reply is None:
                 return
             self.wait_s += rtt
@@ -152,7 +158,7 @@ class _Loop:
             t = time.perf_counter()
             self.env.send(np.asarray(reply.actions.actions, np.int64))
             batch = self.env.recv()
-            self.env_step_s += time.perf_counter() - t
+            self.env_step_s += self.spans.add(ENV_STEP, t)
             self.steps += 1
 
     def _newest(self, obs: np.ndarray) -> np.ndarray:
@@ -168,4 +174,5 @@ class _Loop:
         return pb.ActorMessage(report=pb.Report(
             cpu_s=time.process_time(), env_step_s=self.env_step_s, wait_actions_s=self.wait_s,
             rtt_p50_ms=float(np.percentile(ms, 50)), rtt_p99_ms=float(np.percentile(ms, 99)),
-            bytes_sent=self.bytes_sent, bytes_received=self.bytes_received, steps=self.steps))
+            bytes_sent=self.bytes_sent, bytes_received=self.bytes_received, steps=self.steps,
+            wall_s=time.perf_counter() - self.started, **self.spans.report_fields()))

@@ -11,6 +11,7 @@ them there, or None when the stream must end). The job's thread takes whole Step
 from __future__ import annotations
 
 import collections
+import logging
 import queue
 import threading
 import time
@@ -19,7 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlbench.remote.slots import EnvSlots
+from rlbench.remote.telemetry import ProcessTrace
 from rlbench.remote.wire import Step
+
+log = logging.getLogger(__name__)
 
 
 class RemoteError(RuntimeError):
@@ -53,6 +57,10 @@ class Stream:
     bytes_in: int = 0  # serialized message bytes; written by the stream's thread only
     bytes_out: int = 0
     env_steps: int = 0
+    index: int = 0  # its place among the streams that joined the job (actor_proc<index>)
+    host_threads: int = 0  # its host's hardware threads (0: not said)
+    cpu_model: str = ""
+    trace: ProcessTrace = field(default_factory=ProcessTrace)  # its spans, from its Reports
 
     @property
     def ids(self) -> np.ndarray:
@@ -72,6 +80,7 @@ class Hub:
         self._ready: collections.deque[tuple[Stream, Step]] = collections.deque()
         self._ready_envs = 0
         self._lost: list[Stream] = []  # lost after the job saw their envs, not yet taken
+        self._freed: set[int] = set()  # ids of lost streams whose range was freed before the job took them
         self._seed: int | None = None
         self._started = False
         self._closing = False
@@ -85,32 +94,44 @@ class Hub:
         with self._cond:
             self.counts[what] += 1
 
-    def join(self, envs: int, threads: int, host: str, pid: int, run_id: int) -> Stream:
+    def join(self, envs: int, threads: int, host: str, pid: int, run_id: int, host_threads: int = 0,
+             cpu_model: str = "") -> Stream:
         """A stream holding a free range of `envs` ids; a range lost mid-run is free again once
         the job has taken it (take_lost), so this waits up to the join timeout for one that will
         be. Raises Refused when none can be had."""
         with self._cond:
-            deadline = time.monotonic() + self.join_timeout_s
+            deadline, waited = time.monotonic() + self.join_timeout_s, False
             while (first := self._slots.take(envs)) is None:
                 if self._closing:
                     raise Refused("closing", "the job is closing")
-                coming = sum(s.envs for s in self._lost)  # freed when the job takes them
+                unfreed = [s for s in self._lost if id(s) not in self._freed]  # freed when the job takes them
+                if unfreed and not self._streams:  # every actor gone: the job waits for steps, cannot take the loss
+                    self._free_lost()
+                    continue
+                coming = sum(s.envs for s in unfreed)
                 left = deadline - time.monotonic()
                 if envs > self._slots.free + coming or left <= 0:
                     self.counts["refused_full"] += 1
                     raise Refused("full", f"this actor asks for {envs} envs; the job has {self.total}, "
                                           f"{self._slots.free} free ({self._holders()})")
+                if not waited:  # logged once per actor: a rejoin waits for the job to take the loss
+                    log.info("an actor process from %s (pid %d) waits for %d envs: %d free, %d lost ones still to be "
+                             "taken by the job", host, pid, envs, self._slots.free, coming)
+                    waited = True
                 self._cond.wait(left)
             generation = 0
             if self._started:
                 self.counts["rejoins"] += 1
                 generation = self.counts["rejoins"]
-            stream = Stream(first, envs, threads, host, pid, run_id, generation=generation)
+            stream = Stream(first, envs, threads, host, pid, run_id, generation=generation, index=len(self._every),
+                            host_threads=host_threads, cpu_model=cpu_model)
             self._streams.append(stream)
             self._every.append(stream)
             self.counts["joins"] += 1
             self._cond.notify_all()
-            return stream
+        log.info("actor process %d joined: %s at ids %d..%d%s", stream.index, stream.describe(), first,
+                 first + envs - 1, f" (rejoin {generation})" if generation else "")
+        return stream
 
     def welcome(self, stream: Stream) -> int | None:
         """The reset seed of the stream's first env, once the job has reset (seeds as
@@ -158,6 +179,8 @@ class Hub:
             else:
                 self._slots.release(stream.first, stream.envs)
             self._cond.notify_all()
+        log.warning("actor process %d lost: %s at ids %d..%d", stream.index, stream.describe(), stream.first,
+                    stream.first + stream.envs - 1)
 
     # -- the job's thread --
 
@@ -210,10 +233,24 @@ class Hub:
             lost = [s for s in self._lost if id(s) not in held]
             self._lost = [s for s in self._lost if id(s) in held]
             for s in lost:
-                self._slots.release(s.first, s.envs)
+                if id(s) not in self._freed:
+                    self._slots.release(s.first, s.envs)
+                self._freed.discard(id(s))
             if lost:
                 self._cond.notify_all()
             return np.concatenate([s.ids for s in lost]) if lost else np.zeros(0, np.int64)
+
+    def _free_lost(self) -> None:
+        """Every actor gone (none connected): free the lost ranges before the job takes them, so
+        that a restarted actor can join; the job blocks in take_ready until it does, and learns of
+        the loss right after the recv that returns the new actor's first step (in_batch defers
+        only the lost streams' own held steps), so it forgets the lost envs' unrolls before it
+        infers that step. Called with the condition held."""
+        for s in self._lost:
+            if id(s) not in self._freed:
+                self._slots.release(s.first, s.envs)
+                self._freed.add(id(s))
+        self._cond.notify_all()
 
     def fail(self, reason: str) -> None:
         """Before the start: the expected actors can never all join (a process the job started

@@ -26,14 +26,10 @@ import numpy as np
 
 from rlbench.envs import family
 from rlbench.remote.address import TOKEN_ENV, cpu_text
+from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
 from rlbench.resources import usable_cpus
 
 EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
-
-
-def out_of_process(conf) -> bool:
-    """Whether the job's envs step in actor processes (rlbench/remote/) instead of its own."""
-    return conf.actor_procs > 0 or conf.actor_server.remote_envs > 0
 
 
 def split(n: int, parts: int) -> list[int]:
@@ -63,7 +59,7 @@ def _value(v) -> str:
 class JobActors:
     """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
 
-    def __init__(self, conf, spec, total_envs: int, actor_threads: int, pin: int = -1):
+    def __init__(self, conf, spec, total_envs: int, pin: int = -1):
         from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
 
         server = conf.actor_server
@@ -71,8 +67,8 @@ class JobActors:
         bind = server.bind or f"unix:{self._dir / 'actors.sock'}"
         self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
                                  token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
-                                 idle_timeout_s=server.idle_timeout_s)
-        self._local_threads = actor_threads
+                                 idle_timeout_s=server.idle_timeout_s,
+                                 spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
         try:
@@ -84,13 +80,9 @@ class JobActors:
 
     @property
     def threads_used(self) -> int:
-        """Hardware threads stepping envs: those of the processes this job started (planned:
-        they share the job's CPUs, rlbench/plan.py local_actor_threads) once one joined, and
-        those each process started elsewhere declared."""
-        mine = {p.pid for p in self.local.procs}
-        streams = self.remote.actors()
-        local = self._local_threads if any(a["pid"] in mine for a in streams) else 0
-        return local + sum(a["threads"] for a in streams if a["pid"] not in mine)
+        """Hardware threads of the joined processes, capped per host (remote/telemetry.py
+        counted_threads): this job's own share the CPUs they are pinned to or may use."""
+        return self.remote.threads_used
 
     def reset(self, seed: int):
         return self.remote.reset(seed)
@@ -104,19 +96,34 @@ class JobActors:
     def take_disconnected(self):
         return self.remote.take_disconnected()
 
+    def trace_tracks(self, t0: float, window_s: float) -> list:
+        """The actor processes' timeline tracks (the job's telemetry draws them in trace.json)."""
+        return self.remote.trace_tracks(t0, window_s)
+
     def metrics(self) -> dict:
         """What the actor processes measured (their latest Reports, one a second) and the
-        wire's bytes: rpc_rtt_ms (the median of the processes' p50), rpc_rtt_ms_p99 (their
-        largest p99), actor_procs_cpu_s (their CPU seconds, summed), wire_bytes_per_step
-        (message bytes both ways per env step); a value no process reported is left out."""
+        wire's bytes: rpc_rtt_ms (the median of the connected processes' p50), rpc_rtt_ms_p99
+        (their largest p99), wire_bytes_per_step (message bytes both ways per env step),
+        actor_rejoins, and the `actor_procs` role with one `actor_proc<i>` role per process
+        (remote/telemetry.py process_metrics); a value no process reported is left out."""
         wire = self.remote.wire_bytes()
         m = {"wire_bytes_per_step": (wire["received"] + wire["sent"]) / wire["env_steps"]} if wire["env_steps"] else {}
         reports = [a["report"] for a in self.remote.actors() if a["report"] is not None and a["report"].steps]
         if reports:
             m |= {"rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
-                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports)),
-                  "actor_procs_cpu_s": float(sum(r.cpu_s for r in reports))}
-        return m
+                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports))}
+        m["actor_rejoins"] = self.remote.counts.get("rejoins", 0)
+        return m | process_metrics(self.remote.process_rows())
+
+    def tables(self) -> dict[str, dict[str, list]]:
+        """The run's table artifacts: every actor process (`actors/processes.json`) and every
+        actor host (`actors/hosts.json`), as {column: values}."""
+        return {"actors/processes.json": as_columns(self.remote.process_rows()),
+                "actors/hosts.json": as_columns(self.remote.host_rows())}
+
+    def tags(self) -> dict[str, str]:
+        """`actor_hosts`: each actor host, its hardware threads and CPU model, its processes."""
+        return {"actor_hosts": hosts_tag(self.remote.host_rows())}
 
     def close(self) -> None:
         try:

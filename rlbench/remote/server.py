@@ -12,6 +12,7 @@ each stream's outbox.
 from __future__ import annotations
 
 import hmac
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -20,10 +21,12 @@ import numpy as np
 from rlbench.config.validate import ConfigError
 from rlbench.envs.spec import EnvSpec
 from rlbench.envs.vector import StepBatch, resolve_inference_batch
+from rlbench.metrics import proc_role
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote import actors_pb2_grpc as pb_grpc
 from rlbench.remote.hub import Hub, Refused, RemoteError, Stream
 from rlbench.remote.stacks import FrameStacks
+from rlbench.remote.telemetry import counted_threads, host_rows, process_rows
 from rlbench.remote.wire import (
     PROTOCOL_VERSION,
     SERVER_OPTIONS,
@@ -46,11 +49,12 @@ class RemoteEnvs:
     actor processes that connect to `bind` (unix:PATH or HOST:PORT, port 0: any free one;
     `address` is what actors are given). A non-loopback bind needs a `token`. reset() waits up
     to `join_timeout_s` for actors holding exactly num_envs envs; recv() raises RemoteError
-    once no actor has been connected for `idle_timeout_s`."""
+    once no actor has been connected for `idle_timeout_s`. `spans`: the actors send their
+    operations' spans (the job records a timeline: `trace_tracks`)."""
 
     def __init__(self, env_cfg, spec: EnvSpec, num_envs: int, batch: int = 0, bind: str = "127.0.0.1:0",
                  token: str | None = None, join_timeout_s: float = 60.0, idle_timeout_s: float = 60.0,
-                 close_grace_s: float = 3.0):
+                 close_grace_s: float = 3.0, spans: bool = False):
         if not is_local(bind) and not token:
             raise ConfigError(f"actor_server.bind={bind}: a non-loopback address needs a token (actor_server.token, "
                               f"sent by actors from RLBENCH_ACTOR_TOKEN); allowed without one: 127.0.0.1, ::1, "
@@ -65,7 +69,7 @@ class RemoteEnvs:
         self._last: list[tuple[Stream, int, int]] = []  # the last batch: (stream, start, envs)
         self._grace = close_grace_s
         self._closed = False
-        servicer = _Servicer(self._hub, spec_message(env_cfg, spec), token, self._frame_shape, self.obs_dtype)
+        servicer = _Servicer(self._hub, spec_message(env_cfg, spec), token, self._frame_shape, self.obs_dtype, spans)
         # one worker per stream for its life; at most num_envs streams hold envs, a few more are being refused
         self._server = grpc.server(ThreadPoolExecutor(max_workers=num_envs + 4, thread_name_prefix="actor-stream"),
                                    options=SERVER_OPTIONS)
@@ -86,8 +90,26 @@ class RemoteEnvs:
 
     @property
     def threads_used(self) -> int:
-        """CPU threads the connected actor processes step their envs on."""
-        return sum(s.threads for s in self._hub.streams())
+        """CPU threads the actor processes step the envs on: per host, those the processes that
+        last held the envs declared, capped at its hardware threads (remote/telemetry.py)."""
+        return counted_threads(self._hub.every_stream())
+
+    def process_rows(self) -> list[dict]:
+        """Every actor process that joined, one row each (remote/telemetry.py process_rows)."""
+        return process_rows(self._hub.every_stream())
+
+    def host_rows(self) -> list[dict]:
+        return host_rows(self._hub.every_stream())
+
+    def trace_tracks(self, t0: float, window_s: float) -> list[tuple[str, list]]:
+        """One timeline track per actor process that sent spans, on the job's clock (perf_counter,
+        origin t0): (thread name, [SpanRecorder]), for rlbench/telemetry/trace.py."""
+        tracks = []
+        for s in sorted(self._hub.every_stream(), key=lambda s: s.index):
+            rec = s.trace.recorder(proc_role(s.index), t0, window_s)
+            if rec is not None:
+                tracks.append((f"actor process {s.index} ({s.host}, pid {s.pid})", [rec]))
+        return tracks
 
     @property
     def counts(self) -> dict[str, int]:
@@ -157,9 +179,9 @@ class _Servicer(pb_grpc.ActorsServicer):
     """One call per actor process: admit it, welcome it after the job's reset, then answer each
     Step with the actions the job sends for it."""
 
-    def __init__(self, hub: Hub, spec: pb.EnvSpec, token: str | None, frame_shape, dtype):
+    def __init__(self, hub: Hub, spec: pb.EnvSpec, token: str | None, frame_shape, dtype, spans: bool = False):
         self.hub, self.spec, self.token = hub, spec, token
-        self.frame_shape, self.dtype = frame_shape, dtype
+        self.frame_shape, self.dtype, self.spans = frame_shape, dtype, spans
 
     def Connect(self, requests, context):  # the rpc's name in actors.proto
         try:
@@ -175,7 +197,7 @@ class _Servicer(pb_grpc.ActorsServicer):
         if seed is None:
             return
         yield pb.ServerMessage(welcome=pb.Welcome(protocol_version=PROTOCOL_VERSION, first_env_id=stream.first,
-                                                  seed=seed, total_envs=self.hub.total))
+                                                  seed=seed, total_envs=self.hub.total, spans=self.spans))
         yield from self._serve(stream, requests, context)
 
     def _admit(self, requests, context) -> Stream | None:
@@ -200,12 +222,14 @@ class _Servicer(pb_grpc.ActorsServicer):
         if hello.envs < 1:
             self.hub.count("refused_protocol")
             raise Refused("protocol", f"envs={hello.envs}: allowed: >= 1")
-        return self.hub.join(hello.envs, hello.threads, hello.hostname, hello.pid, hello.run_id)
+        return self.hub.join(hello.envs, hello.threads, hello.hostname, hello.pid, hello.run_id,
+                             hello.host_hardware_threads, hello.cpu_model)
 
     def _serve(self, stream: Stream, requests, context):
         while (msg := _next(requests)) is not None:
             kind = msg.WhichOneof("kind")
             if kind == "report":
+                stream.trace.receive(msg.report, time.perf_counter())  # outside the hub's lock: spans to copy
                 self.hub.report(stream, msg.report)
                 continue
             if kind != "step":

@@ -51,6 +51,7 @@ class JobTelemetry(JobObserver):
         self._own: dict[str, list[SpanRecorder]] = {}  # the sampler's and the GPU's tracks
         self._t0 = time.perf_counter()  # the timeline's origin: moved to the start by `started`
         self._trace_end: float | None = None
+        self._process_tracks = None  # the actor processes' tracks, where the env has them (rlbench/remote/)
         self._prev: dict | None = None
         self.started_at: float | None = None  # set by `started`; the job logs artifacts only after it
         if cfg.trace_window_s:  # record the timeline, trace.json; nothing when it is 0
@@ -71,6 +72,8 @@ class JobTelemetry(JobObserver):
         return OpTimer(role, gpu=self.gpu_busy, spans=spans)
 
     def started(self, trainer=None) -> None:
+        if self.cfg.trace_window_s:  # actor processes ship their spans; their tracks are drawn at the end
+            self._process_tracks = getattr(getattr(trainer, "env", None), "trace_tracks", None)
         self._t0 = time.perf_counter()
         for recorders in (*self._roles.values(), *self._own.values()):
             for r in recorders:
@@ -160,7 +163,8 @@ class JobTelemetry(JobObserver):
             paths.append(plot_timeline(self.sampler.rows(), self.op_ticks, out_dir / "telemetry.png"))
         if self.cfg.trace_window_s:
             end = self._trace_end or time.perf_counter()
-            threads = [*self._roles.items(), *self._own.items()]  # the roles' tracks first
+            processes = self._process_tracks(self._t0, self.cfg.trace_window_s) if self._process_tracks else []
+            threads = [*self._roles.items(), *processes, *self._own.items()]  # the roles' tracks first
             paths.append(write_trace(out_dir / "trace.json", threads, self._t0, end, "rlbench job",
                                      self.cfg.trace_window_s))
         return paths

@@ -34,6 +34,7 @@ class SpanRecorder:
         self.head: list[tuple[str, float, float]] = []
         self.tail: deque[tuple[str, float, float]] = deque(maxlen=max_events)
         self.total = 0
+        self.note: str | None = None  # how the track's times were made, in the file's summary (an estimate's label)
 
     def add(self, name: str, start: float, end: float) -> None:
         self.total += 1
@@ -60,7 +61,8 @@ def trace_events(tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end:
         events.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid, "args": {"sort_index": tid}})
         for rec in recorders:
             spans, dropped = rec.kept(t_end)
-            summary[rec.track] = {"thread": thread, "spans": len(spans), "dropped": dropped}
+            summary[rec.track] = {"thread": thread, "spans": len(spans), "dropped": dropped,
+                                  **({"note": rec.note} if rec.note else {})}
             events += [{"ph": "X", "name": name, "cat": rec.track, "pid": 1, "tid": tid, "ts": us(a),
                         "dur": round((b - a) * 1e6, 1)} for name, a, b in spans]
             if dropped:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import platform
 import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
 import torch
+
+from rlbench.resources import cpu_model  # the host's CPU model: also what an actor process tells its job
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,16 +26,6 @@ def git_commit() -> str:
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
                            capture_output=True, text=True, timeout=5, check=False).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown (no /proc/cpuinfo model name)"
 
 
 def _version(pkg: str) -> str:
