@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlbench.precision import at_least_fp32
+
 
 class NatureCNN(nn.Module):
     """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]."""
@@ -52,20 +54,31 @@ def features(torso: nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
 
 
+def full_precision(x: torch.Tensor):
+    """Autocast off on x's device: the block runs in fp32 whatever the job's precision
+    (rlbench/precision.py); its inputs must be made fp32 (`.float()`) inside it."""
+    return torch.autocast(x.device.type, enabled=False)
+
+
 def lstm_core(cell: nn.LSTMCell, num_actions: int, feats, prev_action, reward, done, state):
     """The core over [features, one-hot(previous action), reward], all [T, B, ...]; at an episode
     start (done) only the recurrent state is zeroed, as SEED RL's networks do (atari/networks.py
     `_unroll_cell`; the previous action and the reward, the last of the ended episode, stay as
     inputs), so inference and the learner see identical inputs for identical stored data.
+    The core runs in fp32 at every precision: its state is carried through every unroll and,
+    in central inference, through whole episodes, and stored with each unroll (on CUDA autocast
+    would run the fused cell, state included, in the low precision; docs/r2d2.md, Precision).
     -> outputs [T, B, H], (h, c)."""
-    keep = (~done).to(feats.dtype).unsqueeze(-1)  # [T, B, 1]
-    core_in = torch.cat([feats, F.one_hot(prev_action, num_actions).to(feats.dtype), reward.unsqueeze(-1)], dim=-1)
-    h, c = state
-    outputs = []
-    for t in range(done.shape[0]):
-        h, c = cell(core_in[t], (h * keep[t], c * keep[t]))
-        outputs.append(h)
-    return torch.stack(outputs), (h, c)
+    with full_precision(feats):
+        feats = at_least_fp32(feats)
+        keep = (~done).to(feats.dtype).unsqueeze(-1)  # [T, B, 1]
+        core_in = torch.cat([feats, F.one_hot(prev_action, num_actions).to(feats.dtype), reward.unsqueeze(-1)], dim=-1)
+        h, c = state
+        outputs = []
+        for t in range(done.shape[0]):
+            h, c = cell(core_in[t], (h * keep[t], c * keep[t]))
+            outputs.append(h)
+        return torch.stack(outputs), (h, c)
 
 
 def zero_lstm_state(batch: int, hidden: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
