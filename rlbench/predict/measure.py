@@ -12,6 +12,9 @@ performance model"; a first part: env stepping and central inference).
   fixed + per_env x batch per unit count by least squares.
 - `update_time`: seconds of one learner update (the algorithm's learner, its batch from unrolls
   that central inference assembled from synthetic observations), under the units' grant.
+- `gemm_peak`: the device's peak TFLOP/s at the job's precision, the best of a few square
+  GEMMs of that dtype (the denominator of a job's learner_mfu and inference_mfu where no
+  published figure exists: rlbench/tracking/peaks.py).
 - power per state (rlbench/predict/power.py): the co-run's actors alone and beside the
   learner, and the timed learner updates, metered with the jobs' telemetry sampler.
 """
@@ -97,6 +100,32 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     if len(times) != repeats:
         raise RuntimeError(f"inference timing at batch {batch}, {units} units did not complete")
     return statistics.median(times)
+
+
+def gemm_peak(precision: str, device, n: int | None = None, repeats: int = 5) -> dict:
+    """{precision, n, seconds, tflops}: the fastest of `repeats` n x n GEMMs in the precision's
+    dtype (tf32: fp32 operands with TF32 allowed), after 2 untimed ones, on all of the device
+    (every CPU thread; the whole GPU). 2 n^3 FLOPs each."""
+    import torch
+
+    from rlbench.precision import Amp
+
+    amp = Amp(precision, device.type)
+    n = n or (8192 if device.type == "cuda" else 2048)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(n, n, device=device, generator=gen).to(amp.dtype) for _ in range(2))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    times = []
+    with amp.scope():
+        for k in range(repeats + 2):
+            sync()
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            sync()
+            if k >= 2:
+                times.append(time.perf_counter() - t0)
+    best = min(times)
+    return {"precision": precision, "n": n, "seconds": best, "tflops": 2 * n**3 / best / 1e12}
 
 
 def synthetic_obs(rng: np.random.Generator, n: int, spec) -> np.ndarray:

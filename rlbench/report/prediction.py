@@ -20,12 +20,14 @@ def profile_for(study: Study) -> tuple[str | None, str]:
     if named:
         return named, "named on the parent run"
     host = study.host.get("host")
-    pairs = {(j.params.get("env.id"), j.params.get("algo.name")) for j in study.finished}
+    pairs = {(j.params.get("env.id"), j.params.get("algo.name"), j.params.get("precision", "fp32"))
+             for j in study.finished}
     if len(pairs) != 1:
-        return None, (f"the finished jobs span {len(pairs)} env/algorithm pairs ({sorted(map(str, pairs))}); "
-                      "a profile measures one")
-    ((env_id, algo),) = pairs
-    found = profile_runs(host, env_id, algo)
+        return None, (f"the finished jobs span {len(pairs)} env/algorithm/precision triples ({sorted(map(str, pairs))}); "
+                      "a profile measures one (python -m rlbench.predict --validate predicts each precision "
+                      "from its own)")
+    ((env_id, algo, precision),) = pairs
+    found = profile_runs(host, env_id, algo, precision=precision)
     if not found:
         kind = study.finished[0].params.get("env.kind")
         return None, (f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
