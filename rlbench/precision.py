@@ -8,9 +8,9 @@
   follows the forward's dtypes); fp16 also scales the loss (torch.amp.GradScaler), whose 5-bit
   exponent underflows small gradients; bf16 has fp32's exponent and needs none.
 
-What stays fp32, and why (rlbench/algo/*/network.py and learner.py): the LSTM's cell state
-(autocast runs its gate matmuls in the low precision; `c = f * c + i * g` promotes to the fp32
-state, which is stored with every unroll), the networks' heads (Q values, policy logits and the
+What stays fp32, and why (rlbench/algo/*/network.py and learner.py, algo/common/torsos.py): the
+LSTM's gates, cell state and outputs (its two gate matmuls run at the precision; the state is
+carried through whole episodes and stored with every unroll), the networks' heads (Q values, policy logits and the
 baseline: their outputs feed the targets, the priorities and V-trace's importance weights, and
 bf16's 8-bit mantissa resolves a rescaled Q value near 9 only to 0.06), the losses, the n-step
 targets, value rescaling (h, h^-1), the priorities and the V-trace weights (computed from the

@@ -170,22 +170,18 @@ def _run_granted(compute, fn) -> None:
         raise errors[0]
 
 
-def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
-    """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
-    job pays it too: first allocations and autograd set-up; cold only for the first unit
-    count profiled in a process)}. Replay or the FIFO is
-    filled by central inference from synthetic observations (as a job fills it) until the
-    learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
-    (the update's cost does not depend on how the data arrived)."""
+def learner_with_data(conf):
+    """(conf as the learner is timed, device, the algorithm's learner, fill): `fill()` steps
+    central inference on synthetic observations until the learner may update (replay or the
+    FIFO as a job fills it; the actors count as done, so R2D2's replay ratio does not hold it
+    back: the update's cost does not depend on how the data arrived)."""
     from rlbench.envs.vector import StepBatch
-    from rlbench.resources import ComputeLimit
     from rlbench.roles.inference import InferenceServer
 
     done = threading.Event()
     conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
     n, learner = conf.actors, parts.learner
     server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
-    times: list[float] = []
 
     def fill() -> None:
         k = 0
@@ -196,6 +192,21 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
             if k > 1_000_000:
                 raise RuntimeError("the learner never became ready to update")
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
+
+    return conf, device, learner, fill
+
+
+def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
+    """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
+    job pays it too: first allocations and autograd set-up; cold only for the first unit
+    count profiled in a process)}. Replay or the FIFO is
+    filled by central inference from synthetic observations (as a job fills it) until the
+    learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
+    (the update's cost does not depend on how the data arrived)."""
+    from rlbench.resources import ComputeLimit
+
+    conf, device, learner, fill = learner_with_data(conf)
+    times: list[float] = []
 
     def one() -> None:
         fill()
