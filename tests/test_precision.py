@@ -35,7 +35,8 @@ def _built(compose_cfg, algo: str, precision: str):
     from rlbench.algo import config_module
     from rlbench.predict.measure import synthetic_obs
 
-    conf = validate(compose_cfg([*CARTPOLE_TINY, f"algo={algo}", f"actors={N}", "eval_envs=0"]), host=False)
+    tiny = CARTPOLE_TINY if algo.startswith("r2d2") else [o for o in CARTPOLE_TINY if not o.startswith("algo.")]
+    conf = validate(compose_cfg([*tiny, f"algo={algo}", f"actors={N}", "eval_envs=0"]), host=False)
     conf.precision = precision
     for key, value in config_module(conf.algo.name).profile_overrides(conf).items():
         setattr(conf.algo, key, value)
@@ -160,8 +161,8 @@ def test_the_flop_count_of_known_layers_is_the_hand_count():
     lin = torch.nn.Linear(7, 5)
     with rate.call(3):  # 3 items: a batch of 3 rows, forward and backward
         lin(torch.randn(3, 7)).sum().backward()
-    # forward 2*3*7*5; backward: the input's gradient and the weight's, each as many
-    assert rate.flops_per_item == 3 * (2 * 3 * 7 * 5) / 3
+    # forward 2*3*7*5; backward as many for the weight's gradient (the input needs none)
+    assert rate.flops_per_item == 2 * (2 * 3 * 7 * 5) / 3
     conv, rate = torch.nn.Conv2d(4, 32, 8, stride=4), FlopRate()
     with rate.call(2), torch.no_grad():
         conv(torch.zeros(2, 4, 84, 84))  # Nature-CNN's first layer: 20x20 outputs of 8x8x4 inputs
@@ -234,7 +235,7 @@ CPU_BF16 = frozenset({"avx512f", "avx512_bf16"})
 def test_a_precision_the_device_cannot_run_fast_is_refused_naming_key_device_and_allowed(precision, device, flags,
                                                                                            major, says):
     name = "this CPU (x)" if device == "cpu" else "Tesla V100"
-    assert precision_problem(precision, device, name, flags, major) == says
+    assert says in precision_problem(precision, device, name, flags, major)
 
 
 def test_what_each_device_runs_fast():
@@ -261,7 +262,7 @@ def test_validation_refuses_a_precision_this_cpu_lacks_before_any_job(compose_cf
 
 def test_the_command_refuses_it_with_exit_2_and_records_nothing(store):
     out = rlbench_cli(["env=cartpole", "device=cpu", "precision=tf32", *store["overrides"]], timeout=120)
-    assert out.returncode == 2 and "rlbench: precision=tf32: TF32 is a CUDA tensor-core format; allowed on device " \
+    assert out.returncode == 2 and "\n  precision=tf32: TF32 is a CUDA tensor-core format; allowed on device " \
                                    "cpu: fp32" in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and runs(store["uri"]) == []
 

@@ -244,7 +244,7 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
         b = best[p]
         ratio = f", cpu_gpu_ratio {b['ratio']:g}" if b.get("ratio") is not None else ""
         mfu = f", learner_mfu {b['learner_mfu']:.1%}" if b.get("learner_mfu") is not None else ""
-        faster = "" if p == order[0] else f", {1 - b['runtime_s'] / base['runtime_s']:+.0%} task time vs {order[0]}"
+        faster = "" if p == order[0] else f", {b['runtime_s'] / base['runtime_s'] - 1:+.0%} task time against {order[0]}"
         return f"{p} best at {b['actors']} actors ({b['runtime_s']:.1f} s{faster}{ratio}{mfu})"
 
     moved = len({best[p]["actors"] for p in order}) > 1
@@ -253,4 +253,4 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
     text = head + "; ".join(one(p) for p in order)
     if not moved:
         text += "; what bounds the best jobs instead: " + ", ".join(f"{p} {best[p]['bound']}" for p in order)
-    return PrecisionShift(best, moved, text.replace("+-", "-").replace("task time vs", "task time against"))
+    return PrecisionShift(best, moved, text)
