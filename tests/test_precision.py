@@ -3,6 +3,7 @@ refusals before any job, the peak a job compares with, the report's precision ve
 
 from __future__ import annotations
 
+import re
 import threading
 import types
 
@@ -349,7 +350,7 @@ def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_pa
 
 
 @pytest.mark.e2e
-def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store):
+def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, tmp_path, capsys):
     from rlbench.report.findings import findings
     from rlbench.report.records import load_parent
 
@@ -369,3 +370,29 @@ def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store):
     assert len({k.data.tags["config_hash"] for k in kids}) == 2
     f = findings(load_parent(parent.info.run_id))
     assert f["precision"]["text"].startswith("the best actor count did not move (2 actors at every precision)")
+    _validate_and_report_per_precision(store, parent.info.run_id, tmp_path, capsys)
+
+
+def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
+    """A tiny profile per precision; --validate and the report predict each job from its own."""
+    from rlbench.predict.cli import main as predict_main
+    from rlbench.profile import main as profile_main
+    from rlbench.report.build import build_report
+    from rlbench.report.records import load_parent
+
+    tiny = ["--threads", "1", "--envs", "2", "--batches", "2,4", "--units", "1", "--seconds", "0.2", "--repeats", "2",
+            "--updates", "1", "--corun-envs", "0", "--tracking-uri", store["uri"], *CARTPOLE_TINY, "eval_envs=0"]
+    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 2
+    assert "precision 'fp32'" in capsys.readouterr().err  # no profile yet: names the precision it needs
+    ids = {}
+    for p in ("fp32", "bf16"):
+        assert profile_main([*tiny, f"precision={p}"]) == 0
+        ids[p] = re.search(r"profile logged as run ([0-9a-f]+)", capsys.readouterr().out).group(1)
+    result = build_report(load_parent(parent), tmp_path / "report")  # before --validate names one profile
+    assert {"precision_scaling", "predicted_vs_measured"} <= set(result["figures"])
+    (model,) = [ln for ln in result["lines"] if ln.startswith("model: prediction_error=")]
+    assert "over 2 jobs" in model and ids["fp32"][:8] in model and ids["bf16"][:8] in model
+    assert any(ln.startswith("precision: the best actor count did not move") for ln in result["lines"])
+    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 0
+    out = capsys.readouterr().out
+    assert ids["fp32"][:8] in out and ids["bf16"][:8] in out and "prediction_error=" in out
