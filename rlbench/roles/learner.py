@@ -51,10 +51,12 @@ class LearnerLoop:
 
     def efficiency(self) -> tuple[dict, dict]:
         """(metrics, null reasons): learner_tflops, the updates' achieved model FLOP/s."""
+        counted = self.flops.flops_per_item
+        m = {"learner_flops_per_update": counted} if counted is not None else {}
         tflops = self.flops.tflops()
         if tflops is None:
-            return {}, {"learner_tflops": self.flops.why_null("learner update")}
-        return {"learner_tflops": tflops, "learner_flops_per_update": self.flops.flops_per_item}, {}
+            return m, {"learner_tflops": self.flops.why_null("learner update")}
+        return m | {"learner_tflops": tflops}, {}
 
     def may_update(self) -> bool:
         raise NotImplementedError
