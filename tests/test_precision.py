@@ -383,7 +383,7 @@ def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
     tiny = ["--threads", "1", "--envs", "2", "--batches", "2,4", "--units", "1", "--seconds", "0.2", "--repeats", "2",
             "--updates", "1", "--corun-envs", "0", "--tracking-uri", store["uri"], *CARTPOLE_TINY, "eval_envs=0"]
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 2
-    assert "precision 'fp32'" in capsys.readouterr().err  # no profile yet: names the precision it needs
+    assert re.search(r"precision '(fp32|bf16)'", capsys.readouterr().err)  # no profile yet: names the precision
     ids = {}
     for p in ("fp32", "bf16"):
         assert profile_main([*tiny, f"precision={p}"]) == 0
@@ -393,6 +393,9 @@ def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
     (model,) = [ln for ln in result["lines"] if ln.startswith("model: prediction_error=")]
     assert "over 2 jobs" in model and ids["fp32"][:8] in model and ids["bf16"][:8] in model
     assert any(ln.startswith("precision: the best actor count did not move") for ln in result["lines"])
-    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 0
+    assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"]]) == 0
     out = capsys.readouterr().out
     assert ids["fp32"][:8] in out and ids["bf16"][:8] in out and "prediction_error=" in out
+    again = build_report(load_parent(parent), tmp_path / "again")  # after --validate logged its profiles
+    (model,) = [ln for ln in again["lines"] if ln.startswith("model: prediction_error=")]
+    assert "over 2 jobs" in model and ids["fp32"][:8] in model and ids["bf16"][:8] in model

@@ -180,7 +180,6 @@ def run_validate(a) -> int:
     ms = {p: machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"), p)
           for p in by_precision if any(j.finished for j in by_precision[p])}
     checked = [c for p, m in ms.items() for c in check_jobs(by_precision[p], m)]
-    m = next(iter(ms.values()))
     error, per = prediction_error(checked)
     print(f"sweep {study.title} ({a.sweep}); predicted with {names(ms)}")
     print(table(VALIDATION_HEADER, validation_rows(checked)))
@@ -192,13 +191,13 @@ def run_validate(a) -> int:
     print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
           f"over {len(checked)} finished jobs")
     if not a.no_log:
-        log_validation(a.sweep, checked, m, error, per, names(ms))
+        log_validation(a.sweep, checked, ms, error, per, names(ms))
         print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
     print(f"prediction_error={error:.4f}")
     return 0
 
 
-def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, float], used: str) -> None:
+def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[str, float], used: str) -> None:
     """The model's error on the sweep's parent run: metrics, the profile's tags, the table and figure."""
     import tempfile
 
@@ -207,7 +206,11 @@ def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, fl
 
     parent = parent_run(sweep)
     parent.log_metrics({"prediction_error": error} | {f"prediction_mdape/{k}": v for k, v in per.items()})
-    parent.set_tags({"prediction_profile": used, "prediction_profile_run": m.gpu.run_id})
+    # one profile: the report uses it again; one per precision: the report takes each precision's
+    # (prediction_profile_runs), and no single run is named for all of them
+    ids = {p: m.gpu.run_id for p, m in ms.items()}
+    parent.set_tags({"prediction_profile": used, "prediction_profile_run": next(iter(ids.values())) if len(ids) == 1 else "",
+                     "prediction_profile_runs": ",".join(f"{p}={r}" for p, r in ids.items())})
     with tempfile.TemporaryDirectory() as tmp:
         with open(Path(tmp) / "validation.csv", "w", newline="") as f:
             csv.writer(f).writerows([VALIDATION_HEADER, *validation_rows(checked)])

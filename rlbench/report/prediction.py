@@ -48,14 +48,17 @@ def prediction_section(study: Study) -> tuple[Drawn, dict]:
     from rlbench.report.findings import precision
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
-    # a precision sweep: each precision's jobs from the profile of that precision (a named one serves all)
+    # a precision sweep: each precision's jobs from the profile of that precision (the one --validate
+    # named for it, else the newest); a profile named for the whole study serves all
+    by_tag = dict(x.split("=", 1) for x in study.parent_tags.get("prediction_profile_runs", "").split(",") if "=" in x)
     groups = {"all": study.jobs} if named else group_by(study.jobs, precision)
     checked, used = [], []
     try:
-        for js in groups.values():
+        for p, js in groups.items():
             if not any(j.finished for j in js):
                 continue
-            run_id, how = profile_for(study, [j for j in js if j.finished])
+            run_id, how = ((by_tag[p], "named on the parent run for its precision") if p in by_tag and not named
+                           else profile_for(study, [j for j in js if j.finished]))
             if run_id is None:
                 return Drawn(NAME, TITLE, None, how), {"text": f"not predicted: {how}"}
             profile = load_profile(run_id)
