@@ -69,6 +69,16 @@ _TRAINING = [
     Metric("sm_total", "units", "final", "the device's compute units"),
     Metric("actor_threads_used", "threads", "final", "CPU threads stepping environments"),
     Metric("learner_intra_op_threads", "threads", "final", "torch intra-op threads of the learner thread"),
+    Metric("learner_tflops", "TFLOP/s", "final", "the learner's achieved model FLOP/s: FLOPs per update (torch's "
+           "FlopCounterMode, the first update) x the later updates / their time"),
+    Metric("learner_flops_per_update", "FLOPs", "final", "model FLOPs of one learner update, counted by torch's "
+           "FlopCounterMode"),
+    Metric("learner_mfu", "fraction", "final", "learner_tflops / peak_tflops"),
+    Metric("inference_tflops", "TFLOP/s", "final", "central inference's achieved model FLOP/s: FLOPs per env "
+           "(counted once) x the later forwards' envs / their time"),
+    Metric("inference_mfu", "fraction", "final", "inference_tflops / peak_tflops"),
+    Metric("peak_tflops", "TFLOP/s", "final", "this host's peak at the job's precision (tag peak_source: published "
+           "or measured by the profile's GEMM)"),
 ]
 
 _TELEMETRY = [

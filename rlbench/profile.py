@@ -59,8 +59,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure(conf, args) -> dict:
-    from rlbench.predict.measure import corun, env_curve, fit_inference, inference_curve, update_time
+    """The curves, inference and the learner at the job's precision (`precision=bf16`; tf32's
+    flags set while they are measured), and the device's GEMM peak at it."""
+    from rlbench.precision import Amp
+    from rlbench.resources import resolve_device
 
+    with Amp(conf.precision, resolve_device(conf.device).type).scope():
+        return _measure(conf, args)
+
+
+def _measure(conf, args) -> dict:
+    from rlbench.predict.measure import corun, env_curve, fit_inference, gemm_peak, inference_curve, update_time
+    from rlbench.resources import resolve_device
+
+    peak = gemm_peak(conf.precision, resolve_device(conf.device))
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
     inference = inference_curve(conf, args.batches, args.units, args.repeats)
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
@@ -68,7 +80,8 @@ def measure(conf, args) -> dict:
     updates = [update_time(conf, u, args.updates, power) for u in args.units] if args.updates else []
     co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
           if args.updates and args.corun_envs else [])
-    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power}
+    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power,
+            "peak": peak}
 
 
 def figure(curves: dict, path: Path) -> Path:
@@ -114,19 +127,20 @@ def figure(curves: dict, path: Path) -> Path:
 def log_profile(conf, args, curves: dict) -> str:
     """The profile as a run of its own in --experiment (rlbench/tracking/profiles.py); its id."""
     from rlbench.resources import ComputeLimit, resolve_device
+    from rlbench.tracking.peaks import peak_metric
     from rlbench.tracking.profiles import TABLES, write_profile
 
     device = resolve_device(conf.device)
     tags = {"env_id": conf.env.id, "device": conf.device, "profile_device": device.type,
             "compute_units_total": str(ComputeLimit(None, device).grant.total)}
     params = {"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads, "envs": args.envs,
-              "batches": args.batches, "units": args.units}
-    metrics = {}
+              "batches": args.batches, "units": args.units, "precision": conf.precision}
+    metrics = {peak_metric(conf.precision): curves["peak"]["tflops"]}
     for u, (fixed, per_env) in curves["fit"].items():
         metrics |= {f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env}
     tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
     with tempfile.TemporaryDirectory() as tmp:
-        return write_profile(tracking, f"profile {conf.env.id} {conf.algo.name}", tags, params,
+        return write_profile(tracking, f"profile {conf.env.id} {conf.algo.name} {conf.precision}", tags, params,
                              {name: curves[name] for name in TABLES}, metrics, [figure(curves, Path(tmp) / "profile.png")])
 
 
@@ -184,6 +198,9 @@ def _main(argv: list[str] | None) -> int:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     curves = measure(conf, args)
+    peak = curves["peak"]
+    print(f"peak at precision={peak['precision']}: {peak['tflops']:.3f} TFLOP/s (the best of {peak['n']}x{peak['n']} "
+          f"GEMMs, {1e3 * peak['seconds']:.1f} ms)")
     for r in curves["env"]:
         print(f"env stepping: {r['threads']} threads x {r['envs']} envs: {r['sps']:.0f} steps/s "
               f"({1e3 * r['env_step_s']:.3f} ms per env step)")

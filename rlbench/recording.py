@@ -62,10 +62,38 @@ class RecordObserver(JobObserver):
         tags = env.tags() if hasattr(env, "tags") else {}
         train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
         values = {"episode_return_mean20": last_returns_mean(train), "eval_return_mean20": last_returns_mean(evaluation)}
+        utilisation, nulls = self._utilisation(final)
+        values |= utilisation
         if evaluation:
-            return values, tags
+            return values, tags | nulls
         why = "eval_envs=0" if not self.conf.eval_envs else "no evaluation episode ended within the task"
-        return values, tags | {"null/eval_return_mean20": why}
+        return values, tags | nulls | {"null/eval_return_mean20": why}
+
+    def _utilisation(self, final: dict) -> tuple[dict, dict]:
+        """learner_mfu and inference_mfu: their achieved TFLOP/s over the peak of this host at the
+        job's precision (rlbench/tracking/peaks.py: published for a known GPU, else measured by
+        the profile); the peak as `peak_tflops`, where it comes from as the tag `peak_source`."""
+        roles = [r for r in ("learner", "inference") if f"{r}_tflops" in final]
+        if not roles:
+            return {}, {}
+        peak, source = self._peak()
+        if peak is None:
+            return {}, {f"null/{r}_mfu": f"no peak to compare with: {source}" for r in roles} | {"null/peak_tflops": source}
+        self.record.set_tags({"peak_source": source})
+        return {"peak_tflops": peak} | {f"{r}_mfu": final[f"{r}_tflops"] / peak for r in roles}, {}
+
+    def _peak(self) -> tuple[float | None, str]:
+        import socket
+
+        from rlbench.resources import cuda_properties, resolve_device
+        from rlbench.tracking.peaks import host_peak
+
+        device = resolve_device(self.conf.device)
+        try:
+            name = cuda_properties(device.index or 0).name if device.type == "cuda" else "cpu"
+            return host_peak(self.conf.precision, device.type, name, socket.gethostname())
+        except Exception as e:  # noqa: BLE001 - the job's record stands without it
+            return None, f"the peak could not be read: {type(e).__name__}: {e}"[:300]
 
     def ended(self, final: dict, tags: dict) -> None:
         self.record.set_tags(tags)  # `null/<metric>` reasons first: the headline tags name them

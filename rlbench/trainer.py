@@ -21,6 +21,7 @@ from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.envs.vector import make_actors
 from rlbench.observers import Observers
 from rlbench.plan import JobPlan, out_of_process
+from rlbench.precision import Amp
 from rlbench.remote.job import JobActors
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
@@ -99,7 +100,13 @@ class Trainer:
             m["learner_updates_per_s"] = self.updates() / learner_s if learner_s > 0 else float("nan")
             m["loss"] = self.learner.last_loss
             m |= self.learner.metrics()
-        return m | self.time_shares(runtime_s, learner_s)
+        return m | self.time_shares(runtime_s, learner_s) | self.efficiency()[0]
+
+    def efficiency(self) -> tuple[dict, dict]:
+        """(achieved model TFLOP/s of the learner and of central inference, null reasons)."""
+        roles = [r for r in (self.inference, self.learner) if r is not None]
+        parts = [r.efficiency() for r in roles]
+        return {k: v for m, _ in parts for k, v in m.items()}, {k: v for _, w in parts for k, v in w.items()}
 
     def time_shares(self, runtime_s: float, learner_s: float) -> dict:
         """RL-Scope's question: what share of the task's runtime went to simulation (the actors'
@@ -142,7 +149,7 @@ def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer
     watch = Observers(observers)
     error: BaseException | None = None
     try:
-        with plan.compute:
+        with plan.compute, Amp(plan.conf.precision, plan.device.type).scope():  # tf32's flags
             trainer = build_trainer(plan, timer)
             try:
                 watch.started(trainer)
@@ -178,6 +185,7 @@ def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observ
     actors used. The observers are then told (`ended`)."""
     final = dict(measured)
     added, tags = watch.final_values(final, trainer)
+    tags = {f"null/{k}": why for k, why in trainer.efficiency()[1].items()} | tags
     final |= added
     final["actor_threads_used"] = trainer.env.threads_used
     final |= trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}  # actor processes' own (remote/job.py)

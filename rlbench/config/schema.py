@@ -126,6 +126,10 @@ class Config:
     # always step in lock-step.
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
+    # Math of the learner's update and central inference (rlbench/precision.py): fp32 (the
+    # published runs'), tf32 (CUDA), bf16 or fp16 through torch's autocast; refused where the
+    # device has no fast math for it. Losses, targets, priorities stay fp32.
+    precision: str = "fp32"
     seed: int = 1
     learner: bool = True  # false = actors and inference only (benchmarks)
     # Greedy evaluation (SEED RL's eval envs): environments beside the actors acting with

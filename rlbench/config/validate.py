@@ -18,6 +18,7 @@ from rlbench.config.schema import Config
 from rlbench.envs import FAMILIES, family
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.plan import eval_envs_of
+from rlbench.precision import PRECISIONS
 from rlbench.resources import usable_cpus
 
 
@@ -42,6 +43,7 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "inference_batch": _inference_batch_rule(c),
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
         "sm_backend": one_of("green_context", "mps"),
+        "precision": one_of(*PRECISIONS),
         "progress": one_of("auto", "bar", "log"),
         "env.frameskip": int_at_least(1),
         "workload.frames": int_at_least(1),
@@ -179,10 +181,33 @@ def _host_checks(c: Config) -> list[str]:
             return [f"device={c.device}: this host has {have}; allowed: auto or cpu"
                     + (f", or cuda:0..cuda:{count - 1}" if count else "")]
     try:
-        ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
+        limit = ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
     except ResourceError as e:
         return [str(e)]
-    return _memory_checks(c)
+    return _precision_checks(c, limit) + _memory_checks(c)
+
+
+def _precision_checks(c: Config, limit) -> list[str]:
+    """A precision the job's device has no fast math for (rlbench/precision.py), named with the
+    device and what it allows. A GPU's compute capability is read in a child process (as the
+    compute grant reads its SMs: CUDA stays uninitialised here)."""
+    from rlbench.precision import cpu_flags, precision_problem
+
+    if c.precision == "fp32":
+        return []
+    device = limit.device
+    if device.type == "cuda":
+        props = limit.properties(device.index if device.index is not None else 0)
+        problem = precision_problem(c.precision, "cuda", props.name, cuda_major=props.major)
+    else:
+        problem = precision_problem(c.precision, "cpu", _cpu_name(), flags=cpu_flags())
+    return [problem] if problem else []
+
+
+def _cpu_name() -> str:
+    from rlbench.tracking.fingerprint import cpu_model
+
+    return f"this CPU ({cpu_model()})"
 
 
 OBS_COPIES = 4  # observations held per env: the vector env's stack, its batch out, inference's input, the unroll's

@@ -82,8 +82,9 @@ def compose(overrides: list[str]):
     return compose_job(overrides, host=False)
 
 
-def machine(a, host: str, env_id: str, algo: str):
-    """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`."""
+def machine(a, host: str, env_id: str, algo: str, precision: str = "fp32"):
+    """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`
+    measured at `precision` (inference and the learner: `python -m rlbench.profile precision=bf16`)."""
     from rlbench.predict.curves import ProfileError, load_profile
     from rlbench.predict.jobs import Machine
     from rlbench.tracking.profiles import profile_runs
@@ -95,11 +96,12 @@ def machine(a, host: str, env_id: str, algo: str):
     if a.profile:
         p = load_profile(a.profile)
     else:
-        found = profile_runs(host, env_id, algo, a.profiles_experiment)
+        found = profile_runs(host, env_id, algo, a.profiles_experiment, precision)
         if not found:
-            raise ProfileError(f"no profile of host {host!r} for env {env_id!r} and algo {algo!r} in experiment "
-                               f"{a.profiles_experiment!r} at {a.tracking_uri}; make one on that host: "
-                               f"python -m rlbench.profile env=<env> algo=<algo> (or name one: --profile <run id>)")
+            raise ProfileError(f"no profile of host {host!r} for env {env_id!r}, algo {algo!r} and precision "
+                               f"{precision!r} in experiment {a.profiles_experiment!r} at {a.tracking_uri}; make one "
+                               f"on that host: python -m rlbench.profile env=<env> algo=<algo> precision={precision} "
+                               f"(or name one: --profile <run id>)")
         p = load_profile(found[0])
     return Machine(p, p, a.threads)
 
@@ -115,12 +117,22 @@ def show(pred, frames: int) -> list[str]:
     return lines + [f"  {n}" for n in dict.fromkeys(pred.notes)]
 
 
-def run_grid(a, confs, m) -> int:
+def machines(a, host: str, confs) -> dict:
+    """precision -> the Machine its configurations are predicted on (a profile per precision)."""
+    return {p: machine(a, host, confs[0].env.id, confs[0].algo.name, p) for p in dict.fromkeys(c.precision for c in confs)}
+
+
+def names(ms: dict) -> str:
+    return "; ".join(f"{m.names()}" + (f" ({p})" if len(ms) > 1 else "") for p, m in ms.items())
+
+
+def run_grid(a, confs, ms: dict) -> int:
     from rlbench.predict.jobs import predict_job
     from rlbench.predict.report import GRID_COLUMNS, grid_figure, recommend, table
 
-    preds = [predict_job(c, m) for c in confs]
-    print(f"predicted with {m.names()} — a model's predictions, not measurements "
+    m = next(iter(ms.values()))
+    preds = [predict_job(c, ms[c.precision]) for c in confs]
+    print(f"predicted with {names(ms)} — a model's predictions, not measurements "
           f"(task: {confs[0].workload.frames} frames):")
     rows = [[p.row()[k] for k in GRID_COLUMNS] for p in preds]
     print(table(list(GRID_COLUMNS), rows))
@@ -144,7 +156,7 @@ def run_grid(a, confs, m) -> int:
         w = csv.writer(f)
         w.writerow(GRID_COLUMNS)
         w.writerows([p.row()[k] for k in GRID_COLUMNS] for p in preds)
-    grid_figure(preds, best, m.names(), out / "grid.png")
+    grid_figure(preds, best, names(ms) if len(ms) > 1 else m.names(), out / "grid.png")
     print(f"wrote {out / 'grid.csv'} and {out / 'grid.png'}")
     return 0
 
@@ -162,10 +174,14 @@ def run_validate(a) -> int:
     finished = study.finished
     if not finished:
         raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
-    m = machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"))
-    checked = check_jobs(study.jobs, m)
+    by_precision: dict[str, list] = {}  # a precision sweep: each precision's jobs from its own profile
+    for j in study.jobs:
+        by_precision.setdefault(j.params.get("precision", "fp32"), []).append(j)
+    ms = {p: machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"), p)
+          for p in by_precision if any(j.finished for j in by_precision[p])}
+    checked = [c for p, m in ms.items() for c in check_jobs(by_precision[p], m)]
     error, per = prediction_error(checked)
-    print(f"sweep {study.title} ({a.sweep}); predicted with {m.names()}")
+    print(f"sweep {study.title} ({a.sweep}); predicted with {names(ms)}")
     print(table(VALIDATION_HEADER, validation_rows(checked)))
     worst = max(checked, key=lambda c: max(c.ape("fps"), c.ape("runtime_s")))
     print(f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
@@ -175,13 +191,13 @@ def run_validate(a) -> int:
     print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
           f"over {len(checked)} finished jobs")
     if not a.no_log:
-        log_validation(a.sweep, checked, m, error, per)
+        log_validation(a.sweep, checked, ms, error, per, names(ms))
         print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
     print(f"prediction_error={error:.4f}")
     return 0
 
 
-def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, float]) -> None:
+def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[str, float], used: str) -> None:
     """The model's error on the sweep's parent run: metrics, the profile's tags, the table and figure."""
     import tempfile
 
@@ -190,11 +206,15 @@ def log_validation(sweep: str, checked: list, m, error: float, per: dict[str, fl
 
     parent = parent_run(sweep)
     parent.log_metrics({"prediction_error": error} | {f"prediction_mdape/{k}": v for k, v in per.items()})
-    parent.set_tags({"prediction_profile": m.names(), "prediction_profile_run": m.gpu.run_id})
+    # one profile: the report uses it again; one per precision: the report takes each precision's
+    # (prediction_profile_runs), and no single run is named for all of them
+    ids = {p: m.gpu.run_id for p, m in ms.items()}
+    parent.set_tags({"prediction_profile": used, "prediction_profile_run": next(iter(ids.values())) if len(ids) == 1 else "",
+                     "prediction_profile_runs": ",".join(f"{p}={r}" for p, r in ids.items())})
     with tempfile.TemporaryDirectory() as tmp:
         with open(Path(tmp) / "validation.csv", "w", newline="") as f:
             csv.writer(f).writerows([VALIDATION_HEADER, *validation_rows(checked)])
-        validation_figure(checked, m.names(), error, Path(tmp) / "predicted_vs_measured.png")
+        validation_figure(checked, used, error, Path(tmp) / "predicted_vs_measured.png")
         parent.log_folder(Path(tmp), "prediction")
 
 
@@ -214,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         use_store(a.tracking_uri)
         if a.validate:
             return run_validate(a)
-        m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name)
         if a.grid:
-            return run_grid(a, confs, m)
+            return run_grid(a, confs, machines(a, socket.gethostname(), confs))
+        m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name, confs[0].precision)
         from rlbench.predict.jobs import predict_job
 
         pred = predict_job(confs[0], m)

@@ -44,7 +44,7 @@ class Machine:
 
 @dataclass
 class JobPrediction:
-    knobs: dict                 # actors, actor_threads, sm_limit, inference_batch (envs per forward) as the job sees them
+    knobs: dict                 # actors, actor_threads, sm_limit, inference_batch (envs per forward), precision as the job sees them
     cpu_gpu_ratio: float
     fps: float
     sps: float
@@ -127,7 +127,8 @@ def predict_job(conf, m: Machine) -> JobPrediction:
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
                       eval_envs=planned.eval, start_s=reset_s(m.cpu, threads, envs, notes), queue=unroll_queue(conf))
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
-    knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch}
+    knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch,
+             "precision": conf.precision}
     joules, how = energy(p, m, u)
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
                          p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,

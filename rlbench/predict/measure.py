@@ -12,6 +12,9 @@ performance model"; a first part: env stepping and central inference).
   fixed + per_env x batch per unit count by least squares.
 - `update_time`: seconds of one learner update (the algorithm's learner, its batch from unrolls
   that central inference assembled from synthetic observations), under the units' grant.
+- `gemm_peak`: the device's peak TFLOP/s at the job's precision, the best of a few square
+  GEMMs of that dtype (the denominator of a job's learner_mfu and inference_mfu where no
+  published figure exists: rlbench/tracking/peaks.py).
 - power per state (rlbench/predict/power.py): the co-run's actors alone and beside the
   learner, and the timed learner updates, metered with the jobs' telemetry sampler.
 """
@@ -99,6 +102,32 @@ def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def gemm_peak(precision: str, device, n: int | None = None, repeats: int = 5) -> dict:
+    """{precision, n, seconds, tflops}: the fastest of `repeats` n x n GEMMs in the precision's
+    dtype (tf32: fp32 operands with TF32 allowed), after 2 untimed ones, on all of the device
+    (every CPU thread; the whole GPU). 2 n^3 FLOPs each."""
+    import torch
+
+    from rlbench.precision import Amp
+
+    amp = Amp(precision, device.type)
+    n = n or (8192 if device.type == "cuda" else 2048)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(n, n, device=device, generator=gen).to(amp.dtype) for _ in range(2))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    times = []
+    with amp.scope():
+        for k in range(repeats + 2):
+            sync()
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            sync()
+            if k >= 2:
+                times.append(time.perf_counter() - t0)
+    best = min(times)
+    return {"precision": precision, "n": n, "seconds": best, "tflops": 2 * n**3 / best / 1e12}
+
+
 def synthetic_obs(rng: np.random.Generator, n: int, spec) -> np.ndarray:
     """`n` random observations of the env's spec: uniform bytes for uint8 frames (images),
     standard normal otherwise (float vectors)."""
@@ -141,22 +170,18 @@ def _run_granted(compute, fn) -> None:
         raise errors[0]
 
 
-def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
-    """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
-    job pays it too: first allocations and autograd set-up; cold only for the first unit
-    count profiled in a process)}. Replay or the FIFO is
-    filled by central inference from synthetic observations (as a job fills it) until the
-    learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
-    (the update's cost does not depend on how the data arrived)."""
+def learner_with_data(conf):
+    """(conf as the learner is timed, device, the algorithm's learner, fill): `fill()` steps
+    central inference on synthetic observations until the learner may update (replay or the
+    FIFO as a job fills it; the actors count as done, so R2D2's replay ratio does not hold it
+    back: the update's cost does not depend on how the data arrived)."""
     from rlbench.envs.vector import StepBatch
-    from rlbench.resources import ComputeLimit
     from rlbench.roles.inference import InferenceServer
 
     done = threading.Event()
     conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
     n, learner = conf.actors, parts.learner
     server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
-    times: list[float] = []
 
     def fill() -> None:
         k = 0
@@ -167,6 +192,21 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
             if k > 1_000_000:
                 raise RuntimeError("the learner never became ready to update")
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
+
+    return conf, device, learner, fill
+
+
+def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:
+    """{"units", "seconds": the median of `repeats` updates, "first_s": the first update (a
+    job pays it too: first allocations and autograd set-up; cold only for the first unit
+    count profiled in a process)}. Replay or the FIFO is
+    filled by central inference from synthetic observations (as a job fills it) until the
+    learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
+    (the update's cost does not depend on how the data arrived)."""
+    from rlbench.resources import ComputeLimit
+
+    conf, device, learner, fill = learner_with_data(conf)
+    times: list[float] = []
 
     def one() -> None:
         fill()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "cpu_gpu_ratio", "fps",
+GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "precision", "cpu_gpu_ratio", "fps",
                 "learner_updates_per_s", "runtime_s", "bound")
 
 

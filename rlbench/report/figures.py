@@ -334,8 +334,27 @@ def on_off_policy(study: Study) -> Drawn:
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=ONOFF_NOTE)
 
 
+def precision_scaling(study: Study) -> Drawn:
+    """runtime_s and fps vs actors, one line per precision (and per other knob that differs):
+    how low-precision math moves the best actor count (the verdict's `precision` line)."""
+    from rlbench.report.findings import precision
+
+    name, title = "precision_scaling", "Precision: task time and fps vs actors per precision"
+    precisions = {precision(j) for j in study.finished}
+    if len(precisions) < 2:
+        return Drawn(name, title, None, f"needs finished jobs at two or more precisions; this study has "
+                                        f"{sorted(precisions) or 'none'}")
+    groups = series(study.finished, "actors", "actors")
+    fig = new_figure(11, 4.2)
+    ax_rt, ax_fps = fig.subplots(1, 2)
+    _actor_panel(ax_rt, groups, [("runtime_s", "runtime_s", None)], "runtime_s (s)")
+    _actor_panel(ax_fps, groups, [("fps", "fps", None)], f"fps ({_fps_units(study)})")
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title}); {TASK}")
+
+
 def all_figures(study: Study) -> list[Drawn]:
-    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study), on_off_policy(study)]
+    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study), on_off_policy(study),
+            precision_scaling(study)]
     if study.kind == "study":
         figs.append(pareto_front(study))
     return figs

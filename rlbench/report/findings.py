@@ -11,7 +11,7 @@ from dataclasses import asdict
 from rlbench.repeats import STAT_METRICS, group_by, spread
 from rlbench.report.records import JobRun, Study
 from rlbench.report.series import series
-from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, recommend, study_rule
+from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, precision_shift, recommend, study_rule
 
 
 def _int(v) -> int | None:
@@ -44,7 +44,8 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))
-    return {"knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
+    shift = precision_shift(precision_best(study.finished))
+    return {"precision": asdict(shift) if shift else None, "knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
             "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
                                for name, c in configs.items()},
             "on_off_policy": asdict(onoff) if onoff else None,
@@ -73,6 +74,31 @@ def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[d
     return out
 
 
+def precision(j: JobRun) -> str:
+    return j.params.get("precision") or "fp32"  # a job from before the param ran fp32
+
+
+def precision_best(jobs: list[JobRun]) -> dict[str, dict]:
+    """precision -> its fastest configuration (the least median runtime_s): actors, runtime_s,
+    cpu_gpu_ratio, what bounds it, learner_mfu; {} when the jobs ran at one precision."""
+    by_precision = group_by(jobs, precision)
+    if len(by_precision) < 2:
+        return {}
+    out = {}
+    for p, js in by_precision.items():
+        configs = group_by(js, lambda j: j.config)
+        runtimes = {n: s.median for n, rs in configs.items() if (s := spread(j.value("runtime_s") for j in rs))}
+        if not runtimes:
+            continue
+        name = min(runtimes, key=runtimes.get)
+        j = configs[name][0]
+        mfu = spread(r.value("learner_mfu") for r in configs[name])
+        out[p] = {"actors": j.actors, "runtime_s": runtimes[name], "ratio": j.knob("cpu_gpu_ratio"),
+                  "bound": bottleneck(j.metrics).text or bottleneck(j.metrics).kind,
+                  "learner_mfu": mfu.median if mfu else None}
+    return out
+
+
 def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]]:
     """algo.name -> (sim_share, learner_share) of each finished job that logged them."""
     out: dict[str, list] = {}
@@ -90,6 +116,8 @@ def verdict_lines(f: dict) -> list[str]:
     rec = f["recommendation"]
     lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")
     lines.append(f["study_rule"])
+    if f.get("precision"):
+        lines.append(f"precision: {f['precision']['text']}")
     if f.get("on_off_policy"):
         lines.append(f"on- vs off-policy: {f['on_off_policy']['text']}")
     if f.get("prediction"):

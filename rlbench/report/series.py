@@ -7,15 +7,22 @@ from collections import defaultdict
 
 from rlbench.report.records import JobRun
 
-GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name")
+GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name", "precision")
+
+
+DEFAULTS = {"precision": "fp32"}  # what a job from before the param ran (its config_hash is the same)
+
+
+def _param(j: JobRun, key: str) -> str | None:
+    return j.params.get(key, DEFAULTS.get(key))
 
 
 def series(jobs: list[JobRun], x_key: str, vary: str) -> dict[str, list[JobRun]]:
     """Jobs with `x_key`, one series per combination of the other knobs that differ across
     `jobs` (named by them, e.g. `sm_limit=8`; `all jobs` when nothing else differs)."""
     jobs = [j for j in jobs if j.knob(x_key) is not None]
-    fixed = [k for k in GROUP_KEYS if k != vary and len({j.params.get(k) for j in jobs}) > 1]
+    fixed = [k for k in GROUP_KEYS if k != vary and len({_param(j, k) for j in jobs}) > 1]
     groups: dict[str, list[JobRun]] = defaultdict(list)
     for j in jobs:
-        groups[" ".join(f"{k}={j.params.get(k)}" for k in fixed) or "all jobs"].append(j)
+        groups[" ".join(f"{k}={_param(j, k)}" for k in fixed) or "all jobs"].append(j)
     return {g: sorted(js, key=lambda j: j.knob(x_key)) for g, js in groups.items()}

@@ -217,3 +217,40 @@ def on_off_policy(shares: dict[str, list[tuple[float, float | None]]]) -> OnOff 
 
 def _pct(x: float | None) -> str:
     return "unknown" if x is None else f"{x:.0%}"
+
+
+@dataclass
+class PrecisionShift:
+    best: dict  # precision -> {actors, runtime_s, ratio, bound, learner_mfu} of its fastest configuration
+    moved: bool  # whether the best actor count differs between precisions
+    text: str
+
+
+PRECISION_ORDER = ("fp32", "tf32", "bf16", "fp16")
+
+
+def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
+    """best: precision -> its fastest configuration ({actors, runtime_s, ratio: cpu_gpu_ratio or
+    None, bound: what bounds it in words, learner_mfu or None}). With two or more precisions:
+    how far the best actor count (and CPU/GPU ratio) moved between them, or that it did not and
+    what bounds the best jobs instead (COPA-GPU's question: faster low-precision math asks more
+    of the CPU side)."""
+    if len(best) < 2:
+        return None
+    order = sorted(best, key=lambda p: PRECISION_ORDER.index(p) if p in PRECISION_ORDER else len(PRECISION_ORDER))
+    base = best[order[0]]
+
+    def one(p: str) -> str:
+        b = best[p]
+        ratio = f", cpu_gpu_ratio {b['ratio']:g}" if b.get("ratio") is not None else ""
+        mfu = f", learner_mfu {b['learner_mfu']:.1%}" if b.get("learner_mfu") is not None else ""
+        faster = "" if p == order[0] else f", {b['runtime_s'] / base['runtime_s'] - 1:+.0%} task time against {order[0]}"
+        return f"{p} best at {b['actors']} actors ({b['runtime_s']:.1f} s{faster}{ratio}{mfu})"
+
+    moved = len({best[p]["actors"] for p in order}) > 1
+    head = ("the best actor count moved between precisions: " if moved else
+            f"the best actor count did not move ({base['actors']} actors at every precision): ")
+    text = head + "; ".join(one(p) for p in order)
+    if not moved:
+        text += "; what bounds the best jobs instead: " + ", ".join(f"{p} {best[p]['bound']}" for p in order)
+    return PrecisionShift(best, moved, text)

@@ -22,6 +22,8 @@ import torch
 
 from rlbench.algo.common.parts import ActingPolicy
 from rlbench.envs.vector import StepBatch
+from rlbench.precision import at_least_fp32
+from rlbench.telemetry.flops import FlopRate
 from rlbench.telemetry.timing import OpTimer
 
 
@@ -35,6 +37,7 @@ class InferenceServer:
         self.batch_items = 0
         self.latency_s = 0.0
         self._store_s = 0.0  # time inside the policy's store, kept out of "unroll_assembly"
+        self.flops = FlopRate()  # the forwards' model FLOPs per env (counted once) and their time
         actions = policy.unrolls.agent_out.shape[-1] if policy.unrolls is not None else 0
         self._no_out = np.zeros((num_envs, actions), np.float32)
 
@@ -96,12 +99,15 @@ class InferenceServer:
             done = torch.as_tensor(batch.done, device=self.device).unsqueeze(0)
         state = _zero_where_done(tuple(s[ids] for s in self.state), done[0])
         shared = self.policy.shared
-        with self.timer.op("forward", device=True), shared.lock, torch.no_grad():
-            out, new_state = shared.net(obs, prev, reward, done, state)
-        for s, s1 in zip(self.state, new_state):
-            s[ids] = s1
-        with self.timer.op("d2h_transfer"):
-            return out[0].cpu().numpy(), self._unroll_start_states(ids_np, train, state)
+        # the rate's time runs to the outputs on the host (a CUDA forward is asynchronous until then)
+        with self.flops.call(len(ids_np)):
+            with self.timer.op("forward", device=True), shared.lock, torch.no_grad(), shared.amp.autocast():
+                out, new_state = shared.net(obs, prev, reward, done, state)
+            for s, s1 in zip(self.state, new_state):
+                s[ids] = s1
+            with self.timer.op("d2h_transfer"):
+                out = at_least_fp32(out[0]).cpu().numpy()
+        return out, self._unroll_start_states(ids_np, train, state)
 
     def _unroll_start_states(self, ids_np: np.ndarray, train: np.ndarray, state: tuple) -> np.ndarray | None:
         """The states (as each env had it before this step) of the envs whose step starts an
@@ -118,6 +124,15 @@ class InferenceServer:
         t0 = time.perf_counter()
         self.policy.store(seqs, self.timer)
         self._store_s += time.perf_counter() - t0
+
+    def efficiency(self) -> tuple[dict, dict]:
+        """(metrics, null reasons): inference_tflops, the forwards' achieved model FLOP/s."""
+        if self.policy.shared is None:
+            return {}, {}
+        tflops = self.flops.tflops()
+        if tflops is None:
+            return {}, {"inference_tflops": self.flops.why_null("central-inference forward")}
+        return {"inference_tflops": tflops}, {}
 
     def stats(self) -> dict:
         b = max(self.batches, 1)

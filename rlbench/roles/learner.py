@@ -12,6 +12,7 @@ import threading
 
 import torch
 
+from rlbench.telemetry.flops import FlopRate
 from rlbench.telemetry.timing import OpTimer
 
 
@@ -26,6 +27,7 @@ class LearnerLoop:
         self.intra_op_threads: int | None = None
         self.last_loss = float("nan")
         self.timer = timer or OpTimer("learner")  # the job's telemetry makes it (GPU spans, the timeline)
+        self.flops = FlopRate()  # model FLOPs per update (counted once, torch's counter) and the updates' time
 
     def run(self, stop: threading.Event) -> None:
         self.intra_op_threads = torch.get_num_threads()  # what sm_limit granted on CPU, seen here
@@ -35,9 +37,26 @@ class LearnerLoop:
                     with self.timer.op("wait"):
                         stop.wait(0.005)
                     continue
-                self.last_loss = self.update()
+                self._update()
         finally:
             self.finished.set()
+
+    def _update(self) -> None:
+        """One update() call; its FLOPs and time count where it trained (it may have only fed
+        replay). The time runs to its loss on the host, so a CUDA update is over."""
+        before = self.updates
+        with self.flops.call(0) as call:
+            self.last_loss = self.update()
+            call.items = self.updates - before
+
+    def efficiency(self) -> tuple[dict, dict]:
+        """(metrics, null reasons): learner_tflops, the updates' achieved model FLOP/s."""
+        counted = self.flops.flops_per_item
+        m = {"learner_flops_per_update": counted} if counted is not None else {}
+        tflops = self.flops.tflops()
+        if tflops is None:
+            return m, {"learner_tflops": self.flops.why_null("learner update")}
+        return m | {"learner_tflops": tflops}, {}
 
     def may_update(self) -> bool:
         raise NotImplementedError

@@ -4,8 +4,8 @@
   curves as JSON tables, its fit as metrics and its figure; tagged `profile_complete=false`
   when opened and `true` last, once everything is logged (a profile killed while logging is
   never taken for a whole one);
-- `profile_runs(host, env_id, algo, experiment)`: the complete FINISHED profiles matching
-  those, newest first;
+- `profile_runs(host, env_id, algo, experiment, precision)`: the complete FINISHED profiles
+  matching those, newest first;
 - `read_profile(run_id)`: the run and the tables it logged (readers.NoSuchRun when there is none);
   `incomplete(run)`: why a profile run cannot be used, or None.
 """
@@ -71,9 +71,9 @@ def _log_profile(params: dict, tables: dict[str, list[dict]], metrics: dict[str,
 
 
 def profile_runs(host: str | None = None, env_id: str | None = None, algo: str | None = None,
-                 experiment: str = EXPERIMENT) -> list[str]:
-    """Ids of the complete FINISHED profile runs of `host`, `env_id` and `algo` (where given),
-    newest first."""
+                 experiment: str = EXPERIMENT, precision: str | None = None) -> list[str]:
+    """Ids of the complete FINISHED profile runs of `host`, `env_id`, `algo` and `precision`
+    (where given; a profile from before the param measured fp32), newest first."""
     if mlflow.get_experiment_by_name(experiment) is None:
         return []
     conditions = [f"tags.`rlbench.role` = '{ROLE}'", "attributes.status = 'FINISHED'"]
@@ -85,7 +85,8 @@ def profile_runs(host: str | None = None, env_id: str | None = None, algo: str |
         conditions.append(f"params.`algo.name` = '{algo}'")
     runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
                               order_by=["attributes.start_time DESC"], output_format="list")
-    return [r.info.run_id for r in runs if r.data.tags.get(COMPLETE) != "false"]  # older ones have no tag
+    return [r.info.run_id for r in runs if r.data.tags.get(COMPLETE) != "false"  # older ones have no tag
+            and (precision is None or r.data.params.get("precision", "fp32") == precision)]
 
 
 def is_profile(run: RunRecord) -> bool:

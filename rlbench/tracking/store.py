@@ -233,6 +233,8 @@ def config_hash(conf) -> str:
     if not d.get("actor_procs") and not d.get("actor_server", {}).get("remote_envs"):
         d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
         d.pop("actor_server", None)
+    if d.get("precision") == "fp32":
+        d.pop("precision", None)  # the default: the same work as before the key existed
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

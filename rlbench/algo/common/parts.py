@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rlbench.envs.spec import EnvSpec
+from rlbench.precision import DEFAULT, Amp
 from rlbench.telemetry.timing import OpTimer
 
 
@@ -29,14 +30,21 @@ class AlgoContext:
     num_eval: int  # evaluation environments: ids [num_train, num_train + num_eval)
     actors_done: threading.Event  # set when the actors met the task's frames (or stopped)
     timer: Callable[[str], OpTimer] = OpTimer  # makes a role's timer: the learner's is timer("learner")
+    amp: Amp | None = None  # the job's precision (rlbench/precision.py); None: from conf.precision and the device
+
+    def __post_init__(self):
+        if self.amp is None:
+            self.amp = Amp(getattr(self.conf, "precision", DEFAULT), getattr(self.device, "type", str(self.device)))
 
 
 class SharedNet:
     """The acting copy of a network: central inference reads it, the learner publishes into
-    it; both under its lock. `version` is the learner update whose weights it holds."""
+    it; both under its lock. `version` is the learner update whose weights it holds; `amp` the
+    precision central inference runs it at (autocast around its forward)."""
 
-    def __init__(self, net):
+    def __init__(self, net, amp: Amp | None = None):
         self.net, self.version = net, 0
+        self.amp = amp or Amp()
         self.lock = threading.Lock()
 
     def publish(self, state_dict, version: int) -> None:

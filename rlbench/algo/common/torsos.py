@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlbench.precision import at_least_fp32
+
 
 class NatureCNN(nn.Module):
     """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]."""
@@ -52,20 +54,43 @@ def features(torso: nn.Module, obs: torch.Tensor) -> torch.Tensor:
     return torso(obs.reshape(T * B, *obs.shape[2:])).reshape(T, B, -1)
 
 
+def full_precision(x: torch.Tensor):
+    """Autocast off on x's device: the block runs in fp32 whatever the job's precision
+    (rlbench/precision.py); its inputs must be made fp32 (`.float()`) inside it."""
+    return torch.autocast(x.device.type, enabled=False)
+
+
 def lstm_core(cell: nn.LSTMCell, num_actions: int, feats, prev_action, reward, done, state):
     """The core over [features, one-hot(previous action), reward], all [T, B, ...]; at an episode
     start (done) only the recurrent state is zeroed, as SEED RL's networks do (atari/networks.py
     `_unroll_cell`; the previous action and the reward, the last of the ended episode, stay as
     inputs), so inference and the learner see identical inputs for identical stored data.
+    Under autocast (precision=bf16/fp16) see `_cell`: the state stays fp32.
     -> outputs [T, B, H], (h, c)."""
+    feats = at_least_fp32(feats)
     keep = (~done).to(feats.dtype).unsqueeze(-1)  # [T, B, 1]
     core_in = torch.cat([feats, F.one_hot(prev_action, num_actions).to(feats.dtype), reward.unsqueeze(-1)], dim=-1)
     h, c = state
     outputs = []
     for t in range(done.shape[0]):
-        h, c = cell(core_in[t], (h * keep[t], c * keep[t]))
+        h, c = _cell(cell, core_in[t], h * keep[t], c * keep[t])
         outputs.append(h)
     return torch.stack(outputs), (h, c)
+
+
+def _cell(cell: nn.LSTMCell, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
+    """One LSTM step. In fp32 nn.LSTMCell itself. Under autocast its math written out (torch's
+    gate order i, f, g, o): the two gate matmuls run at the autocast precision (where the
+    core's FLOPs are), the gates' sum, the nonlinearities and the cell state in fp32, on every
+    device (CUDA's autocast would run the fused cell, state included, in bf16/fp16; the state
+    is carried through whole episodes by central inference and stored with every unroll)."""
+    if not torch.is_autocast_enabled(x.device.type):
+        return cell(x, (h, c))
+    gates = at_least_fp32(F.linear(x, cell.weight_ih, cell.bias_ih)) + at_least_fp32(F.linear(h, cell.weight_hh,
+                                                                                              cell.bias_hh))
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 def zero_lstm_state(batch: int, hidden: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,7 +25,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         replay_capacity(conf, sequence_bytes(conf, spec)), length, *shapes, spec.stack,
         alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed, prefault=algo.replay_prefault,
     )
-    shared = SharedNet(R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device))
+    shared = SharedNet(R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
     epsilons = np.concatenate([actor_epsilons(ctx.num_train, algo.eps_base, algo.eps_alpha),
                                np.full(ctx.num_eval, conf.eval_epsilon)])
     queue = UnrollQueue(algo.unroll_queue_size) if conf.learner and algo.coupling == "unroll_queue" else None

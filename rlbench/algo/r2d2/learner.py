@@ -28,6 +28,7 @@ from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import insertion_batch
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
+from rlbench.precision import Amp, at_least_fp32
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.timing import OpTimer
 
@@ -39,6 +40,7 @@ class R2D2Learner(LearnerLoop):
         super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.replay, self.shared = net, algo, replay, shared
         self.device, self.num_train, self.queue = device, num_train, queue
+        self.amp = shared.amp if shared is not None else Amp()  # the job's precision (autocast, fp16 scaling)
         self.insert_batch = insertion_batch(algo.batch_size, algo.samples_per_insert)
         self.target = copy.deepcopy(net).requires_grad_(False)
         self.optimizer = KerasAdam(net.parameters(), lr=algo.learning_rate, eps=algo.adam_eps)
@@ -98,11 +100,12 @@ class R2D2Learner(LearnerLoop):
         with self.timer.op("forward_backward", device=True):
             loss, priorities = self._loss(batch, w)
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            self.amp.backward(loss)
             if self.algo.grad_clip > 0:
+                self.amp.unscale(self.optimizer)
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
         with self.timer.op("optimizer_step", device=True):
-            self.optimizer.step()
+            self.amp.step(self.optimizer)
             self.updates += 1
             if self.updates % self.algo.target_update == 0:
                 self.target.load_state_dict(self.net.state_dict())
@@ -118,17 +121,22 @@ class R2D2Learner(LearnerLoop):
 
     def _loss(self, b: dict, weights: torch.Tensor):
         """SEED RL's R2D2 loss on [burn_in + seq_len + 1] steps: burn-in from the stored state
-        (no gradient), seq_len trained steps, the last step only bootstraps."""
+        (no gradient), seq_len trained steps, the last step only bootstraps. The forwards run
+        at the job's precision (autocast); the Q values they return are fp32 (the heads run in
+        fp32), and the targets, value rescaling, TD errors, loss and priorities are computed in
+        fp32, outside autocast."""
         a, bi = self.algo, self.algo.burn_in
         state = self.net.unflatten_state(b["state"])
         inputs = [b["obs"], b["prev_action"], b["reward"], b["done"]]
         head = [x[:bi] for x in inputs]
         tail = [x[bi:] for x in inputs]
-        with torch.no_grad():
-            s_online = self.net(*head, state)[1] if bi else state
-            s_target = self.target(*head, state)[1] if bi else state
-            q_target = self.target(*tail, s_target)[0]
-        q_online = self.net(*tail, s_online)[0]
+        with self.amp.autocast():
+            with torch.no_grad():
+                s_online = self.net(*head, state)[1] if bi else state
+                s_target = self.target(*head, state)[1] if bi else state
+                q_target = self.target(*tail, s_target)[0]
+            q_online = self.net(*tail, s_online)[0]
+        q_online, q_target = at_least_fp32(q_online), at_least_fp32(q_target)
         targets = n_step_double_q_targets(
             b["reward"][bi:], b["done"][bi:], q_online.detach(), q_target, a.n_step, a.discount, a.rescale_eps
         )

@@ -10,8 +10,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlbench.algo.common.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
+from rlbench.algo.common.torsos import (
+    features,
+    full_precision,
+    lstm_core,
+    make_torso,
+    split_lstm_state,
+    zero_lstm_state,
+)
 from rlbench.algo.r2d2.config import NetworkConfig
+from rlbench.precision import at_least_fp32
 
 
 class R2D2Net(nn.Module):
@@ -36,7 +44,8 @@ class R2D2Net(nn.Module):
         """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""
         core_out, state = lstm_core(self.core, self.num_actions, features(self.torso, obs), prev_action, reward,
                                     done, state)
-        return self._dueling(core_out), state
+        with full_precision(core_out):  # Q values in fp32: the targets and priorities are made of them
+            return self._dueling(at_least_fp32(core_out)), state
 
     def _dueling(self, core_out: torch.Tensor) -> torch.Tensor:
         adv = self.advantage(core_out)

@@ -15,7 +15,7 @@ from rlbench.algo.vtrace.queue import UnrollQueue
 
 def build(ctx: AlgoContext) -> AlgoParts:
     conf, spec, algo = ctx.conf, ctx.spec, ctx.conf.algo
-    shared = SharedNet(VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device))
+    shared = SharedNet(VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
     state_size = 2 * algo.network.lstm_hidden  # (h, c), or nothing without an LSTM core
     unrolls = UnrollAssembler(ctx.num_train, algo.unroll_length + 1, 1, tuple(spec.obs_shape),
                               np.dtype(spec.obs_dtype), spec.num_actions, state_size, spec.stack)

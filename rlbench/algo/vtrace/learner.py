@@ -20,6 +20,7 @@ from rlbench.algo.common.keras_adam import KerasAdam
 from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.vtrace.math import loss_terms
 from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.precision import Amp, at_least_fp32
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.timing import OpTimer
 
@@ -31,12 +32,16 @@ def make_optimizer(params, a) -> torch.optim.Optimizer:
     return KerasAdam(params, lr=a.learning_rate, betas=(a.adam_beta1, 0.999), eps=a.adam_eps)
 
 
-def compute_loss(net, b: dict, a) -> dict:
+def compute_loss(net, b: dict, a, amp: Amp | None = None) -> dict:
     """SEED's agents/vtrace/learner.py compute_loss: the network runs over the unrolls with
     their raw rewards as its reward input; only the loss sees them clipped to
-    [-max_abs_reward, max_abs_reward] (0: not clipped)."""
+    [-max_abs_reward, max_abs_reward] (0: not clipped). The unroll runs at `amp`'s precision
+    (autocast); its logits and baseline come out fp32 (the heads run in fp32), and the V-trace
+    targets, importance weights and the loss terms are computed in fp32, outside autocast."""
     state = net.unflatten_state(b["state"])
-    logits, values, _ = net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
+    with (amp or Amp()).autocast():
+        logits, values, _ = net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
+    logits, values = at_least_fp32(logits), at_least_fp32(values)
     rewards = b["reward"].clamp(-a.max_abs_reward, a.max_abs_reward) if a.max_abs_reward else b["reward"]
     return loss_terms(logits, values, b["agent_out"], b["action"], rewards, b["done"], a.discount,
                       a.rho_bar, a.pg_rho_bar, a.lambda_, a.baseline_cost, a.entropy_cost)
@@ -47,6 +52,7 @@ class VTraceLearner(LearnerLoop):
                  actors_done: threading.Event, timer: OpTimer | None = None):
         super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.queue, self.shared, self.device = net, algo, queue, shared, device
+        self.amp = shared.amp if shared is not None else Amp()  # the job's precision (autocast, fp16 scaling)
         self.optimizer = make_optimizer(net.parameters(), algo)
         decay = (lambda u: max(0.0, 1.0 - u / update_target)) if algo.lr_decay else (lambda u: 1.0)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
@@ -73,11 +79,12 @@ class VTraceLearner(LearnerLoop):
         with self.timer.op("forward_backward", device=True):
             terms = self._loss(b)
             self.optimizer.zero_grad(set_to_none=True)
-            terms["total"].backward()
+            self.amp.backward(terms["total"])
             if a.grad_clip > 0:
+                self.amp.unscale(self.optimizer)
                 torch.nn.utils.clip_grad_norm_(self.net.parameters(), a.grad_clip)
         with self.timer.op("optimizer_step", device=True):
-            self.optimizer.step()
+            self.amp.step(self.optimizer)
             self.schedule.step()
             self.updates += 1
         if self.updates % a.publish_every == 0:
@@ -87,7 +94,7 @@ class VTraceLearner(LearnerLoop):
         return float(terms["total"].detach())
 
     def _loss(self, b: dict) -> dict:
-        return compute_loss(self.net, b, self.algo)
+        return compute_loss(self.net, b, self.algo, self.amp)
 
     def metrics(self) -> dict:
         m = {f"vtrace/{k}": v for k, v in self.last_terms.items()}

@@ -12,8 +12,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlbench.algo.common.torsos import features, lstm_core, make_torso, split_lstm_state, zero_lstm_state
+from rlbench.algo.common.torsos import (
+    features,
+    full_precision,
+    lstm_core,
+    make_torso,
+    split_lstm_state,
+    zero_lstm_state,
+)
 from rlbench.algo.vtrace.config import NetworkConfig
+from rlbench.precision import at_least_fp32
 
 
 class VTraceNet(nn.Module):
@@ -45,4 +53,6 @@ class VTraceNet(nn.Module):
         out = features(self.torso, obs)
         if self.hidden:
             out, state = lstm_core(self.core, self.num_actions, out, prev_action, reward, done, state)
-        return self.policy_logits(out), self.baseline(out).squeeze(-1), state
+        with full_precision(out):  # logits and baseline in fp32: V-trace's weights and targets are made of them
+            out = at_least_fp32(out)
+            return self.policy_logits(out), self.baseline(out).squeeze(-1), state
