@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rlbench.signals import raise_pending
+
 log = logging.getLogger(__name__)
 
 
@@ -80,6 +82,7 @@ def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0
         while True:
             woken.wait(max(next_tick - time.perf_counter(), 0.0))
             woken.clear()
+            raise_pending()  # a SIGTERM whose JobKilled a finalizer swallowed
             _raise_role_error(threads)
             now = time.perf_counter()
             ended = all(th.ended_at is not None for th in threads)

@@ -36,13 +36,30 @@ def sigterm_raises():
         return
 
     def _handler(signum, frame):
-        raise JobKilled(signum)
+        error = JobKilled(signum)
+        _pending[:] = [error]
+        raise error
 
     previous = signal.signal(signal.SIGTERM, _handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _pending.clear()
+
+
+# The JobKilled the SIGTERM handler last raised. Python runs a handler between any two
+# bytecodes of the main thread, finalizers and weakref callbacks included, and there an
+# exception is printed ("Exception ignored in ...") and dropped: the job went on (seen in CI:
+# inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending).
+_pending: list[JobKilled] = []
+
+
+def raise_pending() -> None:
+    """Raise the SIGTERM that a finalizer swallowed (see _pending), once; called by the job's
+    main loop every tick. After a raise that unwound the job this is never reached again."""
+    if _pending:
+        raise _pending.pop()
 
 
 @contextmanager
