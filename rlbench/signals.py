@@ -40,18 +40,25 @@ def sigterm_raises():
         _pending[:] = [error]
         raise error
 
-    previous = signal.signal(signal.SIGTERM, _handler)
+    def _unraisable(unraisable):  # a finalizer swallowed it: raise_pending raises it again, so no traceback
+        if not isinstance(unraisable.exc_value, JobKilled):
+            hook(unraisable)
+
+    previous, hook = signal.signal(signal.SIGTERM, _handler), sys.unraisablehook
+    sys.unraisablehook = _unraisable
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = hook
         _pending.clear()
 
 
 # The JobKilled the SIGTERM handler last raised. Python runs a handler between any two
 # bytecodes of the main thread, finalizers and weakref callbacks included, and there an
 # exception is printed ("Exception ignored in ...") and dropped: the job went on (seen in CI:
-# inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending).
+# inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending),
+# and sigterm_raises keeps Python from printing the dropped one's traceback.
 _pending: list[JobKilled] = []
 
 

@@ -173,12 +173,14 @@ def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(stor
     assert run.info.status == "FAILED" and "config.yaml" in run.data.tags["error"]
 
 
-def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop():
+def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(monkeypatch):
     """Python runs the SIGTERM handler between any two bytecodes, finalizers included, where its
     JobKilled is printed and dropped (CI: inside SQLAlchemy's registry cleanup, and the job ran
     on); raise_pending, called by run_roles every tick, raises it again, once."""
     from rlbench.signals import JobKilled, raise_pending, sigterm_raises
 
+    printed = []  # what Python's hook would print as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: printed.append(type(u.exc_value).__name__))
     with sigterm_raises():
         handler = signal.getsignal(signal.SIGTERM)
 
@@ -187,8 +189,16 @@ def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop()
                 handler(signal.SIGTERM, None)
 
         Finalized()  # collected at once: the JobKilled its __del__ raises is ignored
+        assert printed == []  # no "Exception ignored" traceback for it
         with pytest.raises(JobKilled):
             raise_pending()
         raise_pending()  # once
         Finalized()
+
+        class Broken:
+            def __del__(self):
+                raise ValueError("other errors in finalizers are still printed")
+
+        Broken()
+        assert printed == ["ValueError"]
     raise_pending()  # leaving the job forgets a SIGTERM that unwound it
