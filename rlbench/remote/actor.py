@@ -12,6 +12,7 @@ import os
 import queue
 import socket
 import time
+from typing import NamedTuple
 
 import grpc
 import numpy as np
@@ -50,15 +51,23 @@ def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None 
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         replies = pb_grpc.ActorsStub(channel).Connect(_requests(outbox), metadata=token_metadata(token))
         try:
-            return _run(address, env_cfg, spec, (envs, threads, env_nice), outbox, replies,
-                        report_every_s)
+            pool = _Pool(envs, threads, env_nice)
+            return _run(address, env_cfg, spec, pool, outbox, replies, report_every_s)
         finally:
             outbox.put(None)
             replies.cancel()
 
 
-def _run(address, env_cfg, spec, pool, outbox, replies, report_every_s) -> tuple[int, str]:
-    envs = pool[0]
+class _Pool(NamedTuple):
+    """The envs this process steps, its threads and their nice value."""
+
+    envs: int
+    threads: int
+    nice: int
+
+
+def _run(address, env_cfg, spec, pool: _Pool, outbox, replies, report_every_s) -> tuple[int, str]:
+    envs = pool.envs
     try:
         welcome = next(replies).welcome
     except StopIteration:
@@ -70,7 +79,7 @@ def _run(address, env_cfg, spec, pool, outbox, replies, report_every_s) -> tuple
             return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
         return 2, f"{PROG}: cannot reach the job at {address}: {e.code().name} ({e.details()})"
     ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
-    loop = _Loop(newest_frame_env(env_cfg, spec, *pool), spec, outbox, report_every_s,
+    loop = _Loop(newest_frame_env(env_cfg, spec, pool.envs, pool.threads, pool.nice), spec, outbox, report_every_s,
                  SpanBuffer(MAX_SPANS_PER_REPORT if welcome.spans else 0))
     try:
         loop.run(welcome.seed, replies)
