@@ -284,7 +284,8 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
         victim.send_signal(signal.SIGKILL)
         hub_log.wait_for(f"lost: 2 envs from {socket.gethostname()} (pid {victim.pid})", 30)
         replaced.update(victim=victim, survivor=survivor, new=_hand_started_actor(server, 2, "env=cartpole"))
-        hub_log.wait_for(f"(pid {replaced['new'].pid}) waits for 2 envs", 120)
+        # it waits for the range, or joins at once where the job took the loss with a step already in hand
+        hub_log.wait_for(f"(pid {replaced['new'].pid})", 120)
         survivor.send_signal(signal.SIGCONT)  # its step lets the job take the loss; the new one joins
 
     try:
