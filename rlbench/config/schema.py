@@ -116,6 +116,11 @@ class Config:
     # envs (actors + eval envs, less actor_server.remote_envs) are split as evenly as can be,
     # actor_threads likewise (at least one each).
     actor_procs: int = 0
+    # Actor tasks on other nodes (CPU nodes) per job, placed by the job's launcher through
+    # submitit (hydra/launcher=slurm: a SLURM array beside the learner's task; local_submitit:
+    # local processes); each is one actor process stepping an equal share of the envs on all of
+    # its node's CPUs over one gRPC stream to the job's central inference. 0 = none.
+    actor_hosts: int = 0
     actor_server: ActorServerConfig = field(default_factory=ActorServerConfig)
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
     sm_backend: str = "green_context"  # on CUDA: "green_context" or "mps" (needs the MPS daemon)

@@ -51,6 +51,7 @@ def _rules(c: Config, host: bool = True) -> Rules:
                                      "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0"),
         "eval_envs": int_at_least(0),
         "actor_procs": ((lambda v: v >= 0), "0 (the envs step in the job's process) or a number of local actor processes"),
+        "actor_hosts": ((lambda v: v >= 0), "0 (no actor tasks on other nodes) or a number of actor hosts"),
         "actor_server.remote_envs": ((lambda v: v >= 0), "an integer >= 0 (envs from actor processes started by hand)"),
         "actor_server.join_timeout_s": ((lambda v: v > 0), "seconds > 0"),
         "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
