@@ -109,13 +109,14 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
     """Runs recorded before actor_procs existed are still found by resume=true."""
     conf = validate(compose_cfg(["env=cartpole"]), host=False)
     d = dataclasses.asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "actor_procs", "actor_server", "precision"):
+    for key in ("tracking", "progress", "resume", "repeats", "actor_procs", "actor_hosts", "actor_server", "precision"):
         d.pop(key)
     import hashlib
     import json
 
     assert config_hash(conf) == hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
     assert config_hash(validate(compose_cfg(["env=cartpole", "actor_procs=2"]), host=False)) != config_hash(conf)
+    assert config_hash(validate(compose_cfg(["env=cartpole", "actor_hosts=2"]), host=False)) != config_hash(conf)
 
 
 @pytest.mark.e2e

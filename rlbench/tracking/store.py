@@ -230,9 +230,11 @@ def config_hash(conf) -> str:
     d = asdict(conf)
     for key in ("tracking", "progress", "resume", "repeats"):
         d.pop(key, None)
-    if not d.get("actor_procs") and not d.get("actor_server", {}).get("remote_envs"):
+    if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
         d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
         d.pop("actor_server", None)
+    if not d.get("actor_hosts"):
+        d.pop("actor_hosts", None)  # no actor tasks on other nodes: the same work as before the key existed
     if d.get("precision") == "fp32":
         d.pop("precision", None)  # the default: the same work as before the key existed
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
