@@ -146,11 +146,13 @@ def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_fr
     out = capsys.readouterr().out
     printed = float(re.search(r"^prediction_error=([0-9.]+)$", out.strip().splitlines()[-1]).group(1))
     prof = load_profile(profile)
-    errors = {"fps": [], "runtime_s": []}
+    errors, predicted = {"fps": [], "runtime_s": []}, set()
     for procs, (fps, runtime) in measured.items():
         p = predict_job(job_conf({"overrides": f"env=cartpole actors=4 eval_envs=0 actor_procs={procs}"}),
                         Machine(prof, prof))
         assert p.knobs["actor_procs"] == procs and p.actor_bound in (model.PROCS, model.INFERENCE, model.CORES)
+        predicted.add(round(p.fps, 3))
         errors["fps"].append(abs(p.fps - fps) / fps)
         errors["runtime_s"].append(abs(p.runtime_s - runtime) / runtime)
     assert printed == pytest.approx(max(statistics.median(v) for v in errors.values()), abs=6e-5)
+    assert len(predicted) == 3  # each job predicted with its own actor processes

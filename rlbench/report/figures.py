@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator, ScalarFormatter
 from rlbench.metrics import OPS, OTHER
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
-from rlbench.report.series import series
+from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.operations import legend_below, op_handles
@@ -350,15 +350,6 @@ def precision_scaling(study: Study) -> Drawn:
     _actor_panel(ax_rt, groups, [("runtime_s", "runtime_s", None)], "runtime_s (s)")
     _actor_panel(ax_fps, groups, [("fps", "fps", None)], f"fps ({_fps_units(study)})")
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title}); {TASK}")
-
-
-def actor_axis(jobs: list[JobRun]) -> str | None:
-    """The knob a sweep scales its actors out by: actor_hosts where it varies, else actor_procs
-    where it varies, else None."""
-    for key in ("actor_hosts", "actor_procs"):
-        if len({j.knob(key) or 0 for j in jobs}) > 1:
-            return key
-    return None
 
 
 def actor_hosts_scaling(study: Study) -> Drawn:
