@@ -48,6 +48,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--updates", type=number(int, lo=0), default=2, help="timed learner updates per unit count (default 2); 0 = none")
     p.add_argument("--corun-envs", type=number(int, lo=0), default=40, help="envs of the co-run (the actor loop alone and beside "
                                                               "the learner, per unit count); 0 = none")
+    p.add_argument("--rpc-frames", type=_ints, default=[1, 16], help="envs per actor process (frames per message) "
+                   "at which the actor protocol's cost is measured (default 1,16: a line per message and per env)")
+    p.add_argument("--rpc-seconds", type=number(float, lo=0), default=1.5, help="seconds of messages per --rpc-frames "
+                   "point (default 1.5); 0 = not measured")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
     p.add_argument("--experiment", default="rlbench-profiles")
     p.add_argument("--no-log", action="store_true", help="print only; log nothing to MLflow")
@@ -80,8 +84,41 @@ def _measure(conf, args) -> dict:
     updates = [update_time(conf, u, args.updates, power) for u in args.units] if args.updates else []
     co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
           if args.updates and args.corun_envs else [])
+    rpc = rpc_rows(conf, args)
     return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power,
-            "peak": peak}
+            "peak": peak, "rpc": rpc}
+
+
+def rpc_rows(conf, args) -> list[dict]:
+    """The actor protocol's cost (rlbench/predict/rpc.py), or one row of nulls saying why not."""
+    from rlbench.predict.rpc import ROW_KEYS, rpc_cost
+
+    if not args.rpc_seconds:
+        return [{k: None for k in ROW_KEYS} | {"reason": "not measured (--rpc-seconds 0)"}]
+    return rpc_cost(conf.env, args.rpc_frames, args.rpc_seconds)
+
+
+def rpc_metrics(rows: list[dict]) -> tuple[dict[str, float], dict[str, str]]:
+    """The profile run's metrics of the actor protocol (docs/metrics.md, "Profile runs"): the
+    fitted CPU per message and per env of each side, message bytes per env step at the largest
+    size measured, the loopback round trip and an actor process's start; a value that could not
+    be measured is absent and the tag `rpc_unmeasured` says why (never a zero)."""
+    from rlbench.predict.rpc import fit_rpc
+
+    fit = fit_rpc(rows) or {}
+    m = {}
+    for key, name in (("actor_cpu_s", "rpc_actor"), ("server_cpu_s", "rpc_server")):
+        if key in fit:
+            m |= {f"{name}_us_per_msg": 1e6 * fit[key][0], f"{name}_us_per_env": 1e6 * fit[key][1]}
+    big = max((r for r in rows if r.get("bytes_up") is not None), key=lambda r: r["frames"], default=None)
+    if big is not None:
+        m["wire_bytes_per_step"] = (big["bytes_up"] + big["bytes_down"]) / big["frames"]
+    rtts = [r["rtt_p50_ms"] for r in rows if r.get("rtt_p50_ms") is not None]
+    starts = [r["start_s"] for r in rows if r.get("start_s") is not None]
+    m |= {"rpc_rtt_ms": min(rtts)} if rtts else {}
+    m |= {"actor_start_s": max(starts)} if starts else {}
+    why = "; ".join(dict.fromkeys(r["reason"] for r in rows if r.get("reason")))
+    return m, ({"rpc_unmeasured": why} if why else {})
 
 
 def figure(curves: dict, path: Path) -> Path:
@@ -136,6 +173,9 @@ def log_profile(conf, args, curves: dict) -> str:
     params = {"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads, "envs": args.envs,
               "batches": args.batches, "units": args.units, "precision": conf.precision}
     metrics = {peak_metric(conf.precision): curves["peak"]["tflops"]}
+    rpc, why = rpc_metrics(curves["rpc"])
+    metrics |= rpc
+    tags |= why
     for u, (fixed, per_env) in curves["fit"].items():
         metrics |= {f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env}
     tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
@@ -218,6 +258,14 @@ def _main(argv: list[str] | None) -> int:
         print(f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
               f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "
               f"{r['corun_update_s']:.2f} s")
+    for r in curves["rpc"]:
+        if r.get("server_cpu_s") is None:
+            print(f"actor protocol: not measured: {r['reason']}")
+            continue
+        actor = f"{1e6 * r['actor_cpu_s']:.0f} us" if r["actor_cpu_s"] is not None else f"not measured ({r['reason']})"
+        print(f"actor protocol, {r['frames']} envs per message ({r['messages']} messages): CPU per message: actor "
+              f"{actor}, server {1e6 * r['server_cpu_s']:.0f} us; {r['bytes_up']:.0f} bytes up, {r['bytes_down']:.0f} "
+              f"down; round trip p50 {r['rtt_p50_ms']} ms; the process joined after {r['start_s']:.1f} s")
     if not args.no_log:
         print(f"profile logged as run {log_profile(conf, args, curves)} in experiment {args.experiment}")
     return 0

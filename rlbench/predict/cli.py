@@ -18,6 +18,29 @@ PROFILES = "rlbench-profiles"
 
 
 PROG = "rlbench.predict"  # the refusals' prefix: `rlbench.predict: --flag=value: ... allowed: ...`
+BITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}  # tc's rate units (decimal)
+SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def link(text: str):
+    """`--link BANDWIDTH,LATENCY` (e.g. 10gbit,0.1ms; one-way latency): a model.Link."""
+    import argparse
+    import re
+
+    from rlbench.predict.model import Link
+
+    allowed = (f"{text}: allowed: BANDWIDTH,LATENCY, a rate in {'/'.join(BITS)} and a one-way latency in "
+               f"{'/'.join(SECONDS)}, both finite, the rate > 0, e.g. 10gbit,0.1ms")
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-z]+)\s*,\s*([0-9.eE+-]+)\s*([a-z]+)\s*", text.lower())
+    if not m or m.group(2) not in BITS or m.group(4) not in SECONDS:
+        raise argparse.ArgumentTypeError(allowed)
+    try:
+        rate, latency = float(m.group(1)) * BITS[m.group(2)], float(m.group(3)) * SECONDS[m.group(4)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(allowed) from None
+    if not (0 < rate < float("inf") and 0 <= latency < float("inf")):
+        raise argparse.ArgumentTypeError(allowed)
+    return Link(rate, latency)
 
 
 def parse(argv: list[str] | None):
@@ -26,6 +49,8 @@ def parse(argv: list[str] | None):
     p = Parser(prog=PROG, description=__doc__,
                                 epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
                                        "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
+                                       "  python -m rlbench.predict actor_hosts=8 --link 10gbit,0.1ms\n"
+                                       "  python -m rlbench.predict --grid actor_hosts=1,2,4,8,16 --link 10gbit,0.1ms\n"
                                        "  python -m rlbench.predict --validate --sweep <parent run id>",
                                 formatter_class=RawDescription)
     p.add_argument("--profile", metavar="RUN_ID", help="profile run (default: the newest of this host and env)")
@@ -33,6 +58,10 @@ def parse(argv: list[str] | None):
     p.add_argument("--gpu-profile", metavar="RUN_ID", help="what-if: inference and the learner from this profile")
     p.add_argument("--threads", type=number(int, lo=1), help="what-if: the actor host has N hardware threads (an estimate: "
                                                "stepping assumed to scale linearly with threads)")
+    p.add_argument("--link", type=link, help="actor_hosts: the network between them and the learner's host, "
+                                               "BANDWIDTH,LATENCY (one way), e.g. 10gbit,0.1ms (an estimate)")
+    p.add_argument("--actor-host-cpus", type=number(int, lo=1), help="actor_hosts: an actor host's hardware threads "
+                                                                   "(default: the profile's host's, an assumption)")
     p.add_argument("--grid", action="store_true", help="comma lists in the overrides expand to a grid: a table, "
                                                        "a figure and the recommended ratio")
     p.add_argument("--validate", action="store_true", help="predict every finished job of --sweep and measure the error")
@@ -45,7 +74,8 @@ def parse(argv: list[str] | None):
     a = p.parse_args(argv)
     if a.validate != bool(a.sweep):
         p.error("--validate and --sweep go together: --validate --sweep <parent run id>")
-    if a.validate and (a.grid or a.overrides or a.threads or a.cpu_profile or a.gpu_profile):
+    if a.validate and (a.grid or a.overrides or a.threads or a.cpu_profile or a.gpu_profile or a.link
+                       or a.actor_host_cpus):
         p.error("--validate predicts the sweep's own jobs on their own host: allowed with it: --profile, "
                 "--tracking-uri, --no-log")
     if a.profile and (a.cpu_profile or a.gpu_profile):
@@ -92,7 +122,7 @@ def machine(a, host: str, env_id: str, algo: str, precision: str = "fp32"):
     if a.cpu_profile or a.gpu_profile:
         if not (a.cpu_profile and a.gpu_profile):
             raise ProfileError("--cpu-profile and --gpu-profile go together (a what-if combines both)")
-        return Machine(load_profile(a.cpu_profile), load_profile(a.gpu_profile), a.threads)
+        return Machine(load_profile(a.cpu_profile), load_profile(a.gpu_profile), a.threads, *network(a))
     if a.profile:
         p = load_profile(a.profile)
     else:
@@ -103,7 +133,12 @@ def machine(a, host: str, env_id: str, algo: str, precision: str = "fp32"):
                                f"on that host: python -m rlbench.profile env=<env> algo=<algo> precision={precision} "
                                f"(or name one: --profile <run id>)")
         p = load_profile(found[0])
-    return Machine(p, p, a.threads)
+    return Machine(p, p, a.threads, *network(a))
+
+
+def network(a) -> tuple:
+    """(link, actor host CPUs) from the command line (None where not given; --validate has neither)."""
+    return getattr(a, "link", None), getattr(a, "actor_host_cpus", None)
 
 
 def show(pred, frames: int) -> list[str]:
@@ -128,14 +163,15 @@ def names(ms: dict) -> str:
 
 def run_grid(a, confs, ms: dict) -> int:
     from rlbench.predict.jobs import predict_job
-    from rlbench.predict.report import GRID_COLUMNS, grid_figure, recommend, table
+    from rlbench.predict.report import grid_columns, grid_figure, recommend, saturation, table
 
     m = next(iter(ms.values()))
     preds = [predict_job(c, ms[c.precision]) for c in confs]
     print(f"predicted with {names(ms)} — a model's predictions, not measurements "
           f"(task: {confs[0].workload.frames} frames):")
-    rows = [[p.row()[k] for k in GRID_COLUMNS] for p in preds]
-    print(table(list(GRID_COLUMNS), rows))
+    columns = grid_columns(preds)
+    rows = [[p.row().get(k) for k in columns] for p in preds]
+    print(table(list(columns), rows))
     for n in dict.fromkeys(n for p in preds for n in p.notes):
         print(f"  {n}")
     best = recommend(preds)
@@ -150,12 +186,15 @@ def run_grid(a, confs, ms: dict) -> int:
     print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
           + " ".join(f"{k}={v}" for k, v in best.knobs.items())
           + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
+    line = saturation(preds)
+    if line:
+        print(line)
     out = a.out or Path("predictions") / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "grid.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(GRID_COLUMNS)
-        w.writerows([p.row()[k] for k in GRID_COLUMNS] for p in preds)
+        w.writerow(columns)
+        w.writerows(rows)
     grid_figure(preds, best, names(ms) if len(ms) > 1 else m.names(), out / "grid.png")
     print(f"wrote {out / 'grid.csv'} and {out / 'grid.png'}")
     return 0

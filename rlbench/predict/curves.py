@@ -38,6 +38,7 @@ class Profile:
     corun: list[dict] = field(default_factory=list)
     power: list[dict] = field(default_factory=list)
     params: dict = field(default_factory=dict)
+    rpc: list[dict] = field(default_factory=list)  # the actor protocol's cost (rlbench/predict/rpc.py)
 
     @property
     def device(self) -> str:
@@ -87,7 +88,7 @@ def load_profile(run_id: str) -> Profile:
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
     return Profile(run_id, run.tags, tables["env"], tables["inference"], tables["update"], tables["corun"],
-                   tables["power"], run.params)
+                   tables["power"], run.params, tables.get("rpc") or [])
 
 
 def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
@@ -208,3 +209,20 @@ def sharing(p: Profile, units: int, notes: list[str]) -> tuple[float, float, flo
     f_a = max(1.0, r["loop_sps"] / r["corun_sps"])
     f_l = max(1.0, r["corun_update_s"] / update_s(p, u, quiet))
     return overhead, demand / f_a, demand / f_l
+
+
+def rpc_fit(p: Profile) -> dict:
+    """The actor protocol's cost per message as fixed + per env (rlbench/predict/rpc.py
+    fit_rpc) and the seconds until an actor process joined; ValueError naming what is missing
+    where the profile did not measure it (a profile from before issue 27, or --rpc-seconds 0)."""
+    from rlbench.predict.rpc import fit_rpc
+
+    fit = fit_rpc(p.rpc) or {}
+    missing = [k for k in ("actor_cpu_s", "server_cpu_s", "bytes_up") if k not in fit]
+    if missing:
+        why = "; ".join(dict.fromkeys(r["reason"] for r in p.rpc if r.get("reason"))) or "no rpc.json table"
+        raise ValueError(f"{p.label()} did not measure the actor protocol's {', '.join(missing)} ({why}); a job with "
+                         "actor processes or actor hosts needs it: allowed: a profile that measured it "
+                         "(python -m rlbench.profile, --rpc-seconds > 0)")
+    starts = [r["start_s"] for r in p.rpc if r.get("start_s") is not None]
+    return fit | {"start_s": max(starts) if starts else 0.0}

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rlbench.algo import config_module
+from rlbench.envs import family
 from rlbench.plan import envs_of
 from rlbench.predict import model
-from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, sharing, update_s
+from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, rpc_fit, sharing, update_s
 from rlbench.predict.power import task_energy
 from rlbench.resources import cpu_gpu_ratio
 
@@ -21,6 +22,8 @@ class Machine:
     cpu: Profile
     gpu: Profile
     threads: int | None = None
+    link: model.Link | None = None       # --link: between actor hosts and the learner's host (an estimate)
+    actor_host_cpus: int | None = None   # --actor-host-cpus: an actor host's hardware threads
 
     @property
     def cores(self) -> int:
@@ -106,6 +109,8 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     on_cpu = m.gpu.device == "cpu"
     planned = envs_of(conf, m.cores)  # the envs, threads and batch as the job's plan decides them on m
     threads, envs, batch = planned.actor_threads, planned.total, planned.inference_batch
+    remote = remote_of(conf, m, envs, notes)
+    step_threads, step_envs = (remote.threads, max(1, round(envs / remote.procs))) if remote else (threads, envs)
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:
@@ -118,21 +123,66 @@ def predict_job(conf, m: Machine) -> JobPrediction:
         notes.append(f"estimate: {why}, so the actors and the learner share the cores ideally (processor sharing, "
                      "no loop overhead)")
     overhead, cores_a, cores_l = shared or (1.0, 0.0, 0.0)
-    costs = model.Costs(env_step_s=env_step_s(m.cpu, threads, envs, notes), actor_threads=threads,
+    costs = model.Costs(env_step_s=env_step_s(m.cpu, step_threads, step_envs, notes), actor_threads=threads,
                         infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
                         update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores,
                         loop_overhead=overhead, share_cores_actors=cores_a, share_cores_learner=cores_l)
     start, per_update = learner_data(conf)
     p = model.predict(costs, conf.actors, conf.workload.frames, conf.env.frameskip, updates, batch=batch,
                       learner_start_steps=start, learner_threads=u if on_cpu else 0, steps_per_update=per_update,
-                      eval_envs=planned.eval, start_s=reset_s(m.cpu, threads, envs, notes), queue=unroll_queue(conf))
+                      eval_envs=planned.eval, start_s=start_s(m, remote, threads, envs, notes), queue=unroll_queue(conf),
+                      remote=remote)
     learner_time = p.learner_s if updates else 0.0  # the learner's wall time, from the task's start (its metric)
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch,
-             "precision": conf.precision}
+             "precision": conf.precision} | {k: getattr(conf, k) for k in ("actor_procs", "actor_hosts") if getattr(conf, k)}
     joules, how = energy(p, m, u)
     return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
                          p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,
                          p.actor_bound, joules, how, notes)
+
+
+def remote_of(conf, m: Machine, envs: int, notes: list[str]) -> model.Remote | None:
+    """The job's actor processes as the model sees them (model.Remote), or None where its envs
+    step in its own process. actor_hosts H: one process on each of H hosts of --actor-host-cpus
+    hardware threads (default: as many as the profile's host, an assumption), all of them
+    stepping, across --link (default: none, an assumption); actor_procs P: P processes on the
+    learner's host, each with the family's whole pool of threads (rlbench/plan.py)."""
+    if not (conf.actor_hosts or conf.actor_procs or conf.actor_server.remote_envs):
+        return None
+    fam, fit = family(conf.env.kind), rpc_fit(m.cpu)
+    costs = {"actor_s": fit["actor_cpu_s"], "server_s": fit["server_cpu_s"], "bytes_up": fit["bytes_up"],
+             "bytes_down": fit.get("bytes_down", (0.0, 0.0)), "start_s": fit["start_s"]}
+    if conf.actor_server.remote_envs:
+        notes.append(f"estimate: actor_server.remote_envs={conf.actor_server.remote_envs} (actors started by hand) "
+                     "modelled as processes on this host like actor_procs'")
+    if not conf.actor_hosts:
+        procs = max(1, conf.actor_procs) + (1 if conf.actor_server.remote_envs else 0)
+        pool = fam.hardware_threads(conf.actor_threads, m.cores)
+        return model.Remote(procs, pool, 0, m.cores, **costs)
+    cpus = m.actor_host_cpus or m.cpu.hardware_threads
+    if not m.actor_host_cpus:
+        notes.append(f"assumption: each actor host has {cpus} hardware threads and steps envs as {m.cpu.label()} "
+                     "(--actor-host-cpus N to say otherwise)")
+    if m.link is None:
+        notes.append("assumption: no --link given: the network between the actor hosts and the learner's host adds "
+                     "no time and no bandwidth limit (--link 10gbit,0.1ms to model one)")
+    if conf.actor_hosts > envs:
+        raise ValueError(f"actor_hosts={conf.actor_hosts}: each actor host steps at least one env; the job has {envs} "
+                         f"(actors + eval envs); allowed: actor_hosts <= {envs}")
+    return model.Remote(conf.actor_hosts, fam.hardware_threads(None, cpus), conf.actor_hosts, cpus,
+                        link=m.link or model.Link(), **costs)
+
+
+def start_s(m: Machine, remote: model.Remote | None, threads: int, envs: int, notes: list[str]) -> float:
+    """Seconds before the first step: the envs' first reset, and with actor processes their
+    start first (the profile's: Python, the imports, joining; processes on the learner's host
+    start together on its cores, so many take longer: x max(1, procs / cores)); an actor host
+    resets its own envs on its own threads."""
+    if remote is None:
+        return reset_s(m.cpu, threads, envs, notes)
+    if remote.hosts:
+        return remote.start_s + reset_s(m.cpu, remote.threads, max(1, round(envs / remote.procs)), notes)
+    return remote.start_s * max(1.0, remote.procs / m.cores) + reset_s(m.cpu, threads, envs, notes)
 
 
 def energy(p: model.Prediction, m: Machine, units: int) -> tuple[float | None, str]:

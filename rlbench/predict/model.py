@@ -48,9 +48,11 @@ is not there yet.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 ENV, INFERENCE, CORES, SYNC, LEARNER = "env stepping", "inference", "cores", "env stepping + inference", "learner"
+PROCS, HOSTS, NETWORK = "actor processes", "actor hosts", "network"
 
 
 @dataclass(frozen=True)
@@ -107,10 +109,100 @@ class UnrollQueue:
         return self.first_take + (updates - 1) * self.take if updates > 0 else 0
 
 
-def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0) -> tuple[float, str]:
+@dataclass(frozen=True)
+class Link:
+    """The network between the actor hosts and the learner's host, each way: `bandwidth_bps`
+    bits per second (inf: a loopback that adds nothing) and `latency_s` one way."""
+    bandwidth_bps: float = math.inf
+    latency_s: float = 0.0
+
+    def seconds(self, nbytes: float) -> float:
+        return 8 * nbytes / self.bandwidth_bps if math.isfinite(self.bandwidth_bps) else 0.0
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Envs stepped in actor processes over the actor protocol (rlbench/remote/), each process
+    lock-stepping its envs and sending one message per vector step (SEED's actor). Per message
+    of k envs (a line each, from the profile's RPC measurement, rlbench/predict/rpc.py):
+    actor_s(k) CPU seconds on the actor's side, server_s(k) on the learner host's (gRPC,
+    decoding, frame stacks), bytes_up(k) / bytes_down(k) message bytes each way."""
+    procs: int                       # actor processes (actor_procs, or one per actor host)
+    threads: int                     # hardware threads each process steps its envs on
+    hosts: int                       # 0: the processes share the learner's host; H: one on each of H actor hosts
+    host_cpus: int                   # hardware threads of an actor host (hosts > 0)
+    actor_s: tuple[float, float]     # (fixed per message, per env)
+    server_s: tuple[float, float]
+    bytes_up: tuple[float, float]
+    bytes_down: tuple[float, float] = (0.0, 0.0)
+    link: Link = Link()
+    start_s: float = 0.0             # seconds until a process has started and joined (before the envs' reset)
+
+    @staticmethod
+    def line(fit: tuple[float, float], k: float) -> float:
+        return fit[0] + fit[1] * k
+
+
+def remote_rate(c: Costs, r: Remote, actors: int, batch: int = 0, eval_envs: int = 0) -> tuple[float, str]:
+    """(training agent steps per second, the stage that bounds it) with the envs in actor
+    processes (docs/predict.md, "The network"). n = actors + eval_envs envs, e = n / procs per
+    process; central inference takes whole messages, m = min(procs, ceil(batch / e)) of them
+    (b = m e envs) per forward (batch 0 or >= n: all). The stages, in env steps per second:
+      processes  procs e / cycle, cycle = e env_step_s / min(threads, e) + actor_s(e)
+                 + link(bytes_up(e) + bytes_down(e)) + 2 latency + m server_s(e) + infer(b)
+                 (a process lock-steps: it waits for its round trip, its forward included)
+      inference  b / (infer(b) + m server_s(e))      (the job's driver thread and the GIL)
+      network    bandwidth / 8 / (bytes_up(e) / e)   (the learner host's link, actor hosts only)
+      cores      of the learner's host: cores / (infer_threads infer(b) / b + server_s(e) / e
+                 [+ env_step_s + actor_s(e) / e where the processes share it]); of the actor
+                 hosts: hosts host_cpus / (env_step_s + actor_s(e) / e)
+    each / g (the loop overhead), scaled to the training envs by actors / n."""
+    if actors < 1 or r.procs < 1 or r.threads < 1 or eval_envs < 0:
+        raise ValueError(f"actors={actors}, procs={r.procs}, threads={r.threads} must be >= 1, eval_envs={eval_envs} >= 0")
+    n = actors + eval_envs
+    e = n / r.procs
+    m = r.procs if batch <= 0 or batch >= n else min(r.procs, math.ceil(batch / e))
+    b = m * e
+    a, s = r.line(r.actor_s, e), r.line(r.server_s, e)
+    up, down = r.line(r.bytes_up, e), r.line(r.bytes_down, e)
+    cycle = (e * c.env_step_s / min(r.threads, e) + a + r.link.seconds(up + down) + 2 * r.link.latency_s
+             + m * s + c.infer_s(b))
+    caps = {HOSTS if r.hosts else PROCS: r.procs * e / cycle, INFERENCE: b / (c.infer_s(b) + m * s)}
+    if r.hosts and math.isfinite(r.link.bandwidth_bps):
+        caps[NETWORK] = r.link.bandwidth_bps / 8 / (up / e)
+    if r.hosts:
+        caps[f"{CORES} of the actor hosts"] = r.hosts * r.host_cpus / (c.env_step_s + a / e)
+    if c.cores:
+        caps[CORES] = c.cores / learner_host_s(c, r, n, b, e)
+    bound = min(caps, key=caps.get)
+    return caps[bound] * actors / n / c.loop_overhead, bound
+
+
+def learner_host_s(c: Costs, r: Remote, n: int, b: float, e: float) -> float:
+    """CPU seconds on the learner's host per env step with actor processes: its share of a
+    forward on infer_threads threads and of the server's work per message, plus, where the
+    processes run on that host (hosts 0), the env step and the actor's side of the message."""
+    own = c.infer_threads * c.infer_s(b) / b + r.line(r.server_s, e) / e
+    return own if r.hosts else own + c.env_step_s + r.line(r.actor_s, e) / e
+
+
+def forward_envs(r: Remote | None, n: int, batch: int) -> float:
+    """Envs per forward: the resolved batch (0 or >= n: all) or, with actor processes, whole
+    messages of n / procs envs until it is reached."""
+    if r is None:
+        return n if batch <= 0 or batch >= n else batch
+    e = n / r.procs
+    return n if batch <= 0 or batch >= n else min(r.procs, math.ceil(batch / e)) * e
+
+
+def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0,
+               remote: Remote | None = None) -> tuple[float, str]:
     """(training agent steps per second, the stage that bounds it); see the module doc.
     `eval_envs` evaluation envs step and infer alongside the actors (a job's eval_envs) but
-    their steps do not count: the rate of all envs is scaled by actors / (actors + eval_envs)."""
+    their steps do not count: the rate of all envs is scaled by actors / (actors + eval_envs).
+    `remote`: the envs step in actor processes (remote_rate)."""
+    if remote is not None:
+        return remote_rate(c, remote, actors, batch, eval_envs)
     if actors < 1 or c.actor_threads < 1 or eval_envs < 0:
         raise ValueError(f"actors={actors}, actor_threads={c.actor_threads} must be >= 1, eval_envs={eval_envs} >= 0")
     n = actors + eval_envs
@@ -144,18 +236,22 @@ def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> i
     return actors * (length + (per_actor - 1) * stride)
 
 
-def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 0) -> float:
-    """Cores the actors and central inference keep busy at `sps` training steps/s: each env
-    step costs env_step_s of an env thread and its share of a forward on infer_threads
-    threads; the eval envs add their steps in proportion."""
+def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 0, remote: Remote | None = None) -> float:
+    """Cores the actors and central inference keep busy on the learner's host at `sps`
+    training steps/s: each env step costs env_step_s of an env thread and its share of a
+    forward on infer_threads threads; the eval envs add their steps in proportion. With actor
+    processes, what each env step costs that host (learner_host_s)."""
     n = actors + eval_envs
-    b = n if batch <= 0 or batch >= n else batch
-    return sps * n / actors * c.loop_overhead * (c.env_step_s + c.infer_threads * c.infer_s(b) / b)
+    b = forward_envs(remote, n, batch)
+    per_step = (c.env_step_s + c.infer_threads * c.infer_s(b) / b if remote is None
+                else learner_host_s(c, remote, n, b, n / remote.procs))
+    return sps * n / actors * c.loop_overhead * per_step
 
 
 def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
             learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
-            eval_envs: int = 0, start_s: float = 0.0, queue: UnrollQueue | None = None) -> Prediction:
+            eval_envs: int = 0, start_s: float = 0.0, queue: UnrollQueue | None = None,
+            remote: Remote | None = None) -> Prediction:
     """The task's time in three phases after `start_s` (the envs' first reset, before any
     step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
@@ -169,10 +265,12 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     learner_threads x min(1, sps x update_s / steps_per_update) (the share cancels).
 
     `queue` (SEED's unroll queue; None = no coupling): the task is followed update by update
-    (`paced`), the actors stepping on past the frames until the learner has its unrolls."""
-    sps0, actor_bound = actor_rate(c, actors, batch, eval_envs)
+    (`paced`), the actors stepping on past the frames until the learner has its unrolls.
+    `remote`: the envs step in actor processes (remote_rate; their reset is whole before the
+    first step: the job's reset returns once every process sent its first frames)."""
+    sps0, actor_bound = actor_rate(c, actors, batch, eval_envs, remote)
     steps = frames / frameskip
-    lag = reset_in_clock(start_s, actors, batch, eval_envs)
+    lag = reset_in_clock(start_s, actors, batch, eval_envs) if remote is None else 0.0
     t1 = min(learner_start_steps, steps) / sps0
     left = steps - min(learner_start_steps, steps)
     if not updates:
@@ -181,7 +279,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share_a = share_l = 1.0
     if c.cores and learner_threads:
-        demand = actor_cores(c, actors, batch, sps0, eval_envs) + learner_threads * busy
+        demand = actor_cores(c, actors, batch, sps0, eval_envs, remote) + learner_threads * busy
         share_a = min(1.0, (c.share_cores_actors or c.cores) / demand)
         share_l = min(1.0, (c.share_cores_learner or c.cores) / demand)
     sps_s = sps0 * share_a
@@ -190,7 +288,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
         update_rate = min(update_rate, sps_s / steps_per_update)
     if queue is not None and steps_per_update > 0:
         n = actors + eval_envs
-        group = max(1, (batch if 0 < batch < n else n) * actors // n)  # training envs per forward
+        group = max(1, int(forward_envs(remote, n, batch) * actors // n))  # training envs per forward
         return paced(c, queue, actors, steps, updates, (sps0, actor_bound), sps_s, share_l, start_s, group, lag)
     if left / sps_s <= updates / update_rate:  # the actors finish first: a learner tail, alone
         t2 = left / sps_s

@@ -10,6 +10,33 @@ GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "preci
                 "learner_updates_per_s", "runtime_s", "bound")
 
 
+REMOTE_KNOBS = ("actor_procs", "actor_hosts")  # columns only where a configuration has them
+
+
+def grid_columns(preds) -> tuple[str, ...]:
+    """GRID_COLUMNS, with actor_procs / actor_hosts after actor_threads where any configuration sets them."""
+    extra = tuple(k for k in REMOTE_KNOBS if any(p.knobs.get(k) for p in preds))
+    i = GRID_COLUMNS.index("actor_threads") + 1
+    return GRID_COLUMNS[:i] + extra + GRID_COLUMNS[i:]
+
+
+def saturation(preds, key: str = "actor_hosts", within: float = 0.05) -> str | None:
+    """Where more actor hosts (or processes) stop helping: the fewest of `key` whose predicted
+    runtime_s is within `within` of the grid's best, what bounds it there and at the most;
+    None where the grid does not vary `key`."""
+    values = {p.knobs.get(key, 0) for p in preds}
+    if len(values) < 2:
+        return None
+    best = min(p.runtime_s for p in preds)
+    enough = min((p for p in preds if p.runtime_s <= best * (1 + within)), key=lambda p: (p.knobs.get(key, 0), p.runtime_s))
+    most = max(preds, key=lambda p: (p.knobs.get(key, 0), -p.runtime_s))
+    what = key.replace("_", " ")
+    return (f"recommended {what} per learner host: {enough.knobs.get(key, 0)} (predicted runtime_s "
+            f"{enough.runtime_s:.1f} s, fps {enough.fps:.0f}, within {within:.0%} of the best {best:.1f} s; bound: "
+            f"{enough.bound}); more stop helping: at {most.knobs.get(key, 0)} the bound is {most.bound} "
+            f"(runtime_s {most.runtime_s:.1f} s, fps {most.fps:.0f})")
+
+
 def _cell(v) -> str:
     if v is None:
         return "n/a"
@@ -88,14 +115,14 @@ def validation_figure(checked, names: str, error: float, path: Path | None = Non
     """Predicted against measured fps and runtime_s per job, with y = x and a +-15% band; the
     Figure, saved to `path` when given."""
     fig, axes = _figure(2)
-    short = {"actors": "a", "actor_threads": "t", "sm_limit": "u"}
-    varying = [k for k in short if len({c.predicted.knobs[k] for c in checked}) > 1] or ["actors"]
+    short = {"actors": "a", "actor_threads": "t", "sm_limit": "u", "actor_procs": "p", "actor_hosts": "h"}
+    varying = [k for k in short if len({c.predicted.knobs.get(k, 0) for c in checked}) > 1] or ["actors"]
     for ax, key in zip(axes, ("fps", "runtime_s")):
         measured = [c.measured[key] for c in checked]
         predicted = [getattr(c.predicted, key) for c in checked]
         ax.scatter(measured, predicted, zorder=3)
         for c, x, y in zip(checked, measured, predicted):
-            ax.annotate("/".join(f"{c.predicted.knobs[k]}{short[k]}" for k in varying), (x, y), fontsize=7,
+            ax.annotate("/".join(f"{c.predicted.knobs.get(k, 0)}{short[k]}" for k in varying), (x, y), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
         lo, hi = 0.8 * min(measured + predicted), 1.1 * max(measured + predicted)
         ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")

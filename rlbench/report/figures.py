@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator, ScalarFormatter
 from rlbench.metrics import OPS, OTHER
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.records import JobRun, Study
-from rlbench.report.series import series
+from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.operations import legend_below, op_handles
@@ -352,9 +352,44 @@ def precision_scaling(study: Study) -> Drawn:
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title}); {TASK}")
 
 
+def actor_hosts_scaling(study: Study) -> Drawn:
+    """fps and runtime_s vs actor hosts (or actor processes), with the learner's rate as the
+    ceiling: on fps, the task's frames over the learner's busy time (learner_ceiling_fps); on
+    runtime_s, that busy time as the floor (the task cannot end before its learner)."""
+    from rlbench.report.verdict import learner_ceiling_fps
+
+    name, title = "actor_hosts_scaling", "Scaling out: actor hosts (or processes) per learner"
+    axis = actor_axis(study.finished)
+    if axis is None:
+        return Drawn(name, title, None, "needs finished jobs at two or more actor_hosts (or actor_procs)")
+    what = axis.replace("_", " ")
+    jobs = sorted(study.finished, key=lambda j: j.knob(axis) or 0)
+    fig = new_figure(11, 4.2)
+    ax_fps, ax_rt = fig.subplots(1, 2)
+    for ax, metric, label in ((ax_fps, "fps", f"fps ({_fps_units(study)})"), (ax_rt, "runtime_s", "runtime_s (s)")):
+        pts = [(j.knob(axis), j.value(metric)) for j in jobs if j.value(metric) is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=f"{metric} (measured)", gid=f"{metric}|all jobs")
+        ceiling = [(j.knob(axis), c if metric == "fps" else j.value("frames") / c) for j in jobs
+                   if (c := learner_ceiling_fps(j.metrics)) is not None]
+        if ceiling:
+            ax.plot(*zip(*ceiling), ls="--", color="k", label="the learner's rate" if metric == "fps"
+                    else "the learner's busy time", gid=f"learner_ceiling|{metric}")
+        ax.set(xlabel=what, ylabel=label)
+        _log2_axis(ax, [j.knob(axis) for j in jobs])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=LEGEND_SIZE)
+    missing = [j.name for j in jobs if learner_ceiling_fps(j.metrics) is None]
+    note = (f"the learner's rate not drawn for {', '.join(missing)} (no learner_share, frames or runtime_s)"
+            if missing else "")
+    sub = (f"{title} ({study.title}); the learner's rate: the task's frames / the learner's busy time "
+           f"(learner_share x runtime_s); {TASK}")
+    return _finish(Drawn(name, title, fig, note), study, sub, note=note)
+
+
 def all_figures(study: Study) -> list[Drawn]:
     figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study), on_off_policy(study),
-            precision_scaling(study)]
+            precision_scaling(study), actor_hosts_scaling(study)]
     if study.kind == "study":
         figs.append(pareto_front(study))
     return figs

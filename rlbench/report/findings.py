@@ -6,6 +6,7 @@ the result is plain data (JSON-able) that the HTML report, the CLI and notebooks
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict
 
 from rlbench.repeats import STAT_METRICS, group_by, spread
@@ -44,11 +45,12 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))
+    scaled = saturation(study.finished)
     shift = precision_shift(precision_best(study.finished))
     return {"precision": asdict(shift) if shift else None, "knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
             "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
                                for name, c in configs.items()},
-            "on_off_policy": asdict(onoff) if onoff else None,
+            "on_off_policy": asdict(onoff) if onoff else None, "saturation": asdict(scaled) if scaled else None,
             "study_rule": rule, "not_finished": not_done, "missing": study.missing,
             "knee_share": knee_share, "tolerance": tolerance}
 
@@ -108,6 +110,26 @@ def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]
     return out
 
 
+def saturation(jobs: list[JobRun], share: float = 0.10):
+    """How many actor hosts (or processes) saturate one learner (verdict.actor_saturation), from
+    the median runtime_s and fps per count; None where the jobs do not vary either."""
+    from rlbench.report.series import actor_axis
+    from rlbench.report.verdict import actor_saturation, learner_ceiling_fps
+
+    axis = actor_axis(jobs)
+    if axis is None:
+        return None
+    points = {}
+    for count, rs in group_by(jobs, lambda j: int(j.knob(axis) or 0)).items():
+        run, fps = spread(j.value("runtime_s") for j in rs), spread(j.value("fps") for j in rs)
+        if run is None or fps is None:
+            continue
+        ceilings = [c for j in rs if (c := learner_ceiling_fps(j.metrics)) is not None]
+        points[count] = {"runtime_s": run.median, "fps": fps.median, "bound": bottleneck(rs[0].metrics).kind,
+                         "ceiling_fps": statistics.median(ceilings) if ceilings else None}
+    return actor_saturation(points, axis, share)
+
+
 def verdict_lines(f: dict) -> list[str]:
     """The verdict in plain sentences, in the order a reader asks."""
     lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or [
@@ -118,6 +140,8 @@ def verdict_lines(f: dict) -> list[str]:
     lines.append(f["study_rule"])
     if f.get("precision"):
         lines.append(f"precision: {f['precision']['text']}")
+    if f.get("saturation"):
+        lines.append(f"scale-out: {f['saturation']['text']}")
     if f.get("on_off_policy"):
         lines.append(f"on- vs off-policy: {f['on_off_policy']['text']}")
     if f.get("prediction"):

@@ -26,3 +26,12 @@ def series(jobs: list[JobRun], x_key: str, vary: str) -> dict[str, list[JobRun]]
     for j in jobs:
         groups[" ".join(f"{k}={_param(j, k)}" for k in fixed) or "all jobs"].append(j)
     return {g: sorted(js, key=lambda j: j.knob(x_key)) for g, js in groups.items()}
+
+
+def actor_axis(jobs: list[JobRun]) -> str | None:
+    """The knob a sweep scales its actors out by: actor_hosts where it varies, else actor_procs
+    where it varies, else None."""
+    for key in ("actor_hosts", "actor_procs"):
+        if len({j.knob(key) or 0 for j in jobs}) > 1:
+            return key
+    return None

@@ -13,6 +13,8 @@ one configuration faster than another by a difference within the measured spread
 min..max range of the two); with one run per configuration the texts say the spread is unknown.
 - `study_rule`: what the study's rule (CPU/GPU ratio >= 1) predicts for a host.
 - `pareto`: the non-dominated jobs for (max fps, min energy per task).
+- `actor_saturation`: how many actor hosts (or processes) saturate one learner, and what then
+  bounds the job; `learner_ceiling_fps`: the learner's rate as a ceiling on fps.
 """
 
 from __future__ import annotations
@@ -254,3 +256,43 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
     if not moved:
         text += "; what bounds the best jobs instead: " + ", ".join(f"{p} {best[p]['bound']}" for p in order)
     return PrecisionShift(best, moved, text)
+
+
+@dataclass
+class Saturation:
+    axis: str                  # "actor_hosts" or "actor_procs"
+    count: int                 # the fewest that saturate one learner
+    bound: str                 # what bounds the job there (rlbench.bound)
+    reached: bool              # False: the largest count swept still shortened the task by >= share
+    text: str
+
+
+def learner_ceiling_fps(m: dict[str, float]) -> float | None:
+    """The learner's rate as a ceiling on fps: the task's frames over the learner's busy time
+    (learner_share x runtime_s, its wall time less waiting): the fps at which a learner that
+    never waited would take the data; None where the job did not log what it needs."""
+    frames, share, runtime = m.get("frames"), m.get("learner_share"), m.get("runtime_s")
+    return frames / (share * runtime) if frames and share and runtime else None
+
+
+def actor_saturation(points: dict[int, dict], axis: str, share: float = 0.10) -> Saturation | None:
+    """points: count -> {"runtime_s", "fps", "bound", "ceiling_fps"} (a median per count). The
+    fewest actor hosts (or processes) after which more shorten the task by less than `share`
+    of its time, and what bounds the job there; None with fewer than two counts."""
+    counts = sorted(c for c, p in points.items() if p.get("runtime_s"))
+    if len(counts) < 2:
+        return None
+    what = axis.replace("_", " ")
+    for c in counts:
+        gain = max((points[c]["runtime_s"] - points[d]["runtime_s"]) / points[c]["runtime_s"] for d in counts if d > c) \
+            if c != counts[-1] else 0.0
+        if gain < share:
+            break
+    p, reached = points[c], c != counts[-1]
+    ceiling = p.get("ceiling_fps")
+    rate = f", the learner's rate {ceiling:.0f} frames/s" if ceiling else ""
+    more = (f"more shorten the task by less than {share:.0%}" if c != counts[-1]
+            else f"the most swept; {what} beyond {c} were not measured")
+    text = (f"{what}: {c} saturate one learner ({more}); then the job is bound by {p.get('bound', 'unknown')} "
+            f"(runtime_s {p['runtime_s']:.1f} s, fps {p['fps']:.0f}{rate})")
+    return Saturation(axis, c, p.get("bound", "unknown"), reached, text)

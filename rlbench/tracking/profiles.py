@@ -27,7 +27,7 @@ from rlbench.tracking.store import mark_stale_runs, open_experiment
 
 ROLE = "profile"
 EXPERIMENT = "rlbench-profiles"  # where profiles are logged and looked for unless told otherwise
-TABLES = ("env", "inference", "update", "corun", "power")  # <name>.json, as the model reads them
+TABLES = ("env", "inference", "update", "corun", "power", "rpc")  # <name>.json, as the model reads them
 COMPLETE = "profile_complete"  # "false" while it is being logged, "true" once all of it is
 
 
