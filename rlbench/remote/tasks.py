@@ -127,8 +127,8 @@ class ActorTasks:
         while not self._stopping.wait(POLL_S):
             for i, job in enumerate(self.jobs):
                 if _done(job) and not self._stopping.is_set():
-                    self._fail(f"actor task {i} ({self.kind} job {job.job_id}) ended {_state(job)} before the job "
-                               f"stopped it{_tail(job)}")
+                    self._fail(f"actor task {i} ({self.kind} job {job.job_id}) ended (state {_state(job)}) before "
+                               f"the job stopped it{_tail(job)}")
                     return
 
     def stop(self, grace_s: float) -> None:
@@ -163,8 +163,9 @@ def _done(job) -> bool:
         return False
 
 
-def _tail(job, lines: int = 3) -> str:
-    """': <its log's last lines>' (stderr, else stdout), or '' when there is none yet."""
+def _tail(job, lines: int = 1) -> str:
+    """': <its log's last line>' (stderr: a Python error's last line says what it was; else
+    stdout), or '' when there is none yet."""
     for path in (job.paths.stderr, job.paths.stdout):
         try:
             text = [t for t in Path(path).read_text(errors="replace").strip().splitlines() if t.strip()]
