@@ -122,7 +122,7 @@ class JobPlan:
                 "inference_batch_used": str(self.envs.inference_batch)}  # the param is what was asked
 
 
-def plan_job(conf: Config, placement: Placement = Placement()) -> JobPlan:
+def plan_job(conf: Config, placement: Placement | None = None) -> JobPlan:
     """The plan of a validated config. Raises ResourceError (a limit this host cannot
     honour) or EnvIdError before anything is built. `placement`: where its actor tasks go."""
     algo = config_module(conf.algo.name)
@@ -131,4 +131,4 @@ def plan_job(conf: Config, placement: Placement = Placement()) -> JobPlan:
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
     updates = conf.workload.learner_updates if algo.LEARNS and conf.learner else 0
     return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
-                   env_spec(conf.env), placement)
+                   env_spec(conf.env), placement or Placement())

@@ -35,8 +35,8 @@ def dry_run_text(launcher: dict, sweep_dir: str, jobs: list[list[str]], confs: l
     its tasks get (their envs) and where they read the learner's address."""
     params = {k: v for k, v in launcher.items() if k not in NOT_SLURM}
     folder = Path(str(launcher["submitit_folder"]))
-    parts = [f"# ===== learners: one array of {len(jobs)} job{'s' if len(jobs) != 1 else ''} (hydra.launcher), "
-             f"files in {folder} =====", sbatch_text(params, folder, len(jobs))]
+    head = f"# ===== learners: one array of {len(jobs)} job{'s' if len(jobs) != 1 else ''} (hydra.launcher), files in {folder} ====="
+    parts = [head, sbatch_text(params, folder, len(jobs))]
     for i, (job, conf) in enumerate(zip(jobs, confs)):
         if conf.actor_hosts:
             parts += [actor_header(i, job, conf, Path(sweep_dir) / str(i)),
@@ -49,14 +49,16 @@ def actor_header(index: int, job: list[str], conf, job_dir: Path) -> str:
     """What job `index`'s actor array is: its tasks and envs, the address hand-off, the token."""
     total = conf.actors + eval_envs_of(conf)
     sizes = split(total - conf.actor_server.remote_envs, conf.actor_procs + conf.actor_hosts)[conf.actor_procs:]
-    return "\n".join([
-        f"# ===== job {index} [{' '.join(job) or '(defaults)'}]: its actor array, {conf.actor_hosts} task"
-        f"{'s' if conf.actor_hosts != 1 else ''}, submitted by its learner once it listens =====",
-        f"# envs per task: {' '.join(map(str, sizes))} (of {total}: actors + eval envs; "
-        f"{conf.actor_procs} local actor processes beside the learner)",
-        f"# address hand-off: the learner listens on every interface (port 0: a free one) and writes "
-        f"HOST:PORT to {job_dir / ADDRESS_FILE}; each task reads it (waiting up to "
-        f"actor_server.join_timeout_s={conf.actor_server.join_timeout_s:g} s), then joins over gRPC",
-        f"# token: {TOKEN_ENV} in the learner's environment (made there when unset), exported to the tasks by "
-        f"sbatch; never in this script, the pickled arguments, a log or MLflow",
-    ])
+    plural = "s" if conf.actor_hosts != 1 else ""
+    lines = [
+        (f"# ===== job {index} [{' '.join(job) or '(defaults)'}]: its actor array, {conf.actor_hosts} task{plural}, "
+         f"submitted by its learner once it listens ====="),
+        (f"# envs per task: {' '.join(map(str, sizes))} (of {total}: actors + eval envs; "
+         f"{conf.actor_procs} local actor processes beside the learner)"),
+        (f"# address hand-off: the learner listens on every interface (port 0: a free one) and writes HOST:PORT to "
+         f"{job_dir / ADDRESS_FILE}; each task reads it (waiting up to actor_server.join_timeout_s="
+         f"{conf.actor_server.join_timeout_s:g} s), then joins over gRPC"),
+        (f"# token: {TOKEN_ENV} in the learner's environment (made there when unset), exported to the tasks by "
+         f"sbatch; never in this script, the pickled arguments, a log or MLflow"),
+    ]
+    return "\n".join(lines)
