@@ -55,6 +55,7 @@ DOCUMENTED: dict[tuple[str, object], str] = {
     ("seed", 0): "any integer >= 0: numpy's default_rng refuses negative seeds",
     ("eval_envs", 0): "0 = no evaluation envs (schema.py, docs/r2d2.md)",
     ("actor_procs", 0): "0 = the envs step in the job's process (schema.py, docs/actors.md)",
+    ("actor_hosts", 0): "0 = no actor tasks on other nodes (schema.py, docs/scale-out.md)",
     ("actor_server.remote_envs", 0): "0 = no actor processes started by hand elsewhere (schema.py)",
     ("eval_epsilon", 0): "a probability: greedy evaluation",
     ("telemetry.trace_window_s", 0): "0 = no trace.json (schema.py, docs/timeline.md)",
