@@ -37,8 +37,10 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
     try:
         conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
         from rlbench.job import run_job
+        from rlbench.plan import placement_for
 
-        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick)
+        placement = placement_for(hc.launcher.get("_target_", ""), Path(hc.runtime.output_dir))  # actor tasks
+        result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick, placement)
     except (ConfigError, ResourceError) as e:  # ResourceError: the plan's, before any run exists
         _refuse(str(e))
     return result  # the job's final metrics: a sweep's summary and a search's objectives read them

@@ -18,7 +18,7 @@ from rlbench import preflight
 from rlbench.config.schema import Config
 from rlbench.config.validate import ConfigError, validate
 from rlbench.observers import JobObserver
-from rlbench.plan import JobPlan, plan_job
+from rlbench.plan import JobPlan, Placement, plan_job
 from rlbench.progress import Progress
 from rlbench.recording import RecordObserver
 from rlbench.signals import sigterm_raises
@@ -43,11 +43,12 @@ class TickHook(JobObserver):
 
 
 def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None,
-            conf: Config | None = None, on_tick=None) -> dict:
-    """conf: validate(cfg), when the caller has already validated it. on_tick: see TickHook."""
+            conf: Config | None = None, on_tick=None, placement: Placement | None = None) -> dict:
+    """conf: validate(cfg), when the caller has already validated it. on_tick: see TickHook.
+    placement: where its actor tasks go (actor_hosts > 0; the Hydra entry's launcher decides)."""
     conf = conf if conf is not None else validate(cfg)
     cfg.workload.learner_updates = conf.workload.learner_updates  # resolved (null: from the replay ratio)
-    plan = plan_job(conf)  # refuses a limit this host cannot honour before any run exists
+    plan = plan_job(conf, placement or Placement())  # refuses a limit this host cannot honour before any run exists
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
         preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists

@@ -11,6 +11,7 @@ the same numbers with `envs_of`; nothing downstream decides any of them again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlbench.algo import config_module
@@ -47,7 +48,29 @@ def eval_envs_of(conf: Config) -> int:
 
 def out_of_process(conf: Config) -> bool:
     """Whether the job's envs step in actor processes (rlbench/remote/) instead of its own."""
-    return conf.actor_procs > 0 or conf.actor_server.remote_envs > 0
+    return conf.actor_procs > 0 or conf.actor_hosts > 0 or conf.actor_server.remote_envs > 0
+
+
+SLURM_LAUNCHER = "SlurmLauncher"  # hydra-submitit-launcher's class behind hydra/launcher=slurm
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a job's actor tasks (actor_hosts) run: `executor` "slurm" (an sbatch array beside the
+    learner, which hydra/launcher=slurm placed) or "local" (submitit's local executor: processes
+    of this host, under every other launcher, so a user on one box can try it), and the job's
+    folder on the shared disk (the address file, submitit's files of the tasks; None: a
+    temporary folder of this host)."""
+
+    executor: str = "local"
+    folder: Path | None = None
+
+
+def placement_for(launcher_target: str, output_dir: Path | None) -> Placement:
+    """The placement of a job Hydra launched with `launcher_target` (hydra.launcher._target_),
+    its files in its output folder."""
+    kind = "slurm" if launcher_target.rpartition(".")[2] == SLURM_LAUNCHER else "local"
+    return Placement(kind, Path(output_dir) if output_dir is not None else None)
 
 
 def envs_of(conf: Config, cores: int | None = None) -> Envs:
@@ -81,6 +104,7 @@ class JobPlan:
     learner_updates: int  # the task's updates; 0 without a learner (algo=random, learner=false)
     replay_ratio: float | None  # samples per unroll the task implies; None without a learner
     spec: EnvSpec  # the env's shapes; the built env must agree
+    placement: Placement = Placement()  # where actor tasks go (actor_hosts > 0)
 
     def grant_metrics(self, actor_threads: int | None = None) -> dict:
         """sm_granted, sm_total and cpu_gpu_ratio, for the planned threads or those used. With
@@ -98,13 +122,13 @@ class JobPlan:
                 "inference_batch_used": str(self.envs.inference_batch)}  # the param is what was asked
 
 
-def plan_job(conf: Config) -> JobPlan:
+def plan_job(conf: Config, placement: Placement | None = None) -> JobPlan:
     """The plan of a validated config. Raises ResourceError (a limit this host cannot
-    honour) or EnvIdError before anything is built."""
+    honour) or EnvIdError before anything is built. `placement`: where its actor tasks go."""
     algo = config_module(conf.algo.name)
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
     updates = conf.workload.learner_updates if algo.LEARNS and conf.learner else 0
     return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
-                   env_spec(conf.env))
+                   env_spec(conf.env), placement or Placement())

@@ -128,7 +128,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
-        env = JobActors(conf, plan.spec, envs.total, plan.pin)
+        env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
     else:
         env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):

@@ -60,7 +60,8 @@ def test_an_actor_process_composes_the_jobs_env_again(overrides):
 
 @pytest.mark.parametrize("overrides, says", [
     (["actor_procs=-1"], "actor_procs=-1: allowed: 0 (the envs step in the job's process)"),
-    (["actors=2", "eval_envs=1", "actor_procs=4"], "at least one env per actor process (actor_procs <= 3)"),
+    (["actors=2", "eval_envs=1", "actor_procs=4"],
+     "at least one env per actor process and actor task (actor_procs + actor_hosts <= 3)"),
     (["actors=4", "eval_envs=0", "actor_server.remote_envs=2"], "2 of the 4 envs would have no actor process"),
     (["actors=4", "eval_envs=0", "actor_server.remote_envs=4"], "allowed: actor_server.bind=HOST:PORT"),
     (["actor_procs=1", "actor_server.bind=0.0.0.0:7000"], "needs a token in the environment variable RLBENCH_ACTOR_TOKEN"),
@@ -109,7 +110,8 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
     """Runs recorded before actor_procs existed are still found by resume=true."""
     conf = validate(compose_cfg(["env=cartpole"]), host=False)
     d = dataclasses.asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "actor_procs", "actor_hosts", "actor_server", "precision"):
+    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "actor_procs", "actor_hosts", "actor_launch",
+                "actor_server", "precision"):
         d.pop(key)
     import hashlib
     import json

@@ -41,7 +41,7 @@ LAYERS: list[dict[str, list[str]]] = [
     {"remote": ["rlbench.remote.*"]},
     {"trainer": ["rlbench.trainer"]},
     {"job": ["rlbench.job", "rlbench.recording"], "predict": ["rlbench.predict.*"]},
-    {"sweep": ["rlbench.sweep"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
+    {"sweep": ["rlbench.sweep", "rlbench.submission"], "search": ["rlbench.search.*"], "report": ["rlbench.report.*"]},
     {"commands": ["rlbench.__main__", "rlbench.report.__main__", "rlbench.predict.__main__", "rlbench.predict.cli",
                   "rlbench.profile", "rlbench.actor"]},
     {"pipeline": ["rlbench.run_and_report"]},

@@ -122,9 +122,11 @@ def test_the_hosts_list_names_each_hosts_threads_cpu_and_processes():
     streams = [_stream(0, 0, 4, 16, host="a", host_threads=8), _stream(1, 4, 4, 16, host="a", host_threads=8),
                _stream(2, 8, 4, 2, host="b", host_threads=64)]
     rows = host_rows(streams)
-    assert rows == [{"host": "a", "hardware_threads": 8, "cpu_model": "cpu of a", "processes": 2, "pids": "100 101",
+    assert rows == [{"host": "a", "hardware_threads": 8, "cpu_model": "cpu of a", "processes": 2, "tasks": None,
+                     "pids": "100 101",
                      "threads_declared": 32, "threads_counted": 8},
-                    {"host": "b", "hardware_threads": 64, "cpu_model": "cpu of b", "processes": 1, "pids": "102",
+                    {"host": "b", "hardware_threads": 64, "cpu_model": "cpu of b", "processes": 1, "tasks": None,
+                     "pids": "102",
                      "threads_declared": 2, "threads_counted": 2}]
     assert hosts_tag(rows) == ("a: 8 HW threads, cpu of a, 2 processes, 8 of 32 threads counted; "
                                "b: 64 HW threads, cpu of b, 1 process, 2 of 2 threads counted")

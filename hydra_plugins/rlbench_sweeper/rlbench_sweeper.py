@@ -37,6 +37,24 @@ class RlbenchSweeper(BasicSweeper):
             warning = seed_overlap(grid, confs)
             if warning:
                 print(f"rlbench: warning: {warning}", file=sys.stderr)
+            if any(c.dry_run for c in confs):
+                return self._dry_run(grid.jobs, confs)
             from rlbench.sweep import run_sweep
 
             return run_sweep(self, arguments, grid.jobs, confs, grid)
+
+    def _dry_run(self, jobs: List[List[str]], confs: list) -> Any:
+        """dry_run=true: print the SLURM submission (rlbench/submission.py); exit 2 on another launcher."""
+        from omegaconf import OmegaConf
+
+        from rlbench.submission import dry_run_text, refusal
+
+        launcher = OmegaConf.to_container(self.config.hydra.launcher, resolve=True)
+        problem = refusal(launcher)
+        if problem:
+            print(f"rlbench: {problem}", file=sys.stderr)
+            sys.exit(2)
+        print(f"[rlbench dry run] {len(jobs)} jobs, nothing submitted; the sbatch scripts submitit would submit:",
+              flush=True)
+        print(dry_run_text(launcher, str(self.config.hydra.sweep.dir), jobs, confs), flush=True)
+        return []

@@ -12,13 +12,16 @@ MULTIRUN = ("-m", "--multirun")
 
 
 def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | None:
-    """What a run without -m cannot do: a search, repeats, or an experiment preset's grid
-    (which would silently run one job of it)."""
+    """What a run without -m cannot do: a search, repeats, a dry run, or an experiment preset's
+    grid (which would silently run one job of it)."""
     if cfg.get("search") is not None:
         return "search=... runs an Optuna study over many jobs: add -m (python -m rlbench -m search=ratio)"
     if cfg.get("repeats", 1) > 1:
         return (f"repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
                 f"(python -m rlbench -m repeats={cfg.repeats} ...)")
+    if cfg.get("dry_run"):
+        return ("dry_run=true prints the SLURM submission of a sweep, submitting nothing: add -m "
+                "(python -m rlbench -m hydra/launcher=slurm dry_run=true ...)")
     if grid:
         jobs = math.prod(len(str(v).split(",")) for v in grid.values())
         preset = f"experiment={choices['experiment']}" if choices.get("experiment") else "the config"

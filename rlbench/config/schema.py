@@ -100,6 +100,19 @@ class ActorServerConfig:
 
 
 @dataclass
+class ActorLaunchConfig:
+    """Resources of each actor task (actor_hosts > 0; rlbench/remote/tasks.py): a CPU node each,
+    asked of SLURM under hydra/launcher=slurm (the learner's task keeps hydra.launcher's), a
+    local process otherwise. The env threads are every CPU the task gets."""
+
+    partition: Optional[str] = None  # SLURM partition of the CPU nodes; null: the cluster's default
+    cpus_per_task: int = 16  # CPUs per actor task (its env threads: Atari steps on all of them)
+    mem_gb: int = 16
+    timeout_min: int = 120  # SLURM's limit on an actor task; the learner cancels its tasks when it ends
+    account: Optional[str] = None  # SLURM account, where the cluster asks for one
+
+
+@dataclass
 class Config:
     # The env family's own schema (an EnvConfig; rlbench/envs/<kind>/family.py Schema), chosen by env.kind.
     env: Any = MISSING
@@ -121,6 +134,7 @@ class Config:
     # local processes); each is one actor process stepping an equal share of the envs on all of
     # its node's CPUs over one gRPC stream to the job's central inference. 0 = none.
     actor_hosts: int = 0
+    actor_launch: ActorLaunchConfig = field(default_factory=ActorLaunchConfig)
     actor_server: ActorServerConfig = field(default_factory=ActorServerConfig)
     sm_limit: Optional[int] = None  # compute units for learner + inference; null = all
     sm_backend: str = "green_context"  # on CUDA: "green_context" or "mps" (needs the MPS daemon)
@@ -149,6 +163,10 @@ class Config:
     # summary and the report compare medians and show the spread (rlbench/repeats.py). Not a
     # job's own knob: left out of its params and config_hash, and one value per sweep.
     repeats: int = 1
+    # Sweeps (-m) with hydra/launcher=slurm: print the sbatch scripts submitit would submit (the
+    # learners' array and, with actor_hosts > 0, each job's actor array) and submit nothing.
+    # Not a job's own knob: left out of its params and config_hash.
+    dry_run: bool = False
 
 
 GROUP_SCHEMAS = {

@@ -52,6 +52,9 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "eval_envs": int_at_least(0),
         "actor_procs": ((lambda v: v >= 0), "0 (the envs step in the job's process) or a number of local actor processes"),
         "actor_hosts": ((lambda v: v >= 0), "0 (no actor tasks on other nodes) or a number of actor hosts"),
+        "actor_launch.cpus_per_task": int_at_least(1),
+        "actor_launch.mem_gb": int_at_least(1),
+        "actor_launch.timeout_min": int_at_least(1),
         "actor_server.remote_envs": ((lambda v: v >= 0), "an integer >= 0 (envs from actor processes started by hand)"),
         "actor_server.join_timeout_s": ((lambda v: v > 0), "seconds > 0"),
         "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
@@ -85,7 +88,7 @@ def _inference_batch_rule(c: Config):
     auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
             f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
     first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
-    lock = "" if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_server.remote_envs else \
+    lock = "" if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_hosts or c.actor_server.remote_envs else \
         f"; {c.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
     return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
@@ -143,25 +146,27 @@ def _env_checks(c: Config) -> list[str]:
 
 
 def _actor_checks(c: Config) -> list[str]:
-    """Actor processes: every local one gets an env, remote envs need an address other hosts
-    reach, and a non-loopback address needs its token (rlbench/remote/)."""
+    """Actor processes and tasks: every local process and every actor task gets an env, remote
+    envs need an address other hosts reach, and a non-loopback address needs its token
+    (rlbench/remote/; a job with actor tasks makes one for them, not for hand-started actors)."""
     import os
 
     from rlbench.remote.address import TOKEN_ENV, is_local
 
     total, server = c.actors + eval_envs_of(c), c.actor_server
-    local = total - server.remote_envs
-    if local < 0 or (c.actor_procs and local < c.actor_procs):
-        return [(f"actor_procs={c.actor_procs} actor_server.remote_envs={server.remote_envs}: the job steps {total} envs "
-                f"(actors + eval envs); allowed: remote_envs <= {total}, and at least one env per actor process "
-                f"(actor_procs <= {max(local, 0)})")]
-    if local > 0 and server.remote_envs and not c.actor_procs:
+    local, placed = total - server.remote_envs, c.actor_procs + c.actor_hosts  # placed: processes the job starts
+    if local < 0 or (placed and local < placed):
+        return [(f"actor_procs={c.actor_procs} actor_hosts={c.actor_hosts} actor_server.remote_envs={server.remote_envs}: "
+                f"the job steps {total} envs (actors + eval envs); allowed: remote_envs <= {total}, and at least one "
+                f"env per actor process and actor task (actor_procs + actor_hosts <= {max(local, 0)})")]
+    if local > 0 and server.remote_envs and not placed:
         return [(f"actor_server.remote_envs={server.remote_envs}: {local} of the {total} envs would have no actor process; "
-                f"allowed: remote_envs = {total} (all remote), or actor_procs >= 1 for the other {local}")]
+                f"allowed: remote_envs = {total} (all remote), or actor_procs or actor_hosts >= 1 for the other {local}")]
     if server.remote_envs and server.bind is None:
         return [(f"actor_server.remote_envs={server.remote_envs} with actor_server.bind=null (a unix socket of this host): "
                 f"allowed: actor_server.bind=HOST:PORT that the other hosts reach")]
-    if server.bind is not None and not is_local(server.bind) and not os.environ.get(TOKEN_ENV):
+    made = c.actor_hosts and not server.remote_envs  # the job makes a token its tasks inherit
+    if server.bind is not None and not is_local(server.bind) and not os.environ.get(TOKEN_ENV) and not made:
         return [(f"actor_server.bind={server.bind}: a non-loopback address needs a token in the environment variable "
                 f"{TOKEN_ENV} (the actors send the same); allowed without one: 127.0.0.1:PORT, localhost:PORT, unix:PATH")]
     return []

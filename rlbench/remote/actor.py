@@ -38,14 +38,15 @@ ENDED = (grpc.StatusCode.CANCELLED,)  # the job stopped its server with this str
 
 
 def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None = None,
-              report_every_s: float = 1.0, env_nice: int = ENV_NICE) -> tuple[int, str]:
+              report_every_s: float = 1.0, env_nice: int = ENV_NICE, task: str = "") -> tuple[int, str]:
     """Step `envs` envs of `env_cfg` for the job at `address` (HOST:PORT or unix:PATH) until it
     ends the stream: (0, line); the job unreachable or refusing this actor: (2, line); the job
-    lost mid-run: (1, line). `env_nice`: the env threads' nice value (see ENV_NICE)."""
+    lost mid-run: (1, line). `env_nice`: the env threads' nice value (see ENV_NICE). `task`:
+    the actor task this process runs as (remote/tasks.py), which its Hello names."""
     spec = env_spec(env_cfg)
     hello = pb.Hello(protocol_version=PROTOCOL_VERSION, spec=spec_message(env_cfg, spec), envs=envs, threads=threads,
                      hostname=socket.gethostname(), pid=os.getpid(), host_hardware_threads=len(usable_cpus()),
-                     cpu_model=cpu_model(), run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
+                     cpu_model=cpu_model(), task=task, run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
     outbox: queue.SimpleQueue = queue.SimpleQueue()
     outbox.put(pb.ActorMessage(hello=hello))
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:

@@ -60,6 +60,7 @@ class Stream:
     index: int = 0  # its place among the streams that joined the job (actor_proc<index>)
     host_threads: int = 0  # its host's hardware threads (0: not said)
     cpu_model: str = ""
+    task: str = ""  # the actor task it runs as (actor_hosts: "0", "1", ...); empty for other processes
     trace: ProcessTrace = field(default_factory=ProcessTrace)  # its spans, from its Reports
 
     @property
@@ -67,7 +68,8 @@ class Stream:
         return np.arange(self.first, self.first + self.envs)
 
     def describe(self) -> str:
-        return f"{self.envs} env{'s' if self.envs != 1 else ''} from {self.host} (pid {self.pid})"
+        task = f"actor task {self.task} on " if self.task else ""
+        return f"{self.envs} env{'s' if self.envs != 1 else ''} from {task}{self.host} (pid {self.pid})"
 
 
 class Hub:
@@ -95,7 +97,7 @@ class Hub:
             self.counts[what] += 1
 
     def join(self, envs: int, threads: int, host: str, pid: int, run_id: int, host_threads: int = 0,
-             cpu_model: str = "") -> Stream:
+             cpu_model: str = "", task: str = "") -> Stream:
         """A stream holding a free range of `envs` ids; a range lost mid-run is free again once
         the job has taken it (take_lost), so this waits up to the join timeout for one that will
         be. Raises Refused when none can be had."""
@@ -124,7 +126,7 @@ class Hub:
                 self.counts["rejoins"] += 1
                 generation = self.counts["rejoins"]
             stream = Stream(first, envs, threads, host, pid, run_id, generation=generation, index=len(self._every),
-                            host_threads=host_threads, cpu_model=cpu_model)
+                            host_threads=host_threads, cpu_model=cpu_model, task=task)
             self._streams.append(stream)
             self._every.append(stream)
             self.counts["joins"] += 1

@@ -8,11 +8,17 @@ actor_server.remote_envs started by hand elsewhere, have joined. A process it st
 exits before joining fails the job at once, its last lines named; one lost later is a
 disconnect (its envs' unfinished unrolls dropped, the job goes on). close() ends every stream,
 so the processes exit, then reaps them: any still alive after 10 s is killed.
+
+With actor_hosts > 0 it also places that many actor tasks on other nodes (remote/tasks.py):
+it listens on every interface (unless actor_server.bind says where), makes a token where the
+environment has none, writes its address into the job's folder and submits the tasks as one
+array; the envs are split over the local processes and the tasks alike (at least one each).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import subprocess
@@ -26,10 +32,14 @@ import numpy as np
 
 from rlbench.envs import family
 from rlbench.remote.address import TOKEN_ENV, cpu_text
+from rlbench.remote.handoff import ensure_token, reachable, write_address
 from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
 from rlbench.resources import usable_cpus
 
+log = logging.getLogger(__name__)
+
 EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
+TASKS_BIND = "0.0.0.0:0"  # actor tasks on other nodes: every interface, any free port (the address file says which)
 
 
 def split(n: int, parts: int) -> list[int]:
@@ -59,24 +69,42 @@ def _value(v) -> str:
 class JobActors:
     """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
 
-    def __init__(self, conf, spec, total_envs: int, pin: int = -1):
+    def __init__(self, conf, spec, total_envs: int, pin: int = -1, placement=None):
+        """placement: where actor tasks go (rlbench/plan.py Placement; None: local processes, files
+        in a temporary folder), for actor_hosts > 0."""
         from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
 
         server = conf.actor_server
         self._dir = Path(tempfile.mkdtemp(prefix="rlbench-actors-"))
-        bind = server.bind or f"unix:{self._dir / 'actors.sock'}"
+        bind = server.bind or (TASKS_BIND if conf.actor_hosts else f"unix:{self._dir / 'actors.sock'}")
+        if conf.actor_hosts and ensure_token():
+            log.info("actor tasks: a random token made for this job (%s, in the environment only)", TOKEN_ENV)
+        self.tasks = None
         self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
                                  token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
                                  idle_timeout_s=server.idle_timeout_s,
                                  spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
+        sizes = split(total_envs - server.remote_envs, conf.actor_procs + conf.actor_hosts) \
+            if conf.actor_procs + conf.actor_hosts else []
         try:
-            self.local = LocalActors(self.remote, self._dir, conf, total_envs - server.remote_envs, pin)
-        except BaseException:  # a process that could not be started: nothing left listening or running
-            self.remote.close()
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self.local = LocalActors(self.remote, self._dir, conf, sum(sizes[:conf.actor_procs]), pin)
+            if conf.actor_hosts:
+                self.tasks = self._place(conf, sizes[conf.actor_procs:], placement)
+        except BaseException:  # a process or task that could not be started: nothing left listening or running
+            self.close()
             raise
+
+    def _place(self, conf, sizes: list[int], placement):
+        """The actor tasks (remote/tasks.py), one per size, told the address other nodes reach."""
+        from rlbench.remote.tasks import ActorTasks  # submitit is imported by jobs that place tasks only
+
+        kind = placement.executor if placement is not None else "local"
+        folder = placement.folder if placement is not None and placement.folder is not None else self._dir
+        address_file = write_address(folder, reachable(self.address))
+        return ActorTasks(kind, folder / "actor-tasks", conf.actor_launch, sizes, env_overrides(conf.env),
+                          address_file, conf.actor_server.join_timeout_s, self.remote.fail)
 
     @property
     def threads_used(self) -> int:
@@ -85,7 +113,16 @@ class JobActors:
         return self.remote.threads_used
 
     def reset(self, seed: int):
-        return self.remote.reset(seed)
+        from rlbench.remote.hub import RemoteError
+
+        try:
+            return self.remote.reset(seed)
+        except RemoteError as e:
+            missing = self.tasks.missing({r["task"] for r in self.remote.process_rows() if r["task"]}) \
+                if self.tasks is not None else ""
+            if not missing:
+                raise
+            raise RemoteError(f"{e}; {missing}") from None
 
     def send(self, actions) -> None:
         self.remote.send(actions)
@@ -129,8 +166,13 @@ class JobActors:
         try:
             self.remote.close()
         finally:
-            self.local.stop()
-            shutil.rmtree(self._dir, ignore_errors=True)
+            try:
+                if getattr(self, "local", None) is not None:
+                    self.local.stop()
+            finally:
+                if self.tasks is not None:
+                    self.tasks.stop(EXIT_GRACE_S)
+                shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class LocalActors:

@@ -223,7 +223,7 @@ class _Servicer(pb_grpc.ActorsServicer):
             self.hub.count("refused_protocol")
             raise Refused("protocol", f"envs={hello.envs}: allowed: >= 1")
         return self.hub.join(hello.envs, hello.threads, hello.hostname, hello.pid, hello.run_id,
-                             hello.host_hardware_threads, hello.cpu_model)
+                             hello.host_hardware_threads, hello.cpu_model, hello.task)
 
     def _serve(self, stream: Stream, requests, context):
         while (msg := _next(requests)) is not None:

@@ -112,7 +112,8 @@ def process_rows(streams) -> list[dict]:
     rows = []
     for s in sorted(streams, key=lambda s: s.index):
         r = s.report if s.report is not None and s.report.wall_s > 0 else None
-        row = {"process": proc_role(s.index), "host": s.host, "pid": s.pid, "run_id": str(s.run_id),
+        row = {"process": proc_role(s.index), "host": s.host, "task": s.task or None, "pid": s.pid,
+               "run_id": str(s.run_id),
                "first_env_id": s.first, "envs": s.envs, "threads": s.threads,
                "host_hardware_threads": s.host_threads or None, "cpu_model": s.cpu_model or None,
                "connected": s.alive, "env_steps": s.env_steps,
@@ -194,6 +195,7 @@ def host_rows(streams) -> list[dict]:
         counted = [s for s in procs if id(s) in holders]
         rows.append({"host": host, "hardware_threads": max(s.host_threads for s in procs) or None,
                      "cpu_model": next((s.cpu_model for s in procs if s.cpu_model), None), "processes": len(procs),
+                     "tasks": " ".join(s.task for s in procs if s.task) or None,
                      "pids": " ".join(str(s.pid) for s in procs), "threads_declared": sum(s.threads for s in counted),
                      "threads_counted": _capped(counted)})
     return rows
@@ -201,14 +203,19 @@ def host_rows(streams) -> list[dict]:
 
 def hosts_tag(rows: list[dict]) -> str:
     """The actor hosts in one line (the run's `actor_hosts` tag), cut to TAG_CHARS."""
-    parts = [f"{h['host']}: {h['hardware_threads'] or '?'} HW threads, {h['cpu_model'] or '?'}, "
-             f"{h['processes']} process{'es' if h['processes'] != 1 else ''}, "
+    parts = [f"{h['host']}: {h['hardware_threads'] or '?'} HW threads, {h['cpu_model'] or '?'}, {_processes(h)}, "
              f"{h['threads_counted']} of {h['threads_declared']} threads counted" for h in rows]
     text = "; ".join(parts)
     if len(text) <= TAG_CHARS:
         return text
     cut = text[:TAG_CHARS].rsplit("; ", 1)[0]
     return f"{cut}; ... {len(parts) - cut.count('; ') - 1} more hosts (actors/hosts.json)"
+
+
+def _processes(host: dict) -> str:
+    """`2 processes (actor tasks 0, 1)`: a host's processes and the actor tasks they run as."""
+    text = f"{host['processes']} process{'es' if host['processes'] != 1 else ''}"
+    return text + (f" (actor tasks {host['tasks'].replace(' ', ', ')})" if host.get("tasks") else "")
 
 
 def as_columns(rows: list[dict]) -> dict[str, list]:

@@ -224,17 +224,18 @@ def _folder_name(experiment: str) -> str:
 
 
 def config_hash(conf) -> str:
-    """Identity of a job's work: the typed config without tracking, progress, resume and repeats."""
+    """Identity of a job's work: the typed config without tracking, progress, resume, repeats and dry_run."""
     from dataclasses import asdict
 
     d = asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats"):
+    for key in ("tracking", "progress", "resume", "repeats", "dry_run"):
         d.pop(key, None)
     if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
         d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
         d.pop("actor_server", None)
-    if not d.get("actor_hosts"):
-        d.pop("actor_hosts", None)  # no actor tasks on other nodes: the same work as before the key existed
+    if not d.get("actor_hosts"):  # no actor tasks on other nodes: the same work as before the keys existed
+        d.pop("actor_hosts", None)
+        d.pop("actor_launch", None)
     if d.get("precision") == "fp32":
         d.pop("precision", None)  # the default: the same work as before the key existed
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
