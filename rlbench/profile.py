@@ -263,9 +263,10 @@ def _main(argv: list[str] | None) -> int:
             print(f"actor protocol: not measured: {r['reason']}")
             continue
         actor = f"{1e6 * r['actor_cpu_s']:.0f} us" if r["actor_cpu_s"] is not None else f"not measured ({r['reason']})"
+        rtt = f"{r['rtt_p50_ms']:.2f} ms" if r["rtt_p50_ms"] is not None else "not reported"
         print(f"actor protocol, {r['frames']} envs per message ({r['messages']} messages): CPU per message: actor "
               f"{actor}, server {1e6 * r['server_cpu_s']:.0f} us; {r['bytes_up']:.0f} bytes up, {r['bytes_down']:.0f} "
-              f"down; round trip p50 {r['rtt_p50_ms']} ms; the process joined after {r['start_s']:.1f} s")
+              f"down; round trip p50 {rtt}; the process joined after {r['start_s']:.1f} s")
     if not args.no_log:
         print(f"profile logged as run {log_profile(conf, args, curves)} in experiment {args.experiment}")
     return 0
