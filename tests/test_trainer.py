@@ -117,8 +117,9 @@ def test_r2d2_learns_cartpole(compose_cfg, store):
 def test_vtrace_learns_cartpole(compose_cfg, store):
     """The on-policy agent through the same trainer, greedy evaluation as R2D2's: fixed seed,
     budget under 5 minutes on 2 cores."""
-    cfg = compose_cfg(["env=cartpole", "algo=vtrace_vector", "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
-    final = run_job(cfg, overrides=["env=cartpole", "algo=vtrace_vector"])
+    args = ["env=cartpole", "algo=vtrace_vector", "workload=cartpole_onpolicy"]  # its task: 800k frames
+    cfg = compose_cfg([*args, "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
+    final = run_job(cfg, overrides=args)
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
     assert final["learner_updates"] == cfg.workload.learner_updates
