@@ -156,3 +156,20 @@ def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_fr
         errors["runtime_s"].append(abs(p.runtime_s - runtime) / runtime)
     assert printed == pytest.approx(max(statistics.median(v) for v in errors.values()), abs=6e-5)
     assert len(predicted) == 3  # each job predicted with its own actor processes
+
+
+def test_one_actor_process_is_predicted_with_the_forward_of_all_its_envs(compose_cfg):
+    """Central inference takes whole messages: one process's 34 envs make every forward 34 envs,
+    whatever the auto batch (17), so the cycle holds the profile's forward at 34."""
+    from rlbench.config.validate import validate
+
+    cpu = Profile("p1", TAGS, ENV, INF, UPD, rpc=RPC)
+    conf = validate(compose_cfg(["env=cartpole", "actors=32", "eval_envs=2", "actor_procs=1", "learner=false"]),
+                    host=False)
+    pred = predict_job(conf, Machine(cpu, cpu))
+    fit = fit_rpc(RPC)
+    line = lambda key, k: fit[key][0] + fit[key][1] * k
+    forward = (2e-3 + 1e-4 * 34) / 2  # the profile's seconds at batch 34 on the 2 CPU threads (INF is linear)
+    cycle = 34 * 1e-3 / 1 + line("actor_cpu_s", 34) + line("server_cpu_s", 34) + forward  # gym: 1 thread steps
+    assert pred.actor_bound == model.PROCS
+    assert pred.sps == pytest.approx(32 / cycle, rel=1e-6)

@@ -111,6 +111,8 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     threads, envs, batch = planned.actor_threads, planned.total, planned.inference_batch
     remote = remote_of(conf, m, envs, notes)
     step_threads, step_envs = (remote.threads, max(1, round(envs / remote.procs))) if remote else (threads, envs)
+    # envs per forward: the batch, or with actor processes whole messages until it is reached
+    forward = max(1, round(model.forward_envs(remote, envs, batch))) if remote else batch
     updates = int(conf.workload.learner_updates or 0) if conf.learner else 0
     upd = update_s(m.gpu, u, notes, updates) if updates else None
     if updates and upd is None:
@@ -124,7 +126,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
                      "no loop overhead)")
     overhead, cores_a, cores_l = shared or (1.0, 0.0, 0.0)
     costs = model.Costs(env_step_s=env_step_s(m.cpu, step_threads, step_envs, notes), actor_threads=threads,
-                        infer_fixed_s=inference_s(m.gpu, u, batch, notes), infer_per_env_s=0.0,
+                        infer_fixed_s=inference_s(m.gpu, u, forward, notes), infer_per_env_s=0.0,
                         update_s=upd or 0.0, infer_threads=u if on_cpu else 0, cores=m.cores,
                         loop_overhead=overhead, share_cores_actors=cores_a, share_cores_learner=cores_l)
     start, per_update = learner_data(conf)
