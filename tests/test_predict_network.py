@@ -15,6 +15,7 @@ from rlbench.predict.curves import Profile
 from rlbench.predict.jobs import Machine, predict_job
 from rlbench.predict.report import saturation
 from rlbench.predict.rpc import fit_rpc
+from tests.conftest import rlbench_cli
 
 # per message: the actor's side 100 us, the server's 50 us, 7000 bytes per frame up
 REMOTE = {"actor_s": (100e-6, 0.0), "server_s": (50e-6, 0.0), "bytes_up": (0.0, 7000.0)}
@@ -173,3 +174,37 @@ def test_one_actor_process_is_predicted_with_the_forward_of_all_its_envs(compose
     cycle = 34 * 1e-3 / 1 + line("actor_cpu_s", 34) + line("server_cpu_s", 34) + forward  # gym: 1 thread steps
     assert pred.actor_bound == model.PROCS
     assert pred.sps == pytest.approx(32 / cycle, rel=1e-6)
+
+
+@pytest.mark.e2e
+def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_from_its_records(store, capsys):
+    """The issue's test on real records: a tiny CartPole sweep over actor_procs=1,2 (real actor
+    processes over gRPC), validated against a profile written by hand; the printed error is the
+    one recomputed here from the runs' own tags and metrics. (The unit test above checks the
+    arithmetic on made-up records; this one that validate reads what real jobs record.)"""
+    from rlbench.config.schema import TrackingConfig
+    from rlbench.predict.cli import main as predict_main
+    from rlbench.predict.curves import load_profile
+    from rlbench.predict.validate import job_conf
+    from rlbench.tracking.profiles import write_profile
+
+    out = rlbench_cli(["-m", "env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2",
+                       "progress=log", *store["overrides"]], timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    parent = re.search(r"\[rlbench sweep\] parent run ([0-9a-f]+)", out.stdout).group(1)
+    profile = write_profile(TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"), "p", TAGS,
+                            {"algo.name": "r2d2"}, {"env": ENV, "inference": INF, "update": UPD, "rpc": RPC}, {}, [])
+    assert predict_main(["--validate", "--sweep", parent, "--profile", profile, "--tracking-uri", store["uri"],
+                         "--no-log"]) == 0
+    printed = float(re.search(r"^prediction_error=([0-9.]+)$", capsys.readouterr().out.strip().splitlines()[-1]).group(1))
+    prof, errors = load_profile(profile), {"fps": [], "runtime_s": []}
+    mlflow.set_tracking_uri(store["uri"])
+    kids = mlflow.search_runs(experiment_names=["test"], filter_string=f"tags.mlflow.parentRunId = '{parent}'",
+                              output_format="list")
+    assert sorted(int(k.data.params["actor_procs"]) for k in kids) == [1, 2]
+    for kid in kids:
+        assert kid.info.status == "FINISHED"
+        p = predict_job(job_conf(kid.data.tags, kid.data.params), Machine(prof, prof))
+        for key, value in (("fps", p.fps), ("runtime_s", p.runtime_s)):
+            errors[key].append(abs(value - kid.data.metrics[key]) / kid.data.metrics[key])
+    assert printed == pytest.approx(max(statistics.median(v) for v in errors.values()), abs=6e-5)
