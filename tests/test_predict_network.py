@@ -99,6 +99,8 @@ def test_the_grid_over_actor_hosts_names_where_more_stop_helping(compose_cfg):
             "workload.learner_updates=40", "algo.coupling=free_running"]
     preds = [predict_job(validate(compose_cfg([*task, f"actor_hosts={h}"]), host=False), m) for h in (1, 2, 4, 8, 16)]
     assert [p.bound for p in preds] == [model.HOSTS, model.HOSTS, model.LEARNER, model.LEARNER, model.LEARNER]
+    # the ratio counts the actor hosts' stepping threads (gym: one per host) over the learner's 2 units
+    assert [p.cpu_gpu_ratio for p in preds] == [0.5, 1.0, 2.0, 4.0, 8.0]
     # the learner: its first update waits for data, then 40 updates of 1.2 s; more hosts change nothing past it
     assert preds[-1].runtime_s == pytest.approx(preds[-2].runtime_s, rel=0.01)
     assert preds[1].runtime_s > 1.05 * preds[2].runtime_s

@@ -138,9 +138,18 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     knobs = {"actors": conf.actors, "actor_threads": threads, "sm_limit": u, "inference_batch": batch,
              "precision": conf.precision} | {k: getattr(conf, k) for k in ("actor_procs", "actor_hosts") if getattr(conf, k)}
     joules, how = energy(p, m, u)
-    return JobPrediction(knobs, cpu_gpu_ratio(threads, u), p.fps(conf.env.frameskip), p.sps, p.runtime_s,
-                         p.actors_s, updates, updates / learner_time if learner_time > 0 else None, p.bound,
-                         p.actor_bound, joules, how, notes)
+    return JobPrediction(knobs, cpu_gpu_ratio(ratio_threads(threads, remote), u), p.fps(conf.env.frameskip), p.sps,
+                         p.runtime_s, p.actors_s, updates, updates / learner_time if learner_time > 0 else None,
+                         p.bound, p.actor_bound, joules, how, notes)
+
+
+def ratio_threads(threads: int, remote: model.Remote | None) -> int:
+    """The CPU/GPU ratio's numerator: the job's actor threads (local processes: the plan's,
+    counted once on the learner's host), or with actor hosts the sum of their stepping threads,
+    each host's capped at its hardware threads (as a job counts them: remote/telemetry.py)."""
+    if remote is None or not remote.hosts:
+        return threads
+    return remote.hosts * min(remote.threads, remote.host_cpus)
 
 
 def remote_of(conf, m: Machine, envs: int, notes: list[str]) -> model.Remote | None:
