@@ -324,6 +324,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     hosts = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/hosts.json", str(tmp_path))).read_text())
     assert [dict(zip(hosts["columns"], r)) for r in hosts["data"]] == [
         {"host": host, "hardware_threads": os.cpu_count(), "cpu_model": cpu_model(), "processes": 3,
+         "tasks": None,  # processes started by hand, not actor tasks (actor_hosts)
          "pids": " ".join(str(r["pid"]) for r in rows), "threads_declared": 2, "threads_counted": 2}]
     # the timeline: one track per process that reported, named with its host and pid
     trace = json.loads(Path(client.download_artifacts(run.info.run_id, "telemetry/trace.json", str(tmp_path))).read_text())

@@ -199,3 +199,12 @@ def test_with_actor_processes_the_ratio_waits_for_those_that_joined(compose_cfg)
     assert "cpu_gpu_ratio" not in procs.grant_metrics() and {"sm_granted", "sm_total"} <= set(procs.grant_metrics())
     granted = procs.grant_metrics(3)
     assert granted["cpu_gpu_ratio"] == 3 / granted["sm_granted"]
+
+
+def test_a_hosts_actor_tasks_are_listed_by_index_whatever_order_they_joined_in():
+    streams = [_stream(i, i, 1, 1, host="vm", host_threads=2) for i in range(3)]
+    for s, task in zip(streams, ("10", "2", "0")):  # joined in that order
+        s.task = task
+    rows = host_rows(streams)
+    assert rows[0]["tasks"] == "0 2 10"
+    assert "3 processes (actor tasks 0, 2, 10)" in hosts_tag(rows)

@@ -195,10 +195,15 @@ def host_rows(streams) -> list[dict]:
         counted = [s for s in procs if id(s) in holders]
         rows.append({"host": host, "hardware_threads": max(s.host_threads for s in procs) or None,
                      "cpu_model": next((s.cpu_model for s in procs if s.cpu_model), None), "processes": len(procs),
-                     "tasks": " ".join(s.task for s in procs if s.task) or None,
+                     "tasks": " ".join(sorted((s.task for s in procs if s.task), key=_task_order)) or None,
                      "pids": " ".join(str(s.pid) for s in procs), "threads_declared": sum(s.threads for s in counted),
                      "threads_counted": _capped(counted)})
     return rows
+
+
+def _task_order(task: str) -> tuple:
+    """Actor tasks by their index (they join in any order): "2" before "10"."""
+    return (0, int(task), "") if task.isdigit() else (1, 0, task)
 
 
 def hosts_tag(rows: list[dict]) -> str:
