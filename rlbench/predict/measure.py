@@ -307,10 +307,18 @@ def fit_inference(rows: list[dict]) -> dict[int, tuple[float, float]]:
         pts = [(r["batch"], r["seconds"]) for r in rows if r["units"] == u]
         if len({b for b, _ in pts}) < 2:
             raise ValueError(f"units={u}: fitting needs two or more batch sizes, got {sorted({b for b, _ in pts})}")
-        slope, fixed = np.polyfit([b for b, _ in pts], [s for _, s in pts], 1)
-        if slope < 0:
-            fixed, slope = float(np.mean([s for _, s in pts])), 0.0
-        elif fixed < 0:
-            fixed, slope = 0.0, sum(b * s for b, s in pts) / sum(b * b for b, _ in pts)
-        out[u] = (float(fixed), float(slope))
+        out[u] = fit_cost_line(pts)
     return out
+
+
+def fit_cost_line(pts: list[tuple[float, float]]) -> tuple[float, float]:
+    """(fixed, per_x): least squares of y = fixed + per_x x through (x, y) points of two or more
+    x values, both parts kept >= 0 as costs are: a negative slope (noise over a flat curve)
+    becomes 0 with the mean as the fixed part; a negative fixed part becomes 0 with the slope
+    refitted through the origin."""
+    slope, fixed = np.polyfit([x for x, _ in pts], [y for _, y in pts], 1)
+    if slope < 0:
+        fixed, slope = float(np.mean([y for _, y in pts])), 0.0
+    elif fixed < 0:
+        fixed, slope = 0.0, sum(x * y for x, y in pts) / sum(x * x for x, _ in pts)
+    return float(fixed), float(slope)

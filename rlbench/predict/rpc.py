@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rlbench.predict.measure import fit_cost_line
+
 ROW_KEYS = ("frames", "messages", "actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down", "rtt_p50_ms",
             "start_s", "reason")
 FIT_KEYS = ("actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down")
@@ -147,17 +149,12 @@ def _thread_cpu(pid: int) -> dict[int, tuple[int, float]] | None:
 
 def fit_rpc(rows: list[dict]) -> dict[str, tuple[float, float]] | None:
     """{key: (fixed per message, per env)} for each of FIT_KEYS over the measured rows, a line
-    through them (least squares; fixed and slope kept >= 0 as in fit_inference); None with
+    through them (least squares; measure.fit_cost_line: fixed and slope kept >= 0); None with
     fewer than two measured sizes. A key no row measured is left out."""
     out = {}
     for key in FIT_KEYS:
         pts = [(r["frames"], r[key]) for r in rows if r.get(key) is not None]
         if len({f for f, _ in pts}) < 2:
             continue
-        slope, fixed = np.polyfit([f for f, _ in pts], [v for _, v in pts], 1)
-        if slope < 0:
-            fixed, slope = float(np.mean([v for _, v in pts])), 0.0
-        elif fixed < 0:
-            fixed, slope = 0.0, sum(f * v for f, v in pts) / sum(f * f for f, _ in pts)
-        out[key] = (float(fixed), float(slope))
+        out[key] = fit_cost_line(pts)
     return out or None
