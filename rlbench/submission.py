@@ -15,7 +15,7 @@ from pathlib import Path
 from rlbench.plan import SLURM_LAUNCHER, eval_envs_of
 from rlbench.remote.address import TOKEN_ENV
 from rlbench.remote.handoff import ADDRESS_FILE
-from rlbench.remote.job import split
+from rlbench.remote.job import env_shares
 from rlbench.remote.tasks import launch_params, sbatch_text
 
 NOT_SLURM = ("_target_", "submitit_folder", "max_num_timeout")  # the launcher's keys that are no sbatch setting
@@ -48,7 +48,7 @@ def dry_run_text(launcher: dict, sweep_dir: str, jobs: list[list[str]], confs: l
 def actor_header(index: int, job: list[str], conf, job_dir: Path) -> str:
     """What job `index`'s actor array is: its tasks and envs, the address hand-off, the token."""
     total = conf.actors + eval_envs_of(conf)
-    sizes = split(total - conf.actor_server.remote_envs, conf.actor_procs + conf.actor_hosts)[conf.actor_procs:]
+    sizes = env_shares(conf, total)[1]
     plural = "s" if conf.actor_hosts != 1 else ""
     lines = [
         (f"# ===== job {index} [{' '.join(job) or '(defaults)'}]: its actor array, {conf.actor_hosts} task{plural}, "

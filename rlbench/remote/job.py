@@ -49,6 +49,14 @@ def split(n: int, parts: int) -> list[int]:
     return [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
 
 
+def env_shares(conf, total_envs: int) -> tuple[list[int], list[int]]:
+    """(each local actor process's envs, each actor task's): the envs hand-started actors do not
+    bring (actor_server.remote_envs) split over actor_procs + actor_hosts, the local ones first."""
+    parts = conf.actor_procs + conf.actor_hosts
+    sizes = split(total_envs - conf.actor_server.remote_envs, parts) if parts else []
+    return sizes[:conf.actor_procs], sizes[conf.actor_procs:]
+
+
 def env_overrides(env_cfg) -> list[str]:
     """Overrides that compose `env_cfg` again (`python -m rlbench.actor ... <these>`): the
     family's preset for its id, then every field, so the actor's env spec is the job's."""
@@ -86,12 +94,11 @@ class JobActors:
                                  spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
-        sizes = split(total_envs - server.remote_envs, conf.actor_procs + conf.actor_hosts) \
-            if conf.actor_procs + conf.actor_hosts else []
+        local, tasks = env_shares(conf, total_envs)
         try:
-            self.local = LocalActors(self.remote, self._dir, conf, sum(sizes[:conf.actor_procs]), pin)
+            self.local = LocalActors(self.remote, self._dir, conf, sum(local), pin)
             if conf.actor_hosts:
-                self.tasks = self._place(conf, sizes[conf.actor_procs:], placement)
+                self.tasks = self._place(conf, tasks, placement)
         except BaseException:  # a process or task that could not be started: nothing left listening or running
             self.close()
             raise
