@@ -23,7 +23,8 @@ LAYERS: list[dict[str, list[str]]] = [
               "rlbench.observers",  # the hooks of a job's life (record, telemetry, progress observe it)
               "rlbench.registry",
               "rlbench.precision",  # a job's math precision: the refusal rule, autocast, published peaks
-              "rlbench.remote", "rlbench.remote.address"]},  # an actor server's address rules: validate checks them  # what the registries share (name -> package, import by name)
+              "rlbench.remote", "rlbench.remote.address",  # an actor server's address rules: validate checks them
+              "rlbench.remote.engine"]},  # gRPC core's engine, picked when the package is imported, before grpc starts
     {"config": ["rlbench.config", "rlbench.config.schema", "rlbench.config.argv", "rlbench.config.rules",
                 "rlbench.config.flags", "rlbench.config.hydra_errors",  # command-line flags; Hydra's errors explained
                 "rlbench.algo",  # the registry of algorithm names, imports by name only

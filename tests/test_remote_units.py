@@ -88,6 +88,43 @@ def test_decode_step_refuses_malformed_steps():
         decode_step(msg, 1, (3,), np.dtype(np.float32))
 
 
+def test_decode_step_takes_a_lock_step_step_fast_and_any_other_order_by_the_full_rule():
+    def step(ids):
+        k = len(ids)
+        return step_message(np.array(ids), np.zeros((k, 1), np.uint8), np.zeros(k), np.zeros(k, bool)).step
+
+    assert decode_step(step([0, 1, 2, 3]), 4, (1,), np.dtype(np.uint8)).env_ids.tolist() == [0, 1, 2, 3]
+    assert decode_step(step([0, 2, 1, 3]), 4, (1,), np.dtype(np.uint8)).env_ids.tolist() == [0, 2, 1, 3]
+    assert decode_step(step([3, 1]), 4, (1,), np.dtype(np.uint8)).env_ids.tolist() == [3, 1]
+    for bad in ([0, 0, 2, 3], [0, 2, 2, 3], [0, 1, 2, 4], [-1, 1, 2, 3], [0, 1, 1]):
+        with pytest.raises(ValueError, match="distinct in 0..3"):
+            decode_step(step(bad), 4, (1,), np.dtype(np.uint8))
+
+
+def test_grpc_engine_experiments_are_set_only_where_measured_and_never_over_the_users():
+    from rlbench.remote.engine import EXPERIMENTS, configure, experiments_setting
+
+    assert experiments_setting({}, "1.85.3", grpc_imported=False) == EXPERIMENTS
+    assert experiments_setting({"GRPC_EXPERIMENTS": ""}, "1.85.3", grpc_imported=False) is None  # the user's
+    assert experiments_setting({}, "1.85.3", grpc_imported=True) is None  # too late: read once at grpc's start
+    assert experiments_setting({}, "1.86.0", grpc_imported=False) is None  # not measured there
+    assert experiments_setting({}, None, grpc_imported=False) is None
+    environ = {"GRPC_EXPERIMENTS": "-x"}
+    assert configure(environ) is None and environ == {"GRPC_EXPERIMENTS": "-x"}
+
+
+def test_importing_the_remote_package_picks_the_engine_before_grpc_starts():
+    code = ("import os, sys; import rlbench.remote.server, rlbench.remote.actor; "
+            "print(os.environ.get('GRPC_EXPERIMENTS'))")
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    from importlib import metadata
+
+    from rlbench.remote.engine import EXPERIMENTS, MEASURED_MINOR
+    measured = tuple(int(x) for x in metadata.version("grpcio").split(".")[:2]) == MEASURED_MINOR
+    assert out.strip() == (EXPERIMENTS if measured else "None")
+
+
 def test_only_loopback_and_unix_binds_are_local():
     assert all(map(is_local, ["127.0.0.1:0", "localhost:5000", "[::1]:1", "unix:/tmp/x.sock"]))
     assert not any(map(is_local, ["0.0.0.0:5000", "[::]:5000", "10.0.0.2:1", "myhost:1", ":5000"]))
@@ -252,6 +289,65 @@ def test_only_the_env_threads_get_the_lower_priority():
         release.set()
         for w in workers:
             w.join()
+
+
+class _Envs:
+    """Two CartPole-shaped envs that count the actions they are sent."""
+
+    def __init__(self):
+        self.sent = 0
+
+    def _batch(self):
+        from rlbench.envs.vector import StepBatch
+
+        return StepBatch(np.arange(2), np.zeros((2, 4), np.float32), np.zeros(2, np.float32), np.zeros(2, bool))
+
+    def reset(self, seed):
+        return self._batch()
+
+    def send(self, actions):
+        assert actions.shape == (2,)
+        self.sent += 1
+
+    def recv(self):
+        return self._batch()
+
+
+class _Call:
+    """An actor's side of the stream: answers `answers` Steps, then ends the call as the job
+    does when it closes (reads give EOF), or, with `ended_before_write`, makes the next write
+    find the call already over (gRPC's InvalidStateError)."""
+
+    def __init__(self, answers: int, ended_before_write: bool = False):
+        self.answers, self.ended_before_write, self.steps = answers, ended_before_write, 0
+
+    async def write(self, msg):
+        import asyncio
+
+        if msg.WhichOneof("kind") == "step":
+            if self.steps == self.answers and self.ended_before_write:
+                raise asyncio.InvalidStateError("the RPC has already finished")
+            self.steps += 1
+
+    async def read(self):
+        import grpc
+
+        if self.steps > self.answers:
+            return grpc.aio.EOF
+        return pb.ServerMessage(actions=pb.Actions(actions=[1, 0]))
+
+
+@pytest.mark.parametrize("ended_before_write", [False, True])
+def test_the_actor_loop_ends_quietly_when_the_job_ends_the_call_between_its_steps(ended_before_write):
+    import asyncio
+
+    from rlbench.remote.actor import _Loop
+
+    spec = env_spec(compose_job(["env=cartpole"], host=False).env)
+    envs, call = _Envs(), _Call(3, ended_before_write)
+    loop = _Loop(envs, spec, call, report_every_s=3600.0)
+    asyncio.run(loop.run(seed=0))
+    assert loop.steps == envs.sent == 3 and len(loop._rtts) == 3
 
 
 def test_the_actor_command_refuses_cpus_it_may_not_use(capsys):

@@ -5,5 +5,10 @@
 rebuilds the frame stacks per global env id; `slots.py` hands out contiguous global env id
 ranges; `hub.py` is the state the gRPC threads and the job's thread share (one condition);
 `server.py` is `RemoteEnvs`, a VectorEnv whose envs live in actor processes; `actor.py` is
-the actor process's loop (`python -m rlbench.actor`).
+the actor process's loop (`python -m rlbench.actor`); `engine.py` picks gRPC core's I/O
+engine, before anything here imports grpc.
 """
+
+from rlbench.remote.engine import configure
+
+configure()
