@@ -76,6 +76,41 @@ def test_every_actor_task_needs_an_env_and_tasks_bring_their_own_token(compose_c
         validate(compose_cfg([*base, "actor_hosts=1", "actor_launch.cpus_per_task=0"]), host=False)
 
 
+@pytest.mark.parametrize("fails", ["listening", "placing"])
+def test_a_token_made_for_a_jobs_tasks_leaves_the_environment_with_the_job(compose_cfg, monkeypatch, fails):
+    """Made for this job's actor tasks, gone when the job closes (here: the server cannot listen,
+    or the tasks cannot be placed, and the job closes what it started), so that a later job of
+    the same process cannot take it for a token the user set; a token the user set stays."""
+    from rlbench.envs.spec import env_spec
+    from rlbench.remote.job import JobActors
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    held = socket.socket()
+    held.bind(("0.0.0.0", 0))
+    held.listen()
+    bind = f"0.0.0.0:{held.getsockname()[1]}" if fails == "listening" else "0.0.0.0:0"
+    conf = validate(compose_cfg(["env=cartpole", "actors=2", "eval_envs=0", "actor_hosts=1",
+                                 f"actor_server.bind={bind}"]), host=False)
+    seen: list[str | None] = []
+
+    def no_placement(self, *args):
+        seen.append(os.environ.get(TOKEN_ENV))
+        raise RuntimeError("no executor here")
+
+    monkeypatch.setattr(JobActors, "_place", no_placement)
+    try:
+        for user_token in (None, TOKEN):
+            if user_token:
+                monkeypatch.setenv(TOKEN_ENV, user_token)
+            with pytest.raises(ConfigError if fails == "listening" else RuntimeError):
+                JobActors(conf, env_spec(conf.env), 2)
+            assert os.environ.get(TOKEN_ENV) == user_token
+    finally:
+        held.close()
+    if fails == "placing":  # the tasks would have inherited a made token, then the user's
+        assert len(seen) == 2 and seen[0] and seen[0] != TOKEN and seen[1] == TOKEN
+
+
 def _stream(index: int, host: str, task: str, threads: int, host_threads: int) -> Stream:
     return Stream(first=index * 2, envs=2, threads=threads, host=host, pid=100 + index, run_id=index, index=index,
                   host_threads=host_threads, cpu_model="EPYC", task=task)

@@ -85,13 +85,20 @@ class JobActors:
         server = conf.actor_server
         self._dir = Path(tempfile.mkdtemp(prefix="rlbench-actors-"))
         bind = server.bind or (TASKS_BIND if conf.actor_hosts else f"unix:{self._dir / 'actors.sock'}")
-        if conf.actor_hosts and ensure_token():
+        # A token made for this job's actor tasks is this job's: gone from the environment when it
+        # closes, so a later job of the same process (a sweep) never passes it off as the user's.
+        self._made_token = bool(conf.actor_hosts) and ensure_token()
+        if self._made_token:
             log.info("actor tasks: a random token made for this job (%s, in the environment only)", TOKEN_ENV)
         self.tasks = None
-        self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
-                                 token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
-                                 idle_timeout_s=server.idle_timeout_s,
-                                 spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
+        try:
+            self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
+                                     token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
+                                     idle_timeout_s=server.idle_timeout_s,
+                                     spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
+        except BaseException:
+            self._forget_token()
+            raise
         for name in ("frameskip", "obs_shape", "obs_dtype", "num_actions", "inference_batch", "address"):
             setattr(self, name, getattr(self.remote, name))
         local, tasks = env_shares(conf, total_envs)
@@ -180,6 +187,12 @@ class JobActors:
                 if self.tasks is not None:
                     self.tasks.stop(EXIT_GRACE_S)
                 shutil.rmtree(self._dir, ignore_errors=True)
+                self._forget_token()
+
+    def _forget_token(self) -> None:
+        if self._made_token:
+            os.environ.pop(TOKEN_ENV, None)
+            self._made_token = False
 
 
 class LocalActors:
