@@ -6,9 +6,9 @@ step's newest frames and step the envs with the actions that come back, until th
 the stream. `run_actor` returns the exit code and the one line the command prints.
 
 The stream is gRPC's asyncio API driven from this process's one loop thread: the loop
-writes a Step, awaits its Actions and steps the envs itself, so a round trip wakes that
-thread once; the synchronous API's request iterator adds a thread of its own that every
-Step crosses (measured: about 40 us more CPU per message, docs/actors.md)."""
+writes a Step, awaits its Actions and steps the envs itself, with no Python thread of ours
+between it and gRPC's; the synchronous API's request iterator runs on a thread of its own
+that every Step crosses (measured: about 43 us more CPU per message, docs/actors.md)."""
 
 from __future__ import annotations
 
