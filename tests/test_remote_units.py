@@ -347,6 +347,8 @@ def test_the_actor_loop_ends_quietly_when_the_job_ends_the_call_between_its_step
     loop = _Loop(envs, spec, call, report_every_s=3600.0)
     asyncio.run(loop.run(seed=0))
     assert loop.steps == envs.sent == 3 and len(loop._rtts) == 3
+    step_bytes = step_message(np.arange(2), np.zeros((2, 4), np.float32), np.zeros(2), np.zeros(2, bool)).ByteSize()
+    assert loop.bytes_sent == call.steps * step_bytes  # a Step the ended call refused is not counted as sent
 
 
 def test_the_actor_command_refuses_cpus_it_may_not_use(capsys):

@@ -182,11 +182,11 @@ class _Loop:
 
     async def _send(self, msg: pb.ActorMessage) -> bool:
         """False when the job ended the call (with an OK status) before this message went."""
-        self.bytes_sent += msg.ByteSize()
         try:
             await self.call.write(msg)
         except asyncio.InvalidStateError:
             return False
+        self.bytes_sent += msg.ByteSize()
         return True
 
     def _report(self) -> pb.ActorMessage:
