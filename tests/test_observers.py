@@ -98,7 +98,8 @@ def test_a_closing_observer_that_fails_does_not_stop_the_others(caplog):
 
 
 def test_the_plan_decides_envs_threads_and_the_task_once(compose_cfg):
-    conf = validate(compose_cfg(["actors=40", "eval_envs=2", "actor_threads=2", "workload=smoke"]))
+    # device=cpu: the compute unit below is the CPU's (on a CUDA host device=auto tags "sm")
+    conf = validate(compose_cfg(["actors=40", "eval_envs=2", "actor_threads=2", "workload=smoke", "device=cpu"]))
     envs = envs_of(conf)
     assert (envs.train, envs.eval, envs.total, envs.actor_threads) == (40, 2, 42, 2)
     assert envs.inference_batch == 21  # SEED's auto rule: half of all envs, eval envs counted

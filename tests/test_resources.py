@@ -171,7 +171,7 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     from tests.conftest import CARTPOLE_TINY, runs
 
     for n in (1, 2):
-        cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", f"sm_limit={n}", "progress=log",
+        cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", f"sm_limit={n}", "progress=log", "device=cpu",  # a CUDA host too
                            "telemetry.enabled=false", *store["overrides"]])
         final = run_job(cfg, overrides=[f"sm_limit={n}"])
         assert final["learner_intra_op_threads"] == n
