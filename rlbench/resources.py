@@ -191,6 +191,9 @@ class ComputeLimit:
             from torch.cuda.green_contexts import GreenContext
 
             index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
+            # The device's primary context first: a green context is carved from it, and without
+            # one torch warns "no primary context" (seen on an H100) and makes it itself.
+            self.torch.cuda.synchronize(index)
             self._ctx = GreenContext.create(num_sms=g.requested, device_id=index)
         return self
 

@@ -19,6 +19,7 @@ class FakeGreenContext:
 
     @classmethod
     def create(cls, num_sms=None, device_id=None, **kw):
+        assert device_id in FakeCuda.primary_contexts, "a green context is made from the device's primary context"
         ctx = cls(num_sms, device_id)
         cls.created.append(ctx)
         return ctx
@@ -34,8 +35,15 @@ class FakeCuda:
     """torch.cuda as it behaves: get_device_properties initialises CUDA (torch's _lazy_init), after
     which MPS's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is no longer read."""
 
+    primary_contexts: ClassVar[set] = set()  # devices whose primary context exists (CUDA's, per process)
+
     def __init__(self, props, initialized: bool):
         self.props, self.initialized = props, initialized
+        FakeCuda.primary_contexts.clear()
+
+    def synchronize(self, device=None):
+        self.initialized = True
+        FakeCuda.primary_contexts.add(0 if device is None else device)
 
     def get_device_properties(self, device):
         self.initialized = True
