@@ -14,7 +14,9 @@ from omegaconf import DictConfig
 
 from rlbench.config.schema import Config, register_configs
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+# rlbench/conf: in a clone a link to the top-level conf/, in an installed wheel its copy
+# (pyproject's package-data), so a non-editable install (an actor host's) composes too.
+CONF_DIR = (Path(__file__).resolve().parents[1] / "conf").resolve()
 
 
 def compose_config(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
