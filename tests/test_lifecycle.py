@@ -156,6 +156,21 @@ def test_an_artifact_location_that_cannot_be_written_is_named_before_any_run(sto
     assert artifact_problem(_tracking(store, artifact_location=str(tmp_path / "fine"))) is None
 
 
+def test_a_store_relative_location_without_rlbench_installed_is_named_before_any_run(store, monkeypatch):
+    """Seen on a GPU host running a clone from PYTHONPATH: without rlbench's entry point every
+    job ran, then ended FAILED unable to write any artifact; now refused before it starts."""
+    from rlbench.tracking import artifacts
+    from rlbench.tracking.store import artifact_problem
+
+    tracking = _tracking(store)
+    assert artifacts.scheme_registered() and artifact_problem(tracking) is None  # installed, as the README says
+    monkeypatch.setattr(artifacts, "scheme_registered", lambda: False)
+    problem = artifact_problem(tracking)
+    assert problem.startswith("tracking.artifact_location: the artifacts of experiment 'test' go to rlbench-store:/")
+    assert "rlbench is not installed in this Python" in problem and "pip install -e ." in problem
+    assert artifact_problem(_tracking(store, artifact_location=str(store["db"].parent / "abs"))) is None  # no scheme
+
+
 def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(store, compose_cfg, monkeypatch):
     from rlbench.config.validate import validate
     from rlbench.tracking.record import IncompleteRecord, JobRecord

@@ -25,6 +25,15 @@ SCHEME = "rlbench-store"
 _SERVER_STORE_ENV = "_MLFLOW_SERVER_FILE_STORE"  # what `mlflow ui/server` exports to its workers
 
 
+def scheme_registered() -> bool:
+    """Whether MLflow can open `rlbench-store:` locations here: it finds this repository through
+    rlbench's installed entry point (pyproject's mlflow.artifact_repository), which a clone run
+    without installing it (PYTHONPATH only) does not have."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == SCHEME for ep in entry_points(group="mlflow.artifact_repository"))
+
+
 def store_root(tracking_uri: str | None) -> Path | None:
     """The folder holding a SQLite store's database; None for any other kind of store."""
     if not tracking_uri or not tracking_uri.startswith("sqlite:///"):

@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import sqlite3
+import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -30,6 +31,7 @@ from pathlib import Path
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.tracking import artifacts
 from rlbench.tracking.artifacts import SCHEME, store_root
 from rlbench.tracking.orphans import close_orphans
 
@@ -180,6 +182,11 @@ def artifact_problem(tracking: TrackingConfig) -> str | None:
     removed in it; a server's or a remote location is not checked here. Asked before any run
     exists; opens no store that does not exist yet."""
     location = _experiment_location(tracking)
+    if location and location.startswith(f"{SCHEME}:") and not artifacts.scheme_registered():
+        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {location}, which MLflow opens "
+                f"through rlbench's entry point, and rlbench is not installed in this Python ({sys.executable}); "
+                "allowed: pip install -e . in the clone (or pip install .), or an absolute "
+                "tracking.artifact_location=PATH")
     folder = _local_folder(location, tracking.uri) if location else None
     if folder is None:
         return None
