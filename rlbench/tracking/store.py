@@ -183,10 +183,10 @@ def artifact_problem(tracking: TrackingConfig) -> str | None:
     exists; opens no store that does not exist yet."""
     location = _experiment_location(tracking)
     if location and location.startswith(f"{SCHEME}:") and not artifacts.scheme_registered():
-        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {location}, which MLflow opens "
-                f"through rlbench's entry point, and rlbench is not installed in this Python ({sys.executable}); "
-                "allowed: pip install -e . in the clone (or pip install .), or an absolute "
-                "tracking.artifact_location=PATH")
+        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to "
+                f"{location}, which MLflow opens through rlbench's entry point, and rlbench is not installed "
+                f"in this Python ({sys.executable}); allowed: pip install -e . in the clone (or pip install .), "
+                "or an absolute tracking.artifact_location=PATH for a new tracking.experiment")
     folder = _local_folder(location, tracking.uri) if location else None
     if folder is None:
         return None
