@@ -28,6 +28,7 @@ import threading
 import time
 
 import numpy as np
+import psutil
 
 from rlbench.config.compose import compose_job
 from rlbench.config.flags import Parser, number, refuse
@@ -48,16 +49,27 @@ def config(args, procs: int = 0):
     return compose_job(overrides)
 
 
-def raw_fps(conf, seconds: float) -> float:
+def idle_share(before, after) -> float | None:
+    """The host's idle CPU share (idle + iowait) between two psutil.cpu_times() snapshots; None
+    when no time passed. High idle through the processes where the in-process path has none
+    means round trips, not CPU, bound the processes (docs/actors.md)."""
+    spent = {k: getattr(after, k) - getattr(before, k) for k in after._fields}
+    total = sum(spent.values()) - spent.get("guest", 0.0) - spent.get("guest_nice", 0.0)  # in user/nice already
+    return (spent["idle"] + spent.get("iowait", 0.0)) / total if total > 0 else None
+
+
+def raw_fps(conf, seconds: float, extra: dict | None = None) -> float:
     actors = AtariActors(conf.env, conf.actors, conf.actor_threads or _threads(), conf.inference_batch)
     env, rng = actors._env, np.random.default_rng(0)
     env.reset(seed=conf.seed)  # not timed, on either side
-    steps, t0 = 0, time.perf_counter()
+    steps, t0, host0 = 0, time.perf_counter(), psutil.cpu_times()
     while time.perf_counter() - t0 < seconds:
         env.send(rng.integers(0, actors.num_actions, env.batch_size))
         _, _, _, _, info = env.recv()
         steps += len(info["env_id"])
     fps = steps * conf.env.frameskip / (time.perf_counter() - t0)
+    if extra is not None:
+        extra["host_idle"] = idle_share(host0, psutil.cpu_times())
     env.close()
     return fps
 
@@ -68,7 +80,8 @@ def rlbench_fps(conf, seconds: float, extra: dict | None = None) -> float:
     trainer = build_trainer(plan_job(conf))
     stop = threading.Event()
     role = trainer.actors
-    watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds))
+    host: list = []  # the host's CPU times when stepping starts and when it is stopped
+    watcher = threading.Thread(target=_stop_after_stepping, args=(role, stop, seconds, host))
     watcher.start()
     started, cpu0 = time.perf_counter(), time.thread_time()
     role.run(stop)
@@ -79,6 +92,7 @@ def rlbench_fps(conf, seconds: float, extra: dict | None = None) -> float:
     ops = {**role.timer.fractions(run_wall), **trainer.inference.timer.fractions(run_wall)}
     print("  rlbench path time shares: " + ", ".join(f"{k} {v:.1%}" for k, v in ops.items()), flush=True)
     if extra is not None:
+        extra["host_idle"] = idle_share(*host) if len(host) == 2 else None
         env_steps = role.steps + role.eval_steps
         extra["driver_cpu_us_per_step"] = 1e6 * cpu / max(env_steps, 1)
         remote = getattr(trainer.env, "remote", None)
@@ -91,10 +105,12 @@ def rlbench_fps(conf, seconds: float, extra: dict | None = None) -> float:
     return fps
 
 
-def _stop_after_stepping(role, stop: threading.Event, seconds: float) -> None:
+def _stop_after_stepping(role, stop: threading.Event, seconds: float, host: list) -> None:
     while role.stepping_since is None and not stop.wait(0.01):
         pass
+    host.append(psutil.cpu_times())
     stop.wait(seconds)
+    host.append(psutil.cpu_times())
     stop.set()
 
 
@@ -123,21 +139,31 @@ def main() -> None:
         refuse(PROG, f"{e} (no run started)")
     raw, ours, remote, extras = [], [], [], []
     for i in range(args.repeats):
-        raw.append(raw_fps(conf, args.seconds))
-        inproc: dict = {}
+        extras.append({"raw": {}, "inproc": {}, "procs": {}})
+        raw.append(raw_fps(conf, args.seconds, extras[-1]["raw"]))
+        inproc = extras[-1]["inproc"]
         ours.append(rlbench_fps(conf, args.seconds, inproc))
         line = f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps"
         if procs is not None:
-            extras.append({"inproc": inproc, "procs": {}})
             remote.append(rlbench_fps(procs, args.seconds, extras[-1]["procs"]))
             line += f", rlbench with {args.procs} actor processes {remote[-1]:.0f} fps"
         print(line, flush=True)
     r, o = statistics.median(raw), statistics.median(ours)
     print(f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
           f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={resolve_inference_batch(conf.inference_batch, conf.actors)})")
+    _print_idle(extras, args.procs if procs is not None else 0)
     if procs is not None:
         _print_process_path(args.procs, ours, remote, extras)
     print(f"actor_path_efficiency={o / r:.3f}")
+
+
+def _print_idle(extras: list[dict], procs: int) -> None:
+    sides = [("raw", "raw"), ("inproc", "in-process")] + ([("procs", f"{procs} actor processes")] if procs else [])
+    shares = []
+    for key, name in sides:
+        known = [e[key]["host_idle"] for e in extras if e[key].get("host_idle") is not None]
+        shares.append(f"{name} {statistics.median(known):.1%}" if known else f"{name} unknown (no CPU times)")
+    print("host CPU idle while stepping (median; psutil): " + ", ".join(shares))
 
 
 def _print_process_path(procs: int, ours: list[float], remote: list[float], extras: list[dict]) -> None:

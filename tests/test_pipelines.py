@@ -11,6 +11,19 @@ from rlbench.run_and_report import merge, tracking_uri
 from tests.conftest import CARTPOLE_TINY, ROOT
 
 
+def test_the_actor_path_bench_counts_idle_and_iowait_as_the_hosts_idle_share():
+    import collections
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_actor_path", ROOT / "pipelines" / "bench_actor_path.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    times = collections.namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    before, after = times(10, 0, 5, 100, 1, 0, 0, 0, 0, 0), times(40, 0, 15, 150, 11, 0, 0, 0, 4, 0)
+    assert bench.idle_share(before, after) == pytest.approx(0.6)  # 60 of 100 s: guest time is inside user's
+    assert bench.idle_share(before, before) is None  # no time passed: unknown, not 0
+
+
 def test_extra_overrides_replace_the_pipelines_own():
     assert merge(["experiment=sm_sweep_cpu", "actors=8", "workload=smoke"], ["actors=2", "env=cartpole"]) == \
         ["experiment=sm_sweep_cpu", "workload=smoke", "actors=2", "env=cartpole"]
