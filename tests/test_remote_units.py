@@ -101,6 +101,17 @@ def test_decode_step_takes_a_lock_step_step_fast_and_any_other_order_by_the_full
             decode_step(step(bad), 4, (1,), np.dtype(np.uint8))
 
 
+def test_step_size_is_the_messages_byte_size_without_encoding_it():
+    from rlbench.remote.wire import step_size
+
+    cases = [([], 0), ([0], 1), ([0, 1, 2], 3 * 7056), ([127, 128], 255), (list(range(20)), 141_120),
+             ([16_383, 16_384, 2**21, 2**28, 2**31 - 1], 5 * 12), ([-1, 3], 8), (list(range(130)), 130 * 4)]
+    for ids, nbytes in cases:
+        msg = step_message(np.array(ids, np.int64), np.zeros(nbytes, np.uint8), np.zeros(len(ids)), np.zeros(len(ids), bool))
+        assert msg.step.env_ids[:] == ids and len(msg.step.frames) == nbytes
+        assert step_size(np.array(ids), nbytes) == msg.ByteSize(), (ids[:3], nbytes)
+
+
 def test_grpc_engine_experiments_are_set_only_where_measured_and_never_over_the_users():
     from rlbench.remote.engine import EXPERIMENTS, configure, experiments_setting
 

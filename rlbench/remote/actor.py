@@ -27,7 +27,14 @@ from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote import actors_pb2_grpc as pb_grpc
 from rlbench.remote.telemetry import ENV_STEP, MAX_SPANS_PER_REPORT, WAIT_ACTIONS, SpanBuffer
-from rlbench.remote.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, spec_message, step_message, token_metadata
+from rlbench.remote.wire import (
+    CHANNEL_OPTIONS,
+    PROTOCOL_VERSION,
+    spec_message,
+    step_message,
+    step_size,
+    token_metadata,
+)
 from rlbench.resources import cpu_model, usable_cpus
 
 PROG = "rlbench.actor"
@@ -161,7 +168,9 @@ class _Loop:
                 if not await self._send(self._report()):
                     return
                 next_report = time.monotonic() + self.report_every_s
-            if not await self._send(step_message(batch.env_ids, self._newest(batch.obs), batch.reward, batch.done)):
+            frames = self._newest(batch.obs)
+            size = step_size(batch.env_ids, frames.nbytes)  # msg.ByteSize() would encode it once more
+            if not await self._send(step_message(batch.env_ids, frames, batch.reward, batch.done), size):
                 return
             t = time.perf_counter()
             reply = await self.call.read()
@@ -180,13 +189,14 @@ class _Loop:
     def _newest(self, obs: np.ndarray) -> np.ndarray:
         return obs if obs.shape[1:] == tuple(self.spec.frame_shape) else obs[:, -1]
 
-    async def _send(self, msg: pb.ActorMessage) -> bool:
-        """False when the job ended the call (with an OK status) before this message went."""
+    async def _send(self, msg: pb.ActorMessage, size: int | None = None) -> bool:
+        """False when the job ended the call (with an OK status) before this message went.
+        `size`: its serialized bytes where known (else ByteSize(), which encodes it)."""
         try:
             await self.call.write(msg)
         except asyncio.InvalidStateError:
             return False
-        self.bytes_sent += msg.ByteSize()
+        self.bytes_sent += msg.ByteSize() if size is None else size
         return True
 
     def _report(self) -> pb.ActorMessage:

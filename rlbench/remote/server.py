@@ -34,6 +34,7 @@ from rlbench.remote.wire import (
     is_local,
     spec_difference,
     spec_message,
+    step_size,
     token_of,
 )
 
@@ -238,7 +239,7 @@ class _Servicer(pb_grpc.ActorsServicer):
                 step = decode_step(msg.step, stream.envs, self.frame_shape, self.dtype)
             except ValueError as e:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-            stream.bytes_in += msg.ByteSize()
+            stream.bytes_in += step_size(step.env_ids, step.frames.nbytes)  # msg.ByteSize() would re-encode it
             stream.env_steps += len(step.env_ids)
             if not self.hub.push(stream, step):
                 return

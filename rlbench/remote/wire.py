@@ -50,9 +50,37 @@ def _settings(spec: pb.EnvSpec) -> dict[str, str]:
 
 
 def step_message(env_ids: np.ndarray, frames: np.ndarray, rewards: np.ndarray, done: np.ndarray) -> pb.ActorMessage:
-    step = pb.Step(env_ids=np.asarray(env_ids, np.int32).tolist(), frames=np.ascontiguousarray(frames).tobytes(),
-                   rewards=np.asarray(rewards, np.float32).tolist(), done=np.asarray(done, bool).tolist())
-    return pb.ActorMessage(step=step)
+    """An ActorMessage holding a Step, its fields set in place: ActorMessage(step=Step(...))
+    would copy the Step by serializing and parsing it, frames and all, once per message."""
+    msg = pb.ActorMessage()
+    step = msg.step
+    step.env_ids.extend(np.asarray(env_ids, np.int32).tolist())
+    step.frames = np.ascontiguousarray(frames).tobytes()
+    step.rewards.extend(np.asarray(rewards, np.float32).tolist())
+    step.done.extend(np.asarray(done, bool).tolist())
+    return msg
+
+
+def varint_size(n: int) -> int:
+    """Bytes of `n` as a protobuf varint (a negative int32 is sign-extended to 10 bytes)."""
+    return 10 if n < 0 else max(1, (int(n).bit_length() + 6) // 7)
+
+
+def step_size(env_ids: np.ndarray, frame_bytes: int) -> int:
+    """The serialized size of an ActorMessage holding a Step of these env ids and `frame_bytes`
+    bytes of frames (4 bytes of reward and 1 of done per env, packed, as actors.proto says),
+    equal to its ByteSize() without encoding it: upb's ByteSize() serializes the whole
+    message, a copy of every frame, on each side per message (tests pin the equality)."""
+    ids = np.asarray(env_ids, np.int64)
+    k, size = len(ids), 0
+    if k:
+        ids_len = int(np.where(ids < 0, 10, 1 + sum((ids >= 1 << s).astype(np.int64) for s in (7, 14, 21, 28))).sum())
+        size += 1 + varint_size(ids_len) + ids_len
+        size += 1 + varint_size(4 * k) + 4 * k
+        size += 1 + varint_size(k) + k
+    if frame_bytes:
+        size += 1 + varint_size(frame_bytes) + frame_bytes
+    return 1 + varint_size(size) + size
 
 
 class Step(NamedTuple):
@@ -76,9 +104,10 @@ def decode_step(step: pb.Step, envs: int, frame_shape: tuple[int, ...], dtype: n
     if not in_order and (ids.min() < 0 or ids.max() >= envs or len(np.unique(ids)) != k):
         raise ValueError(f"a Step's env ids must be distinct in 0..{envs - 1}, got {ids.tolist()[:8]}")
     expected = k * math.prod(frame_shape) * dtype.itemsize
-    if len(step.frames) != expected:
-        raise ValueError(f"a Step of {k} frames {frame_shape} {dtype.name} has {len(step.frames)} bytes, not {expected}")
-    frames = np.frombuffer(step.frames, dtype).reshape(k, *frame_shape)
+    data = step.frames  # each read of a bytes field copies it out of the message: once
+    if len(data) != expected:
+        raise ValueError(f"a Step of {k} frames {frame_shape} {dtype.name} has {len(data)} bytes, not {expected}")
+    frames = np.frombuffer(data, dtype).reshape(k, *frame_shape)
     return Step(ids, frames, np.fromiter(step.rewards, np.float32, k), np.fromiter(step.done, bool, k))
 
 
