@@ -69,9 +69,11 @@ def runs(uri: str, experiment: str = "test") -> list:
     return mlflow.search_runs(experiment_names=[experiment], output_format="list")
 
 
-def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, module: str = "rlbench",
+                **kw) -> subprocess.CompletedProcess:
+    """`python -m rlbench ARGS` (or `module`, a wrapper such as tests.bf16_cpu) from the clone."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    return subprocess.run([sys.executable, "-m", "rlbench", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, **kw, check=False)
 
 

@@ -351,13 +351,20 @@ def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_pa
 
 
 @pytest.mark.e2e
-def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, tmp_path, capsys):
+def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, tmp_path, capsys, monkeypatch):
+    import rlbench.precision
     from rlbench.report.findings import findings
     from rlbench.report.records import load_parent
+    from tests.bf16_cpu import cpu_flags
 
+    import rlbench.predict.measure as measure
+
+    monkeypatch.setattr(rlbench.precision, "cpu_flags", cpu_flags)  # the profiles below run in this process
+    peak = measure.gemm_peak  # their GEMM peak small: bf16 emulated on a CPU without it takes minutes at 2048
+    monkeypatch.setattr(measure, "gemm_peak", lambda precision, device, n=None, repeats=5: peak(precision, device, 256, 2))
     args = ["-m", "precision=fp32,bf16", *CARTPOLE_TINY, "workload.learner_updates=3", "actors=2", "progress=log",
             *store["overrides"]]
-    out = rlbench_cli(args, timeout=300)
+    out = rlbench_cli(args, timeout=300, module="tests.bf16_cpu")  # any CPU: this tests the record, not the CPU
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
