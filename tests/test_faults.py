@@ -130,10 +130,10 @@ def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_ev
     from rlbench.report.records import load_parent
 
     args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
-    sweep = _start([*args, "workload.frames=60000"], tmp_path)  # long enough to be caught in its second job
+    sweep = _start([*args, "workload.frames=20000"], tmp_path)  # long enough to be caught in its second job
     second = _when_running(sweep, store, lambda r: r.info.run_name == "seed=2", timeout=180)
     _stop(sweep, signal.SIGKILL)
-    out = _run([*args, "workload.frames=60000", "resume=true"], tmp_path, timeout=300)
+    out = _run([*args, "workload.frames=20000", "resume=true"], tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     parent_id = second.data.tags["mlflow.parentRunId"]
     assert f"resume: continuing parent run {parent_id}" in out.stdout
