@@ -8,7 +8,7 @@ see the same flags."""
 import runpy
 import sys
 
-import rlbench.precision as precision
+from rlbench import precision
 
 _real = precision.cpu_flags
 

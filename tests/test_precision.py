@@ -353,11 +353,10 @@ def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_pa
 @pytest.mark.e2e
 def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, tmp_path, capsys, monkeypatch):
     import rlbench.precision
+    from rlbench.predict import measure
     from rlbench.report.findings import findings
     from rlbench.report.records import load_parent
     from tests.bf16_cpu import cpu_flags
-
-    import rlbench.predict.measure as measure
 
     monkeypatch.setattr(rlbench.precision, "cpu_flags", cpu_flags)  # the profiles below run in this process
     peak = measure.gemm_peak  # their GEMM peak small: bf16 emulated on a CPU without it takes minutes at 2048
