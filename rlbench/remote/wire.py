@@ -61,6 +61,9 @@ def step_message(env_ids: np.ndarray, frames: np.ndarray, rewards: np.ndarray, d
     return msg
 
 
+_VARINT_LIMITS = np.array([1 << 7, 1 << 14, 1 << 21, 1 << 28], np.int64)  # the first value needing 2, 3, 4, 5 bytes
+
+
 def varint_size(n: int) -> int:
     """Bytes of `n` as a protobuf varint (a negative int32 is sign-extended to 10 bytes)."""
     return 10 if n < 0 else max(1, (int(n).bit_length() + 6) // 7)
@@ -73,8 +76,8 @@ def step_size(env_ids: np.ndarray, frame_bytes: int) -> int:
     message, a copy of every frame, on each side per message (tests pin the equality)."""
     ids = np.asarray(env_ids, np.int64)
     k, size = len(ids), 0
-    if k:
-        ids_len = int(np.where(ids < 0, 10, 1 + sum((ids >= 1 << s).astype(np.int64) for s in (7, 14, 21, 28))).sum())
+    if k:  # a varint of 1..5 bytes per id >= 0 (by the limits it reaches), 10 per negative one
+        ids_len = k + int(np.searchsorted(_VARINT_LIMITS, ids, side="right").sum()) + 9 * int((ids < 0).sum())
         size += 1 + varint_size(ids_len) + ids_len
         size += 1 + varint_size(4 * k) + 4 * k
         size += 1 + varint_size(k) + k
