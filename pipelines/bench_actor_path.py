@@ -30,13 +30,13 @@ import time
 import numpy as np
 import psutil
 
-from rlbench.config.compose import compose_job
 from rlbench.config.flags import Parser, number, refuse
-from rlbench.config.validate import ConfigError
-from rlbench.envs.atari.actors import AtariActors
+from rlbench.config.rules import ConfigError
+from rlbench.envs.atari.vector_env import AtariActors
 from rlbench.envs.vector import resolve_inference_batch
-from rlbench.plan import plan_job
-from rlbench.trainer import build_trainer
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.plan import plan_job
+from rlbench.train.trainer import build_trainer
 
 PROG = "pipelines/bench_actor_path.py"
 

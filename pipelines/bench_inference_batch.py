@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config(args, actors: int, mode: int):
-    from rlbench.config.compose import compose_job
+    from rlbench.prepare.compose import compose_job
 
     overrides = [f"env={args.env}", f"actors={actors}", f"inference_batch={mode}", "learner=false",
                  f"workload.frames={args.frames}", *args.overrides]
@@ -71,8 +71,8 @@ def config(args, actors: int, mode: int):
 
 def one_job(conf) -> dict:
     """The actors' loop of build_trainer's parts until the task's frames: fps, envs per forward, shares."""
-    from rlbench.plan import envs_of, plan_job
-    from rlbench.trainer import build_trainer
+    from rlbench.prepare.plan import envs_of, plan_job
+    from rlbench.train.trainer import build_trainer
 
     trainer = build_trainer(plan_job(conf))
     env, role = trainer.env, trainer.actors
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    from rlbench.config.validate import ConfigError
-    from rlbench.resources import resolve_device
+    from rlbench.config.rules import ConfigError
+    from rlbench.core.resources import resolve_device
 
     try:
         confs = {(a, m): config(args, a, m) for a in args.actors for m in MODES}  # all checked before any job

@@ -23,9 +23,9 @@ import statistics
 import sys
 import time
 
-from rlbench.config.compose import compose_job
 from rlbench.config.flags import Parser, number
-from rlbench.config.validate import ConfigError
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import compose_job
 
 PROG = "pipelines/bench_precision.py"
 
@@ -58,7 +58,7 @@ def learner_at(overrides: list[str], precision: str):
 def main(argv=None) -> int:
     import torch
 
-    from rlbench.precision import Amp
+    from rlbench.core.precision import Amp
     from rlbench.predict.measure import gemm_peak
 
     args = parse(argv)

@@ -37,12 +37,12 @@ import sys
 import threading
 import time
 
-from rlbench.config.compose import compose_job
 from rlbench.config.flags import Parser, number, refuse
-from rlbench.config.validate import ConfigError
-from rlbench.plan import plan_job
-from rlbench.runner import RoleFailed, RoleThread
-from rlbench.trainer import build_trainer
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.plan import plan_job
+from rlbench.roles.runner import RoleFailed, RoleThread
+from rlbench.train.trainer import build_trainer
 
 PROG = "pipelines/bench_replay_insert.py"
 DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",

@@ -1,7 +1,7 @@
 """Telemetry overhead: the same job with telemetry on and off, alternately, in one command.
 
 Each repeat runs the job twice (on, then off; the order flips every repeat) through
-rlbench.job.run_job into a throw-away MLflow store, and compares the jobs' `fps`. "On" is
+rlbench.train.job.run_job into a throw-away MLflow store, and compares the jobs' `fps`. "On" is
 everything telemetry does: the sampler thread, the op metrics and the timeline's span
 recording (trace.json, docs/timeline.md) and writing. The
 ratio of the medians is printed last as `telemetry_overhead_ratio=<fps on / fps off>`
@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlbench.config.compose import compose_config, compose_job
 from rlbench.config.flags import Parser, number, refuse
-from rlbench.config.validate import ConfigError
-from rlbench.job import run_job
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import compose_config, compose_job
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder
+from rlbench.train.job import run_job
 
 PROG = "pipelines/bench_telemetry_overhead.py"
 DEFAULT_JOB = ["workload=smoke", "workload.frames=200000", "actors=40", "learner=false"]

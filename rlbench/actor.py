@@ -20,7 +20,7 @@ PROG = "rlbench.actor"
 
 def parse(argv: list[str] | None):
     from rlbench.config.flags import Parser, number
-    from rlbench.remote.address import cpu_list
+    from rlbench.core.address import cpu_list
 
     p = Parser(prog=PROG, description=__doc__)
     p.add_argument("--server", required=True, help="the job's actor server: HOST:PORT or unix:PATH")
@@ -35,7 +35,7 @@ def parse(argv: list[str] | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.signals import JobKilled, sigterm_raises
+    from rlbench.core.signals import JobKilled, sigterm_raises
 
     args = parse(argv)
     try:
@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def actor(args) -> tuple[int, str]:
-    from rlbench.config.compose import compose_job
-    from rlbench.config.validate import ConfigError
+    from rlbench.config.rules import ConfigError
     from rlbench.envs.spec import EnvIdError
-    from rlbench.remote.actor import ENV_NICE, run_actor
+    from rlbench.prepare.compose import compose_job
+    from rlbench.remote.actor_loop import ENV_NICE, run_actor
     from rlbench.remote.wire import TOKEN_ENV
 
     try:
@@ -70,9 +70,9 @@ def actor(args) -> tuple[int, str]:
 def pin(cpus: list[int]) -> None:
     """Run on `cpus` only, before any thread starts (every thread inherits it); ConfigError
     naming them and the CPUs allowed where this process cannot."""
-    from rlbench.config.validate import ConfigError
-    from rlbench.remote.address import cpu_text
-    from rlbench.resources import usable_cpus
+    from rlbench.config.rules import ConfigError
+    from rlbench.core.address import cpu_text
+    from rlbench.core.resources import usable_cpus
 
     try:
         os.sched_setaffinity(0, cpus)

@@ -65,16 +65,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def measure(conf, args) -> dict:
     """The curves, inference and the learner at the job's precision (`precision=bf16`; tf32's
     flags set while they are measured), and the device's GEMM peak at it."""
-    from rlbench.precision import Amp
-    from rlbench.resources import resolve_device
+    from rlbench.core.precision import Amp
+    from rlbench.core.resources import resolve_device
 
     with Amp(conf.precision, resolve_device(conf.device).type).scope():
         return _measure(conf, args)
 
 
 def _measure(conf, args) -> dict:
+    from rlbench.core.resources import resolve_device
     from rlbench.predict.measure import corun, env_curve, fit_inference, gemm_peak, inference_curve, update_time
-    from rlbench.resources import resolve_device
 
     peak = gemm_peak(conf.precision, resolve_device(conf.device))
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
@@ -163,7 +163,7 @@ def figure(curves: dict, path: Path) -> Path:
 
 def log_profile(conf, args, curves: dict) -> str:
     """The profile as a run of its own in --experiment (rlbench/tracking/profiles.py); its id."""
-    from rlbench.resources import ComputeLimit, resolve_device
+    from rlbench.core.resources import ComputeLimit, resolve_device
     from rlbench.tracking.peaks import peak_metric
     from rlbench.tracking.profiles import TABLES, write_profile
 
@@ -187,7 +187,7 @@ def log_profile(conf, args, curves: dict) -> str:
 def _default_counts(conf, args) -> str | None:
     """--threads and --units left out: spread over this host (its CPUs; its device's units).
     Returns what this host cannot honour, or None."""
-    from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
+    from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
 
     cpus = len(usable_cpus())
     if args.threads is None:
@@ -206,8 +206,8 @@ def _default_counts(conf, args) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """The command; a SIGTERM or Ctrl-C ends it with one line and 128 + the signal
-    (rlbench/signals.py), its profile run, if one was being logged, KILLED."""
-    from rlbench.signals import sigterm_raises, stopped
+    (rlbench/core/signals.py), its profile run, if one was being logged, KILLED."""
+    from rlbench.core.signals import sigterm_raises, stopped
 
     try:
         with sigterm_raises():
@@ -217,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from rlbench.config.compose import compose_job
-    from rlbench.config.validate import ConfigError
+    from rlbench.config.rules import ConfigError
+    from rlbench.prepare.compose import compose_job
 
     args = parse(argv)
     try:
@@ -228,7 +228,7 @@ def _main(argv: list[str] | None) -> int:
         return 2
     problem = _default_counts(conf, args)
     if not problem and not args.no_log:  # the store must answer before minutes of measuring, not after
-        from rlbench.preflight import PreflightError, check, masked
+        from rlbench.prepare.preflight import PreflightError, check, masked
 
         try:
             check(args.tracking_uri)

@@ -13,7 +13,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from rlbench.config.compose import compose_config
+from rlbench.prepare.compose import compose_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""A job's actors in other processes (actor_procs, actor_server.*; rlbench/remote/job.py): the
+"""A job's actors in other processes (actor_procs, actor_server.*; rlbench/remote/job_actors.py): the
 config's rules, the split of envs and threads, the env overrides an actor process composes,
 and (e2e) real jobs whose envs step in actor processes: CartPole and Pong finish with their
 contract metrics, a process killed mid-job is a disconnect the job survives, a process that
@@ -21,10 +21,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rlbench.config.compose import compose_job
-from rlbench.config.validate import ConfigError, validate
-from rlbench.plan import envs_of, local_actor_threads
-from rlbench.remote.job import env_overrides, split
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.plan import envs_of, local_actor_threads
+from rlbench.prepare.validate import validate
+from rlbench.remote.job_actors import env_overrides, split
 from rlbench.tracking.store import config_hash
 from tests.conftest import CARTPOLE_TINY, ROOT, runs, wait_until
 
@@ -123,7 +124,7 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
 
 @pytest.mark.e2e
 def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
 
     cfg = compose_cfg([*CARTPOLE_TINY, "actors=8", "actor_procs=2", "progress=log", *store["overrides"]])
     final = run_job(cfg, overrides=["actor_procs=2"])
@@ -142,7 +143,7 @@ def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store)
 
 @pytest.mark.e2e
 def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_cfg, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
     from tests.test_trainer import CONTRACT
 
     cfg = compose_cfg(["workload=smoke", "actors=4", "actor_procs=2", "progress=log", *store["overrides"]])
@@ -158,7 +159,7 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
 
 @pytest.mark.e2e
 def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compose_cfg, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
 
     killed = []
 
@@ -182,8 +183,8 @@ def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compos
 def test_an_actor_process_that_cannot_start_fails_the_job_at_once(compose_cfg, store, monkeypatch):
     import time
 
-    from rlbench.job import run_job
-    from rlbench.remote import job as remote_job
+    from rlbench.remote import job_actors as remote_job
+    from rlbench.train.job import run_job
 
     monkeypatch.setattr(remote_job, "env_overrides", lambda env: ["env=pong"])  # a spec the job refuses
     cfg = compose_cfg([*CARTPOLE_TINY, "actors=4", "actor_procs=1", "progress=log", *store["overrides"]])
@@ -262,8 +263,8 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
 
     import mlflow
 
-    from rlbench.job import run_job
-    from rlbench.resources import cpu_model
+    from rlbench.core.resources import cpu_model
+    from rlbench.train.job import run_job
 
     frames, sock = 60_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
@@ -340,7 +341,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
 def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg, store, tmp_path, hub_log):
     """Nothing else steps while the only process is gone: the job cannot take the loss until a
     new process joins, so it hands the ids out at once and learns of the loss with its first step."""
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
 
     frames, sock = 20_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
@@ -378,7 +379,7 @@ def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg,
 
 @pytest.mark.e2e
 def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(compose_cfg, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
 
     killed = []
 

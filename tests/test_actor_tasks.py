@@ -1,5 +1,5 @@
 """Actor tasks placed by submitit beside the learner (actor_hosts; rlbench/remote/tasks.py,
-handoff.py, rlbench/submission.py). No SLURM here: the sbatch path is tested by its dry-run
+handoff.py, rlbench/sweeps/submission.py). No SLURM here: the sbatch path is tested by its dry-run
 text (submitit's own), the placement by submitit's local executor running the same array as
 processes of this host.
 
@@ -20,10 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from rlbench.config.rules import ConfigError
 from rlbench.config.schema import ActorLaunchConfig
-from rlbench.config.validate import ConfigError, validate
-from rlbench.plan import Placement, placement_for
-from rlbench.remote.address import TOKEN_ENV
+from rlbench.core.address import TOKEN_ENV
+from rlbench.prepare.plan import Placement, placement_for
+from rlbench.prepare.validate import validate
 from rlbench.remote.handoff import ADDRESS_FILE, ensure_token, reachable, read_address, write_address
 from rlbench.remote.hub import Stream
 from rlbench.remote.tasks import ActorTasks
@@ -82,7 +83,7 @@ def test_a_token_made_for_a_jobs_tasks_leaves_the_environment_with_the_job(compo
     or the tasks cannot be placed, and the job closes what it started), so that a later job of
     the same process cannot take it for a token the user set; a token the user set stays."""
     from rlbench.envs.spec import env_spec
-    from rlbench.remote.job import JobActors
+    from rlbench.remote.job_actors import JobActors
 
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     held = socket.socket()

@@ -1,7 +1,7 @@
 """The algorithm seam: a test-only algorithm (tests/algo_tiny/, named nowhere in rlbench) runs
 through a job, a 2-job sweep, the report and predict; a package missing a declaration is
 refused naming what it lacks. rlbench asks each algorithm through its declarations
-(rlbench/algo/__init__.py), never by its name or its config keys."""
+(rlbench/core/algorithms.py), never by its name or its config keys."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import types
 import mlflow
 import pytest
 
-from rlbench.algo import ALGORITHMS, DECLARED, AlgorithmError, config_module, register, unregister
+from rlbench.core.algorithms import ALGORITHMS, DECLARED, AlgorithmError, config_module, register, unregister
 from tests.conftest import rlbench_cli, runs
 
 TINY = ["env=cartpole", "algo=tiny", "workload=smoke", "workload.frames=1500", "progress=log"]
@@ -56,11 +56,11 @@ def test_an_unknown_algorithm_and_a_missing_declaration_are_refused_naming_them(
 
 
 def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
-    from rlbench.algo import on_policy
-    from rlbench.config.validate import validate
+    from rlbench.core.algorithms import on_policy
     from rlbench.predict import model
     from rlbench.predict.curves import profile_command
     from rlbench.predict.jobs import learner_data, unroll_queue
+    from rlbench.prepare.validate import validate
     from rlbench.report.verdict import on_off_policy
 
     conf = validate(compose_cfg([*TINY, "actors=2", "eval_envs=0"]))
@@ -75,8 +75,8 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
 
 @pytest.mark.e2e
 def test_tiny_job_in_process(tiny, compose_cfg, store):
-    from rlbench.job import run_job
-    from rlbench.metrics import declared
+    from rlbench.core.metrics import declared
+    from rlbench.train.job import run_job
 
     args = [*TINY, "actors=2"]
     final = run_job(compose_cfg([*args, *store["overrides"]]), overrides=args)

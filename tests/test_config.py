@@ -5,7 +5,8 @@ import time
 import pytest
 
 from rlbench.algo.r2d2.sequences import unroll_layout
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.validate import validate
 from tests.conftest import rlbench_cli, runs
 
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from rlbench.algo import ALGORITHMS, config_module
 from rlbench.config.schema import GROUP_SCHEMAS, Config
-from rlbench.envs import FAMILIES, family
+from rlbench.core.algorithms import ALGORITHMS, config_module
+from rlbench.core.env_families import FAMILIES, family
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -180,7 +180,7 @@ def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
     """The AtariVectorEnv built from the real config: obs, SEED RL's full action set (18 actions),
     no FIRE at reset, no-ops, truncation by frames (200 frames / frameskip 4 = 50 steps), no
     life-loss terminals."""
-    from rlbench.envs.atari.actors import AtariActors
+    from rlbench.envs.atari.vector_env import AtariActors
 
     env_cfg = compose_cfg([f"env={game}", "env.max_episode_frames=200"]).env
     actors = AtariActors(env_cfg, num_envs=2, threads=1, batch=0)
@@ -212,7 +212,7 @@ def test_atari_env_has_the_readme_settings(compose_cfg, ale_kwargs, game):
 def test_atari_rewards_are_not_clipped(compose_cfg):
     """The real Atari config with a game that scores > 1 early (Space Invaders: 5 to 30 per
     alien; Pong and Breakout's early points are 1 either way): the reward arrives unclipped."""
-    from rlbench.envs.atari.actors import AtariActors
+    from rlbench.envs.atari.vector_env import AtariActors
 
     actors = AtariActors(compose_cfg(["env=pong", "env.id=space_invaders"]).env, num_envs=2, threads=1, batch=0)
     rng = np.random.default_rng(0)

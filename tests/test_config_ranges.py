@@ -14,10 +14,11 @@ import typing
 import pytest
 from omegaconf import OmegaConf
 
-from rlbench.algo import ALGORITHMS, config_module
+from rlbench.config.rules import ConfigError
 from rlbench.config.schema import Config
-from rlbench.config.validate import ConfigError, validate
-from rlbench.envs import family
+from rlbench.core.algorithms import ALGORITHMS, config_module
+from rlbench.core.env_families import family
+from rlbench.prepare.validate import validate
 from tests.conftest import rlbench_cli, runs
 
 

@@ -16,7 +16,8 @@ from rlbench.algo.common.unrolls import Sequences
 from rlbench.algo.r2d2.config import task_learner_updates
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, unrolls_for_updates
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.validate import validate
 from tests.conftest import wait_until
 
 WAIT_S = 5.0

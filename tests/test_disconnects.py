@@ -128,7 +128,7 @@ class _Policy:
     """ActingPolicy over a network or none; action 1 always; `store` hands the unrolls to `check`."""
 
     def __init__(self, unrolls, net=None, check=lambda seqs: None):
-        from rlbench.algo.common.parts import SharedNet
+        from rlbench.roles.contract import SharedNet
 
         self.shared = SharedNet(net) if net is not None else None
         self.unrolls, self.check = unrolls, check
@@ -316,10 +316,10 @@ class _DepartingWrap:
 
 
 def _cartpole(compose_cfg, monkeypatch, **wrap):
-    from rlbench import trainer
     from rlbench.algo.r2d2.acting import EpsilonGreedy
-    from rlbench.config.validate import validate
-    from rlbench.plan import plan_job
+    from rlbench.prepare.plan import plan_job
+    from rlbench.prepare.validate import validate
+    from rlbench.train import trainer
 
     made = []
 
@@ -342,7 +342,7 @@ def _cartpole(compose_cfg, monkeypatch, **wrap):
 
 def test_a_cartpole_job_whose_actors_leave_and_rejoin_trains_on_whole_sequences_and_reports_the_loss(
         compose_cfg, monkeypatch):
-    from rlbench.trainer import train
+    from rlbench.train.trainer import train
 
     plan, made = _cartpole(compose_cfg, monkeypatch, gone=np.array([2, 3, 4]), leave_at=30, rejoin_at=60)
     final = train(plan)
@@ -354,8 +354,8 @@ def test_a_cartpole_job_whose_actors_leave_and_rejoin_trains_on_whole_sequences_
 
 
 def test_a_job_whose_actors_are_all_gone_too_long_fails_with_that_reason(compose_cfg, monkeypatch):
-    from rlbench.runner import RoleFailed
-    from rlbench.trainer import train
+    from rlbench.roles.runner import RoleFailed
+    from rlbench.train.trainer import train
 
     """RemoteEnvs's recv raises once no actor process is connected for its timeout (a fake raises it)."""
     plan, _ = _cartpole(compose_cfg, monkeypatch, gone=np.arange(5), leave_at=-1, rejoin_at=-1, fail_at=8)
@@ -365,7 +365,7 @@ def test_a_job_whose_actors_are_all_gone_too_long_fails_with_that_reason(compose
 
 @pytest.mark.e2e
 def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_reason(compose_cfg, monkeypatch, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
     from tests.conftest import runs
 
     _cartpole(compose_cfg, monkeypatch, gone=np.arange(5), leave_at=-1, rejoin_at=-1, fail_at=8)

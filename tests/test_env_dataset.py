@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from rlbench.envs import family
+from rlbench.core.env_families import family
 from rlbench.tracking.dataset import env_dataset
 
 Atari, Gym = family("atari").Schema, family("gym").Schema

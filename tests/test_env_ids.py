@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from rlbench.config.schema import EnvConfig
-from rlbench.envs import family
+from rlbench.core.env_families import family
 from rlbench.envs.gym import probe as gym_probe
 from rlbench.envs.spec import EnvIdError, check_env, env_spec
 from rlbench.envs.vector import make_actors

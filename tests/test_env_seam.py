@@ -1,7 +1,7 @@
 """The env family seam: a test-only family (tests/env_tiny/, a numpy corridor named nowhere in
 rlbench) is validated, sized, predicted and run as a real job from the command line; an unknown
 family and one missing a declaration are refused naming what is wrong. rlbench asks each
-family through its declarations (rlbench/envs/__init__.py), never by its name or its keys."""
+family through its declarations (rlbench/core/env_families.py), never by its name or its keys."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import types
 import numpy as np
 import pytest
 
-from rlbench.envs import DECLARED, ENV_VAR, FAMILIES, EnvFamilyError, family, register, unregister
-from rlbench.registry import from_env
+from rlbench.core.env_families import DECLARED, ENV_VAR, FAMILIES, EnvFamilyError, family, register, unregister
+from rlbench.core.registry import from_env
 from tests.conftest import rlbench_cli, runs
 
 # r2d2 on vector observations, a task of seconds: 2 actors x 1500 steps, 2 updates after 16 sequences
@@ -62,14 +62,15 @@ def test_an_unknown_family_and_a_missing_declaration_are_refused_naming_them(mon
 
 
 def test_validate_refuses_an_unknown_kind_naming_the_families(compose_cfg):
-    from rlbench.config.validate import ConfigError, validate
+    from rlbench.config.rules import ConfigError
+    from rlbench.prepare.validate import validate
 
     with pytest.raises(ConfigError, match=r"env.kind='nope': allowed: one of atari, gym \(a package in rlbench/envs/"):
         validate(compose_cfg(["env.kind=nope"]))
 
 
 def test_the_environment_variable_names_families_by_package():
-    from rlbench.envs import EnvFamilyError as Error
+    from rlbench.core.env_families import EnvFamilyError as Error
 
     assert from_env(ENV_VAR, "tiny=tests.env_tiny, other=x.y", Error) == {"tiny": "tests.env_tiny", "other": "x.y"}
     with pytest.raises(Error, match=f"{ENV_VAR}='tiny': 'tiny' is not name=package"):
@@ -77,10 +78,11 @@ def test_the_environment_variable_names_families_by_package():
 
 
 def test_tiny_declares_what_validate_the_job_and_predict_ask(tiny, compose_cfg):
-    from rlbench.config.validate import ConfigError, validate
+    from rlbench.config.rules import ConfigError
     from rlbench.envs.spec import check_env, env_spec
-    from rlbench.plan import envs_of
     from rlbench.predict.curves import profile_command
+    from rlbench.prepare.plan import envs_of
+    from rlbench.prepare.validate import validate
     from rlbench.tracking.dataset import env_dataset
 
     conf = validate(compose_cfg([*TINY, "actors=4", "eval_envs=2", "inference_batch=1", "actor_threads=1"]))
@@ -122,7 +124,7 @@ def test_the_corridor_is_deterministic_and_restarts_in_the_same_step(tiny):
 @pytest.mark.e2e
 def test_a_job_with_the_tiny_family_from_the_cli_records_its_frames_and_episodes(store):
     """The CLI sees tiny through RLBENCH_ENV_FAMILIES (no file of rlbench names it)."""
-    from rlbench.metrics import declared
+    from rlbench.core.metrics import declared
 
     out = rlbench_cli([*TINY, *store["overrides"]], timeout=300, extra_env={ENV_VAR: "tiny=tests.env_tiny"})
     assert out.returncode == 0, out.stderr[-3000:]

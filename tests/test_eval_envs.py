@@ -3,7 +3,6 @@
 import numpy as np
 import torch
 
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import NetworkConfig, Schema
@@ -12,6 +11,7 @@ from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import unroll_layout
 from rlbench.envs.vector import StepBatch
 from rlbench.roles.actors import ActorRole
+from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
 
 ACTORS, EVAL, OBS, ACTIONS = 3, 2, (4,), 2

@@ -127,7 +127,7 @@ def test_sigterm_to_a_sweep_lists_every_job_in_its_summary(store, tmp_path):
 
 
 def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_every_job(store, tmp_path):
-    from rlbench.report.records import load_parent
+    from rlbench.tracking.study_records import load_parent
 
     args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
     sweep = _start([*args, "workload.frames=20000"], tmp_path)  # long enough to be caught in its second job

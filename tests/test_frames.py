@@ -4,14 +4,14 @@ import numpy as np
 import torch
 
 from rlbench.algo.common.frames import rebuild_stacks, split_stack
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import Schema
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import sequence_starts, unroll_layout
-from rlbench.envs.atari.actors import AtariActors
 from rlbench.envs.atari.family import Schema as AtariEnv
+from rlbench.envs.atari.vector_env import AtariActors
+from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
 
 

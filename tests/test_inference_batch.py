@@ -3,9 +3,10 @@ one function resolves it (rlbench/envs/vector.py) for the actors, validation and
 
 import pytest
 
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
 from rlbench.envs.vector import resolve_inference_batch
-from rlbench.plan import envs_of
+from rlbench.prepare.plan import envs_of
+from rlbench.prepare.validate import validate
 
 
 def seed_auto(num_envs: int, env_batch_size: int = 1) -> int:

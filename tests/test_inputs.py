@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.config.command_line import precheck
-from rlbench.config.compose import compose_checked
 from rlbench.config.flags import Parser, existing_store, number, writable_folder
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.command_line import precheck
+from rlbench.prepare.compose import compose_checked
+from rlbench.prepare.validate import validate
 from tests.conftest import ROOT
 
 

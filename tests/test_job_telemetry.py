@@ -15,12 +15,12 @@ import mlflow
 import pytest
 import torch
 
-from rlbench.config.compose import compose_config
-from rlbench.job import run_job
+from rlbench.prepare.compose import compose_config
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
 from rlbench.telemetry.nvml import NvmlSource
 from rlbench.telemetry.rapl import RaplSource
 from rlbench.tracking.unmeasured import unmeasured_of
+from rlbench.train.job import run_job
 from tests.conftest import CARTPOLE_TINY, runs
 
 

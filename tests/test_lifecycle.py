@@ -123,7 +123,7 @@ def test_a_running_profile_with_its_tables_is_not_used(store):
 
 
 def test_a_stopped_command_says_what_it_recorded_and_exits_128_plus_the_signal(capsys):
-    from rlbench.signals import JobKilled, note_record, stopped
+    from rlbench.core.signals import JobKilled, note_record, stopped
 
     killed = JobKilled(signal.SIGTERM)
     note_record(killed, "job run", "abc123", "KILLED")
@@ -136,7 +136,7 @@ def test_a_stopped_command_says_what_it_recorded_and_exits_128_plus_the_signal(c
 
 
 def test_sigterm_takes_its_default_action_while_native_code_creates_envs():
-    from rlbench.signals import sigterm_ends_at_once, sigterm_raises
+    from rlbench.core.signals import sigterm_ends_at_once, sigterm_raises
 
     with sigterm_raises():
         handler = signal.getsignal(signal.SIGTERM)
@@ -172,7 +172,7 @@ def test_a_store_relative_location_without_rlbench_installed_is_named_before_any
 
 
 def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(store, compose_cfg, monkeypatch):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
     from rlbench.tracking.record import IncompleteRecord, JobRecord
 
     cfg = compose_cfg(store["overrides"])
@@ -192,7 +192,7 @@ def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(m
     """Python runs the SIGTERM handler between any two bytecodes, finalizers included, where its
     JobKilled is printed and dropped (CI: inside SQLAlchemy's registry cleanup, and the job ran
     on); raise_pending, called by run_roles every tick, raises it again, once."""
-    from rlbench.signals import JobKilled, raise_pending, sigterm_raises
+    from rlbench.core.signals import JobKilled, raise_pending, sigterm_raises
 
     printed = []  # what Python's hook would print as "Exception ignored in ..."
     monkeypatch.setattr(sys, "unraisablehook", lambda u: printed.append(type(u.exc_value).__name__))

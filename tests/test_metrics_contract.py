@@ -1,11 +1,12 @@
-"""The metric contract (rlbench/metrics.py) against docs/metrics.md and against what jobs log."""
+"""The metric contract (rlbench/core/metrics.py) against docs/metrics.md and against what jobs log."""
 
 import re
 
 import pytest
 
-from rlbench.config.validate import ConfigError, validate
-from rlbench.metrics import FAMILIES, METRICS, OP_FRACS, OPS, PER_PROCESS, SYSTEM, declared
+from rlbench.config.rules import ConfigError
+from rlbench.core.metrics import FAMILIES, METRICS, OP_FRACS, OPS, PER_PROCESS, SYSTEM, declared
+from rlbench.prepare.validate import validate
 from tests.conftest import ROOT
 
 DOC = (ROOT / "docs" / "metrics.md").read_text()
@@ -23,7 +24,7 @@ def _doc_metric_names() -> set[str]:
 
 
 def _built_in_algorithm_metrics() -> set[str]:
-    from rlbench.algo import BUILT_IN, config_module
+    from rlbench.core.algorithms import BUILT_IN, config_module
 
     return {m.name for algo in BUILT_IN for m in config_module(algo).METRICS}
 
@@ -31,18 +32,18 @@ def _built_in_algorithm_metrics() -> set[str]:
 def test_every_declared_metric_is_documented_and_every_documented_one_declared():
     documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
     declared_names = set(METRICS) | set(FAMILIES) | set(PER_PROCESS) | {SYSTEM.name} | _built_in_algorithm_metrics()
-    assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/metrics.py nor by an algorithm"
+    assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/core/metrics.py nor by an algorithm"
     assert declared_names - documented == set(), "declared, not in docs/metrics.md"
 
 
 def test_an_algorithms_own_metrics_are_its_and_may_not_shadow_the_shared_ones():
-    from rlbench.metrics import algorithm_metrics, declare_algorithm, final_metrics
+    from rlbench.core.metrics import algorithm_metrics, declare_algorithm, final_metrics
 
     assert _built_in_algorithm_metrics() >= {"replay_size", "vtrace/entropy"}
     assert "replay_size" in algorithm_metrics("r2d2") and "replay_size" not in algorithm_metrics("vtrace")
     assert declared("vtrace/entropy", "vtrace") and not declared("vtrace/entropy", "r2d2")
     assert "vtrace/entropy" in final_metrics("vtrace") and "vtrace/entropy" not in final_metrics("r2d2")
-    with pytest.raises(ValueError, match="algorithm 'shadow' declares fps, already in rlbench/metrics.py's contract"):
+    with pytest.raises(ValueError, match="algorithm 'shadow' declares fps, already in rlbench/core/metrics.py's contract"):
         declare_algorithm("shadow", [METRICS["fps"]])
     assert "shadow" not in algorithm_metrics() and algorithm_metrics("shadow") == {}
 
@@ -90,7 +91,7 @@ def test_unknown_search_objective_is_refused_naming_it(compose_cfg):
 
 
 def test_each_algorithms_operations_are_in_the_contract():
-    from rlbench.algo import ALGORITHMS, config_module
+    from rlbench.core.algorithms import ALGORITHMS, config_module
 
     for algo in ALGORITHMS:
         for role, ops in config_module(algo).OPS.items():
@@ -100,12 +101,12 @@ def test_each_algorithms_operations_are_in_the_contract():
 def test_the_sweep_summary_report_and_search_read_only_declared_metrics():
     """Every metric name the sweep summary, the report (figures, verdict, HTML) and the search
     read is in the contract: a renamed metric cannot silently vanish from them."""
-    from rlbench.sweep import SUMMARY_COLUMNS
+    from rlbench.sweeps.sweep import SUMMARY_COLUMNS
     from rlbench.tracking.parent_note import SUMMARY_METRICS
 
     read = r'(?:value|why_missing|metrics\.get|\bm\.get)\("([^"]+)"|\bm\["([^"]+)"\]|\("([a-z_]+)", "[^"]*", \w+\)'  # the last: (metric, label, transform) panels
     names = set()
-    for path in [*(ROOT / "rlbench" / "report").glob("*.py"), ROOT / "rlbench" / "sweep.py",
+    for path in [*(ROOT / "rlbench" / "report").glob("*.py"), *(ROOT / "rlbench" / "sweeps").glob("*.py"),
                  *(ROOT / "rlbench" / "search").glob("*.py")]:
         names |= {n for groups in re.findall(read, path.read_text()) for n in groups if n}
     names |= set(SUMMARY_COLUMNS) - {"job", "name", "config", "repeat", "overrides", "status", "run_id"}

@@ -1,4 +1,4 @@
-"""A job's life as its observers see it (rlbench/observers.py), and its plan (rlbench/plan.py).
+"""A job's life as its observers see it (rlbench/core/observers.py), and its plan (rlbench/prepare/plan.py).
 
 The trainer runs a real CartPole task here (algo=random, no store, no telemetry): a few
 thousand frames, about a second."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlbench.config.validate import validate
-from rlbench.observers import JobObserver, Observers
-from rlbench.plan import envs_of, plan_job
-from rlbench.trainer import train
+from rlbench.core.observers import JobObserver, Observers
+from rlbench.prepare.plan import envs_of, plan_job
+from rlbench.prepare.validate import validate
+from rlbench.train.trainer import train
 
 TASK = ["env=cartpole", "algo=random", "workload=smoke", "workload.frames=3000", "actors=2", "eval_envs=0",
         "telemetry.enabled=false", "progress=log", "tracking.log_every_s=1"]

@@ -41,7 +41,7 @@ def _built_and_installed(tmp_path: Path) -> Path:
 def test_an_installed_wheel_composes_a_job_and_an_actor_outside_the_clone(tmp_path):
     site = _built_and_installed(tmp_path)
     assert not (site / "rlbench" / "conf").is_symlink() and (site / "rlbench" / "conf" / "config.yaml").is_file()
-    probe = ("import rlbench; from rlbench.config.compose import CONF_DIR, compose_job; "
+    probe = ("import rlbench; from rlbench.prepare.compose import CONF_DIR, compose_job; "
              "c = compose_job(['env=pong', 'actors=8'], host=False); "
              "print(rlbench.__file__, CONF_DIR, c.env.id, c.actors)")
     env = {**os.environ, "PYTHONPATH": str(site)}

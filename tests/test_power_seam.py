@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rlbench.config.schema import TelemetryConfig
-from rlbench.metrics import declared
+from rlbench.core.metrics import declared
 from rlbench.telemetry import sources
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.sampler import TelemetrySampler

@@ -13,12 +13,13 @@ import torch
 
 import rlbench.algo.r2d2.learner as r2d2_learner
 import rlbench.algo.vtrace.learner as vtrace_learner
-from rlbench.algo import algorithm
-from rlbench.algo.common.parts import AlgoContext
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
+from rlbench.core.algorithms import algorithm
+from rlbench.core.precision import Amp, allowed, precision_problem, published_peak
 from rlbench.envs.spec import env_spec
 from rlbench.envs.vector import StepBatch
-from rlbench.precision import Amp, allowed, precision_problem, published_peak
+from rlbench.prepare.validate import validate
+from rlbench.roles.contract import AlgoContext
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.flops import FlopRate
@@ -33,7 +34,7 @@ def _built(compose_cfg, algo: str, precision: str):
     """The algorithm's parts for CartPole at `precision` (set after validation: the tests run
     every precision's code path on any CPU), replay or the FIFO filled by central inference
     until the learner may update (as the profile times an update)."""
-    from rlbench.algo import config_module
+    from rlbench.core.algorithms import config_module
     from rlbench.predict.measure import synthetic_obs
 
     tiny = CARTPOLE_TINY if algo.startswith("r2d2") else [o for o in CARTPOLE_TINY if not o.startswith("algo.")]
@@ -247,14 +248,14 @@ def test_what_each_device_runs_fast():
 
 
 def test_validation_refuses_a_precision_this_cpu_lacks_before_any_job(compose_cfg, monkeypatch):
-    import rlbench.precision
+    import rlbench.core.precision
 
-    monkeypatch.setattr(rlbench.precision, "cpu_flags", lambda: CPU_BF16)
+    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", lambda: CPU_BF16)
     with pytest.raises(ConfigError, match=r"precision=fp16: no fast fp16 math on this CPU .*allowed on device cpu: "
                                           r"fp32, bf16"):
         validate(compose_cfg(["env=cartpole", "device=cpu", "precision=fp16"]))
     assert validate(compose_cfg(["env=cartpole", "device=cpu", "precision=bf16"])).precision == "bf16"
-    monkeypatch.setattr(rlbench.precision, "cpu_flags", lambda: frozenset({"avx2"}))
+    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", lambda: frozenset({"avx2"}))
     with pytest.raises(ConfigError, match="precision=bf16: no fast bf16 math"):
         validate(compose_cfg(["env=cartpole", "device=cpu", "precision=bf16"]))
     with pytest.raises(ConfigError, match="precision='fp8': allowed: one of fp32, tf32, bf16, fp16"):
@@ -327,7 +328,7 @@ def test_the_verdict_says_how_far_the_best_actor_count_moved_or_what_bounds_inst
 
 
 def _job(name, precision, actors, runtime):
-    from rlbench.report.records import JobRun
+    from rlbench.tracking.study_records import JobRun
 
     params = {"actors": str(actors)} | ({"precision": precision} if precision else {})
     return JobRun(run_id=name, name=name, status="FINISHED", params=params, nulls={}, tags={},
@@ -337,7 +338,7 @@ def _job(name, precision, actors, runtime):
 def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_param_is_fp32():
     from rlbench.report.figures import precision_scaling
     from rlbench.report.findings import precision_best
-    from rlbench.report.records import Study
+    from rlbench.tracking.study_records import Study
 
     jobs = [_job("a", None, 4, 100.0), _job("b", None, 40, 90.0), _job("c", "bf16", 4, 70.0), _job("d", "bf16", 40, 50.0)]
     study = Study(kind="sweep", title="t", parent_id="p", host={}, jobs=jobs, missing=[])
@@ -352,13 +353,13 @@ def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_pa
 
 @pytest.mark.e2e
 def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, tmp_path, capsys, monkeypatch):
-    import rlbench.precision
+    import rlbench.core.precision
     from rlbench.predict import measure
     from rlbench.report.findings import findings
-    from rlbench.report.records import load_parent
+    from rlbench.tracking.study_records import load_parent
     from tests.bf16_cpu import cpu_flags
 
-    monkeypatch.setattr(rlbench.precision, "cpu_flags", cpu_flags)  # the profiles below run in this process
+    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", cpu_flags)  # the profiles below run in this process
     peak = measure.gemm_peak  # their GEMM peak small: bf16 emulated on a CPU without it takes minutes at 2048
     monkeypatch.setattr(measure, "gemm_peak", lambda precision, device, n=None, repeats=5: peak(precision, device, 256, 2))
     args = ["-m", "precision=fp32,bf16", *CARTPOLE_TINY, "workload.learner_updates=3", "actors=2", "progress=log",
@@ -385,7 +386,7 @@ def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
     from rlbench.predict.cli import main as predict_main
     from rlbench.profile import main as profile_main
     from rlbench.report.build import build_report
-    from rlbench.report.records import load_parent
+    from rlbench.tracking.study_records import load_parent
 
     tiny = ["--threads", "1", "--envs", "2", "--batches", "2,4", "--units", "1", "--seconds", "0.2", "--repeats", "2",
             "--updates", "1", "--corun-envs", "0", "--tracking-uri", store["uri"], *CARTPOLE_TINY, "eval_envs=0"]

@@ -40,7 +40,7 @@ def test_points_the_profile_did_not_measure_are_named_as_estimates():
 
 
 def test_learner_data_follows_the_algorithm(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     # Pong R2D2 under SEED's unroll queue: an update after one insertion batch of int(64 / 0.75) = 85
     # sequences (the first of each actor zero-padded: 81 real steps), then 85 fresh ones (x stride 80) each
@@ -57,7 +57,7 @@ def test_learner_data_follows_the_algorithm(compose_cfg):
 
 
 def test_a_cartpole_job_predicted_by_hand(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "sm_limit=1", "learner=false",
                                  "eval_envs=0"]))
@@ -72,7 +72,7 @@ def test_a_cartpole_job_predicted_by_hand(compose_cfg):
 
 
 def test_what_if_machines_name_both_profiles_and_their_estimates(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["actors=64", "learner=false"]), host=False)
     gpu = Profile("g1", {**TAGS, "device": "cuda", "gpu_name": "H100", "compute_units_total": "132"}, ENV, INF, UPD)
@@ -178,7 +178,7 @@ def test_a_tasks_mean_update_pays_the_first_updates_cost_once():
 
 
 def test_a_profile_of_another_env_or_algorithm_is_refused(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", "algo=vtrace_vector", "actors=4", "eval_envs=0"]))
     pong = Profile("p5", {**TAGS, "env_id": "pong"}, ENV, INF, UPD, params={"algo.name": conf.algo.name})
@@ -190,8 +190,8 @@ def test_a_profile_of_another_env_or_algorithm_is_refused(compose_cfg):
 
 
 def test_the_suggested_profile_command_names_the_jobs_env_and_algorithm(compose_cfg):
-    from rlbench.config.validate import validate
     from rlbench.predict.curves import profile_command
+    from rlbench.prepare.validate import validate
 
     assert profile_command("pong", "atari", "r2d2") == "python -m rlbench.profile env=pong algo=r2d2"
     assert profile_command("space_invaders", "atari", "vtrace") == \

@@ -19,7 +19,7 @@ def test_fit_inference_recovers_a_line_and_clips_a_negative_intercept():
 
 
 def test_env_and_inference_curves_on_cartpole(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", "actors=4"]))
     rows = env_curve(conf.env, [(1, 2), (1, 8)], seconds=0.2)
@@ -31,7 +31,7 @@ def test_env_and_inference_curves_on_cartpole(compose_cfg):
 
 @pytest.mark.parametrize("algo", ["r2d2_vector", "vtrace_vector"])
 def test_update_time_of_each_learner_on_cartpole(compose_cfg, algo):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", f"algo={algo}", "actors=4", "eval_envs=0"]))
     timed = update_time(conf, units=1, repeats=2)
@@ -39,7 +39,7 @@ def test_update_time_of_each_learner_on_cartpole(compose_cfg, algo):
 
 
 def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", "algo=random", "actors=2", "eval_envs=0"]))
     with pytest.raises(ValueError, match="algo.name=random"):
@@ -78,8 +78,8 @@ def test_profile_command_refuses_bad_input_before_measuring(capsys):
 
 
 def test_corun_times_the_actor_loop_alone_and_beside_the_learner(compose_cfg):
-    from rlbench.config.validate import validate
     from rlbench.predict.measure import corun
+    from rlbench.prepare.validate import validate
 
     conf = validate(compose_cfg(["env=cartpole", "algo=r2d2_vector", "actors=4", "eval_envs=0"]))
     r = corun(conf, envs=4, threads=1, units=1, seconds=0.3, updates=1)

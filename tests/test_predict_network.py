@@ -91,7 +91,7 @@ def test_the_profiles_rpc_rows_fit_a_line_per_message_and_per_env():
 
 
 def test_the_grid_over_actor_hosts_names_where_more_stop_helping(compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     gpu = Profile("p1", TAGS | {"device": "cuda", "gpu_name": "G"}, ENV, INF, UPD, rpc=RPC)  # no core sharing
     m = Machine(gpu, gpu, link=model.Link(1e9, 1e-4), actor_host_cpus=8)
@@ -128,9 +128,9 @@ def _child(client, exp, parent, overrides, metrics):
 
 def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_from_the_records(store, capsys):
     from rlbench.config.schema import TrackingConfig
+    from rlbench.predict.accuracy import job_conf
     from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
-    from rlbench.predict.validate import job_conf
     from rlbench.tracking.profiles import write_profile
 
     mlflow.set_tracking_uri(store["uri"])
@@ -164,7 +164,7 @@ def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_fr
 def test_one_actor_process_is_predicted_with_the_forward_of_all_its_envs(compose_cfg):
     """Central inference takes whole messages: one process's 34 envs make every forward 34 envs,
     whatever the auto batch (17), so the cycle holds the profile's forward at 34."""
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
 
     cpu = Profile("p1", TAGS, ENV, INF, UPD, rpc=RPC)
     conf = validate(compose_cfg(["env=cartpole", "actors=32", "eval_envs=2", "actor_procs=1", "learner=false"]),
@@ -185,9 +185,9 @@ def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_
     one recomputed here from the runs' own tags and metrics. (The unit test above checks the
     arithmetic on made-up records; this one that validate reads what real jobs record.)"""
     from rlbench.config.schema import TrackingConfig
+    from rlbench.predict.accuracy import job_conf
     from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
-    from rlbench.predict.validate import job_conf
     from rlbench.tracking.profiles import write_profile
 
     out = rlbench_cli(["-m", "env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2",

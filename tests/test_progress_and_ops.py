@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rlbench.progress import eta_s, fps_text
+from rlbench.core.progress import eta_s, fps_text
 from rlbench.telemetry.charts.timeline import op_shares
 from rlbench.telemetry.ops import calibrate_annotation, corrected_fractions, op_metrics
 from rlbench.telemetry.timing import OpTimer
@@ -55,10 +55,10 @@ def test_op_shares_from_cumulative_totals():
 
 
 def test_progress_rate_is_the_frames_over_a_lines_span(monkeypatch):
-    from rlbench.progress import Progress
+    from rlbench.core.progress import Progress
 
     t = [100.0]
-    monkeypatch.setattr("rlbench.progress.time.monotonic", lambda: t[0])
+    monkeypatch.setattr("rlbench.core.progress.time.monotonic", lambda: t[0])
     p = Progress(10**6, 10, mode="log", every_s=10.0)
     assert p._rate(0) is None  # the mark
     t[0] = 105.0

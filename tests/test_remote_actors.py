@@ -15,8 +15,8 @@ import numpy as np
 import psutil
 import pytest
 
-from rlbench.config.compose import compose_job
 from rlbench.envs.spec import env_spec
+from rlbench.prepare.compose import compose_job
 from rlbench.remote.hub import RemoteError
 from rlbench.remote.server import RemoteEnvs
 from tests.conftest import ROOT
@@ -115,7 +115,7 @@ def test_two_pong_actor_processes_batch_on_the_server_within_the_wire_budget(act
 
 
 def test_remote_atari_observations_equal_a_local_atari_vector_env(actors):
-    from rlbench.envs.atari.actors import AtariActors
+    from rlbench.envs.atari.vector_env import AtariActors
 
     overrides = ["env=pong", "env.max_episode_frames=240"]  # 60 steps: episodes restart during the test
     cfg = compose_job(overrides, host=False).env

@@ -151,10 +151,10 @@ def test_the_plan_counts_the_threads_the_jobs_processes_are_started_with(compose
     """LocalActors starts every process with the family's whole pool, pinned with --cpus to the
     CPUs an in-process job pins its actors to where actor_threads is explicit; envs_of counts the
     hardware threads those pools share (local_actor_threads), not procs x pool."""
-    from rlbench.config.validate import validate
-    from rlbench.plan import envs_of, local_actor_threads
-    from rlbench.remote import job
-    from rlbench.resources import usable_cpus
+    from rlbench.core.resources import usable_cpus
+    from rlbench.prepare.plan import envs_of, local_actor_threads
+    from rlbench.prepare.validate import validate
+    from rlbench.remote import job_actors as job
 
     started = []
 
@@ -190,8 +190,8 @@ def test_the_plan_counts_the_threads_the_jobs_processes_are_started_with(compose
 
 
 def test_with_actor_processes_the_ratio_waits_for_those_that_joined(compose_cfg):
-    from rlbench.config.validate import validate
-    from rlbench.plan import plan_job
+    from rlbench.prepare.plan import plan_job
+    from rlbench.prepare.validate import validate
 
     inproc = plan_job(validate(compose_cfg(["env=cartpole", "actors=4", "device=cpu"]), host=False))
     assert "cpu_gpu_ratio" in inproc.grant_metrics()

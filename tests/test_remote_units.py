@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlbench.config.compose import compose_job
-from rlbench.config.validate import ConfigError
+from rlbench.config.rules import ConfigError
 from rlbench.envs.spec import env_spec
+from rlbench.prepare.compose import compose_job
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote.hub import Hub, Refused, RemoteError
 from rlbench.remote.slots import EnvSlots
@@ -125,7 +125,7 @@ def test_grpc_engine_experiments_are_set_only_where_measured_and_never_over_the_
 
 
 def test_importing_the_remote_package_picks_the_engine_before_grpc_starts():
-    code = ("import os, sys; import rlbench.remote.server, rlbench.remote.actor; "
+    code = ("import os, sys; import rlbench.remote.server, rlbench.remote.actor_loop; "
             "print(os.environ.get('GRPC_EXPERIMENTS'))")
     env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
@@ -259,7 +259,7 @@ def test_a_second_job_on_the_same_port_is_refused_not_sharing_it():
 def test_cpu_lists_read_as_taskset_writes_them_and_name_a_bad_one():
     import argparse
 
-    from rlbench.remote.address import cpu_list, cpu_text
+    from rlbench.core.address import cpu_list, cpu_text
 
     assert cpu_list("0-3") == [0, 1, 2, 3] and cpu_list("0,2,5-6") == [0, 2, 5, 6] and cpu_list("4") == [4]
     assert cpu_text(range(2, 5)) == "2,3,4" and cpu_list(cpu_text([1, 7])) == [1, 7]
@@ -272,7 +272,7 @@ def test_only_the_env_threads_get_the_lower_priority():
     """The pool the env family starts is niced; the calling thread and gRPC's threads are not."""
     import threading
 
-    from rlbench.remote.actor import _thread_ids, lower_priority
+    from rlbench.remote.actor_loop import _thread_ids, lower_priority
 
     if not _thread_ids():
         pytest.skip("no /proc/self/task here: per-thread nice is Linux's")
@@ -351,7 +351,7 @@ class _Call:
 def test_the_actor_loop_ends_quietly_when_the_job_ends_the_call_between_its_steps(ended_before_write):
     import asyncio
 
-    from rlbench.remote.actor import _Loop
+    from rlbench.remote.actor_loop import _Loop
 
     spec = env_spec(compose_job(["env=cartpole"], host=False).env)
     envs, call = _Envs(), _Call(3, ended_before_write)

@@ -10,13 +10,13 @@ import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import OmegaConf
 
-from rlbench.config.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
-from rlbench.repeats import Spread, cannot_tell, config_rows, pair_spread, repeated, spread
+from rlbench.core.repeats import Spread, cannot_tell, config_rows, pair_spread, repeated, spread
+from rlbench.prepare.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
-from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import knee, recommend
 from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note
+from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
 
 

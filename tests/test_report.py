@@ -14,7 +14,7 @@ import pytest
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
 from rlbench.report.__main__ import main as report_main
-from rlbench.report.records import JobRun, Study
+from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
@@ -99,8 +99,8 @@ def test_figure4_slowdown_against_the_most_units(synthetic):
 
 def test_a_study_is_built_from_the_tracking_ports_plain_records():
     """No store: the records a reader returns (rlbench/tracking/readers.py) make the report's Study."""
-    from rlbench.report.records import study_of
     from rlbench.tracking.readers import RunRecord, SweepRecord
+    from rlbench.tracking.study_records import study_of
 
     parent = RunRecord("p", "actor sweep", "7", "FAILED", params={"jobs": "4"}, tags={"rlbench.role": "sweep", "host": "h"})
     kids = [RunRecord("a" * 32, "actors=4", "7", "FINISHED", params={"actors": "4"}, metrics={"fps": 10.0},
@@ -263,10 +263,10 @@ def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_dr
     made independently; the parent records it and the report draws predicted vs measured."""
     import statistics
 
+    from rlbench.predict.accuracy import job_conf
     from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
     from rlbench.predict.jobs import Machine, predict_job
-    from rlbench.predict.validate import job_conf
     from rlbench.profile import main as profile_main
 
     uri, parent, tmp = tiny_sweep

@@ -59,7 +59,7 @@ def test_not_measured_reasons_are_said_once_whole_at_the_foot(store):
 
 def test_never_measured_names_the_sources_of_a_derived_value_and_groups_shared_reasons():
     from rlbench.report.never_measured import never_measured, one_line
-    from rlbench.report.records import JobRun
+    from rlbench.tracking.study_records import JobRun
 
     nulls = {"perf_per_watt": "no measured power", "energy_gpu_j": "no NVML", "energy_cpu_j": "no RAPL"}
     jobs = [JobRun(f"r{i}", f"j{i}", "FINISHED", {}, {"fps": 1.0}, nulls) for i in range(2)]

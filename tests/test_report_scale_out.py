@@ -3,8 +3,8 @@ the ceiling, and the verdict line naming how many actor hosts saturate one learn
 
 from rlbench.report import figures as F
 from rlbench.report.findings import findings, verdict_lines
-from rlbench.report.records import JobRun, Study
 from rlbench.report.verdict import actor_saturation, learner_ceiling_fps
+from rlbench.tracking.study_records import JobRun, Study
 
 OPS = {"op_frac/actors/env_step": 0.2, "op_frac/actors/inference": 0.7, "op_frac/actors/other": 0.1}
 # actor hosts -> (fps, runtime_s, learner_share): more hosts help until 4, then the learner holds the task
@@ -37,7 +37,7 @@ def test_the_figure_draws_the_measured_fps_and_runtime_and_the_learners_rate_as_
 def test_the_verdict_names_how_many_hosts_saturate_one_learner_and_what_then_bounds_it():
     lines = [ln for ln in verdict_lines(findings(_study())) if ln.startswith("scale-out:")]
     assert len(lines) == 1 and lines[0].startswith("scale-out: actor hosts: 4 saturate one learner")
-    # at 4 hosts the actors stepped 111 s x 3600 fps ~ all 400k frames: no learner tail, so rlbench.bound
+    # at 4 hosts the actors stepped 111 s x 3600 fps ~ all 400k frames: no learner tail, so rlbench.core.bound
     # names the actors' largest share, inference; the learner's rate 400k / (0.9 x 111 s) beside it
     assert "bound by inference" in lines[0] and f"the learner's rate {400_000 / (0.9 * 111):.0f} frames/s" in lines[0]
     still = actor_saturation({1: {"runtime_s": 100.0, "fps": 1.0}, 2: {"runtime_s": 50.0, "fps": 2.0}}, "actor_hosts")

@@ -7,8 +7,8 @@ from typing import ClassVar
 import pytest
 import torch
 
-from rlbench.resources import ComputeLimit, ResourceError, cpu_gpu_ratio, granted_sms, usable_cpus
-from rlbench.runner import RoleThread
+from rlbench.core.resources import ComputeLimit, ResourceError, cpu_gpu_ratio, granted_sms, usable_cpus
+from rlbench.roles.runner import RoleThread
 
 
 class FakeGreenContext:
@@ -144,7 +144,7 @@ def test_planning_mps_leaves_cuda_uninitialised_and_refuses_where_it_started(tmp
     has started, the plan refuses (before any run exists), not the job's start."""
     import subprocess
 
-    from rlbench import resources
+    from rlbench.core import resources
 
     children = []
 
@@ -175,7 +175,7 @@ def test_mps_on_a_cpu_device_is_refused():
 @pytest.mark.e2e
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPU threads to compare 1 with 2")
 def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
-    from rlbench.job import run_job
+    from rlbench.train.job import run_job
     from tests.conftest import CARTPOLE_TINY, runs
 
     for n in (1, 2):
@@ -195,9 +195,9 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
 
 def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_cfg, monkeypatch):
     """run_job plans (and so refuses a limit) before it opens the store or a run."""
-    from rlbench import plan
-    from rlbench.config.validate import validate
-    from rlbench.job import run_job
+    from rlbench.prepare import plan
+    from rlbench.prepare.validate import validate
+    from rlbench.train.job import run_job
     from tests.conftest import CARTPOLE_TINY
 
     def refused(*a, **kw):

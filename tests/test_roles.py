@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from rlbench.algo.common.batches import rebuild_obs, to_time_major
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.common.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.config import NetworkConfig as R2D2NetworkConfig
@@ -27,9 +26,10 @@ from rlbench.algo.vtrace.network import VTraceNet
 from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.envs.vector import StepBatch
 from rlbench.roles.actors import ActorRole
+from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
-from rlbench.runner import RoleFailed, run_roles
+from rlbench.roles.runner import RoleFailed, run_roles
 from rlbench.telemetry.timing import OpTimer
 
 WAIT_S = 5.0  # upper bound for any Event wait; the awaited things happen in milliseconds

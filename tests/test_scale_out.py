@@ -21,7 +21,7 @@ import optuna
 import psutil
 import pytest
 
-from rlbench.preflight import PreflightError, check, masked
+from rlbench.prepare.preflight import PreflightError, check, masked
 from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
 from tests.servers import PG_PASSWORD, free_port
 
@@ -270,7 +270,7 @@ def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server
 
 
 def test_tracking_uri_precedence_command_line_then_env_then_preset(compose_cfg, monkeypatch):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
     from rlbench.tracking.store import artifact_location
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

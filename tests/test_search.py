@@ -77,7 +77,7 @@ def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
     args = ["-m", "search=ratio", "search.n_trials=3", f"search.storage=sqlite:///{tmp_path}/optuna.db",
             f"search.heartbeat_s={heartbeat_s}", *TINY, *store["overrides"]]
     proc = psutil.Popen([sys.executable, "-m", "rlbench", *args, "workload.frames=400000000"], cwd=ROOT)
-    progress = re.compile(r"\bframes \d+/\d+")  # the job's progress line, as rlbench.progress logs it
+    progress = re.compile(r"\bframes \d+/\d+")  # the job's progress line, as rlbench.core.progress logs it
 
     def mid_trial() -> bool:
         """The first trial's job logs progress (its Hydra log, not the study DB, which may be migrating)."""
@@ -127,8 +127,8 @@ def test_objective_values_and_recommendation():
 
 
 def test_reporter_prunes_a_dominated_trial():
+    from rlbench.core.signals import JobPruned
     from rlbench.search import make_reporter
-    from rlbench.signals import JobPruned
 
     class FakeTrial:
         def __init__(self, threshold):
@@ -152,8 +152,8 @@ def test_reporter_prunes_a_dominated_trial():
 
 def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
     from rlbench.config.schema import SearchConfig
+    from rlbench.core.signals import JobPruned
     from rlbench.search.trials import trial_launcher
-    from rlbench.signals import JobPruned
 
     class FakeTrial:
         def report(self, value, step):

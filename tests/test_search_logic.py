@@ -12,12 +12,12 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import SearchConfig, TrackingConfig
+from rlbench.core.signals import JobPruned
 from rlbench.search import run_study, run_trials
 from rlbench.search.parent import study_parent
 from rlbench.search.space import SearchError
 from rlbench.search.trials import trial_overrides
 from rlbench.search.warm_start import record
-from rlbench.signals import JobPruned
 from tests.tracking_fake import FakeExperiment, FakeParent
 
 URI = "file:///nowhere"

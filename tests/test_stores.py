@@ -1,7 +1,7 @@
 """Stores that cannot be used get one line naming the store, the cause and what to do, within
 seconds, before any work; a store two processes open at once works for both.
 
-- the SQLite file checks (rlbench/store_files.py): a folder, a garbage file, another kind of
+- the SQLite file checks (rlbench/prepare/store_files.py): a folder, a garbage file, another kind of
   database, a read-only folder or file, a full disk (the probes are patched: no disk is filled);
 - the schema of an MLflow database of another MLflow version;
 - the Optuna storage: an unparseable URL, an MLflow database given as the study, a driver;
@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from rlbench import store_files
-from rlbench.preflight import PreflightError, check
+from rlbench.prepare import store_files
+from rlbench.prepare.preflight import PreflightError, check
 from tests.conftest import ROOT, rlbench_cli, runs
 from tests.servers import free_port
 

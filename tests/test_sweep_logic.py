@@ -12,7 +12,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.sweep import run_sweep, sweep_key
+from rlbench.sweeps.sweep import run_sweep, sweep_key
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import ParentRun, live
 from rlbench.tracking.readers import RunRecord

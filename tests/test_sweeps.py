@@ -123,7 +123,7 @@ def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
 
 
 def test_stale_running_run_is_marked_failed(store, compose_cfg):
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
     from rlbench.tracking.store import mark_stale_runs, open_experiment
 
     conf = validate(compose_cfg(store["overrides"] + ["tracking.stale_after_s=30"]))  # heartbeats 60 s old are stale
@@ -165,8 +165,8 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
 def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg):
     from hydra import compose, initialize_config_dir
 
-    from rlbench.config.compose import CONF_DIR
-    from rlbench.config.validate import validate
+    from rlbench.prepare.compose import CONF_DIR
+    from rlbench.prepare.validate import validate
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=onoff_policy"], return_hydra_config=True)
@@ -210,7 +210,7 @@ def test_top_level_runs_of_the_same_overrides_get_unique_names(store):
 
 
 def test_summary_table_says_why_a_value_is_missing():
-    from rlbench.sweep import summary_text
+    from rlbench.sweeps.sweep import summary_text
 
     why = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
            "energy_gpu_j": "nvmlInit failed", "energy_cpu_j": "no RAPL"}

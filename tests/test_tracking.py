@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.sweep import sweep_name, sweep_tracking
+from rlbench.sweeps.sweep import sweep_name, sweep_tracking
 from rlbench.tracking.parent_note import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
 from rlbench.tracking.record import params_and_tags, rounded
 from rlbench.tracking.unmeasured import format_unmeasured, parse_unmeasured, unmeasured_of

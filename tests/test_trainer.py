@@ -5,8 +5,8 @@ import json
 import mlflow
 import pytest
 
-from rlbench.job import run_job
-from rlbench.metrics import declared
+from rlbench.core.metrics import declared
+from rlbench.train.job import run_job
 from tests.conftest import CARTPOLE_TINY, runs, sigterm_once_running
 
 CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "inference_batch_mean",
@@ -25,7 +25,7 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert run.info.status == "FINISHED" and run.info.run_name == "workload=smoke actors=4"
     for key in CONTRACT:
         assert key in run.data.metrics, key
-    assert [k for k in run.data.metrics if not declared(k)] == []  # rlbench/metrics.py names everything logged
+    assert [k for k in run.data.metrics if not declared(k)] == []  # rlbench/core/metrics.py names everything logged
     assert run.data.metrics["frames"] >= 40000 and run.data.metrics["learner_updates"] == 1
     assert run.data.metrics["fps"] == pytest.approx(4 * run.data.metrics["sps"], rel=1e-5)  # each to 6 digits
     # 2 eval envs step beside the 4 actors but are not in the task's frames; with asynchronous
@@ -176,9 +176,9 @@ def test_sigterm_ends_run_killed_and_leaves_no_process(store):
 @pytest.mark.e2e
 def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
     """inference_batch < actors: each forward takes the first k ready envs, not all of them."""
-    from rlbench.config.validate import validate
-    from rlbench.plan import plan_job
-    from rlbench.trainer import train
+    from rlbench.prepare.plan import plan_job
+    from rlbench.prepare.validate import validate
+    from rlbench.train.trainer import train
 
     conf = validate(compose_cfg(["workload=smoke", "actors=8", "inference_batch=4", "learner=false",
                                  "telemetry.enabled=false", "progress=log", *store["overrides"]]))

@@ -1,7 +1,7 @@
 """rlbench's Hydra sweeper: Hydra's basic grid expansion, run the rlbench way.
 
 Every job is composed and validated before the first starts; the sweep gets one MLflow
-parent run; a failing job does not stop the others. The logic lives in rlbench.sweep.
+parent run; a failing job does not stop the others. The logic lives in rlbench.sweeps.sweep.
 """
 
 import sys
@@ -24,8 +24,8 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 class RlbenchSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
-        from rlbench.config.grid import plan, seed_overlap, validate_jobs
-        from rlbench.signals import sigterm_raises
+        from rlbench.core.signals import sigterm_raises
+        from rlbench.prepare.grid import plan, seed_overlap, validate_jobs
 
         with sigterm_raises():
             if self.config.get("search") is not None:
@@ -39,15 +39,15 @@ class RlbenchSweeper(BasicSweeper):
                 print(f"rlbench: warning: {warning}", file=sys.stderr)
             if any(c.dry_run for c in confs):
                 return self._dry_run(grid.jobs, confs)
-            from rlbench.sweep import run_sweep
+            from rlbench.sweeps.sweep import run_sweep
 
             return run_sweep(self, arguments, grid.jobs, confs, grid)
 
     def _dry_run(self, jobs: List[List[str]], confs: list) -> Any:
-        """dry_run=true: print the SLURM submission (rlbench/submission.py); exit 2 on another launcher."""
+        """dry_run=true: print the SLURM submission (rlbench/sweeps/submission.py); exit 2 on another launcher."""
         from omegaconf import OmegaConf
 
-        from rlbench.submission import dry_run_text, refusal
+        from rlbench.sweeps.submission import dry_run_text, refusal
 
         launcher = OmegaConf.to_container(self.config.hydra.launcher, resolve=True)
         problem = refusal(launcher)

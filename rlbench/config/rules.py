@@ -7,6 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+
+class ConfigError(ValueError):
+    """A config value is outside what rlbench accepts; the message names key, value, rule."""
+
+
 Rules = dict[str, tuple[Callable[[Any], bool], str]]
 
 

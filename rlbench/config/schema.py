@@ -2,7 +2,7 @@
 
 Each YAML file in conf/<group>/ starts from the schema stored here under
 `schema/<group>/base`, so a wrong type fails at composition and an unknown key is refused.
-Range checks that types cannot express live in rlbench.config.validate.
+Range checks that types cannot express live in rlbench.prepare.validate.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class EnvConfig:
     """What every env family's schema has (rlbench/envs/<family>/family.py `Schema` extends it
     with the family's own fields); the rest of rlbench reads only these."""
 
-    kind: str = MISSING  # the env family (rlbench/envs/__init__.py): "atari", "gym" or one registered
+    kind: str = MISSING  # the env family (rlbench/core/env_families.py): "atari", "gym" or one registered
     id: str = MISSING  # what the family steps: an ALE ROM name in snake_case ("pong"), a gymnasium id ("CartPole-v1")
     frameskip: int = 1  # env frames per agent step (fps = sps x frameskip); Atari's schema: 4
 
@@ -145,7 +145,7 @@ class Config:
     # always step in lock-step.
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
-    # Math of the learner's update and central inference (rlbench/precision.py): fp32 (the
+    # Math of the learner's update and central inference (rlbench/core/precision.py): fp32 (the
     # published runs'), tf32 (CUDA), bf16 or fp16 through torch's autocast; refused where the
     # device has no fast math for it. Losses, targets, priorities stay fp32.
     precision: str = "fp32"
@@ -160,7 +160,7 @@ class Config:
     resume: bool = False  # sweeps: skip jobs whose identical config already has a FINISHED run
     # Sweeps (-m): run every configuration of the grid this many times, each with its own seed
     # (seed + k * 10_000 for repeat k, or a list `seed=a,b,c` of exactly `repeats` values); the
-    # summary and the report compare medians and show the spread (rlbench/repeats.py). Not a
+    # summary and the report compare medians and show the spread (rlbench/core/repeats.py). Not a
     # job's own knob: left out of its params and config_hash, and one value per sweep.
     repeats: int = 1
     # Sweeps (-m) with hydra/launcher=slurm: print the sbatch scripts submitit would submit (the
@@ -182,8 +182,8 @@ def register_configs() -> None:
     `schema/<group>: base` (kept out of the group itself, so it is no selectable option),
     conf/algo/*.yaml `schema/algo: <algorithm>`, conf/env/*.yaml `schema/env: <family>`."""
     cs = ConfigStore.instance()
-    from rlbench import envs
-    from rlbench.algo import ALGORITHMS, BUILT_IN, config_module
+    from rlbench.core import env_families as envs
+    from rlbench.core.algorithms import ALGORITHMS, BUILT_IN, config_module
 
     cs.store(name="schema", node=Config)
     for group, node in GROUP_SCHEMAS.items():

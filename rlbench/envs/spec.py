@@ -33,7 +33,7 @@ class EnvSpec:
 def env_spec(cfg) -> EnvSpec:
     """The spec of cfg's env without starting a vector env; raises EnvIdError if it cannot run
     (an env.kind that names no family included)."""
-    from rlbench.envs import EnvFamilyError, family
+    from rlbench.core.env_families import EnvFamilyError, family
 
     try:
         declared = family(cfg.kind)

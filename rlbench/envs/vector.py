@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from rlbench.envs import family
+from rlbench.core.env_families import family
 
 
 @dataclass
@@ -48,7 +48,7 @@ class VectorEnv(Protocol):
 def resolve_inference_batch(inference_batch: int, num_envs: int, partial: bool = True) -> int:
     """The environments each central-inference forward takes, in [1, num_envs] (num_envs =
     lock-step), for the config's `inference_batch` and the `num_envs` the vector env steps
-    (actors plus eval envs: rlbench/plan.py `envs_of`).
+    (actors plus eval envs: rlbench/prepare/plan.py `envs_of`).
 
     -1: SEED RL's auto rule (common/utils.py validate_learner_config: inference_batch_size -1
         = max(env_batch_size, num_envs // 2), env_batch_size 1 here, num_envs counting the eval

@@ -107,7 +107,7 @@ def grid_overrides(overrides: list[str]) -> list[list[str]]:
 
 def compose(overrides: list[str]):
     """The job's validated config, for a machine that need not be this one (no host checks)."""
-    from rlbench.config.compose import compose_job
+    from rlbench.prepare.compose import compose_job
 
     return compose_job(overrides, host=False)
 
@@ -201,10 +201,10 @@ def run_grid(a, confs, ms: dict) -> int:
 
 
 def run_validate(a) -> int:
+    from rlbench.predict.accuracy import check_jobs, prediction_error
     from rlbench.predict.report import VALIDATION_HEADER, table, validation_rows
-    from rlbench.predict.validate import check_jobs, prediction_error
-    from rlbench.report.records import load_parent
     from rlbench.tracking.readers import NoSuchRun
+    from rlbench.tracking.study_records import load_parent
 
     try:
         study = load_parent(a.sweep)
@@ -258,9 +258,9 @@ def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.config.validate import ConfigError
+    from rlbench.config.rules import ConfigError
     from rlbench.predict.curves import ProfileError
-    from rlbench.preflight import preflight_or_exit
+    from rlbench.prepare.preflight import preflight_or_exit
     from rlbench.tracking.store import use_store
 
     a = parse(argv)

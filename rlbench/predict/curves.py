@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from rlbench.algo import preset
-from rlbench.envs import FAMILIES, family
+from rlbench.core.algorithms import preset
+from rlbench.core.env_families import FAMILIES, family
 
 
 class ProfileError(ValueError):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rlbench.algo import config_module
-from rlbench.envs import family
-from rlbench.plan import envs_of
+from rlbench.core.algorithms import config_module
+from rlbench.core.env_families import family
+from rlbench.core.resources import cpu_gpu_ratio
 from rlbench.predict import model
 from rlbench.predict.curves import Profile, env_step_s, inference_s, reset_s, rpc_fit, sharing, update_s
 from rlbench.predict.power import task_energy
-from rlbench.resources import cpu_gpu_ratio
+from rlbench.prepare.plan import envs_of
 
 
 @dataclass
@@ -157,7 +157,7 @@ def remote_of(conf, m: Machine, envs: int, notes: list[str]) -> model.Remote | N
     step in its own process. actor_hosts H: one process on each of H hosts of --actor-host-cpus
     hardware threads (default: as many as the profile's host, an assumption), all of them
     stepping, across --link (default: none, an assumption); actor_procs P: P processes on the
-    learner's host, each with the family's whole pool of threads (rlbench/plan.py)."""
+    learner's host, each with the family's whole pool of threads (rlbench/prepare/plan.py)."""
     if not (conf.actor_hosts or conf.actor_procs or conf.actor_server.remote_envs):
         return None
     fam, fit = family(conf.env.kind), rpc_fit(m.cpu)

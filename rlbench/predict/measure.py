@@ -70,11 +70,11 @@ def inference_curve(conf, batches: list[int], units: list[int], repeats: int = 2
 def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
     import torch
 
-    from rlbench.algo import algorithm
-    from rlbench.algo.common.parts import AlgoContext
+    from rlbench.core.algorithms import algorithm
+    from rlbench.core.resources import ComputeLimit, resolve_device
     from rlbench.envs.spec import env_spec
     from rlbench.envs.vector import StepBatch
-    from rlbench.resources import ComputeLimit, resolve_device
+    from rlbench.roles.contract import AlgoContext
     from rlbench.roles.inference import InferenceServer
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
@@ -108,7 +108,7 @@ def gemm_peak(precision: str, device, n: int | None = None, repeats: int = 5) ->
     (every CPU thread; the whole GPU). 2 n^3 FLOPs each."""
     import torch
 
-    from rlbench.precision import Amp
+    from rlbench.core.precision import Amp
 
     amp = Amp(precision, device.type)
     n = n or (8192 if device.type == "cuda" else 2048)
@@ -143,10 +143,10 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     the learner's actors-done event, which lifts its replay-ratio wait once set."""
     import copy
 
-    from rlbench.algo import algorithm, config_module
-    from rlbench.algo.common.parts import AlgoContext
+    from rlbench.core.algorithms import algorithm, config_module
+    from rlbench.core.resources import resolve_device
     from rlbench.envs.spec import env_spec
-    from rlbench.resources import resolve_device
+    from rlbench.roles.contract import AlgoContext
 
     conf = copy.deepcopy(conf)
     conf.actors = envs
@@ -203,7 +203,7 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     filled by central inference from synthetic observations (as a job fills it) until the
     learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
     (the update's cost does not depend on how the data arrived)."""
-    from rlbench.resources import ComputeLimit
+    from rlbench.core.resources import ComputeLimit
 
     conf, device, learner, fill = learner_with_data(conf)
     times: list[float] = []
@@ -233,8 +233,8 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
     {units, envs, threads, loop_sps, corun_sps, corun_update_s}. The learner starts
     once replay holds a batch and does not wait for the replay ratio; the first update is
     untimed, the next `updates` are timed with the actors' steps during them."""
+    from rlbench.core.resources import ComputeLimit
     from rlbench.envs.vector import make_actors
-    from rlbench.resources import ComputeLimit
     from rlbench.roles.actors import ActorRole
     from rlbench.roles.inference import InferenceServer
 

@@ -65,7 +65,7 @@ def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float
 
 
 def _start_actor(address: str, env_conf, envs: int, log: Path) -> subprocess.Popen:
-    from rlbench.remote.job import env_overrides
+    from rlbench.remote.job_actors import env_overrides
 
     cmd = [sys.executable, "-m", "rlbench.actor", "--server", address, "--envs", str(envs), "--threads", "1",
            *env_overrides(env_conf)]

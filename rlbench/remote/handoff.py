@@ -12,7 +12,7 @@ import socket
 import time
 from pathlib import Path
 
-from rlbench.remote.address import TOKEN_ENV
+from rlbench.core.address import TOKEN_ENV
 
 ADDRESS_FILE = "actor-server.address"
 ANY_HOST = ("", "0.0.0.0", "[::]", "::")  # a bind on every interface: other hosts reach it by this host's name

@@ -18,10 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 
-from rlbench.config.validate import ConfigError
+from rlbench.config.rules import ConfigError
+from rlbench.core.metrics import proc_role
 from rlbench.envs.spec import EnvSpec
 from rlbench.envs.vector import StepBatch, resolve_inference_batch
-from rlbench.metrics import proc_role
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote import actors_pb2_grpc as pb_grpc
 from rlbench.remote.hub import Hub, Refused, RemoteError, Stream

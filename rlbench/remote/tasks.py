@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from rlbench.remote.address import TOKEN_ENV
+from rlbench.core.address import TOKEN_ENV
 from rlbench.remote.handoff import read_address
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,10 @@ def actor_task(address_file: str, task: int, envs: int, overrides: list[str], wa
     on every CPU of this node (the family's pool: Atari's threads, gym's one), its Hello naming
     `task`. Returns the actor's last line; raises RuntimeError with it on a failure (submitit
     records the task failed)."""
-    from rlbench.config.compose import compose_job
-    from rlbench.envs import family
-    from rlbench.remote.actor import run_actor
-    from rlbench.resources import usable_cpus
+    from rlbench.core.env_families import family
+    from rlbench.core.resources import usable_cpus
+    from rlbench.prepare.compose import compose_job
+    from rlbench.remote.actor_loop import run_actor
 
     address = read_address(Path(address_file), wait_s)
     env_cfg = compose_job(overrides, host=False).env

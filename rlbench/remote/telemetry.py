@@ -6,7 +6,7 @@ as spans until the next Report, bounded. Job side, pure over the processes that 
 hub's `Stream`s, every one, lost ones included): `ProcessTrace` holds one process's spans and
 aligns them to the job's clock; `process_rows` is the processes' table (one row each),
 `process_metrics` its metrics (the `actor_procs` role summed over processes, and one
-`actor_proc<i>` role per process: rlbench/metrics.py), `host_rows` the hosts' table, and
+`actor_proc<i>` role per process: rlbench/core/metrics.py), `host_rows` the hosts' table, and
 `counted_threads` the actor threads that count in cpu_gpu_ratio.
 
 Clocks: an actor stamps its spans and each Report (`sent_at`) with its own perf_counter; the
@@ -23,7 +23,7 @@ import collections
 import threading
 import time
 
-from rlbench.metrics import OPS, OTHER, PROCS_ROLE, op_frac, proc_role
+from rlbench.core.metrics import OPS, OTHER, PROCS_ROLE, op_frac, proc_role
 from rlbench.remote import actors_pb2 as pb
 from rlbench.telemetry.trace import MAX_EVENTS, SpanRecorder
 

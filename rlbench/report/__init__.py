@@ -11,6 +11,6 @@ Library use (notebooks): `load_parent` / `load_experiment` -> `Study`; `all_figu
 from rlbench.report.build import build_report
 from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings, verdict_lines
-from rlbench.report.records import Study, load_experiment, load_parent
+from rlbench.tracking.study_records import Study, load_experiment, load_parent
 
 __all__ = ["Study", "all_figures", "build_report", "findings", "load_experiment", "load_parent", "verdict_lines"]

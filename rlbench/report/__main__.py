@@ -53,9 +53,9 @@ def study_parent(name: str) -> str:
 
 def load(args):
     """The study to report on; LookupError (or PreflightError) with the reason when there is none."""
-    from rlbench.preflight import check
-    from rlbench.report.records import load_experiment, load_parent
+    from rlbench.prepare.preflight import check
     from rlbench.tracking.readers import NoSuchRun
+    from rlbench.tracking.study_records import load_experiment, load_parent
 
     check(args.tracking_uri, key="--tracking-uri", reading=True)  # a store that cannot be used: one line, now
     if args.experiment:
@@ -90,7 +90,7 @@ def log_report(study, out: Path, verdict: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.preflight import PreflightError
+    from rlbench.prepare.preflight import PreflightError
     from rlbench.report.build import build_report
     from rlbench.tracking.store import use_store
 

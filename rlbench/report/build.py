@@ -9,7 +9,7 @@ from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings, verdict_lines
 from rlbench.report.html import png_bytes, render
 from rlbench.report.prediction import prediction_section
-from rlbench.report.records import Study
+from rlbench.tracking.study_records import Study
 
 
 def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:

@@ -1,4 +1,4 @@
-"""The study's figures, redrawn from a `Study` (rlbench.report.records); one function each.
+"""The study's figures, redrawn from a `Study` (rlbench.tracking.study_records); one function each.
 
 Every function returns a `Drawn`: the figure, or None and the reason it could not be drawn
 (a value that was not measured is never drawn as zero; one no job measured is left out, and
@@ -23,13 +23,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
-from rlbench.metrics import OPS, OTHER
+from rlbench.core.metrics import OPS, OTHER
 from rlbench.report.never_measured import never_measured, one_line
-from rlbench.report.records import JobRun, Study
 from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import pareto
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.operations import legend_below, op_handles
+from rlbench.tracking.study_records import JobRun, Study
 
 TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 # The report shows a figure at most ~1000 px wide (a 1000 px window): an 11-inch figure's 10 pt

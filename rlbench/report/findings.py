@@ -1,6 +1,6 @@
 """The verdict for a whole study: knee per actor series, bound per job, recommended ratio.
 
-Glue between the records (rlbench.report.records) and the pure rules (rlbench.report.verdict);
+Glue between the records (rlbench.tracking.study_records) and the pure rules (rlbench.report.verdict);
 the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict
 
-from rlbench.repeats import STAT_METRICS, group_by, spread
-from rlbench.report.records import JobRun, Study
+from rlbench.core.repeats import STAT_METRICS, group_by, spread
 from rlbench.report.series import series
 from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, precision_shift, recommend, study_rule
+from rlbench.tracking.study_records import JobRun, Study
 
 
 def _int(v) -> int | None:

@@ -8,7 +8,7 @@ import io
 
 from rlbench.report.figures import Drawn
 from rlbench.report.never_measured import never_measured, one_line
-from rlbench.report.records import JobRun, Study
+from rlbench.tracking.study_records import JobRun, Study
 from rlbench.tracking.unmeasured import explain
 
 # (header, unit, key): the header on its lines, the unit on a small line below it (no header

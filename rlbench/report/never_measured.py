@@ -10,7 +10,7 @@ The reasons are the jobs' own (their `unmeasured` tag, rlbench.tracking.unmeasur
 
 from __future__ import annotations
 
-from rlbench.report.records import JobRun
+from rlbench.tracking.study_records import JobRun
 from rlbench.tracking.unmeasured import DERIVED
 
 PREFIX = "Not measured in any job: "

@@ -6,7 +6,7 @@ drawn against what it measured, naming the profile; the jobs the model misses by
 from __future__ import annotations
 
 from rlbench.report.figures import Drawn
-from rlbench.report.records import Study
+from rlbench.tracking.study_records import Study
 
 NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured fps and runtime_s"
 
@@ -40,11 +40,11 @@ def profile_for(study: Study, jobs: list | None = None) -> tuple[str | None, str
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
     """(the figure, findings["prediction"]: profile, prediction_error, per-metric errors, disagreements)."""
+    from rlbench.core.repeats import group_by
+    from rlbench.predict.accuracy import check_jobs, prediction_error
     from rlbench.predict.curves import ProfileError, load_profile
     from rlbench.predict.jobs import Machine
     from rlbench.predict.report import disagreements, validation_figure
-    from rlbench.predict.validate import check_jobs, prediction_error
-    from rlbench.repeats import group_by
     from rlbench.report.findings import precision
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")

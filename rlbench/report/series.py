@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from rlbench.report.records import JobRun
+from rlbench.tracking.study_records import JobRun
 
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name", "precision")
 

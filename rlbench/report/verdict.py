@@ -8,7 +8,7 @@
 - `recommend`: the CPU/GPU ratio to configure for, with its fps and energy per task, and the
   configurations it cannot be told apart from.
 
-With repeats (rlbench/repeats.py) the numbers are medians per configuration, and no rule calls
+With repeats (rlbench/core/repeats.py) the numbers are medians per configuration, and no rule calls
 one configuration faster than another by a difference within the measured spread (the wider
 min..max range of the two); with one run per configuration the texts say the spread is unknown.
 - `study_rule`: what the study's rule (CPU/GPU ratio >= 1) predicts for a host.
@@ -22,9 +22,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from rlbench.algo import on_policy
-from rlbench.bound import BOUND_KINDS, Bound, bottleneck  # noqa: F401 - the verdict's bound, re-exported
-from rlbench.repeats import SINGLE_RUN, cannot_tell
+from rlbench.core.algorithms import on_policy
+from rlbench.core.bound import BOUND_KINDS, Bound, bottleneck  # noqa: F401 - the verdict's bound, re-exported
+from rlbench.core.repeats import SINGLE_RUN, cannot_tell
 
 
 @dataclass
@@ -262,7 +262,7 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
 class Saturation:
     axis: str                  # "actor_hosts" or "actor_procs"
     count: int                 # the fewest that saturate one learner
-    bound: str                 # what bounds the job there (rlbench.bound)
+    bound: str                 # what bounds the job there (rlbench.core.bound)
     reached: bool              # False: the largest count swept still shortened the task by >= share
     text: str
 

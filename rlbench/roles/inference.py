@@ -2,7 +2,7 @@
 
 Owns every environment's recurrent state (an opaque tuple of [envs, ...] tensors; a done
 zeroes an environment's state before its step) and previous action, and runs the
-algorithm's acting policy (rlbench.algo.common.parts.ActingPolicy): the forward through its shared
+algorithm's acting policy (rlbench.roles.contract.ActingPolicy): the forward through its shared
 network copy, what it does with the output (epsilon-greedy Q, a softmax sample, ...), and
 the unroll assembly whose completed unrolls the policy stores (replay, a FIFO). Environment
 ids >= `num_train` are evaluation environments (SEED RL's eval envs): they act through the
@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch
 
-from rlbench.algo.common.parts import ActingPolicy
+from rlbench.core.precision import at_least_fp32
 from rlbench.envs.vector import StepBatch
-from rlbench.precision import at_least_fp32
+from rlbench.roles.contract import ActingPolicy
 from rlbench.telemetry.flops import FlopRate
 from rlbench.telemetry.timing import OpTimer
 

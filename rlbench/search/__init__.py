@@ -30,7 +30,7 @@ from pathlib import Path
 
 import optuna
 
-from rlbench.preflight import masked, preflight_or_exit
+from rlbench.prepare.preflight import masked, preflight_or_exit
 from rlbench.search.parent import recommend, report, study_parent
 from rlbench.search.space import SearchError, check_space, make_sampler, objective_checks, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
@@ -46,8 +46,8 @@ __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_repor
 def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring); store: opens
     the tracking port on the job's TrackingConfig."""
-    from rlbench.config.grid import expand_jobs, validate_jobs
-    from rlbench.resources import ComputeLimit, resolve_device
+    from rlbench.core.resources import ComputeLimit, resolve_device
+    from rlbench.prepare.grid import expand_jobs, validate_jobs
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
@@ -126,7 +126,7 @@ def _warm_start_machine(conf):
 
 def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
     """Enqueue the predicted best configurations (a new study only) and record them."""
-    from rlbench.config.validate import validate
+    from rlbench.prepare.validate import validate
     from rlbench.search.warm_start import enqueue, note, record
 
     loader = sweeper.hydra_context.config_loader

@@ -12,9 +12,9 @@ import time
 import optuna
 
 from rlbench.config.schema import SearchConfig
+from rlbench.core.signals import JobPruned
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
-from rlbench.signals import JobPruned
 
 log = logging.getLogger(__name__)
 

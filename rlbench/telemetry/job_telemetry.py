@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from rlbench.config.schema import TelemetryConfig
-from rlbench.observers import JobObserver
+from rlbench.core.observers import JobObserver
 from rlbench.telemetry.gpu_busy import make_busy_timer
 from rlbench.telemetry.ops import calibrate_annotation, op_metrics
 from rlbench.telemetry.sampler import TelemetrySampler
@@ -37,7 +37,7 @@ def _gpu_mean(row: dict, metric: str) -> float | None:
 
 
 class JobTelemetry(JobObserver):
-    """Observes a job (rlbench/observers.py): makes the roles' timers (`timer`), samples from
+    """Observes a job (rlbench/core/observers.py): makes the roles' timers (`timer`), samples from
     `started` to `stopped`, adds power to each tick and energy and time per operation to the
     final metrics."""
 

@@ -8,14 +8,14 @@ iterate over `sources()`.
 
 Built in: "gpu" (NVML, rlbench/telemetry/nvml.py), "cpu" (utilisation through psutil) and
 "rapl" (CPU package and DRAM energy; without RAPL readings, the stated estimate from cpu_util
-when telemetry.cpu_tdp_w is set). Their metric names are fixed in rlbench/metrics.py.
+when telemetry.cpu_tdp_w is set). Their metric names are fixed in rlbench/core/metrics.py.
 
 Another power meter is plugged in with `register(name, meter)` (a zero-argument callable
 returning an object with `sample() -> PowerReading`, or its "module:attr" path), or, for every
 rlbench process started from a shell, RLBENCH_POWER_SOURCES="name=module:attr[,...]". It is
 sampled as `power_<name>_w` (and `energy_<name>_j`, cumulative, where it has a counter) in
 telemetry.csv, and accounted as the metrics `energy_<name>_j` and `power_<name>_w_avg`
-(the families in rlbench/metrics.py); its energy adds into `energy_per_task_j` and its power
+(the families in rlbench/core/metrics.py); its energy adds into `energy_per_task_j` and its power
 into `perf_per_watt`. A meter may say why it reads nothing with a `reason` attribute and is
 closed with `close()` where it has one.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
-from rlbench.metrics import POWER_SOURCES_ENV, plug_source, unplug_source
+from rlbench.core.metrics import POWER_SOURCES_ENV, plug_source, unplug_source
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC, integrate_power, mean_valid, span_valid
 from rlbench.telemetry.summary import Row, column, cpu_summary, gpu_summary
 
@@ -235,7 +235,7 @@ class PowerSourceError(ValueError):
 
 
 def _check_name(name: str) -> None:
-    from rlbench.metrics import METRICS
+    from rlbench.core.metrics import METRICS
 
     if name in BUILT_IN or not _NAME.match(name):
         raise PowerSourceError(f"power source {name!r}: a name is lower-case [a-z][a-z0-9_]* and not one of "

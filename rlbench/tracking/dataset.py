@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.data.meta_dataset import MetaDataset
 
-from rlbench.envs import family
+from rlbench.core.env_families import family
 
 
 def _package_version(name: str) -> str:

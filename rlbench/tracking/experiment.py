@@ -44,7 +44,7 @@ class Experiment:
         return open_parent(self.id, name, command, tags, params)
 
     def sweep_parent(self, key: str) -> ParentRun | None:
-        """The ended parent of the sweep `key` (rlbench/sweep.py sweep_key) in this experiment, if any."""
+        """The ended parent of the sweep `key` (rlbench/sweeps/sweep.py sweep_key) in this experiment, if any."""
         found = sweep_parent(key, self.id)
         return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
 

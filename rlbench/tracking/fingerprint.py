@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from rlbench.resources import cpu_model  # the host's CPU model: also what an actor process tells its job
+from rlbench.core.resources import cpu_model  # the host's CPU model: also what an actor process tells its job
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def host_tags() -> dict[str, str]:
         "cuda_available": str(torch.cuda.is_available()),
     }
     if torch.cuda.is_available():
-        from rlbench.resources import cuda_properties
+        from rlbench.core.resources import cuda_properties
 
         props = cuda_properties(0)  # read in a child: CUDA must stay uninitialised for sm_backend=mps
         tags["gpu_name"] = props.name

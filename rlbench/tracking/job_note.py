@@ -3,7 +3,7 @@ what the two rates mean and where the time went without the user opening docs/me
 
 from __future__ import annotations
 
-from rlbench.metrics import OPS
+from rlbench.core.metrics import OPS
 
 
 def _pct(x) -> str:

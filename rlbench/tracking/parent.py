@@ -22,13 +22,13 @@ from pathlib import Path
 import mlflow
 from mlflow.entities import Metric
 
-from rlbench.signals import note_record
+from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.readers import read_run
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's description of a run
-SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweep.py sweep_key): a resumed sweep continues its parent
+SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweeps/sweep.py sweep_key): a resumed sweep continues its parent
 
 
 def source_tags(command: str) -> dict[str, str]:
@@ -111,7 +111,7 @@ def parent_run(run_id: str) -> ParentRun:
 def live(parent, body: Callable[[], str], close: Callable[[str], None], what: str = "parent run") -> str:
     """A parent's life once opened: `body()` runs the jobs and returns the status they earned
     (FINISHED, or FAILED when one failed); the status is KILLED when it is interrupted (Ctrl-C,
-    SIGTERM: a KeyboardInterrupt, which notes that `what` ended KILLED: rlbench/signals.py) and
+    SIGTERM: a KeyboardInterrupt, which notes that `what` ended KILLED: rlbench/core/signals.py) and
     FAILED when it raises anything else, and the exception goes on. Whatever happened,
     `close(status)` records what the command shows on the parent (summary, description,
     report), and the parent ends with the status. Returns the status."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from rlbench.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
+from rlbench.core.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
 from rlbench.tracking.views import VIEW, view_link
 
 REPORT_MARK = "#### Report"
@@ -30,7 +30,7 @@ def _number(v) -> float | None:
 def best_row(rows: list[dict]) -> dict | None:
     """The finished configuration with the shortest task by its median runtime_s (None when no
     job finished with a runtime): with one run per configuration, that job's row; with repeats
-    (rlbench/repeats.py) a row of the configuration's medians, with `runs`, `jobs` and per
+    (rlbench/core/repeats.py) a row of the configuration's medians, with `runs`, `jobs` and per
     metric its `spread` (a Spread), and `rivals`: the configurations it cannot be told apart from."""
     configs = config_rows(rows, SUMMARY_METRICS)
     best = best_config(configs)

@@ -1,6 +1,6 @@
 """The peak TFLOP/s a job's achieved rate is compared with (`learner_mfu`, `inference_mfu`).
 
-A GPU NVIDIA publishes a figure for (rlbench/precision.py's table) takes the published dense
+A GPU NVIDIA publishes a figure for (rlbench/core/precision.py's table) takes the published dense
 figure, as model-FLOPs utilisation is usually stated; otherwise (a CPU, an unlisted GPU) the
 newest complete profile of this host and device type that measured a GEMM at the precision
 (`python -m rlbench.profile precision=<p>`, metric `peak_tflops/<p>`). Neither: None and why.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mlflow
 
-from rlbench.precision import published_peak
+from rlbench.core.precision import published_peak
 from rlbench.tracking.profiles import COMPLETE, EXPERIMENT, ROLE
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import mlflow
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.signals import note_record
+from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.parent import source_tags

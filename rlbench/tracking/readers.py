@@ -88,7 +88,7 @@ def read_sweep(parent_id: str) -> SweepRecord:
 
 def _linked(summary: list[dict], children) -> list[RunRecord]:
     """The runs the summary names that are not children: the earlier FINISHED runs a resumed
-    sweep did not rerun (rlbench/sweep.py), which belong to the sweep all the same."""
+    sweep did not rerun (rlbench/sweeps/sweep.py), which belong to the sweep all the same."""
     ids = {r.info.run_id for r in children}
     out = []
     for row in summary:

@@ -23,7 +23,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.signals import note_record
+from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.store import open_experiment, run_name_from, unique_top_level_name

@@ -7,7 +7,7 @@
 - `bound_http_retries`: MLflow's client gives up on a server that does not answer within
   about a minute, not after minutes of retries;
 - `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
-  opens it (rlbench/preflight.py);
+  opens it (rlbench/prepare/preflight.py);
 - `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
 - `mark_stale_runs`: runs left RUNNING by a process that is gone, in every experiment
   (rlbench/tracking/orphans.py).

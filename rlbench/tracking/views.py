@@ -26,7 +26,7 @@ import urllib.parse
 
 SHARE_PREFIX = "mlflow.sharedViewState."
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
-BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.bound.bottleneck)
+BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
 VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 

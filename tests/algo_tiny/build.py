@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.algo.common.unrolls import UnrollAssembler
+from rlbench.roles.contract import AlgoContext, AlgoParts
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.timing import OpTimer
 

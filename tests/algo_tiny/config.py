@@ -1,4 +1,4 @@
-"""The tiny algorithm's declarations (rlbench/algo/__init__.py lists what each one declares)."""
+"""The tiny algorithm's declarations (rlbench/core/algorithms.py lists what each one declares)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from rlbench.algo.common.data import LearnerData
 from rlbench.config.rules import Rules, int_at_least
-from rlbench.metrics import Metric
+from rlbench.core.metrics import Metric
 
 LEARNS = True
 ON_POLICY = True  # each unroll is taken once, in arrival order

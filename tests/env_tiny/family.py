@@ -1,4 +1,4 @@
-"""The tiny family's declarations (rlbench/envs/__init__.py lists what each family declares)."""
+"""The tiny family's declarations (rlbench/core/env_families.py lists what each family declares)."""
 
 from __future__ import annotations
 

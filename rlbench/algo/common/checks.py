@@ -1,10 +1,10 @@
 """Checks the algorithms share: the network's torso against the observations the env family
-declares (its OBSERVATION, rlbench/envs/__init__.py), never against the family's name."""
+declares (its OBSERVATION, rlbench/core/env_families.py), never against the family's name."""
 
 from __future__ import annotations
 
-from rlbench.algo import preset
-from rlbench.envs import family
+from rlbench.core.algorithms import preset
+from rlbench.core.env_families import family
 
 TORSO = {"image": "nature_cnn", "vector": "mlp"}  # the torso for each kind of observation
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlbench.precision import at_least_fp32
+from rlbench.core.precision import at_least_fp32
 
 
 class NatureCNN(nn.Module):
@@ -56,7 +56,7 @@ def features(torso: nn.Module, obs: torch.Tensor) -> torch.Tensor:
 
 def full_precision(x: torch.Tensor):
     """Autocast off on x's device: the block runs in fp32 whatever the job's precision
-    (rlbench/precision.py); its inputs must be made fp32 (`.float()`) inside it."""
+    (rlbench/core/precision.py); its inputs must be made fp32 (`.float()`) inside it."""
     return torch.autocast(x.device.type, enabled=False)
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.common.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.r2d2.math import mixed_priority, n_step_targets
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
+from rlbench.roles.contract import SharedNet
 
 
 class EpsilonGreedy:

@@ -1,10 +1,9 @@
-"""`build(ctx)`: the r2d2 parts of one job (see rlbench/algo/__init__.py)."""
+"""`build(ctx)`: the r2d2 parts of one job (see rlbench/core/algorithms.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.common.parts import AlgoContext, AlgoParts, SharedNet
 from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.r2d2.acting import EpsilonGreedy
 from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes, state_size
@@ -13,6 +12,7 @@ from rlbench.algo.r2d2.network import R2D2Net
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import actor_epsilons, insertion_batch, unroll_layout, unrolls_for_updates
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
+from rlbench.roles.contract import AlgoContext, AlgoParts, SharedNet
 
 
 def build(ctx: AlgoContext) -> AlgoParts:

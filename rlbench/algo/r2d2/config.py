@@ -13,15 +13,15 @@ from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 from rlbench.config.rules import Rules, int_at_least, one_of
-from rlbench.metrics import Metric
+from rlbench.core.metrics import Metric
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted
 PRESETS = {"vector": "r2d2_vector"}  # vector observations (gym): the MLP torso (conf/algo/r2d2_vector.yaml)
-# Operations it times (rlbench/metrics.py OPS): queue_put, queue_full_wait and the learner's
+# Operations it times (rlbench/core/metrics.py OPS): queue_put, queue_full_wait and the learner's
 # queue_get/replay_insert under the unroll queue (SEED's coupling); the inference-side
 # replay_insert under coupling=free_running/rate_limited
-# The metrics it logs beside the shared ones (rlbench/metrics.py; docs/metrics.md documents them).
+# The metrics it logs beside the shared ones (rlbench/core/metrics.py; docs/metrics.md documents them).
 METRICS = (
     Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
     Metric("window/replay_ratio", "samples / sequence", "tick", "sequences sampled / inserted by the learner updates "

@@ -22,13 +22,13 @@ import torch
 
 from rlbench.algo.common.batches import rebuild_obs, to_time_major
 from rlbench.algo.common.keras_adam import KerasAdam
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.r2d2.math import mixed_priority, n_step_double_q_targets, sequence_loss
 from rlbench.algo.r2d2.rate_limit import actors_may_insert, learner_may_update
 from rlbench.algo.r2d2.replay import SequenceReplay
 from rlbench.algo.r2d2.sequences import insertion_batch
 from rlbench.algo.r2d2.unroll_queue import UnrollQueue
-from rlbench.precision import Amp, at_least_fp32
+from rlbench.core.precision import Amp, at_least_fp32
+from rlbench.roles.contract import SharedNet
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.timing import OpTimer
 

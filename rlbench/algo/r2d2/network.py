@@ -19,7 +19,7 @@ from rlbench.algo.common.torsos import (
     zero_lstm_state,
 )
 from rlbench.algo.r2d2.config import NetworkConfig
-from rlbench.precision import at_least_fp32
+from rlbench.core.precision import at_least_fp32
 
 
 class R2D2Net(nn.Module):

@@ -1,11 +1,11 @@
-"""`build(ctx)`: the random parts of one job (see rlbench/algo/__init__.py)."""
+"""`build(ctx)`: the random parts of one job (see rlbench/core/algorithms.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.common.parts import AlgoContext, AlgoParts
 from rlbench.algo.common.unrolls import UnrollAssembler
+from rlbench.roles.contract import AlgoContext, AlgoParts
 
 
 class UniformRandom:

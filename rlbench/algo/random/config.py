@@ -16,7 +16,7 @@ from rlbench.config.rules import Rules, int_at_least
 LEARNS = False
 ON_POLICY = False  # no learner (as before the declaration: the report counted it with the off-policy side)
 PRESETS: dict = {}  # algo=random on every env
-METRICS: tuple = ()  # it logs only shared metrics (unrolls: rlbench/metrics.py)
+METRICS: tuple = ()  # it logs only shared metrics (unrolls: rlbench/core/metrics.py)
 
 OPS = {"inference": ("unroll_assembly",), "learner": ()}
 

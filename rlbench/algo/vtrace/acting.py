@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.common.unrolls import Sequences, UnrollAssembler
 from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.roles.contract import SharedNet
 
 
 def sample_softmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:

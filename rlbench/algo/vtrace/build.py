@@ -1,16 +1,16 @@
-"""`build(ctx)`: the V-trace parts of one job (see rlbench/algo/__init__.py)."""
+"""`build(ctx)`: the V-trace parts of one job (see rlbench/core/algorithms.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlbench.algo.common.parts import AlgoContext, AlgoParts, SharedNet
 from rlbench.algo.common.unrolls import UnrollAssembler
 from rlbench.algo.vtrace.acting import SoftmaxSample
 from rlbench.algo.vtrace.config import queue_capacity
 from rlbench.algo.vtrace.learner import VTraceLearner
 from rlbench.algo.vtrace.network import VTraceNet
 from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.roles.contract import AlgoContext, AlgoParts, SharedNet
 
 
 def build(ctx: AlgoContext) -> AlgoParts:

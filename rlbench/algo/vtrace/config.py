@@ -13,12 +13,12 @@ from typing import Optional
 from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
 from rlbench.config.rules import Rules, int_at_least, one_of
-from rlbench.metrics import Metric
+from rlbench.core.metrics import Metric
 
 LEARNS = True
 ON_POLICY = True  # every unroll is trained once, by the learner a few updates past the policy that acted
 PRESETS = {"vector": "vtrace_vector"}  # vector observations (gym): the MLP torso (conf/algo/vtrace_vector.yaml)
-# The metrics it logs beside the shared ones (rlbench/metrics.py; docs/metrics.md documents them).
+# The metrics it logs beside the shared ones (rlbench/core/metrics.py; docs/metrics.md documents them).
 METRICS = (
     Metric("policy_lag", "updates", "tick, final",
            "mean learner updates between the weights that finished an unroll and its training (V-trace)"),

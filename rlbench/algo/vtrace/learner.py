@@ -17,10 +17,10 @@ import torch
 
 from rlbench.algo.common.batches import rebuild_obs, to_time_major
 from rlbench.algo.common.keras_adam import KerasAdam
-from rlbench.algo.common.parts import SharedNet
 from rlbench.algo.vtrace.math import loss_terms
 from rlbench.algo.vtrace.queue import UnrollQueue
-from rlbench.precision import Amp, at_least_fp32
+from rlbench.core.precision import Amp, at_least_fp32
+from rlbench.roles.contract import SharedNet
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.timing import OpTimer
 

@@ -21,7 +21,7 @@ from rlbench.algo.common.torsos import (
     zero_lstm_state,
 )
 from rlbench.algo.vtrace.config import NetworkConfig
-from rlbench.precision import at_least_fp32
+from rlbench.core.precision import at_least_fp32
 
 
 class VTraceNet(nn.Module):

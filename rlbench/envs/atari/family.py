@@ -1,4 +1,4 @@
-"""The Atari family's declarations (rlbench/envs/__init__.py lists what each family declares).
+"""The Atari family's declarations (rlbench/core/env_families.py lists what each family declares).
 
 Its schema holds SEED RL's Atari settings (README "### Atari settings"); ale-py and the
 emulator load only when a spec is probed or the actors are made.
@@ -55,7 +55,7 @@ def spec(env: Schema):
 
 
 def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
-    from rlbench.envs.atari.actors import AtariActors
+    from rlbench.envs.atari.vector_env import AtariActors
 
     return AtariActors(env, num_envs, threads, batch, affinity_offset)
 

@@ -1,4 +1,4 @@
-"""The gym family's declarations (rlbench/envs/__init__.py lists what each family declares):
+"""The gym family's declarations (rlbench/core/env_families.py lists what each family declares):
 any gymnasium id with a Discrete action space and a 1-D Box observation (CartPole-v1,
 Acrobot-v1, `my_package.envs:MyEnv-v0`). Its schema has no fields of its own."""
 
@@ -30,7 +30,7 @@ def spec(env: Schema):
 
 
 def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
-    from rlbench.envs.gym.actors import GymActors
+    from rlbench.envs.gym.vector_env import GymActors
 
     return GymActors(env, num_envs)
 

@@ -1,7 +1,7 @@
 """One colour per operation name in every figure (telemetry.png, operations.png, the op bar
 chart): a reader who learnt that env_step is blue in one panel finds it blue everywhere.
 
-Colours follow the order of the operation names in the metric contract (rlbench.metrics.OPS,
+Colours follow the order of the operation names in the metric contract (rlbench.core.metrics.OPS,
 each name once, roles in order), so they do not depend on which ops a job happened to time.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from rlbench.metrics import OPS, OTHER
+from rlbench.core.metrics import OPS, OTHER
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
             "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",

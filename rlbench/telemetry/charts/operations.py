@@ -18,7 +18,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from rlbench.metrics import OPS, OTHER
+from rlbench.core.metrics import OPS, OTHER
 from rlbench.telemetry.charts.colours import op_colour
 
 COLUMNS = ("role", "op", "fraction", "seconds")

@@ -16,7 +16,7 @@ class AtariActors:
     def __init__(self, cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
         from ale_py.vector_env import AtariVectorEnv
 
-        from rlbench.signals import sigterm_ends_at_once
+        from rlbench.core.signals import sigterm_ends_at_once
 
         self.inference_batch = resolve_inference_batch(batch, num_envs)  # envs per recv()
         with sigterm_ends_at_once():  # creating hundreds of emulators holds the interpreter for seconds

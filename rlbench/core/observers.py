@@ -2,7 +2,7 @@
 lines and a search's pruner each watch the job through these hooks, and none of them is
 wired into the trainer's code.
 
-`train` (rlbench/trainer.py) calls them in this order, each hook on every observer in the
+`train` (rlbench/train/trainer.py) calls them in this order, each hook on every observer in the
 order the job listed them:
 
   started(trainer)           the roles are built, not yet running

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlbench.algo import config_module
 from rlbench.config.schema import Config
-from rlbench.envs import family
+from rlbench.core.algorithms import config_module
+from rlbench.core.env_families import family
+from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.envs.vector import resolve_inference_batch
-from rlbench.resources import ComputeLimit, resolve_device, usable_cpus
 
 if TYPE_CHECKING:
     import torch
@@ -79,7 +79,7 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
     fam, n_eval = family(conf.env.kind), eval_envs_of(conf)
     threads = fam.hardware_threads(conf.actor_threads, cores or len(usable_cpus()))
     partial = fam.PARTIAL_BATCHES
-    if out_of_process(conf):  # actor processes (rlbench/remote/job.py)
+    if out_of_process(conf):  # actor processes (rlbench/remote/job_actors.py)
         partial = True  # central inference batches whole processes' steps, whatever the family
         if conf.actor_procs:
             threads = local_actor_threads(threads, conf.actor_procs, conf.actor_threads or cores or len(usable_cpus()))
@@ -88,7 +88,7 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
 
 def local_actor_threads(pool: int, procs: int, cpus: int) -> int:
     """Hardware threads `procs` actor processes on the job's host step envs on, each with its
-    family's pool of `pool` threads (rlbench/remote/job.py LocalActors), all on the same `cpus`
+    family's pool of `pool` threads (rlbench/remote/job_actors.py LocalActors), all on the same `cpus`
     CPUs (an explicit actor_threads, or every usable CPU): Atari's pools share them (the pool
     is all of them), gym's one-thread processes take one each."""
     return min(procs * pool, max(pool, cpus))

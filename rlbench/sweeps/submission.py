@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlbench.plan import SLURM_LAUNCHER, eval_envs_of
-from rlbench.remote.address import TOKEN_ENV
+from rlbench.core.address import TOKEN_ENV
+from rlbench.prepare.plan import SLURM_LAUNCHER, eval_envs_of
 from rlbench.remote.handoff import ADDRESS_FILE
-from rlbench.remote.job import env_shares
+from rlbench.remote.job_actors import env_shares
 from rlbench.remote.tasks import launch_params, sbatch_text
 
 NOT_SLURM = ("_target_", "submitit_folder", "max_num_timeout")  # the launcher's keys that are no sbatch setting

@@ -13,7 +13,7 @@ the first write, mid-job. So a command asks `sqlite_problem` first, in milliseco
   an empty file is a new database), and holding the tables of its `Kind` (or none yet).
 
 Each answer is a `Problem`: the cause and what to do, for the one-line message of
-rlbench/preflight.py. The probes (`free_bytes`, `write_probe`) are functions of their own so
+rlbench/prepare/preflight.py. The probes (`free_bytes`, `write_probe`) are functions of their own so
 that tests can make a disk full or a folder read-only without filling a disk or dropping root.
 """
 

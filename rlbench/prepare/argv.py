@@ -13,7 +13,7 @@ import typing
 from pathlib import Path
 
 from rlbench.config.schema import Config
-from rlbench.envs import FAMILIES, family
+from rlbench.core.env_families import FAMILIES, family
 
 # Groups that conf/config.yaml leaves null: their keys exist only once one is selected.
 NULL_GROUPS = {"search": "search=ratio"}

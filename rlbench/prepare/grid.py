@@ -15,7 +15,8 @@ import itertools
 import sys
 from dataclasses import dataclass
 
-from rlbench.config.validate import ConfigError, validate
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.validate import validate
 
 # Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
 # the repeats' env seeds never meet while a job has at most SEED_STRIDE envs (seed_overlap warns).
@@ -111,8 +112,8 @@ def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from rlbench.config.compose import CONF_DIR
-    from rlbench.config.hydra_errors import explain
+    from rlbench.prepare.compose import CONF_DIR
+    from rlbench.prepare.hydra_errors import explain
 
     loader, confs, problems = sweeper.hydra_context.config_loader, [], []
 

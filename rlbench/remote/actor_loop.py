@@ -22,7 +22,8 @@ from typing import NamedTuple
 import grpc
 import numpy as np
 
-from rlbench.envs import family
+from rlbench.core.env_families import family
+from rlbench.core.resources import cpu_model, usable_cpus
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote import actors_pb2_grpc as pb_grpc
@@ -35,7 +36,6 @@ from rlbench.remote.wire import (
     step_size,
     token_metadata,
 )
-from rlbench.resources import cpu_model, usable_cpus
 
 PROG = "rlbench.actor"
 # The env threads' nice value: a process's gRPC and loop threads must not queue behind its own

@@ -7,9 +7,9 @@ import math
 import sys
 import time
 
-from rlbench.observers import JobObserver
+from rlbench.core.observers import JobObserver
 
-log = logging.getLogger("rlbench.progress")
+log = logging.getLogger("rlbench.core.progress")
 
 
 def eta_s(frames: int, frame_target: int, fps: float, updates: int, update_target: int, ups: float) -> float:
@@ -32,7 +32,7 @@ def fps_text(frames: int, frame_target: int, metrics: dict, rate: float | None =
 
 
 class Progress(JobObserver):
-    """Observes a job (rlbench/observers.py): a line or the bar's update at each tick."""
+    """Observes a job (rlbench/core/observers.py): a line or the bar's update at each tick."""
 
     def __init__(self, frame_target: int, update_target: int, mode: str = "auto", every_s: float = 10.0):
         if mode == "auto":

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlbench.algo import algorithm
-from rlbench.algo.common.parts import AlgoContext, AlgoParts
+from rlbench.core.algorithms import algorithm
+from rlbench.core.observers import Observers
+from rlbench.core.precision import Amp
 from rlbench.envs.vector import make_actors
-from rlbench.observers import Observers
-from rlbench.plan import JobPlan, out_of_process
-from rlbench.precision import Amp
-from rlbench.remote.job import JobActors
+from rlbench.prepare.plan import JobPlan, out_of_process
+from rlbench.remote.job_actors import JobActors
 from rlbench.roles.actors import ActorRole
+from rlbench.roles.contract import AlgoContext, AlgoParts
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
-from rlbench.runner import Window, run_roles
+from rlbench.roles.runner import Window, run_roles
 from rlbench.telemetry.timing import OpTimer
 
 
@@ -144,7 +144,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
 
 
 def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer) -> dict:
-    """Run the plan's task under its compute grant, telling `observers` (rlbench/observers.py)
+    """Run the plan's task under its compute grant, telling `observers` (rlbench/core/observers.py)
     of its life; returns the final metrics (runtime_s, fps, energy, op fractions...)."""
     watch = Observers(observers)
     error: BaseException | None = None

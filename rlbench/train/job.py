@@ -3,7 +3,7 @@
 `run_job(cfg)` is what the Hydra entry point calls and what tests call with a config from
 compose(). Validation and the plan come first: a bad config raises ConfigError, a limit this
 host cannot honour ResourceError, before any run, environment or thread exists. The trainer
-then runs the plan and tells the job's observers (rlbench/observers.py) of its life: the
+then runs the plan and tells the job's observers (rlbench/core/observers.py) of its life: the
 record, the telemetry, the progress lines and, in a search, the trial's pruner.
 """
 
@@ -14,20 +14,21 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from rlbench import preflight
+from rlbench.config.rules import ConfigError
 from rlbench.config.schema import Config
-from rlbench.config.validate import ConfigError, validate
-from rlbench.observers import JobObserver
-from rlbench.plan import JobPlan, Placement, plan_job
-from rlbench.progress import Progress
-from rlbench.recording import RecordObserver
-from rlbench.signals import sigterm_raises
+from rlbench.core.observers import JobObserver
+from rlbench.core.progress import Progress
+from rlbench.core.signals import sigterm_raises
+from rlbench.prepare import preflight
+from rlbench.prepare.plan import JobPlan, Placement, plan_job
+from rlbench.prepare.validate import validate
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.timing import OpTimer
 from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.record import JobRecord
 from rlbench.tracking.store import artifact_problem, config_hash, mark_stale_runs, open_experiment
-from rlbench.trainer import train
+from rlbench.train.recording import RecordObserver
+from rlbench.train.trainer import train
 
 log = logging.getLogger(__name__)
 

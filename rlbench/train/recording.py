@@ -1,4 +1,4 @@
-"""A job's MLflow record as an observer of its life (rlbench/observers.py).
+"""A job's MLflow record as an observer of its life (rlbench/core/observers.py).
 
 Ticks become series (step: whole seconds since the task started), episodes the
 `episode_return` and `eval_return` series, the end the final values, the tags (the bound,
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rlbench.bound import bottleneck
 from rlbench.config.schema import Config
-from rlbench.observers import JobObserver
+from rlbench.core.bound import bottleneck
+from rlbench.core.observers import JobObserver
 from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.job_note import job_note
@@ -57,7 +57,7 @@ class RecordObserver(JobObserver):
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
         self.walls = trainer.op_walls()
-        env = getattr(trainer, "env", None)  # actor processes (rlbench/remote/job.py) list themselves and their hosts
+        env = getattr(trainer, "env", None)  # actor processes (rlbench/remote/job_actors.py) list themselves and their hosts
         self.tables = env.tables() if hasattr(env, "tables") else {}
         tags = env.tags() if hasattr(env, "tags") else {}
         train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
@@ -85,7 +85,7 @@ class RecordObserver(JobObserver):
     def _peak(self) -> tuple[float | None, str]:
         import socket
 
-        from rlbench.resources import cuda_properties, resolve_device
+        from rlbench.core.resources import cuda_properties, resolve_device
         from rlbench.tracking.peaks import host_peak
 
         device = resolve_device(self.conf.device)

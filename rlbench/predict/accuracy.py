@@ -30,7 +30,7 @@ def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
     where it was recorded does not change the work). The recorded param `inference_batch` is
     kept where no override set it: a job from before its default became -1 ran lock-step (0)."""
-    from rlbench.config.compose import compose_job
+    from rlbench.prepare.compose import compose_job
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
                  and not o.lstrip("+~").startswith(("tracking.", "hydra."))]
@@ -41,7 +41,7 @@ def job_conf(tags: dict, params: dict | None = None):
 
 
 def check_jobs(jobs, m: Machine) -> list[Checked]:
-    """`jobs`: the sweep's JobRuns (rlbench.report.records); the finished ones with both metrics."""
+    """`jobs`: the sweep's JobRuns (rlbench.tracking.study_records); the finished ones with both metrics."""
     out = []
     for j in jobs:
         if not j.finished or any(j.value(k) is None for k in COMPARED):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rlbench.signals import raise_pending
+from rlbench.core.signals import raise_pending
 
 log = logging.getLogger(__name__)
 

@@ -39,11 +39,11 @@ def _presets(conf_dir: Path, group: str, schema: str) -> list[str]:
 def _owners(group: str, leaf: str) -> tuple[dict[str, list[str]], Callable[[str], type]]:
     """Which algorithms (group algo) or env families (group env) have key `leaf`, and their Schema by name."""
     if group == "algo":
-        from rlbench.algo import ALGORITHMS, config_module
+        from rlbench.core.algorithms import ALGORITHMS, config_module
 
         names, schema = ALGORITHMS, (lambda n: config_module(n).Schema)
     else:
-        from rlbench.envs import FAMILIES, family
+        from rlbench.core.env_families import FAMILIES, family
 
         names, schema = FAMILIES, (lambda n: family(n).Schema)
     return {n: [] for n in names if leaf in typing.get_type_hints(schema(n))}, schema

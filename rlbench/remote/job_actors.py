@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rlbench.envs import family
-from rlbench.remote.address import TOKEN_ENV, cpu_text
+from rlbench.core.address import TOKEN_ENV, cpu_text
+from rlbench.core.env_families import family
+from rlbench.core.resources import usable_cpus
 from rlbench.remote.handoff import ensure_token, reachable, write_address
 from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
-from rlbench.resources import usable_cpus
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class JobActors:
     """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
 
     def __init__(self, conf, spec, total_envs: int, pin: int = -1, placement=None):
-        """placement: where actor tasks go (rlbench/plan.py Placement; None: local processes, files
+        """placement: where actor tasks go (rlbench/prepare/plan.py Placement; None: local processes, files
         in a temporary folder), for actor_hosts > 0."""
         from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
 

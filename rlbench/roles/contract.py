@@ -1,6 +1,6 @@
 """What the trainer hands an algorithm (`AlgoContext`) and what it gets back (`AlgoParts`).
 
-The trainer (rlbench/trainer.py) builds the env, calls `rlbench.algo.algorithm(name).build(ctx)`
+The trainer (rlbench/train/trainer.py) builds the env, calls `rlbench.core.algorithms.algorithm(name).build(ctx)`
 and wires the parts into the generic roles: `policy` into central inference, `learner` as a
 role thread, `may_step` into the actors (they wait, op `rate_limited`, while it is False),
 `metrics` into the step and final metrics, `more_data` into the actors (they step on past the
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rlbench.core.precision import DEFAULT, Amp
 from rlbench.envs.spec import EnvSpec
-from rlbench.precision import DEFAULT, Amp
 from rlbench.telemetry.timing import OpTimer
 
 
@@ -30,7 +30,7 @@ class AlgoContext:
     num_eval: int  # evaluation environments: ids [num_train, num_train + num_eval)
     actors_done: threading.Event  # set when the actors met the task's frames (or stopped)
     timer: Callable[[str], OpTimer] = OpTimer  # makes a role's timer: the learner's is timer("learner")
-    amp: Amp | None = None  # the job's precision (rlbench/precision.py); None: from conf.precision and the device
+    amp: Amp | None = None  # the job's precision (rlbench/core/precision.py); None: from conf.precision and the device
 
     def __post_init__(self):
         if self.amp is None:

@@ -1,7 +1,7 @@
 """Repeats: several runs of one configuration, told by their median and their spread.
 
 A sweep with `repeats=N` runs every configuration of its grid N times, each with its own seed
-(rlbench/config/grid.py). What compares configurations (the sweep's summary and best job,
+(rlbench/prepare/grid.py). What compares configurations (the sweep's summary and best job,
 the report's knee and recommendation) compares their medians, and calls two configurations
 different only when their medians differ by more than the measured spread: the wider of
 their two ranges (max - min of their runs). With one run per configuration the spread is

@@ -108,7 +108,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in _TRAINING + _TELEMETRY}
 
 # Operations per role, as each role's OpTimer names them; every role also has `other`. The
 # algorithms share the names where the work is the same (each declares which it times: its
-# config.py's OPS, rlbench/algo/__init__.py).
+# config.py's OPS, rlbench/core/algorithms.py).
 OPS: dict[str, tuple[str, ...]] = {
     "actors": ("env_step", "inference", "rate_limited"),
     "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert",
@@ -210,7 +210,7 @@ def source_metrics() -> dict[str, Metric]:
 
 
 # The metrics only one algorithm logs, declared by its package (config.py's METRICS) and added
-# here when rlbench/algo/__init__.py loads it: a new algorithm's metrics need no edit here.
+# here when rlbench/core/algorithms.py loads it: a new algorithm's metrics need no edit here.
 _ALGORITHMS: dict[str, dict[str, Metric]] = {}
 
 
@@ -219,7 +219,7 @@ def declare_algorithm(algo: str, metrics) -> None:
     the contract sits below the algorithms and imports none of them)."""
     clash = [m.name for m in metrics if m.name in METRICS or m.name in OP_FRACS]
     if clash:
-        raise ValueError(f"algorithm {algo!r} declares {', '.join(clash)}, already in rlbench/metrics.py's contract")
+        raise ValueError(f"algorithm {algo!r} declares {', '.join(clash)}, already in rlbench/core/metrics.py's contract")
     _ALGORITHMS[algo] = {m.name: m for m in metrics}
 
 

@@ -12,19 +12,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlbench.algo import ALGORITHMS, config_module
-from rlbench.config.rules import Rules, int_at_least, one_of, optional_in
+from rlbench.config.rules import ConfigError, Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
-from rlbench.envs import FAMILIES, family
+from rlbench.core.algorithms import ALGORITHMS, config_module
+from rlbench.core.env_families import FAMILIES, family
+from rlbench.core.precision import PRECISIONS
+from rlbench.core.resources import usable_cpus
 from rlbench.envs.vector import resolve_inference_batch
-from rlbench.plan import eval_envs_of
-from rlbench.precision import PRECISIONS
-from rlbench.resources import usable_cpus
-
-
-class ConfigError(ValueError):
-    """A config value is outside what rlbench accepts; the message names key, value, rule."""
-
+from rlbench.prepare.plan import eval_envs_of
 
 HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbench/tracking/record.py)
 
@@ -115,10 +110,10 @@ def _get(c: Config, dotted: str) -> Any:
 
 
 def _search_checks(c: Config) -> list[str]:
-    """search.objectives name final metrics of the contract (rlbench/metrics.py)."""
+    """search.objectives name final metrics of the contract (rlbench/core/metrics.py)."""
     import difflib
 
-    from rlbench.metrics import final_metrics
+    from rlbench.core.metrics import final_metrics
 
     if c.search is None:
         return []
@@ -151,7 +146,7 @@ def _actor_checks(c: Config) -> list[str]:
     (rlbench/remote/; a job with actor tasks makes one for them, not for hand-started actors)."""
     import os
 
-    from rlbench.remote.address import TOKEN_ENV, is_local
+    from rlbench.core.address import TOKEN_ENV, is_local
 
     total, server = c.actors + eval_envs_of(c), c.actor_server
     local, placed = total - server.remote_envs, c.actor_procs + c.actor_hosts  # placed: processes the job starts
@@ -177,7 +172,7 @@ def _host_checks(c: Config) -> list[str]:
     threads, MPS without CUDA or its daemon, envs beyond its memory."""
     import torch
 
-    from rlbench.resources import ComputeLimit, ResourceError, resolve_device
+    from rlbench.core.resources import ComputeLimit, ResourceError, resolve_device
 
     if c.device.startswith("cuda"):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -194,10 +189,10 @@ def _host_checks(c: Config) -> list[str]:
 
 
 def _precision_checks(c: Config, limit) -> list[str]:
-    """A precision the job's device has no fast math for (rlbench/precision.py), named with the
+    """A precision the job's device has no fast math for (rlbench/core/precision.py), named with the
     device and what it allows. A GPU's compute capability is read in a child process (as the
     compute grant reads its SMs: CUDA stays uninitialised here)."""
-    from rlbench.precision import cpu_flags, precision_problem
+    from rlbench.core.precision import cpu_flags, precision_problem
 
     if c.precision == "fp32":
         return []

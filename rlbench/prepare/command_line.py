@@ -37,8 +37,8 @@ def precheck(argv: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    from rlbench.config.compose import compose_checked
-    from rlbench.config.validate import ConfigError
+    from rlbench.config.rules import ConfigError
+    from rlbench.prepare.compose import compose_checked
 
     multirun = any(a in MULTIRUN for a in argv)
     if any(a.startswith("-") and a not in MULTIRUN for a in argv):

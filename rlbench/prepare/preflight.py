@@ -14,7 +14,7 @@ the commands print after their name and turn into exit code 2, with nothing crea
 - a database URL (tracking URI or study storage): parsed, its driver loaded, one SQLAlchemy
   connection with a short connect timeout.
 - sqlite: the file, its folder and its disk, without opening it through MLflow or Optuna
-  (rlbench/store_files.py: a folder, a read-only place, a full disk, not SQLite, another
+  (rlbench/prepare/store_files.py: a folder, a read-only place, a full disk, not SQLite, another
   kind of database), then the schema version of an existing MLflow or Optuna database.
 """
 
@@ -28,8 +28,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from rlbench.config.validate import ConfigError
-from rlbench.store_files import MLFLOW, OPTUNA, Kind, sqlite_path, sqlite_problem
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.store_files import MLFLOW, OPTUNA, Kind, sqlite_path, sqlite_problem
 
 TIMEOUT_S = 5.0
 TRACKING_KEY, STORAGE_KEY = "tracking.uri", "search.storage"
@@ -151,7 +151,7 @@ def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
 
 
 def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None:
-    """A SQLite file: usable (rlbench/store_files.py), then of this MLflow's or Optuna's schema."""
+    """A SQLite file: usable (rlbench/prepare/store_files.py), then of this MLflow's or Optuna's schema."""
     if sqlite_path(url) is None:
         raise PreflightError(key, url, "not a SQLite file URL (sqlite:/// and a path)",
                              f"give {key}=sqlite:///relative/path.db or sqlite:////absolute/path.db")
@@ -161,7 +161,7 @@ def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None
     path = sqlite_path(url)
     if not path.exists() or path.stat().st_size == 0:
         return
-    from rlbench.store_files import tables
+    from rlbench.prepare.store_files import tables
 
     if kind is MLFLOW:
         from rlbench.tracking.store import first_open, schema_problem

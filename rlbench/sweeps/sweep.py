@@ -30,8 +30,8 @@ import uuid
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 
-from rlbench.preflight import preflight_or_exit
-from rlbench.repeats import STAT_METRICS, Spread, config_rows, repeated
+from rlbench.core.repeats import STAT_METRICS, Spread, config_rows, repeated
+from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
 from rlbench.tracking.parent_note import summary_metrics, sweep_note
@@ -83,7 +83,7 @@ def continued_parent(experiment: Experiment, key: str) -> ParentRun | None:
 
 def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", repeat: int = 0) -> dict:
     """One job's summary row; `config` (the configuration it repeats, default its name) and
-    `repeat` group the repeats of a configuration (rlbench/repeats.py)."""
+    `repeat` group the repeats of a configuration (rlbench/core/repeats.py)."""
     row = dict.fromkeys(SUMMARY_COLUMNS)
     row |= {"job": index, "name": name or run_name_from(job), "overrides": " ".join(job), "repeat": repeat}
     row["config"] = config or row["name"]
@@ -277,7 +277,7 @@ def sweep_tracking(confs: list):
 
 
 def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
-    """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.config.grid);
+    """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.prepare.grid);
     grid: its Grid, which says which configuration each job repeats (None: one run each);
     store: opens the tracking port on the sweep's TrackingConfig."""
     tracking = sweep_tracking(confs)

@@ -32,9 +32,9 @@ def compose_config(overrides: Sequence[str], hydra_node: bool = False) -> DictCo
 def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
     """compose_config, with a bad key, preset, type or syntax refused as ConfigError naming the
     override, its value and what is allowed (not Hydra's exception): the check every command shares."""
-    from rlbench.config.argv import check_override_keys
-    from rlbench.config.hydra_errors import explain
-    from rlbench.config.validate import ConfigError
+    from rlbench.config.rules import ConfigError
+    from rlbench.prepare.argv import check_override_keys
+    from rlbench.prepare.hydra_errors import explain
 
     problem = check_override_keys(list(overrides), CONF_DIR)
     if problem:
@@ -52,7 +52,7 @@ def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictC
 
 def compose_job(overrides: Sequence[str], host: bool = True) -> Config:
     """The typed, validated config of the job `overrides` describe; raises ConfigError
-    (rlbench/config/validate.py). host=False: for a job on another machine (no host checks)."""
-    from rlbench.config.validate import validate  # the env and algorithm rules: imported when a job is composed
+    (rlbench/prepare/validate.py). host=False: for a job on another machine (no host checks)."""
+    from rlbench.prepare.validate import validate  # the env and algorithm rules: imported when a job is composed
 
     return validate(compose_checked(overrides), host=host)

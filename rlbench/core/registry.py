@@ -1,5 +1,5 @@
-"""What the registries of packages share (algorithms: rlbench/algo/__init__.py; env families:
-rlbench/envs/__init__.py): a name -> package map read from an environment variable, importing
+"""What the registries of packages share (algorithms: rlbench/core/algorithms.py; env families:
+rlbench/core/env_families.py): a name -> package map read from an environment variable, importing
 a registered package's module by name, and the declarations it lacks.
 
 Both registries import by name at run time, so the layer test (tests/test_layers.py) sees no
