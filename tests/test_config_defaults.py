@@ -1,10 +1,10 @@
-"""Every default is written once (the schema), and the composed Atari config is the README's.
+"""Every default is written once (the schema), and the composed Atari config is the documented one.
 
 The YAML presets under conf/ extend the dataclasses in rlbench/config/schema.py (and the
 algorithms' and env families' Schema); a preset
-that restates a schema default writes it twice, and the two copies drift apart. The README's
-"### Atari settings" are checked three ways: in the composed config for pong and breakout,
-in the README text itself, and in the ale-py AtariVectorEnv that rlbench builds from them.
+that restates a schema default writes it twice, and the two copies drift apart. The
+"### Atari settings" of docs/r2d2.md are checked three ways: in the composed config for pong
+and breakout, in that text itself, and in the ale-py AtariVectorEnv that rlbench builds from them.
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ network:
     assert restated_defaults(env) == ["stack=4"]
 
 
-# --- the README's Atari settings ------------------------------------------------------------
+# --- docs/r2d2.md's Atari settings --------------------------------------------------------
 
-# key in env: (value, how README.md's "### Atari settings" says it)
+# key in env: (value, how docs/r2d2.md's "### Atari settings" says it)
 ATARI = {
     "reward_clipping": (False, "no reward clipping"),
     "frameskip": (4, "frameskip 4"),
@@ -129,24 +129,24 @@ ATARI = {
 NOOPS = "ale-py draws 0 to 30 no-ops at each reset where SEED RL draws 1 to 30"  # noop_max + 1 passed to ale-py
 
 
-def _readme_atari_section() -> str:
-    text = (ROOT / "README.md").read_text()
+def _atari_settings_section() -> str:
+    text = (ROOT / "docs" / "r2d2.md").read_text()
     return text.split("### Atari settings", 1)[1].split("\n#", 1)[0]
 
 
 @pytest.mark.parametrize("game", ["pong", "breakout"])
 def test_composed_atari_config_is_the_readmes(compose_cfg, game):
-    """The real config for pong and breakout has every setting the README states."""
+    """The real config for pong and breakout has every setting docs/r2d2.md states."""
     env = compose_cfg([f"env={game}"]).env
     assert (env.kind, env.id) == ("atari", game)
     assert {k: env[k] for k in ATARI} == {k: v for k, (v, _) in ATARI.items()}
 
 
 def test_readme_states_the_atari_settings():
-    """The README says what the config holds (one phrase per setting), and the no-op range."""
-    section = " ".join(_readme_atari_section().split())
+    """docs/r2d2.md says what the config holds (one phrase per setting), and the no-op range."""
+    section = " ".join(_atari_settings_section().split())
     missing = [p for p in [*(p for _, p in ATARI.values()), NOOPS] if " ".join(p.split()) not in section]
-    assert not missing and "minimal action set" not in section, f"README Atari settings lack {missing}"
+    assert not missing and "minimal action set" not in section, f"docs/r2d2.md's Atari settings lack {missing}"
 
 
 def _legal_action_set(game: str) -> int:
