@@ -36,23 +36,27 @@ def test_an_unknown_algorithm_and_a_missing_declaration_are_refused_naming_them(
     partial.Schema, partial.LEARNS = object, True  # a package that forgot the rest
     monkeypatch.setitem(sys.modules, "partial_algo", types.ModuleType("partial_algo"))
     monkeypatch.setitem(sys.modules, "partial_algo.config", partial)
-    register("partial", "partial_algo")
-    try:
-        with pytest.raises(AlgorithmError) as e:
-            config_module("partial")
-    finally:
-        unregister("partial")
+    with pytest.raises(AlgorithmError) as e:  # refused at registration, naming what it lacks
+        register("partial", "partial_algo")
     missing = [d for d in DECLARED if d not in ("Schema", "LEARNS")]
     assert f"algorithm 'partial' (partial_algo.config) does not declare {', '.join(missing)}" in str(e.value)
     assert "partial" not in ALGORITHMS
     with pytest.raises(AlgorithmError, match="built in"):
         register("r2d2", "partial_algo")
-    register("absent", "no_such_package")
-    try:
-        with pytest.raises(AlgorithmError, match="algorithm 'absent': no module no_such_package.config"):
-            config_module("absent")
-    finally:
-        unregister("absent")
+    with pytest.raises(AlgorithmError, match="algorithm 'absent': no module no_such_package.config"):
+        register("absent", "no_such_package")
+    assert "absent" not in ALGORITHMS
+
+
+def test_the_contracts_are_protocols_and_declared_is_read_from_them():
+    from rlbench.core.algorithms import AlgorithmPlugin
+    from rlbench.core.env_families import DECLARED as ENV_DECLARED
+    from rlbench.core.env_families import EnvFamily
+    from rlbench.core.registry import protocol_members
+
+    assert DECLARED == protocol_members(AlgorithmPlugin) and DECLARED[:2] == ("Schema", "LEARNS")
+    assert "profile_overrides" in DECLARED and ENV_DECLARED == protocol_members(EnvFamily)
+    assert {"spec", "make", "OBSERVATION"} <= set(ENV_DECLARED)
 
 
 def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):

@@ -319,8 +319,6 @@ def _cartpole(compose_cfg, monkeypatch, **wrap):
     from rlbench.algo.r2d2.acting import EpsilonGreedy
     from rlbench.prepare.plan import plan_job
     from rlbench.prepare.validate import validate
-    from rlbench.train import trainer
-
     made = []
 
     def make(*args, **kw):
@@ -331,13 +329,14 @@ def _cartpole(compose_cfg, monkeypatch, **wrap):
         made[0].check_whole(seqs)
         return stored(self, seqs, timer)
 
-    real, stored = trainer.make_actors, EpsilonGreedy.store
-    monkeypatch.setattr(trainer, "make_actors", make)
-    monkeypatch.setattr(EpsilonGreedy, "store", store)
     conf = validate(compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=600", "workload.learner_updates=2",
                                  "algo.min_replay=16", "actors=4", "eval_envs=1", "telemetry.enabled=false",
                                  "progress=log", "tracking.log_every_s=1"]))
-    return plan_job(conf), made
+    plan = plan_job(conf)
+    real, stored = plan.family.make, EpsilonGreedy.store  # the trainer makes the envs through the plan's family
+    monkeypatch.setattr(plan.family, "make", make)
+    monkeypatch.setattr(EpsilonGreedy, "store", store)
+    return plan, made
 
 
 def test_a_cartpole_job_whose_actors_leave_and_rejoin_trains_on_whole_sequences_and_reports_the_loss(

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from rlbench.core.env_families import DECLARED, ENV_VAR, FAMILIES, EnvFamilyError, family, register, unregister
-from rlbench.core.registry import from_env
 from tests.conftest import rlbench_cli, runs
 
 # r2d2 on vector observations, a task of seconds: 2 actors x 1500 steps, 2 updates after 16 sequences
@@ -38,27 +37,21 @@ def test_an_unknown_family_and_a_missing_declaration_are_refused_naming_them(mon
     partial.Schema, partial.OBSERVATION = object, "vector"  # a family that forgot the rest
     monkeypatch.setitem(sys.modules, "partial_env", types.ModuleType("partial_env"))
     monkeypatch.setitem(sys.modules, "partial_env.family", partial)
-    register("partial", "partial_env")
-    try:
-        with pytest.raises(EnvFamilyError) as e:
-            family("partial")
-        partial.__dict__.update({d: None for d in DECLARED if d not in ("Schema", "OBSERVATION")})
-        partial.OBSERVATION = "pixels"
-        with pytest.raises(EnvFamilyError, match="OBSERVATION='pixels'; allowed: one of image, vector"):
-            family("partial")
-    finally:
-        unregister("partial")
+    with pytest.raises(EnvFamilyError) as e:  # refused at registration, naming what it lacks
+        register("partial", "partial_env")
     missing = [d for d in DECLARED if d not in ("Schema", "OBSERVATION")]
     assert f"env family 'partial' (partial_env.family) does not declare {', '.join(missing)}" in str(e.value)
     assert "partial" not in FAMILIES
+    partial.__dict__.update({d: None for d in DECLARED if d not in ("Schema", "OBSERVATION")})
+    partial.OBSERVATION = "pixels"
+    with pytest.raises(EnvFamilyError, match="OBSERVATION='pixels'; allowed: one of image, vector"):
+        register("partial", "partial_env")
+    assert "partial" not in FAMILIES
     with pytest.raises(EnvFamilyError, match="built in"):
         register("gym", "partial_env")
-    register("absent", "no_such_package")
-    try:
-        with pytest.raises(EnvFamilyError, match="env family 'absent': no module no_such_package.family"):
-            family("absent")
-    finally:
-        unregister("absent")
+    with pytest.raises(EnvFamilyError, match="env family 'absent': no module no_such_package.family"):
+        register("absent", "no_such_package")
+    assert "absent" not in FAMILIES
 
 
 def test_validate_refuses_an_unknown_kind_naming_the_families(compose_cfg):
@@ -72,9 +65,9 @@ def test_validate_refuses_an_unknown_kind_naming_the_families(compose_cfg):
 def test_the_environment_variable_names_families_by_package():
     from rlbench.core.env_families import EnvFamilyError as Error
 
-    assert from_env(ENV_VAR, "tiny=tests.env_tiny, other=x.y", Error) == {"tiny": "tests.env_tiny", "other": "x.y"}
-    with pytest.raises(Error, match=f"{ENV_VAR}='tiny': 'tiny' is not name=package"):
-        from_env(ENV_VAR, "tiny", Error)
+    assert FAMILIES.parse_env("tiny=tests.env_tiny, other=x.y") == {"tiny": "tests.env_tiny", "other": "x.y"}
+    with pytest.raises(Error, match=f"{ENV_VAR}='tiny': 'tiny' is not name=target"):
+        FAMILIES.parse_env("tiny")
 
 
 def test_tiny_declares_what_validate_the_job_and_predict_ask(tiny, compose_cfg):

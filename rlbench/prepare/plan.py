@@ -10,12 +10,14 @@ the same numbers with `envs_of`; nothing downstream decides any of them again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from rlbench.config.schema import Config
-from rlbench.core.algorithms import config_module
+from rlbench.core.algorithms import algorithm, config_module
 from rlbench.core.env_families import family
 from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
 from rlbench.envs.spec import EnvSpec, env_spec
@@ -104,6 +106,9 @@ class JobPlan:
     learner_updates: int  # the task's updates; 0 without a learner (algo=random, learner=false)
     replay_ratio: float | None  # samples per unroll the task implies; None without a learner
     spec: EnvSpec  # the env's shapes; the built env must agree
+    algo: ModuleType  # the algorithm's declarations (rlbench.core.algorithms.AlgorithmPlugin), resolved once
+    build: Callable[[Any], Any]  # its build(ctx: AlgoContext) -> AlgoParts (rlbench/roles/contract.py)
+    family: ModuleType  # the env family's declarations (rlbench.core.env_families.EnvFamily), resolved once
     placement: Placement = Placement()  # where actor tasks go (actor_hosts > 0)
 
     def grant_metrics(self, actor_threads: int | None = None) -> dict:
@@ -125,10 +130,10 @@ class JobPlan:
 def plan_job(conf: Config, placement: Placement | None = None) -> JobPlan:
     """The plan of a validated config. Raises ResourceError (a limit this host cannot
     honour) or EnvIdError before anything is built. `placement`: where its actor tasks go."""
-    algo = config_module(conf.algo.name)
+    algo, fam = config_module(conf.algo.name), family(conf.env.kind)
     device = resolve_device(conf.device)
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
     updates = conf.workload.learner_updates if algo.LEARNS and conf.learner else 0
     return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
-                   env_spec(conf.env), placement or Placement())
+                   env_spec(conf.env), algo, algorithm(conf.algo.name).build, fam, placement or Placement())

@@ -22,7 +22,6 @@ closed with `close()` where it has one.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from functools import cache
 from typing import Any, ClassVar, Protocol
 
 from rlbench.core.metrics import POWER_SOURCES_ENV, plug_source, unplug_source
+from rlbench.core.registry import Registry, RegistryError, load_target
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC, integrate_power, mean_valid, span_valid
 from rlbench.telemetry.summary import Row, column, cpu_summary, gpu_summary
 
@@ -124,10 +124,7 @@ class MeterSource(Source):
 
     def make(self, ctx: SourceContext) -> PowerMeter:
         meter = self._meter
-        if isinstance(meter, str):
-            module, _, attr = meter.partition(":")
-            meter = getattr(importlib.import_module(module), attr)
-        return meter()
+        return (load_target(meter) if isinstance(meter, str) else meter)()
 
     def fields(self, sample: PowerReading) -> Row:
         return {self.power_col: sample.watts, self.energy_col: sample.energy_j}
@@ -230,8 +227,14 @@ class RaplEnergySource(Source):
 BUILT_IN: dict[str, Source] = {s.name: s for s in (GpuSource(), CpuUtilSource(), RaplEnergySource())}
 
 
-class PowerSourceError(ValueError):
+class PowerSourceError(RegistryError, ValueError):
     """A power meter rlbench cannot plug in: a bad or taken name, or a bad RLBENCH_POWER_SOURCES."""
+
+
+class MeterFactory(Protocol):
+    """What a power source registers: a zero-argument callable making a `PowerMeter`."""
+
+    def __call__(self) -> PowerMeter: ...
 
 
 def _check_name(name: str) -> None:
@@ -245,38 +248,42 @@ def _check_name(name: str) -> None:
         raise PowerSourceError(f"power source {name!r}: its metric {taken[0]} is already a built-in metric")
 
 
+METERS: Registry[MeterFactory] = Registry("power source", "power source", MeterFactory, {}, ENV_VAR, PowerSourceError,
+                                          check=lambda name, f: [] if callable(f) else ["a zero-argument callable"])
+
+
 def _from_env(value: str) -> dict[str, Source]:
+    """{name: MeterSource} of RLBENCH_POWER_SOURCES's value (the meters load when sampled)."""
     out: dict[str, Source] = {}
-    for item in filter(None, (s.strip() for s in value.split(","))):
-        name, sep, path = (p.strip() for p in item.partition("="))
-        if not (sep and name and ":" in path):
-            raise PowerSourceError(f"{ENV_VAR}={value!r}: {item!r} is not name=module:attr")
+    for name, path in METERS.parse_env(value).items():
+        if ":" not in path:
+            raise PowerSourceError(f"{ENV_VAR}={value!r}: {name}={path!r} is not name=module:attr")
         _check_name(name)
         out[name] = MeterSource(name, path)
     return out
 
 
-_PLUGGED: dict[str, Source] = _from_env(os.environ.get(ENV_VAR, ""))
+_from_env(os.environ.get(ENV_VAR, ""))  # a bad variable is refused when telemetry loads
 
 
 def register(name: str, meter: str | Callable[[], PowerMeter]) -> None:
-    """Plug in the power meter `meter` (a factory, or its "module:attr") as source `name`."""
+    """Plug in the power meter `meter` (a factory, or its "module:attr") as source `name`: checked now."""
     _check_name(name)
-    _PLUGGED[name] = MeterSource(name, meter)
+    METERS.register(name, meter)
     plug_source(name)
 
 
 def unregister(name: str) -> None:
     """Forget a meter added with register() (tests); the built-in sources stay."""
-    _PLUGGED.pop(name, None)
+    METERS.unregister(name)
     unplug_source(name)
 
 
 def sources() -> list[Source]:
     """Every source the sampler reads, the built-in ones first."""
-    return [*BUILT_IN.values(), *_PLUGGED.values()]
+    return [*BUILT_IN.values(), *(MeterSource(name, lambda name=name: METERS.get(name)()) for name in METERS)]
 
 
 def plugged() -> list[str]:
     """Names of the plugged-in power meters."""
-    return list(_PLUGGED)
+    return list(METERS)

@@ -14,6 +14,7 @@ import hashlib
 import json
 from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
+from types import ModuleType
 
 from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.data.meta_dataset import MetaDataset
@@ -28,9 +29,10 @@ def _package_version(name: str) -> str:
         return "unknown"
 
 
-def env_dataset(env) -> MetaDataset:
-    """The env (a family's Schema) as an MLflow dataset: name, its family's source, digest."""
-    declared = family(env.kind)
+def env_dataset(env, declared: ModuleType | None = None) -> MetaDataset:
+    """The env (a family's Schema) as an MLflow dataset: name, its family's source, digest.
+    `declared`: its env family, where the caller has it (a job's plan), else found by env.kind."""
+    declared = declared or family(env.kind)
     settings = asdict(env) | {declared.PACKAGE: _package_version(declared.PACKAGE)}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
     name = f"{env.id} ({env.kind}, frameskip {env.frameskip})"

@@ -61,7 +61,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         mark_stale_runs(conf.tracking)
     tags = plan.tags() | {"config_hash": config_hash(conf)}
     with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags,
-                                     env_dataset(conf.env)) as record:
+                                     env_dataset(conf.env, plan.family)) as record:
         start = plan.grant_metrics()
         record.log_metrics(start, step=0)  # at the start: a failed job has them too
         _log_start(record.run_id, plan, start)

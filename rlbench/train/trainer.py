@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlbench.core.algorithms import algorithm
 from rlbench.core.observers import Observers
 from rlbench.core.precision import Amp
-from rlbench.envs.vector import make_actors
 from rlbench.prepare.plan import JobPlan, out_of_process
 from rlbench.remote.job_actors import JobActors
 from rlbench.roles.actors import ActorRole
@@ -130,13 +128,13 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
         env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
     else:
-        env = make_actors(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+        env = plan.family.make(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
         raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
                            f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}")
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
-    parts = algorithm(conf.algo.name).build(ctx)
+    parts = plan.build(ctx)
     inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
     actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
                        parts.may_step, parts.more_data, timer("actors"))
