@@ -29,7 +29,7 @@ class Checked:
 def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
     where it was recorded does not change the work). The recorded param `inference_batch` is
-    kept where no override set it: a job from before its default became -1 ran lock-step (0)."""
+    kept where no override set it: it is what the job ran with, whatever the default."""
     from rlbench.config.compose import compose_job
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
