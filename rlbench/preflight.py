@@ -180,7 +180,7 @@ def _optuna_schema(url: str, key: str) -> None:
 
     try:
         optuna.storages.RDBStorage(url, skip_table_creation=True).engine.dispose()
-    except RuntimeError as e:  # Optuna's "no longer compatible with the table schema ..."
+    except RuntimeError as e:  # Optuna's refusal of a table schema of another Optuna version
         raise PreflightError(key, url, str(e).split(". Please")[0],
                              f"upgrade it (optuna storage upgrade --storage '{masked(url)}'), or upgrade Optuna "
                              "(pip install -U optuna) if a newer one wrote it") from None

@@ -56,7 +56,7 @@ def sigterm_raises():
 
 # The JobKilled the SIGTERM handler last raised. Python runs a handler between any two
 # bytecodes of the main thread, finalizers and weakref callbacks included, and there an
-# exception is printed ("Exception ignored in ...") and dropped: the job went on (seen in CI:
+# exception is printed ("Exception ignored in ...") and dropped, and the job goes on (e.g.
 # inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending),
 # and sigterm_raises keeps Python from printing the dropped one's traceback.
 _pending: list[JobKilled] = []

@@ -1,37 +1,8 @@
-"""The algorithms rlbench measures, one package each, and the registry that finds them.
+"""The algorithms rlbench measures, one package each, and the registry that finds them by name.
 
-Choosing `algo=<name>` (conf/algo/<preset>.yaml, whose `name` is the algorithm) chooses the
-network, what central inference does with its output, what an unroll carries, the buffer
-between inference and the learner, the learner and the config schema with its rules. The
-generic roles (actors, central inference, the runner, telemetry, tracking), predict and the
-report know none of it: they ask the package through the declarations below, never by its name
-or its config keys. docs/algorithms.md tells the longer story.
-
-What a package's torch-free `config.py` declares (DECLARED; a bad command line is refused
-before torch loads):
-  `Schema` (the dataclass behind `algo.*`; registered as `schema/algo/<name>`),
-  `LEARNS` (whether it trains a network: evaluation envs run only then),
-  `ON_POLICY` (whether its learner trains only on data of its current policy: the report's
-  on- vs off-policy verdict),
-  `OPS` ({role: operations it times}, within rlbench.metrics.OPS: the shared names),
-  `METRICS` (rlbench.metrics.Metric of each metric only it logs, e.g. R2D2's replay_size; the
-  shared ones, loss, queue_size, unrolls..., are rlbench/metrics.py's; a clash is refused),
-  `PRESETS` ({observation: the conf/algo preset for it}, where not `algo=<name>`; observation
-  as an env family declares it, "image" or "vector": rlbench/envs/__init__.py),
-  `rules(conf)` -> {dotted key: (ok(value), what is allowed)},
-  `checks(conf)` -> problems across keys ("<key>=<value>: ..."), `host_checks(conf)` against this host,
-  `task_learner_updates(conf)` -> the updates a task needs when the workload leaves them null,
-  `task_replay_ratio(conf)` -> samples per unroll the task implies (None: no learner),
-  `learner_data(conf)` -> rlbench.algo.common.data.LearnerData, what the learner takes of the actors'
-  stream (predict's model), or None without a learner,
-  `profile_overrides(conf)` -> {algo key: value} that timing the learner alone needs (rlbench.profile).
-Its `build.py`: `build(ctx: AlgoContext) -> AlgoParts` (rlbench/algo/common/parts.py).
-(`<name>/__init__.py` stays empty of imports, so that importing config.py loads no torch.)
-
-The built-in packages are rlbench/algo/<name>/. Another one lives anywhere importable: add it
-with `register(name, "its.package")`, or, for every rlbench process started from a shell
-(the CLI, a sweep's jobs, the report, predict), with RLBENCH_ALGORITHMS="name=its.package[,...]".
-A package missing a declaration is refused with the names it lacks.
+`config_module(name)` loads a package's torch-free config.py with every declaration in
+DECLARED, `algorithm(name)` its build.py; `register` or RLBENCH_ALGORITHMS add a package from
+outside rlbench. What a package declares and why: docs/algorithms.md.
 """
 
 from __future__ import annotations
@@ -106,7 +77,7 @@ def algorithm(name: str) -> ModuleType:
 
 def on_policy(name: str) -> bool | None:
     """Whether algorithm `name` learns on-policy; None for a name this process does not know
-    (a record of an algorithm no longer here, or registered only elsewhere)."""
+    (a record of an algorithm this install lacks, or one registered only elsewhere)."""
     return bool(config_module(name).ON_POLICY) if name in ALGORITHMS else None
 
 

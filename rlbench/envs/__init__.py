@@ -1,35 +1,8 @@
-"""The env families rlbench steps, one package each, and the registry that finds them.
+"""The env families rlbench steps, one package each, and the registry that finds them by kind.
 
-`env.kind=<name>` (conf/env/<preset>.yaml extends the family's schema, `schema/env/<name>`)
-chooses the family: its config fields and their rules, what an env.id gives the agent, the
-actors' vector env, how many CPU threads step it and whether it serves partial batches. The
-rest of rlbench (validate, the trainer, the job, tracking, predict, the algorithms' torso
-check) asks the family through the declarations below, never by its name or its config keys.
-
-What a family's `family.py` declares (DECLARED; importing it loads no emulator):
-  `Schema` (the dataclass behind `env.*`: rlbench.config.schema.EnvConfig's kind, id and
-  frameskip, plus the family's own fields; registered as `schema/env/<name>`),
-  `OBSERVATION` ("image": uint8 frames stacked along axis 0, the nature_cnn torso; "vector":
-  float32 1-D observations, the mlp torso; an algorithm's PRESETS are keyed by it),
-  `PARTIAL_BATCHES` (whether its vector env returns the first k ready envs, inference_batch
-  k < envs; False: every recv() returns all envs, lock-step),
-  `PACKAGE` (the distribution that steps it: its version enters the MLflow dataset's digest),
-  `rules(env)` -> {"env.<field>": (ok(value), what is allowed)} for its own fields,
-  `spec(env)` -> rlbench.envs.spec.EnvSpec without starting a vector env, or raises EnvIdError
-  with a one-line reason the id cannot run,
-  `make(env, num_envs, threads, batch, affinity_offset)` -> a rlbench.envs.vector.VectorEnv
-  (`batch`: the config's inference_batch, -1 auto, 0 lock-step, k),
-  `hardware_threads(actor_threads, cores)` -> the CPU threads its envs step on, given the
-  config's actor_threads (None: all) and the cores there are,
-  `source_url(env)` -> the env's documentation page (the dataset's source),
-  `overrides(env_id)` -> the command-line overrides that compose env_id under this family
-  (predict's suggested profile command).
-
-The built-in families are rlbench/envs/<name>/. Another one lives anywhere importable: add it
-with `register(name, "its.package")` (and rlbench.config.schema.register_configs(), which
-also makes `env=<name>` select its Schema's defaults), or, for every rlbench process started
-from a shell, with RLBENCH_ENV_FAMILIES="name=its.package[,...]". A family missing a
-declaration is refused with the names it lacks.
+`family(kind)` loads a family's family.py with every declaration in DECLARED (it imports no
+emulator); `register` or RLBENCH_ENV_FAMILIES add a package from outside rlbench. What a
+family declares and why: docs/envs.md.
 """
 
 from __future__ import annotations
