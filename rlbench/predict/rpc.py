@@ -24,7 +24,7 @@ FIT_KEYS = ("actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down")
 
 def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float = 60.0) -> list[dict]:
     """[{frames, messages, actor_cpu_s, server_cpu_s, bytes_up, bytes_down, rtt_p50_ms,
-    start_s, reason}]: per message at each size (see the module doc); values null with the
+    start_s, reason}]: per message at each size (docs/predict.md, rpc.json); values null with the
     `reason` where they could not be measured."""
     from rlbench.envs.spec import env_spec
     from rlbench.remote.server import RemoteEnvs

@@ -1,16 +1,8 @@
 """The tracking store around the jobs: the experiment, a job's identity, stale runs.
 
-- `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
-- `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
-  the experiment, created with an artifact location that suits the store; a new SQLite
-  store's tables are created by one process at a time (`first_open`);
-- `bound_http_retries`: MLflow's client gives up on a server that does not answer within
-  about a minute, not after minutes of retries;
-- `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
-  opens it (rlbench/preflight.py);
-- `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
-- `mark_stale_runs`: runs left RUNNING by a process that is gone, in every experiment
-  (rlbench/tracking/orphans.py).
+`use_store`/`store_uri` (the store a command uses), `open_experiment`, `bound_http_retries` (a
+dead server fails a job in about a minute), `schema_problem` (another MLflow's SQLite schema),
+`config_hash`/`run_name_from` (what a job is and is called) and `mark_stale_runs`.
 """
 
 from __future__ import annotations

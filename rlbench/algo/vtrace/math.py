@@ -75,7 +75,7 @@ def loss_terms(
     baseline_cost: float,
     entropy_cost: float,
 ) -> dict[str, torch.Tensor]:
-    """SEED RL's V-trace loss on an unroll of T + 1 steps (see the module docstring).
+    """SEED RL's V-trace loss on an unroll of T + 1 steps (docs/vtrace.md, "conventions").
 
     learner_logits, behaviour_logits: [T + 1, B, A]; learner_values, actions, rewards,
     dones (bool): [T + 1, B]. Returns scalars total (with gradient to learner_logits and
