@@ -35,7 +35,7 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
         if problem:
             _refuse(problem)
     try:
-        conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
+        conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (docs/jobs.md)
         from rlbench.job import run_job
         from rlbench.plan import placement_for
 

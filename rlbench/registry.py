@@ -1,9 +1,7 @@
 """What the registries of packages share (algorithms: rlbench/algo/__init__.py; env families:
-rlbench/envs/__init__.py): a name -> package map read from an environment variable, importing
-a registered package's module by name, and the declarations it lacks.
-
-Both registries import by name at run time, so the layer test (tests/test_layers.py) sees no
-arrow from them to the packages: the registry is the seam.
+rlbench/envs/__init__.py): a name -> package map read from an environment variable, a
+registered package's module imported by name, and the declarations it lacks. The registry is
+the seam the layer test sees no arrow through: docs/jobs.md, "Refused early".
 """
 
 from __future__ import annotations

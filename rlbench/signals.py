@@ -1,11 +1,8 @@
 """How a job is stopped from outside: SIGTERM (a scheduler, `kill`), Ctrl-C and a search's pruner.
 
-SIGTERM and the pruner raise KeyboardInterrupt subclasses so that they unwind the job like
-Ctrl-C and end its run KILLED (rlbench.tracking.record). What each stopped run ended as is
-noted on the exception as it unwinds (`note_record`), and the command ends with one line
-saying so and the conventional exit code for the signal (`stopped`: 128 + 15 = 143 for
-SIGTERM, 130 for Ctrl-C). Light on purpose: the sweeper installs the handler before the
-heavy imports.
+SIGTERM and the pruner raise KeyboardInterrupt subclasses (JobKilled, JobPruned), which unwind
+the job like Ctrl-C and end its run KILLED; `stopped` prints the command's last line and gives
+the exit code (143, 130). Light on purpose. docs/jobs.md, "Stopping a job".
 """
 
 from __future__ import annotations
