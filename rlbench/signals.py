@@ -68,7 +68,7 @@ def raise_pending() -> None:
 
 @contextmanager
 def sigterm_ends_at_once():
-    """While native code holds the interpreter for long (ale-py creating hundreds of envs: 20 s),
+    """While native code holds the interpreter for long (ale-py creating hundreds of envs: seconds),
     no Python handler can run, so a SIGTERM would wait for it: here SIGTERM takes its default
     action instead and ends the process at once (exit 143). Its open runs are closed KILLED,
     with the reason, by the next rlbench start (rlbench/tracking/orphans.py)."""

@@ -46,7 +46,7 @@ NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
     """The FINISHED `runs` (newest first, as the store lists them) by the config hash
     (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
-    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: older runs
+    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: runs that record it so
 
 
 def sweep_key(hashes: list[str], repeats: int) -> str:

@@ -158,7 +158,7 @@ def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
 
 def update_s(p: Profile, units: int, notes: list[str], updates: int = 0) -> float | None:
     """Seconds per update at `units`; with `updates` > 0, the mean over a task of that many
-    updates whose first one costs the profile's `first_s` (older profiles: all alike)."""
+    updates whose first one costs the profile's `first_s` (a profile without it: all alike)."""
     if not p.update:
         return None
     steady = _by_units(p.update, units, "the learner update", p, notes,

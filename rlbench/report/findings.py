@@ -77,7 +77,7 @@ def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[d
 
 
 def precision(j: JobRun) -> str:
-    return j.params.get("precision") or "fp32"  # a job from before the param ran fp32
+    return j.params.get("precision") or "fp32"  # a job without the param ran fp32
 
 
 def precision_best(jobs: list[JobRun]) -> dict[str, dict]:

@@ -10,7 +10,7 @@ from rlbench.report.records import JobRun
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name", "precision")
 
 
-DEFAULTS = {"precision": "fp32"}  # what a job from before the param ran (its config_hash is the same)
+DEFAULTS = {"precision": "fp32"}  # what a job without the param ran (its config_hash is the same)
 
 
 def _param(j: JobRun, key: str) -> str | None:

@@ -83,7 +83,7 @@ class CpuSource:
     def _child_processes(self) -> list:
         """The tree below our process, listed again at most every CHILDREN_TTL_S seconds.
 
-        Listing walks every /proc/<pid>/stat of the host (~1 ms), most of a sample's cost;
+        Listing walks every /proc/<pid>/stat of the host, most of a sample's cost (docs/metrics.md);
         a child that appears in between is counted from the next listing on.
         """
         now = self._clock()

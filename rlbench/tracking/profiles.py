@@ -80,7 +80,7 @@ def profile_runs(host: str | None = None, env_id: str | None = None, algo: str |
         conditions.append(f"params.`algo.name` = '{algo}'")
     runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
                               order_by=["attributes.start_time DESC"], output_format="list")
-    return [r.info.run_id for r in runs if r.data.tags.get(COMPLETE) != "false"  # older ones have no tag
+    return [r.info.run_id for r in runs if r.data.tags.get(COMPLETE) != "false"  # no tag: complete
             and (precision is None or r.data.params.get("precision", "fp32") == precision)]
 
 
