@@ -230,13 +230,13 @@ def config_hash(conf) -> str:
     for key in ("tracking", "progress", "resume", "repeats", "dry_run"):
         d.pop(key, None)
     if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
-        d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
+        d.pop("actor_procs", None)  # in-process actors: left out, so the hash equals a record's without them
         d.pop("actor_server", None)
-    if not d.get("actor_hosts"):  # no actor tasks on other nodes: the same work as before the keys existed
+    if not d.get("actor_hosts"):  # no actor tasks on other nodes: left out, likewise
         d.pop("actor_hosts", None)
         d.pop("actor_launch", None)
     if d.get("precision") == "fp32":
-        d.pop("precision", None)  # the default: the same work as before the key existed
+        d.pop("precision", None)  # the default: left out, so records without the key keep their hash
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -34,8 +34,8 @@ def parse_unmeasured(text: str | None) -> dict[str, str]:
 
 
 def unmeasured_of(tags: dict[str, str]) -> dict[str, str]:
-    """{metric: reason} of a run's tags: the `unmeasured` tag, and `null/<metric>` tags of runs
-    recorded before it existed."""
+    """{metric: reason} of a run's tags: the `unmeasured` tag, and the per-value `null/<metric>` tags
+    some runs carry instead."""
     old = {k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")}
     return old | parse_unmeasured(tags.get(TAG))
 
