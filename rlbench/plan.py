@@ -2,7 +2,7 @@
 
 `plan_job(conf)` resolves the device, the compute grant (refused here when this host cannot
 honour it), the actors' threads and pinning, the envs, the envs per forward, the task and the
-env's spec; the trainer, the record and predict (`envs_of`) use it and decide none of it again.
+env's spec; the trainer, the record and predict (`envs_of`) use it. docs/architecture.md, "plan".
 """
 
 from __future__ import annotations

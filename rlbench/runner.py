@@ -2,7 +2,7 @@
 
 The main thread's loop: every tick it samples the roles' counters for the trainer's tick,
 re-raises the first role failure and enforces the workload's time limit; however it leaves
-(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins every role thread.
+(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins every role thread. docs/jobs.md.
 """
 
 from __future__ import annotations

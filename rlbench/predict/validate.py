@@ -2,7 +2,8 @@
 on the job's host, not fitted to the jobs) next to what the job measured.
 
 prediction_error = the larger of the median absolute percentage errors of `fps` and of
-`runtime_s` over the finished jobs (the larger, so a good fps cannot hide a bad runtime)."""
+`runtime_s` over the finished jobs (the larger, so a good fps cannot hide a bad runtime).
+docs/predict.md, "How right it is"."""
 
 from __future__ import annotations
 

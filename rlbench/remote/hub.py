@@ -2,7 +2,7 @@
 condition owned here: the streams and their global id ranges, the Steps waiting for central
 inference, the streams lost, the job's seed. A stream's thread calls `join`, `welcome` and
 `push`, then waits on its outbox; the job's thread takes Steps (`take_first`, `take_ready`)
-and the lost ids (`take_lost`).
+and the lost ids (`take_lost`). docs/actors.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The verdict for a whole study: knee per actor series, bound per job, recommended ratio.
 
 Glue between the records (rlbench.report.records) and the pure rules (rlbench.report.verdict);
-the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print.
+the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print
+(findings.json: docs/metrics.md, "Report artifacts").
 """
 
 from __future__ import annotations

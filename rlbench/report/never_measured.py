@@ -1,7 +1,8 @@
 """Values that no job of a study measured, collapsed to one line naming them and why.
 
 The report leaves such a column or panel out and says once, with the jobs' own `unmeasured`
-reasons: `Not measured in any job: power_gpu_w_avg, energy_gpu_j (nvmlInit failed: ...); ...`.
+reasons: `Not measured in any job: power_gpu_w_avg, energy_gpu_j (nvmlInit failed: ...); ...`
+(docs/metrics.md, "The report, inside").
 """
 
 from __future__ import annotations

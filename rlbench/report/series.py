@@ -1,5 +1,5 @@
 """Jobs grouped into series: one line of a figure, and one actor series of the verdict's knee
-(rlbench.report.figures and rlbench.report.findings both group jobs this way)."""
+(rlbench.report.figures and rlbench.report.findings both group jobs this way; docs/metrics.md)."""
 
 from __future__ import annotations
 

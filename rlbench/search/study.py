@@ -1,6 +1,6 @@
 """The Optuna study shared by the workers: RDB storage with heartbeats and retries, the
-PostgreSQL lock under which a worker claims a trial, and the claim itself (see
-rlbench/search/__init__.py for why the study ends with exactly n_trials COMPLETE)."""
+PostgreSQL lock under which a worker claims a trial, and the claim itself (why the study ends
+with exactly n_trials COMPLETE: docs/scale-out.md, "The search's workers, inside")."""
 
 from __future__ import annotations
 

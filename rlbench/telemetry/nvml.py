@@ -1,7 +1,7 @@
 """GPU telemetry through NVML (the `pynvml` module of nvidia-ml-py).
 
-`NvmlSource` never raises into its caller for NVML trouble (docs/metrics.md, "Telemetry,
-inside", says what it does instead); the pynvml module is injectable so every path is
+`NvmlSource` never raises into its caller for NVML trouble (what it does instead:
+docs/metrics.md, "Telemetry, inside"); the pynvml module is injectable so every path is
 testable without a GPU.
 """
 

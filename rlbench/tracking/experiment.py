@@ -2,7 +2,7 @@
 
 `Experiment(tracking)` opens it (not where its artifacts cannot be written: `unwritable`) and
 offers stale runs closed, the FINISHED runs, a resumed sweep's parent, a free run name, a parent
-run and the runs table's view. Sweep and search take it as `store=`, so tests pass a fake.
+run and the runs table's view. Sweep and search take it as `store=`, so tests pass a fake. docs/metrics.md.
 """
 
 from __future__ import annotations

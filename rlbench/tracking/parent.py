@@ -2,7 +2,7 @@
 
 `open_parent` / `parent_run` (a new or an existing parent), `ParentRun` (its writes; `end`:
 FINISHED, FAILED or KILLED; `reopen`), and `live(parent, body, close)`, which records what the
-command shows and ends the parent with a truthful status whatever happens.
+command shows and ends the parent with a truthful status whatever happens. docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What rlbench reads back from the tracking store, as plain data: runs, a sweep, an experiment.
 
 `read_run`, `read_sweep`, `sweep_parent`, `experiment_runs`, `study_parent` and `logged_table`
-give `RunRecord`s and tables. MLflow's errors stop here, as `NoSuchRun` and `NoSuchExperiment`
-(LookupErrors naming the store), so callers and their tests need no mlflow.
+give `RunRecord`s and tables; MLflow's errors stop here, as `NoSuchRun` and `NoSuchExperiment`
+(LookupErrors naming the store), so callers and their tests need no mlflow. docs/metrics.md.
 """
 
 from __future__ import annotations

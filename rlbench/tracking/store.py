@@ -2,7 +2,7 @@
 
 `use_store`/`store_uri` (the store a command uses), `open_experiment`, `bound_http_retries` (a
 dead server fails a job in about a minute), `schema_problem` (another MLflow's SQLite schema),
-`config_hash`/`run_name_from` (what a job is and is called) and `mark_stale_runs`.
+`config_hash`/`run_name_from` (what a job is and is called), `mark_stale_runs`. docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The Atari family's declarations (rlbench/envs/__init__.py lists what each family declares).
+"""The Atari family's declarations (docs/envs.md lists what each family declares).
 
-Its schema holds SEED RL's Atari settings (README "### Atari settings"); ale-py and the
-emulator load only when a spec is probed or the actors are made.
+Its schema holds SEED RL's Atari settings (README "### Atari settings"; docs/r2d2.md, the
+"Atari env" row); ale-py and the emulator load only when a spec is probed or the actors are made.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A job's time per operation as a table (`operations.json`, mlflow.log_table) and a bar chart
-(`operations.png`): the `op_frac/<role>/<op>` metrics in one place. No MLflow and no pyplot
-here (Agg canvases of their own); each operation in `op_colour(op)`, its colour in every figure.
+(`operations.png`): the `op_frac/<role>/<op>` metrics in one place (docs/metrics.md). No MLflow
+and no pyplot here (Agg canvases of their own); each operation in `op_colour(op)`, its colour in
+every figure.
 """
 
 from __future__ import annotations
