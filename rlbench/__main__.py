@@ -1,8 +1,8 @@
 """`python -m rlbench [overrides]` / `python -m rlbench -m actors=4,40,256`: the Hydra shell.
 
-All work happens in rlbench.train.job.run_job; this file only checks the command line (its keys,
-values and mode, composed once before Hydra creates any output folder), hands over to Hydra,
-and maps a bad config to a clear message and exit 2.
+All work happens in rlbench.train.job.run_job; this file checks the command line (keys, values and
+mode, composed once before Hydra creates any output folder), hands over to Hydra, and maps a
+bad config to one message and exit 2 (docs/jobs.md, "Refused early").
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""`python -m rlbench.actor --server HOST:PORT|unix:PATH --envs N --threads T [env overrides]`
-(console script `rlbench-actor`): an actor process stepping N envs on T threads for a job's
-central inference over gRPC (rlbench/remote/). The env overrides are a job's (`env=pong`,
-`env.frameskip=4`), composed as the job composes them, so the spec it sends is the job's.
-The token, where the job asks for one, comes from RLBENCH_ACTOR_TOKEN.
-
-Ends with one line: exit 0 when the job ends the stream, 2 when the job cannot be reached or
-refuses this actor (a wrong token; an env spec that differs, both sides named) or the
-arguments are wrong, 1 when the job is lost mid-run, 143 / 130 on SIGTERM / SIGINT.
-"""
+"""`python -m rlbench.actor --server HOST:PORT|unix:PATH --envs N --threads T [env overrides]`:
+an actor process stepping N envs on T threads for a job's central inference over gRPC; the env
+overrides are a job's, composed as the job composes them, and the token comes from
+RLBENCH_ACTOR_TOKEN. Exits 0 when the job ends the stream, 2 when the job cannot be reached or
+refuses it or the arguments are wrong, 1 when the job is lost mid-run, 143 / 130 on SIGTERM /
+SIGINT. docs/actors.md."""
 
 from __future__ import annotations
 

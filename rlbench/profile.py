@@ -1,13 +1,8 @@
 """`python -m rlbench.profile [options] [overrides]`: measure this host's cost curves for the
-pipeline model (rlbench/predict/, docs/predict.md) and log them as an MLflow run.
+pipeline model (rlbench/predict/) and log them as an MLflow run (tag `rlbench.role=profile`).
 
-Measures, with rlbench's own components: env stepping vs actor threads and envs, central
-inference vs batch size and compute units, and one learner update vs compute units. Logs a
-run (tag `rlbench.role=profile` and the host fingerprint, so many machines' profiles can live
-in one tracking server) with the curves as tables (env.json, inference.json, update.json), the
-inference fit as metrics and a figure (profile.png), the co-run (corun.json) and the power of
-each pipeline state where telemetry can read it (power.json: null plus the reason where not).
-Overrides pick the workload as for a job (`env=breakout`, `algo=vtrace`).
+Overrides pick the workload as for a job (`env=breakout`, `algo=vtrace`). What it measures
+and logs: docs/predict.md, "The profile".
 """
 
 from __future__ import annotations

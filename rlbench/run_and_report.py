@@ -1,10 +1,8 @@
 """One-command experiment pipelines: run a sweep or a search, then its report.
 
-The scripts in pipelines/ are thin: each names its rlbench overrides (full and `--quick`)
-and calls `run_pipeline`. Steps: run `python -m rlbench -m <overrides>` as a child process
-(its output streams through), take the parent run id it prints, and run `rlbench.report`
-on that parent. A sweep with failed jobs still gets its report (the failures are in it) and
-the pipeline then exits 1; a command refused before any job (exit 2) gets no report.
+The scripts in pipelines/ name their overrides and call `run_pipeline`, which runs
+`python -m rlbench -m <overrides>`, then `rlbench.report` on the parent run it printed.
+docs/jobs.md, "Pipelines".
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The config: schemas, composition and the checks every command shares (docs/jobs.md)."""

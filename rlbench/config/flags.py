@@ -1,10 +1,7 @@
-"""Command-line flags refused the way config keys are: one parser and one set of numeric
-types shared by every command (rlbench.report, rlbench.profile, rlbench.predict, pipelines/).
-
-A bad flag gets one line, `<prog>: --flag=value: allowed: ...`, and exit 2, before any work
-(argparse's default is a usage block and "error: argument --x: invalid float value"). A number
-must be finite (`nan` and `inf` parse as floats, and then pass every `<` or `>` check).
-Overrides may come before or after the flags (`actors=40 --threads 2 sm_limit=1`).
+"""Command-line flags refused the way config keys are: one parser (`Parser`) and one set of
+numeric types (`number`) shared by every command (rlbench.report, rlbench.profile,
+rlbench.predict, pipelines/): one line, `<prog>: --flag=value: allowed: ...`, and exit 2.
+docs/jobs.md, "Refused early".
 """
 
 from __future__ import annotations

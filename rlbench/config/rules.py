@@ -1,6 +1,6 @@
 """Helpers for validation rules (torch-free): each rule is a key, a test of its value and a
 sentence saying what is allowed; `validate` reports every broken one. The generic keys, the
-env families and the algorithms write their rules with them."""
+env families and the algorithms write their rules with them (docs/algorithms.md, docs/envs.md)."""
 
 from __future__ import annotations
 

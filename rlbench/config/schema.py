@@ -1,8 +1,8 @@
 """Typed schemas behind every config group (registered in Hydra's ConfigStore).
 
-Each YAML file in conf/<group>/ starts from the schema stored here under
-`schema/<group>/base`, so a wrong type fails at composition and an unknown key is refused.
-Range checks that types cannot express live in rlbench.prepare.validate.
+Each YAML file in conf/<group>/ starts from the schema stored here under `schema/<group>/base`,
+so a wrong type fails at composition and an unknown key is refused; range checks that types
+cannot express live in rlbench.prepare.validate. One schema per env family: docs/envs.md.
 """
 
 from __future__ import annotations

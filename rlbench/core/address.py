@@ -1,5 +1,6 @@
 """What an actor server's address allows, and where its token comes from: pure, stdlib only,
-so that config validation can refuse a bad address before any work (rlbench/prepare/validate.py)."""
+so that config validation can refuse a bad address before any work (rlbench/prepare/validate.py;
+docs/actors.md, "Faults and security")."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def algorithm(name: str) -> ModuleType:
 
 def on_policy(name: str) -> bool | None:
     """Whether algorithm `name` learns on-policy; None for a name this process does not know
-    (a record of an algorithm no longer here, or registered only elsewhere)."""
+    (a record of an algorithm this install lacks, or one registered only elsewhere)."""
     return bool(config_module(name).ON_POLICY) if name in ALGORITHMS else None
 
 

@@ -1,7 +1,7 @@
 """What bounds one job, from its final metrics: a pure rule (no MLflow, no plotting).
 
-The job names its bound with it (the `bound` tag), and the report's verdict states it
-(rlbench/report/verdict.py re-exports it).
+The job names its bound with it (the `bound` tag, docs/metrics.md), and the report's verdict
+states it (rlbench/report/verdict.py re-exports it).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def bottleneck(m: dict[str, float], tail_limit: float = 0.5) -> Bound:
     if "op_frac/learner/wait" in m:
         evidence["learner busy"] = 1 - m["op_frac/learner/wait"]
     # the actors' end: actors_done_s (the contract's; it counts the envs' first reset, which
-    # frames / fps, the stepping time, leaves out: ~14 s of 256 Pong envs); older runs lack it
+    # frames / fps, the stepping time, leaves out: docs/predict.md), else frames / fps
     done_s = m.get("actors_done_s") or (frames / fps if frames and fps else None)
     if runtime and done_s:
         tail = max(runtime - done_s, 0.0) / runtime

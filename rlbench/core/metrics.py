@@ -1,12 +1,8 @@
 """The metric and operation names a job records: the contract logging, the sweep summary,
-the report, the verdict and `search.objectives` share.
-
-Each metric is declared once, with its unit, when it is logged and one line of meaning;
-docs/metrics.md holds the longer story and `tests/test_metrics_contract.py` checks that the
-two agree and that a real job logs nothing undeclared. Rename a metric here first.
-
-`when`: "tick" = a step metric at every progress tick (step = frames), "final" = once at the
-end (step = frames), "episode" = one value per finished episode (step = frames then).
+the report, the verdict and `search.objectives` share. Each metric is declared once (`Metric`:
+unit, when it is logged, one line of meaning); docs/metrics.md holds the longer story, and
+tests/test_metrics_contract.py checks that the two agree and that a real job logs nothing
+undeclared. Rename a metric here first.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """Observers of a job's life, as sample-factory's are: the record, the telemetry, the progress
-lines and a search's pruner each watch the job through these hooks, and none of them is
-wired into the trainer's code.
-
-`train` (rlbench/train/trainer.py) calls them in this order, each hook on every observer in the
-order the job listed them:
-
-  started(trainer)           the roles are built, not yet running
-  tick_values(trainer)       every tick: values an observer adds to the tick (the telemetry's power)
-  tick(metrics, step)        every tick: the tick's metrics (step: whole seconds since the start)
-  episode(ret, frames, evaluation)   every episode that ended, training and evaluation envs'
-  stopped()                  the roles have ended (however they ended)
-  final_values(final, trainer) -> (metrics, tags)   what an observer adds to the final metrics
-  ended(final, tags)         the final metrics, assembled once (trainer.py's `final_metrics`)
-  closed(error)              always, last; error is the exception that ended the job, or None
-
-Every hook is optional: the base class does nothing. `tick` may raise to stop the job (a
-pruned search trial); `closed` must not raise (Observers logs and goes on).
+lines and a search's pruner each watch the job through these hooks (`JobObserver`), none of
+them wired into the trainer's code. The hooks, their order and what each may do:
+docs/jobs.md, "A job's observers".
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""The math precision of the learner's update and of central inference (`precision=`).
-
-- `fp32` (default, the published runs'): no autocast.
-- `tf32` (CUDA, compute capability >= 8): fp32 tensors, matmuls and convolutions on the tensor
-  cores in TF32 (torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32, set for the job
-  and restored after it).
-- `bf16`, `fp16`: torch's autocast to that dtype around the networks' forwards (the backward
-  follows the forward's dtypes); fp16 also scales the loss (torch.amp.GradScaler), whose 5-bit
-  exponent underflows small gradients; bf16 has fp32's exponent and needs none.
-
-What stays fp32, and why (rlbench/algo/*/network.py and learner.py, algo/common/torsos.py): the
-LSTM's gates, cell state and outputs (its two gate matmuls run at the precision; the state is
-carried through whole episodes and stored with every unroll), the networks' heads (Q values, policy logits and the
-baseline: their outputs feed the targets, the priorities and V-trace's importance weights, and
-bf16's 8-bit mantissa resolves a rescaled Q value near 9 only to 0.06), the losses, the n-step
-targets, value rescaling (h, h^-1), the priorities and the V-trace weights (computed from the
-fp32 outputs, outside autocast).
-
-`precision_problem` refuses what a device cannot run fast before any job (fp16 on a CPU without
-avx512_fp16/amx_fp16, bf16 without avx512_bf16/amx_bf16 or on a GPU before Ampere, tf32 off
-CUDA). `published_peak` holds the dense tensor-core peaks NVIDIA publishes for its data-centre
-GPUs; a CPU's peak is measured by the profile (a GEMM at that precision). Torch is imported
-only where a tensor is touched, so validating a config stays fast.
+"""The math precision of the learner's update and of central inference (`precision=`: fp32,
+tf32, bf16, fp16): `precision_problem` refuses what a device cannot run fast before any job,
+`Amp` runs the networks' forwards under autocast (fp16 with a GradScaler), `published_peak`
+holds NVIDIA's dense peaks. Torch is imported only where a tensor is touched, so validating a
+config stays fast. What stays fp32, and why: docs/precision.md.
 """
 
 from __future__ import annotations

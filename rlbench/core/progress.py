@@ -1,4 +1,4 @@
-"""Progress of one job: a tqdm bar on a terminal, periodic log lines otherwise."""
+"""Progress of one job: a tqdm bar on a terminal, periodic log lines otherwise (an observer: docs/jobs.md)."""
 
 from __future__ import annotations
 

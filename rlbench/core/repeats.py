@@ -1,13 +1,8 @@
 """Repeats: several runs of one configuration, told by their median and their spread.
 
-A sweep with `repeats=N` runs every configuration of its grid N times, each with its own seed
-(rlbench/prepare/grid.py). What compares configurations (the sweep's summary and best job,
-the report's knee and recommendation) compares their medians, and calls two configurations
-different only when their medians differ by more than the measured spread: the wider of
-their two ranges (max - min of their runs). With one run per configuration the spread is
-unknown, and the comparison says so.
-
-Pure functions over numbers and plain rows: no MLflow, no Hydra.
+Configurations compare by their medians and differ only by more than the measured spread (the
+wider of their two min..max ranges); one run each: the spread is unknown, and comparisons say
+so. Pure functions over numbers and plain rows. docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations

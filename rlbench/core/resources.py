@@ -1,21 +1,8 @@
 """Real resource limits for one job: actor CPU threads and the learner's compute units.
 
-- `actor_threads`: the vector env's thread pool size, with its threads pinned to CPUs
-  from the first one this process may use (ale-py's thread_affinity_offset).
-- `sm_limit`: the compute units the learner and inference may use.
-  * cuda + backend green_context: a CUDA green context of `sm_limit` SMs, made current for
-    the learner and inference threads (torch.cuda.green_contexts, beta). The driver rounds
-    SM counts up to a per-architecture granularity; requested and granted are recorded.
-  * cuda + backend mps: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = sm_limit / SMs, refused unless
-    an MPS control daemon is reachable (without one the variable silently does nothing) and
-    CUDA is not yet initialised in this process (the variable is read when CUDA starts).
-    Refused on a CPU device: MPS splits a CUDA GPU.
-  * cpu: torch's intra-op threads capped at `sm_limit`, tagged compute_unit=cpu_thread.
-`cpu_gpu_ratio` = actor hardware threads / granted compute units (the study's metric).
-
-The plan reads the GPU's SM count and compute capability in a child process (`cuda_properties`):
-torch.cuda.get_device_properties initialises CUDA, after which MPS's variable is ignored, so
-validating or planning a job must not call it in the job's own process.
+`actor_threads` sizes and pins the vector env's pool; `sm_limit` grants the learner and
+inference SMs (a CUDA green context, or MPS) or CPU threads; `cpu_gpu_ratio` is the study's
+metric. `cuda_properties` reads a GPU in a child process. docs/jobs.md, "The compute grant".
 """
 
 from __future__ import annotations
@@ -60,7 +47,7 @@ _PROPS = ("import sys, torch; p = torch.cuda.get_device_properties(int(sys.argv[
 @functools.cache
 def cuda_properties(index: int) -> DeviceProperties:
     """SM count, compute capability and name of CUDA device `index`, read in a child process so
-    that CUDA stays uninitialised in this one (see the module docstring); cached per device."""
+    that CUDA stays uninitialised in this one (docs/jobs.md); cached per device."""
     out = subprocess.run([sys.executable, "-c", _PROPS, str(index)], capture_output=True, text=True, timeout=120,
                          check=False)
     if out.returncode != 0:

@@ -1,11 +1,8 @@
 """How a job is stopped from outside: SIGTERM (a scheduler, `kill`), Ctrl-C and a search's pruner.
 
-SIGTERM and the pruner raise KeyboardInterrupt subclasses so that they unwind the job like
-Ctrl-C and end its run KILLED (rlbench.tracking.record). What each stopped run ended as is
-noted on the exception as it unwinds (`note_record`), and the command ends with one line
-saying so and the conventional exit code for the signal (`stopped`: 128 + 15 = 143 for
-SIGTERM, 130 for Ctrl-C). Light on purpose: the sweeper installs the handler before the
-heavy imports.
+SIGTERM and the pruner raise KeyboardInterrupt subclasses (JobKilled, JobPruned), which unwind
+the job like Ctrl-C and end its run KILLED; `stopped` prints the command's last line and gives
+the exit code (143, 130). Light on purpose. docs/jobs.md, "Stopping a job".
 """
 
 from __future__ import annotations
@@ -56,7 +53,7 @@ def sigterm_raises():
 
 # The JobKilled the SIGTERM handler last raised. Python runs a handler between any two
 # bytecodes of the main thread, finalizers and weakref callbacks included, and there an
-# exception is printed ("Exception ignored in ...") and dropped: the job went on (seen in CI:
+# exception is printed ("Exception ignored in ...") and dropped, and the job goes on (e.g.
 # inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending),
 # and sigterm_raises keeps Python from printing the dropped one's traceback.
 _pending: list[JobKilled] = []
@@ -71,7 +68,7 @@ def raise_pending() -> None:
 
 @contextmanager
 def sigterm_ends_at_once():
-    """While native code holds the interpreter for long (ale-py creating hundreds of envs: 20 s),
+    """While native code holds the interpreter for long (ale-py creating hundreds of envs: seconds),
     no Python handler can run, so a SIGTERM would wait for it: here SIGTERM takes its default
     action instead and ends the process at once (exit 143). Its open runs are closed KILLED,
     with the reason, by the next rlbench start (rlbench/tracking/orphans.py)."""

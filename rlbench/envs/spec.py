@@ -1,6 +1,6 @@
 """What an env.id gives the agent (observation shape and dtype, action count), known
 before any actor starts, and a one-line reason when an id cannot run under its env.kind.
-Each env family probes its own ids (its `spec`: rlbench/envs/<family>/probe.py).
+Each env family probes its own ids (its `spec`: rlbench/envs/<family>/probe.py; docs/envs.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The actors' environments behind one send/recv interface (`VectorEnv`), made by the env
-family that env.kind names (rlbench/envs/<family>/: Atari in ale-py's C++ AtariVectorEnv,
-gym in gymnasium's SyncVectorEnv), and what a job's config asks of them: the envs it steps,
-the envs per central-inference forward, the CPU threads stepping them.
-
-A family with partial batches (PARTIAL_BATCHES, Atari) runs asynchronously with batch < envs:
-recv() returns the first `batch` environments that are ready, so inference never waits for
-the slowest actor (`resolve_inference_batch`: the default -1 is SEED RL's auto, half the
-envs); the others always step in lock-step.
+"""The actors' environments behind one send/recv interface (`VectorEnv`), made by the env family
+env.kind names (`make_actors`), and the envs per central-inference forward
+(`resolve_inference_batch`: -1 is SEED RL's auto, half the envs; a family without partial
+batches steps in lock-step). docs/envs.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 on the job's host, not fitted to the jobs) next to what the job measured.
 
 prediction_error = the larger of the median absolute percentage errors of `fps` and of
-`runtime_s` over the finished jobs (the larger, so a good fps cannot hide a bad runtime)."""
+`runtime_s` over the finished jobs (the larger, so a good fps cannot hide a bad runtime).
+docs/predict.md, "How right it is"."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Checked:
 def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
     where it was recorded does not change the work). The recorded param `inference_batch` is
-    kept where no override set it: a job from before its default became -1 ran lock-step (0)."""
+    kept where no override set it: a record may carry another default than today's (0, lock-step)."""
     from rlbench.prepare.compose import compose_job
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"

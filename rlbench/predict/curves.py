@@ -1,18 +1,7 @@
-"""Profiles as the model reads them: a profile run's curves, found in MLflow, evaluated at a
-job's configuration (`costs_for`), with every estimate named.
-
-A profile (`python -m rlbench.profile`) measured on one host: env stepping per (actor threads,
-envs), central-inference seconds per (compute units, batch) and learner-update seconds per
-compute units. A job's configuration rarely sits on a measured point, so:
-- env_step_s: linear in log(envs) between the measured env counts of the job's actor-thread
-  count, held flat beyond them (the per-env cost stops moving once every thread is busy);
-- inference seconds: linear in batch between measured batches of the job's unit count, the
-  least-squares line of that unit count beyond them;
-- a unit count the profile did not measure: linear in units between the measured ones, the
-  nearest one beyond them (an estimate, named in `notes`);
-- an actor-thread count it did not measure (`--threads N`, or a host with more threads):
-  env_step_s of the most threads measured, i.e. stepping scales linearly with threads (an
-  estimate, named in `notes`).
+"""Profiles as the model reads them: a profile run's curves, found in MLflow (`load_profile`),
+evaluated at a job's point (`env_step_s`, `inference_s`, `update_s`, `sharing`, `rpc_fit`),
+every estimate named in `notes`. How a point between or beyond the measured ones is read:
+docs/predict.md, "Reading a profile".
 """
 
 from __future__ import annotations
@@ -169,7 +158,7 @@ def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
 
 def update_s(p: Profile, units: int, notes: list[str], updates: int = 0) -> float | None:
     """Seconds per update at `units`; with `updates` > 0, the mean over a task of that many
-    updates whose first one costs the profile's `first_s` (older profiles: all alike)."""
+    updates whose first one costs the profile's `first_s` (a profile without it: all alike)."""
     if not p.update:
         return None
     steady = _by_units(p.update, units, "the learner update", p, notes,
@@ -214,7 +203,7 @@ def sharing(p: Profile, units: int, notes: list[str]) -> tuple[float, float, flo
 def rpc_fit(p: Profile) -> dict:
     """The actor protocol's cost per message as fixed + per env (rlbench/predict/rpc.py
     fit_rpc) and the seconds until an actor process joined; ValueError naming what is missing
-    where the profile did not measure it (a profile from before issue 27, or --rpc-seconds 0)."""
+    where the profile did not measure it (a profile without rpc.json, or --rpc-seconds 0)."""
     from rlbench.predict.rpc import fit_rpc
 
     fit = fit_rpc(p.rpc) or {}

@@ -1,22 +1,8 @@
-"""Cost curves of this host, measured with rlbench's real components (issue "a measured
-performance model"; a first part: env stepping and central inference).
+"""Cost curves of this host, measured with rlbench's real components (`python -m rlbench.profile`).
 
-- `env_curve`: agent steps per second of `envs` environments on `threads` actor threads
-  (AtariVectorEnv, or gymnasium's sync vector env), random actions, all envs per batch; each
-  point also gives `env_step_s` = min(threads, envs) / steps per second, the CPU seconds of
-  one env step that the model (rlbench/predict/model.py) uses.
-- `inference_curve`: seconds of one central-inference call (InferenceServer.step: the
-  algorithm's acting policy, forward, exploration, unroll assembly and the buffer insert, as a
-  job runs it) for each batch size, with the compute units a job would be granted
-  (ComputeLimit: SMs on CUDA, intra-op threads on CPU); `fit_inference` fits
-  fixed + per_env x batch per unit count by least squares.
-- `update_time`: seconds of one learner update (the algorithm's learner, its batch from unrolls
-  that central inference assembled from synthetic observations), under the units' grant.
-- `gemm_peak`: the device's peak TFLOP/s at the job's precision, the best of a few square
-  GEMMs of that dtype (the denominator of a job's learner_mfu and inference_mfu where no
-  published figure exists: rlbench/tracking/peaks.py).
-- power per state (rlbench/predict/power.py): the co-run's actors alone and beside the
-  learner, and the timed learner updates, metered with the jobs' telemetry sampler.
+`env_curve` (env stepping), `inference_curve` and `fit_inference` (central inference per batch
+and unit count), `update_time` (one learner update), `corun` (the actor loop beside the
+learner), `gemm_peak` (the device's GEMM peak at a precision). docs/predict.md, "The profile".
 """
 
 from __future__ import annotations

@@ -1,49 +1,8 @@
 """The pipeline model: throughput and task time from measured per-component costs (pure math).
 
-Costs at one configuration (what a profile measures, evaluated at the granted units):
-  env_step_s      CPU seconds one env takes for one agent step (emulation + preprocessing)
-  actor_threads   threads stepping envs (AtariVectorEnv's pool)
-  infer_fixed_s   seconds of one central-inference call independent of its batch
-  infer_per_env_s seconds it adds per env in the batch
-  infer_threads   threads (cores) a call keeps busy (intra-op threads on CPU; 0 on a GPU)
-  update_s        seconds of one learner update alone on its units
-  cores           hardware threads of the host
-
-Actor side, for `actors` envs and `batch` = envs per forward (0 or >= actors: all), the job's
-inference_batch resolved (rlbench/envs/vector.py resolve_inference_batch; -1 = SEED's auto):
-- synchronous (batch = actors, lock-step: inference_batch=0): the env threads step every env, then one
-  forward serves them all; nothing overlaps:
-      iteration = actors * env_step_s / min(actor_threads, actors) + infer(actors)
-      sps = actors / iteration
-- asynchronous (batch < actors; SEED's default, auto): the env threads keep stepping the other envs while a
-  forward serves the first `batch` ready ones, so the slower side bounds:
-      env capacity       = min(actor_threads, actors) / env_step_s
-      inference capacity = batch / infer(batch)
-      core capacity      = cores / (env_step_s + infer_threads * infer(batch) / batch)
-      sps = min(env, inference, core capacity)   (the bound is the one that attains it)
-  where infer(b) = infer_fixed_s + b * infer_per_env_s.
-Task: frames / frameskip agent steps and `updates` learner updates. The learner starts once
-`learner_start_steps` steps exist (R2D2's min_replay) and then updates back to back. Without
-sharing (`learner_threads` = 0, or a GPU learner):
-      actors_s  = steps / sps
-      learner_s = learner_start_steps / sps + updates * update_s
-      runtime_s = max(actors_s, learner_s)      (a learner tail when learner_s > actors_s)
-With sharing (`learner_threads` > 0 on a host of `cores`): while both run, their demand
-actor_cores(sps) + learner_threads is scaled to the cores (processor sharing), so both slow
-by share = min(1, cores / demand); before the learner starts and after one of them is done,
-the other runs alone (`predict`). While the actors run, the learner may also wait for data
-(`steps_per_update`: the replay ratio, or V-trace's unrolls per batch).
-Assumptions, stated: env steps cost the same in every env; an asynchronous pipeline reaches
-its slowest stage's rate (no queueing loss); cores are shared in proportion to demand (no
-cache or memory-bandwidth interference, no GIL).
-SEED's unroll queue (R2D2, `queue`): inference puts each completed unroll into a FIFO of
-`capacity` unrolls and blocks while it is full, so all actors stop; the learner takes
-`first_take` unrolls before its first update and `take` before each later one, and the actors
-step on past the task's frames until the learner has had them all. `paced` follows the task
-update by update: the actors (stepping in step, so an actor's unrolls end at the same step
-count) run until the unroll that finds the queue full, the learner updates beside them while
-they run and alone while they are blocked, and waits, the actors alone, where its next take
-is not there yet.
+`actor_rate` gives the actors' rate and its bound, `predict` the task's runtime and bound,
+`paced` SEED's unroll queue update by update, `remote_rate` actor processes and hosts.
+Costs, equations and assumptions: docs/predict.md, "The model's equations".
 """
 
 from __future__ import annotations
@@ -88,7 +47,7 @@ class Prediction:
 
 @dataclass(frozen=True)
 class UnrollQueue:
-    """SEED RL's coupling of inference and the learner, in unrolls (see the module doc)."""
+    """SEED RL's coupling of inference and the learner, in unrolls (docs/predict.md, "The model's equations")."""
     capacity: int
     take: int
     first_take: int
@@ -197,7 +156,7 @@ def forward_envs(r: Remote | None, n: int, batch: int) -> float:
 
 def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0,
                remote: Remote | None = None) -> tuple[float, str]:
-    """(training agent steps per second, the stage that bounds it); see the module doc.
+    """(training agent steps per second, the stage that bounds it); docs/predict.md, "The model's equations".
     `eval_envs` evaluation envs step and infer alongside the actors (a job's eval_envs) but
     their steps do not count: the rate of all envs is scaled by actors / (actors + eval_envs).
     `remote`: the envs step in actor processes (remote_rate)."""
@@ -308,7 +267,7 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
 
 def paced(c: Costs, q: UnrollQueue, actors: int, frame_steps: float, updates: int, rate: tuple[float, str],
           sps_s: float, share_l: float, start_s: float, group: int = 0, lag: float = 0.0) -> Prediction:
-    """The task under SEED's unroll queue, update by update (module doc). The actors step the
+    """The task under SEED's unroll queue, update by update (docs/predict.md). The actors step the
     frames' steps, or more where the learner's unrolls need more, and are done when every
     unroll they made is in the queue; `rate`: their rate alone and its bound; `sps_s`,
     `share_l`: their rate and the learner's share of its speed while both run; `group`: the

@@ -1,13 +1,7 @@
-"""Power per pipeline state, measured by the profile with the jobs' own telemetry sampler
-(NVML board power, RAPL package energy), and a task's energy from it (an estimate).
-
-The model's task has three phases (rlbench/predict/model.py `Prediction.phases`): the actors
-alone, the actors beside the learner, the learner alone. The profile meters each state where
-it runs it: the co-run's actor loop alone ("actors") and beside the learner ("both"), and the
-timed learner updates ("learner"), per unit count. A job's predicted energy is then
-sum over phases of seconds x the power of that state (CPU package + GPU board), summed over
-the components the profile could measure, as a job's energy_per_task_j sums what it measured.
-Where a component was not readable its reason is kept; nothing unknown is counted as 0.
+"""Power per pipeline state (actors alone, both, learner alone), metered by the profile with the
+jobs' own telemetry sampler, and a task's predicted energy from it (an estimate): seconds of
+each phase x its state's power, unreadable components kept with their reason, never as 0.
+docs/predict.md, "The profile" and "The model".
 """
 
 from __future__ import annotations

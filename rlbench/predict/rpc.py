@@ -1,19 +1,7 @@
-"""The actor protocol's cost on this host (issue 27): the real actor process (`python -m
-rlbench.actor`, the profile's env) against the real server (rlbench/remote/server.py
-RemoteEnvs) over a unix socket, the server answering each Step at once with fixed actions (no
-central inference), so what is timed is the transport and nothing else.
-
-- `rpc_cost(env_conf, frames, seconds)`: one row per message size (`frames` envs per actor
-  process, so frames per Step): CPU seconds per message on the actor's side (its threads
-  other than the env threads: the loop building and sending Steps, gRPC's threads) and on the
-  server's side (this process: gRPC's threads, decoding, the frame stacks, batching), message
-  bytes each way, the loopback round trip's p50, and the seconds from starting an actor
-  process until its envs joined (Python's start, the imports, the env's creation and reset).
-- `fit_rpc(rows)`: each of those per message as fixed + per_env x frames.
-
-The env threads are told apart by their nice value: the actor lowers theirs (ENV_NICE), not
-its loop's or gRPC's; where every thread has nice 0 (a system without per-thread nice) the
-actor's side cannot be separated from stepping and the row says so (null plus reason).
+"""The actor protocol's cost on this host: the real actor process against the real server
+(RemoteEnvs) over a unix socket, each Step answered at once with fixed actions, so only the
+transport is timed. `rpc_cost` measures it per message size, `fit_rpc` fits fixed + per env.
+The actor's env threads are told apart by their nice value. docs/predict.md, "The profile".
 """
 
 from __future__ import annotations
@@ -36,7 +24,7 @@ FIT_KEYS = ("actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down")
 
 def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float = 60.0) -> list[dict]:
     """[{frames, messages, actor_cpu_s, server_cpu_s, bytes_up, bytes_down, rtt_p50_ms,
-    start_s, reason}]: per message at each size (see the module doc); values null with the
+    start_s, reason}]: per message at each size (docs/predict.md, rpc.json); values null with the
     `reason` where they could not be measured."""
     from rlbench.envs.spec import env_spec
     from rlbench.remote.server import RemoteEnvs

@@ -1,8 +1,8 @@
 """Early check of command-line override keys, with the allowed keys and a suggestion.
 
-Hydra refuses an unknown key too, but only says it is "not in struct"; this names the key,
-the value, the keys that are allowed at that level and the closest match, before Hydra
-creates anything.
+Hydra refuses an unknown key too, but only says it is "not in struct"; this names the key, the
+value, the keys that are allowed at that level and the closest match, before Hydra creates
+anything (docs/jobs.md, "Refused early").
 """
 
 from __future__ import annotations

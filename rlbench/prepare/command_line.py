@@ -1,6 +1,6 @@
 """The command line of `python -m rlbench` (and of the pipelines, which run it) checked before
 Hydra runs: composed once as Hydra will compose it, so that a bad key, preset, value type or
-mode is one message (exit 2) and Hydra creates no output folder for it."""
+mode is one message (exit 2) and Hydra creates no output folder for it (docs/jobs.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """A Hydra multirun's grid as jobs, each composed and validated before any job starts.
 
-Light on purpose (no MLflow, no trainer): a sweep with one bad job is refused in seconds,
-before the heavy imports its jobs need. (torch is imported only where a job passes its rules
-and its compute limit must be checked against the device.)
-
-Repeats (`repeats=N`): every configuration of the grid runs N times, each run a job of its
-own that names its seed (`repeat_jobs`); a bad `repeats` or a seed list that does not match
-it is refused here, before any job is composed.
+Light on purpose (no MLflow, no trainer): a sweep with one bad job is refused in seconds.
+`repeats=N` makes every configuration N jobs, each naming its seed (`repeat_jobs`).
+docs/jobs.md, "Refused early".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Hydra's composition errors as rlbench's refusal: `<key>=<value>: ... allowed: ...`.
 
-Hydra says "Error merging override actors=abc", "Could not find 'env/pongg'" or "To append
-to your config use +algo.replay_capacity=10" (the wrong way: the key exists, under another
-algorithm's schema). `explain` names the key, the value and what is allowed instead; which
-algorithm or env family has a key is read from their schemas (the registries).
+`explain` names the key, the value and what is allowed instead, reading which algorithm or env
+family has a key from their schemas (the registries). docs/jobs.md, "Refused early".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """A job's plan: everything decided about a job before any role starts, decided once.
 
-`plan_job(conf)` resolves the device, the compute grant (the SMs or CPU threads the learner
-and inference may use; a limit this host cannot honour is refused here, before any run
-exists), the actors' CPU threads and pinning, the training and evaluation envs, the envs
-per central-inference forward, the task (frames, learner updates, replay ratio) and the
-env's spec. The trainer builds its roles from the plan, the record logs it, predict models
-the same numbers with `envs_of`; nothing downstream decides any of them again.
+`plan_job(conf)` resolves the device, the compute grant (refused here when this host cannot
+honour it), the actors' threads and pinning, the envs, the envs per forward, the task and the
+env's spec; the trainer, the record and predict (`envs_of`) use it. docs/architecture.md, "plan".
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Preflight: can the tracking store and the study storage be used? Checked before any work.
 
-A job, a sweep on a cluster or N search workers should not start training (nor queue SLURM
-jobs), nor a profile measure for minutes, only to find that MLflow or the Optuna database
-cannot be used: the results would be lost, MLflow's client retries for minutes before it
-gives up, and a bad SQLite file surfaces as a chain of tracebacks. So every command that
-opens a store (rlbench's jobs, sweeps and searches, rlbench.report, rlbench.profile,
-rlbench.predict, the pipelines) calls `check(...)` first, in seconds; a failure raises
-PreflightError with one line, `<key>=<url>: <cause>; <what to do>` (password masked), which
-the commands print after their name and turn into exit code 2, with nothing created.
-
-- http(s) tracking URI: GET <uri>/health (the MLflow server's liveness endpoint), then one
-  API call (search experiments) so that a server whose backend store is down fails too.
-- a database URL (tracking URI or study storage): parsed, its driver loaded, one SQLAlchemy
-  connection with a short connect timeout.
-- sqlite: the file, its folder and its disk, without opening it through MLflow or Optuna
-  (rlbench/prepare/store_files.py: a folder, a read-only place, a full disk, not SQLite, another
-  kind of database), then the schema version of an existing MLflow or Optuna database.
-"""
+Every command that opens a store calls `check(...)` first, in seconds (a server's /health and
+one API call, a database's connection, a SQLite file: rlbench/prepare/store_files.py); a failure raises
+PreflightError with one line, which the commands turn into exit code 2, nothing created.
+docs/scale-out.md, "Preflight, inside"."""
 
 from __future__ import annotations
 
@@ -180,7 +167,7 @@ def _optuna_schema(url: str, key: str) -> None:
 
     try:
         optuna.storages.RDBStorage(url, skip_table_creation=True).engine.dispose()
-    except RuntimeError as e:  # Optuna's "no longer compatible with the table schema ..."
+    except RuntimeError as e:  # Optuna's refusal of a table schema of another Optuna version
         raise PreflightError(key, url, str(e).split(". Please")[0],
                              f"upgrade it (optuna storage upgrade --storage '{masked(url)}'), or upgrade Optuna "
                              "(pip install -U optuna) if a newer one wrote it") from None

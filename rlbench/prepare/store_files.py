@@ -1,21 +1,9 @@
 """Can a local SQLite store be used? Checked with the standard library before MLflow or Optuna opens it.
 
-MLflow and Optuna open a SQLite file through SQLAlchemy. A file they cannot use surfaces as a
-chain of tracebacks, after MLflow has retried opening it for ~100 s
-(`create_sqlalchemy_engine_with_retry`); a read-only folder or a full disk surfaces only at
-the first write, mid-job. So a command asks `sqlite_problem` first, in milliseconds:
-
-- the path: not a folder, and its folder (or the nearest one that exists: the stores create
-  the rest) is a folder;
-- that folder: writable (SQLite writes its journal beside the database) with at least
-  MIN_FREE_BYTES free;
-- the file, where it exists: readable and writable, an SQLite database (its 16-byte header;
-  an empty file is a new database), and holding the tables of its `Kind` (or none yet).
-
-Each answer is a `Problem`: the cause and what to do, for the one-line message of
-rlbench/prepare/preflight.py. The probes (`free_bytes`, `write_probe`) are functions of their own so
-that tests can make a disk full or a folder read-only without filling a disk or dropping root.
-"""
+`sqlite_problem` checks the path, its folder (writable, MIN_FREE_BYTES free) and the file (an
+SQLite database with its `Kind`'s tables, or none yet), each answer a `Problem` for
+rlbench/prepare/preflight.py's one line; the probes are separate functions, so tests can fake a full
+disk. docs/scale-out.md, "Preflight, inside"."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `validate(cfg)` turns the composed DictConfig into the typed `Config` (OmegaConf.to_object)
 and checks every rule below; all violations are reported together, each as
-`<key>=<value>: <what is allowed>`.
+`<key>=<value>: <what is allowed>` (docs/jobs.md, "Refused early").
 """
 
 from __future__ import annotations

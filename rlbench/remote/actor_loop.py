@@ -1,14 +1,8 @@
-"""The actor process's loop (SEED RL's common/actor.py actor_loop): connect to the job, say
-Hello (the env spec its config gives, its envs and threads, a random run id), get the
-Welcome (its first global env id and seed), make the family's vector env for its envs in
-lock-step with a stack of 1 (the job rebuilds the stacks), reset, then send each vector
-step's newest frames and step the envs with the actions that come back, until the job ends
-the stream. `run_actor` returns the exit code and the one line the command prints.
-
-The stream is gRPC's asyncio API driven from this process's one loop thread: the loop
-writes a Step, awaits its Actions and steps the envs itself, with no Python thread of ours
-between it and gRPC's; the synchronous API's request iterator runs on a thread of its own
-that every Step crosses (measured: about 43 us more CPU per message, docs/actors.md)."""
+"""The actor process's loop (SEED RL's common/actor.py actor_loop): Hello and Welcome, then the
+family's vector env stepped in lock-step (a stack of 1: the job rebuilds the stacks), each
+vector step's newest frames sent and the actions that come back applied, until the job ends the
+stream; `run_actor` returns the exit code and the command's one line. The stream is gRPC's
+asyncio API on the loop's one thread: docs/actors.md, "The transport's cost per message"."""
 
 from __future__ import annotations
 
@@ -41,8 +35,7 @@ PROG = "rlbench.actor"
 # The env threads' nice value: a process's gRPC and loop threads must not queue behind its own
 # emulators (or, on the job's host, the job's inference and learner behind them): each
 # Step's round trip crosses several threads, and on busy cores every wake-up waited for a
-# time slice. Measured on 2 cores, 40 Pong envs in 2 processes (pipelines/bench_actor_path.py,
-# docs/actors.md): process_path_ratio 0.83 at nice 0, 0.87 at 5; 10 was no better than 5.
+# time slice. 5 against 0 and 10: docs/actors.md, "Threads and priorities of actor processes".
 ENV_NICE = 5
 REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
             grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED)

@@ -1,7 +1,7 @@
 """How a job's actor tasks find it: the learner writes the address its actor server is
 reached at into a file of the job's folder on the shared disk; each task reads it, waiting for
 it (a shared filesystem may show a new file late). The token never goes there: it stays in
-the environment (TOKEN_ENV), which the tasks inherit. Standard library only.
+the environment (TOKEN_ENV), which the tasks inherit. Standard library only. docs/scale-out.md.
 """
 
 from __future__ import annotations

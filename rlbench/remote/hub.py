@@ -1,11 +1,8 @@
 """What the gRPC threads (one per actor stream) and the job's thread share, behind one
-condition owned here: the streams that joined and their global id ranges, the Steps that
-arrived and wait for central inference, the streams lost mid-run, the job's seed.
-
-A stream's thread admits it (`join`), waits for the job's reset (`welcome`), then pushes each
-Step (`push`) and waits on the stream's own outbox for its actions (the job's thread puts
-them there, or None when the stream must end). The job's thread takes whole Steps
-(`take_first` at reset, `take_ready` per recv) and the ids of lost streams (`take_lost`).
+condition owned here: the streams and their global id ranges, the Steps waiting for central
+inference, the streams lost, the job's seed. A stream's thread calls `join`, `welcome` and
+`push`, then waits on its outbox; the job's thread takes Steps (`take_first`, `take_ready`)
+and the lost ids (`take_lost`). docs/actors.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""A job's actors in other processes (actor_procs, actor_server.*): the job's `RemoteEnvs`
-and the actor processes it starts on this host, one VectorEnv to the trainer.
-
-`JobActors` listens (a unix socket of its own unless actor_server.bind names an address),
-starts `actor_procs` processes of `python -m rlbench.actor` with the job's env overrides and
-their share of the envs and threads, and waits in reset() until they, and the
-actor_server.remote_envs started by hand elsewhere, have joined. A process it started that
-exits before joining fails the job at once, its last lines named; one lost later is a
-disconnect (its envs' unfinished unrolls dropped, the job goes on). close() ends every stream,
-so the processes exit, then reaps them: any still alive after 10 s is killed.
-
-With actor_hosts > 0 it also places that many actor tasks on other nodes (remote/tasks.py):
-it listens on every interface (unless actor_server.bind says where), makes a token where the
-environment has none, writes its address into the job's folder and submits the tasks as one
-array; the envs are split over the local processes and the tasks alike (at least one each).
+"""A job's actors in other processes (actor_procs, actor_server.*): the job's `RemoteEnvs` and
+the actor processes it starts on this host, one VectorEnv to the trainer (`JobActors`). It
+listens, starts the processes, waits in reset() until every env joined and reaps them in
+close(); with actor_hosts > 0 it also places actor tasks (remote/tasks.py).
+docs/actors.md, "What runs where"; docs/scale-out.md, "6. Actor hosts".
 """
 
 from __future__ import annotations
@@ -38,7 +28,7 @@ from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
 
 log = logging.getLogger(__name__)
 
-EXIT_GRACE_S = 10.0  # the issue's promise: every actor process gone within 10 s of the job's end
+EXIT_GRACE_S = 10.0  # every actor process is gone within 10 s of the job's end (docs/actors.md)
 TASKS_BIND = "0.0.0.0:0"  # actor tasks on other nodes: every interface, any free port (the address file says which)
 
 
@@ -75,7 +65,7 @@ def _value(v) -> str:
 
 
 class JobActors:
-    """The VectorEnv of a job whose envs step in actor processes (see the module doc)."""
+    """The VectorEnv of a job whose envs step in actor processes (docs/actors.md)."""
 
     def __init__(self, conf, spec, total_envs: int, pin: int = -1, placement=None):
         """placement: where actor tasks go (rlbench/prepare/plan.py Placement; None: local processes, files
@@ -204,7 +194,7 @@ class LocalActors:
     actor_threads - 1, the CPUs an in-process job pins its actors to), not a share each: the
     processes share those hardware threads as SEED's actors share a host's cores. A process
     lock-steps its envs, so its threads idle while its actions are computed; with a share each,
-    a core idled with them (measured: docs/actors.md)."""
+    a core idles with them (docs/actors.md)."""
 
     def __init__(self, remote, folder: Path, conf, envs: int, pin: int = -1):
         self.remote, self.procs, self._stopping = remote, [], threading.Event()

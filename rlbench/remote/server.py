@@ -1,12 +1,8 @@
 """`RemoteEnvs`: a VectorEnv whose envs live in actor processes (`python -m rlbench.actor`)
-connected over gRPC, one bidirectional stream each (SEED RL's grpc/service.proto and
-common/actor.py): the actor lock-steps its envs and sends their newest frames, central
-inference batches across streams (the first ready Steps totalling `inference_batch` envs,
-whole), the frame stacks are rebuilt here per global env id.
-
-Threads: gRPC's server threads, one per stream (`_Servicer.Connect`), and the caller's
-thread (reset, recv, send, take_disconnected, close); they meet in the Hub's condition and
-each stream's outbox.
+connected over gRPC, one bidirectional stream each (SEED RL's grpc/service.proto). Threads:
+gRPC's, one per stream (`_Servicer.Connect`), and the caller's (reset, recv, send,
+take_disconnected, close), meeting in the Hub's condition and each stream's outbox.
+Batching and stacks: docs/actors.md, "What runs where".
 """
 
 from __future__ import annotations

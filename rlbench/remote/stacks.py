@@ -2,7 +2,7 @@
 only, and the job keeps the last `stack` frames of each env. As ale-py does, the frames
 before an episode start are zeros (its reset observation is [0, 0, 0, frame];
 rlbench/algo/common/frames.py relies on the same rule), so a remote env's observations equal
-a local AtariVectorEnv's with the same stack."""
+a local AtariVectorEnv's with the same stack (docs/actors.md)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""A job's actor tasks (actor_hosts > 0): actor processes on other nodes, placed by submitit
-as ONE array beside the learner (the Hydra job, itself a task of hydra/launcher=slurm's
-array). Under SLURM the array is an sbatch submission asking `actor_launch`'s resources (CPU
-nodes); under any other launcher submitit's local executor runs the same tasks as processes of
-this host, which is how the placement is tested here (no SLURM on this machine).
-
-Each task (`actor_task`) reads the learner's address from the job's folder on the shared disk
-(remote/handoff.py), then runs the actor loop `python -m rlbench.actor` runs (remote/actor.py
-run_actor) with its share of the envs on every CPU its node gives it. The token reaches the
-tasks through the environment only (sbatch exports the submitting environment by default; the
-local executor's processes inherit it): never in the pickled arguments, the sbatch script, a
-log line, a param or a tag.
-
-`ActorTasks` submits the array, watches it (a task that ends before its envs joined fails the
-job at once, naming the task, its scheduler id and state, and the last lines of its log) and
-cancels whatever is left when the job ends, fails or is killed.
+"""A job's actor tasks (actor_hosts > 0): actor processes on other nodes, placed by submitit as
+ONE array beside the learner (an sbatch array under SLURM, else submitit's local executor).
+Each `actor_task` reads the learner's address (remote/handoff.py) and runs the actor loop; the
+token travels in the environment only. `ActorTasks` submits, watches and cancels the array.
+docs/scale-out.md, "6. Actor hosts".
 """
 
 from __future__ import annotations

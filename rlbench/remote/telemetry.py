@@ -1,20 +1,8 @@
-"""The actor processes' telemetry: what each one measures and ships in its Reports, and what
-the job makes of it.
-
-Actor side: `SpanBuffer` times the loop's operations (env_step, wait_actions) and keeps them
-as spans until the next Report, bounded. Job side, pure over the processes that joined (the
-hub's `Stream`s, every one, lost ones included): `ProcessTrace` holds one process's spans and
-aligns them to the job's clock; `process_rows` is the processes' table (one row each),
-`process_metrics` its metrics (the `actor_procs` role summed over processes, and one
-`actor_proc<i>` role per process: rlbench/core/metrics.py), `host_rows` the hosts' table, and
-`counted_threads` the actor threads that count in cpu_gpu_ratio.
-
-Clocks: an actor stamps its spans and each Report (`sent_at`) with its own perf_counter; the
-job notes its own perf_counter when a Report arrives. received - sent_at is the clock offset
-plus the Report's one-way delay, so the smallest over the Reports is the offset estimate
-(NTP's minimum-delay filter, one way): spans drawn with it are late by at most the fastest
-Report's one-way delay (tens of microseconds on one host, where both clocks are the same
-CLOCK_MONOTONIC; a network's latency across hosts), and clock drift over the job is ignored.
+"""The actor processes' telemetry: what each one measures and ships in its Reports, and what the
+job makes of it. Actor side: `SpanBuffer`, its loop's spans until the next Report, bounded. Job
+side, pure over the hub's streams: `ProcessTrace` (a process's spans on the job's clock),
+`process_rows`, `process_metrics`, `host_rows` and `counted_threads` (those in cpu_gpu_ratio).
+Clock alignment: docs/timeline.md; the metrics and tables: docs/actors.md and docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -154,7 +142,7 @@ def process_metrics(rows: list[dict]) -> dict[str, float]:
 
 def latest_holders(streams) -> list:
     """The processes that last held each of the job's envs: a process whose every env a later
-    one took (a restarted process rejoining its range) no longer counts; one lost and not
+    one took (a restarted process rejoining its range) does not count; one lost and not
     replaced does (its threads stepped its envs until it left)."""
     taken: set[int] = set()
     kept = []

@@ -1,5 +1,5 @@
 """The wire's pure half: the env spec an actor and a job compare, Step messages to arrays and
-back, the token's metadata and what a bind address allows. No gRPC calls here."""
+back, the token's metadata and what a bind address allows. No gRPC calls here. docs/actors.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`python -m rlbench.report`: read a sweep, search or experiment from MLflow, write the report,
-and log it on the parent run (artifact folder `report/`). See rlbench/report/__init__.py."""
+and log it on the parent run (artifact folder `report/`; docs/metrics.md, "Report artifacts")."""
 
 from __future__ import annotations
 

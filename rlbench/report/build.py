@@ -1,4 +1,5 @@
-"""Write a study's report: one PNG per figure, findings.json, and the self-contained report.html."""
+"""Write a study's report: one PNG per figure, findings.json, and the self-contained report.html
+(docs/metrics.md, "Report artifacts")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """The study's figures, redrawn from a `Study` (rlbench.tracking.study_records); one function each.
 
-Every function returns a `Drawn`: the figure, or None and the reason it could not be drawn
-(a value that was not measured is never drawn as zero; one no job measured is left out, and
-the figure's foot names it once with the jobs' reasons). Each plotted series carries a gid
-`<metric>|<group>` so tests and notebooks can read back exactly what was drawn. Every
-figure names the host, the units (env frames, not agent steps) and its baseline, and lists
-the jobs it could not plot (failed, killed, missing). Figures are plain matplotlib `Figure`s
-with an Agg canvas of their own (no pyplot): nothing global is touched, and a notebook shows
-them as PNG (html.png_bytes).
-
-No text is cut at the figure's edge: titles and footers (with their "not measured" line) are wrapped
-on word boundaries to the width they have, and the figure grows by the height they take
-(the panels keep their size), so the PNG holds them whole without bbox_inches="tight".
+Each returns a `Drawn` (the figure, or None and why not), never draws an unmeasured value as
+zero, tags every series with a gid `<metric>|<group>`, and uses no pyplot; `all_figures` lists
+them. The conventions: docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations

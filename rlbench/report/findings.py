@@ -1,7 +1,8 @@
 """The verdict for a whole study: knee per actor series, bound per job, recommended ratio.
 
 Glue between the records (rlbench.tracking.study_records) and the pure rules (rlbench.report.verdict);
-the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print.
+the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print
+(findings.json: docs/metrics.md, "Report artifacts").
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[d
 
 
 def precision(j: JobRun) -> str:
-    return j.params.get("precision") or "fp32"  # a job from before the param ran fp32
+    return j.params.get("precision") or "fp32"  # a job without the param ran fp32
 
 
 def precision_best(jobs: list[JobRun]) -> dict[str, dict]:

@@ -1,4 +1,5 @@
-"""One self-contained HTML file: figures inlined as base64 PNG, the verdict, the job table."""
+"""One self-contained HTML file: figures inlined as base64 PNG, the verdict, the job table
+(docs/metrics.md, "Report artifacts")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Values that no job of a study measured, collapsed to one line naming them and why.
 
-A table column or a figure panel that no job measured shows nothing but "n/a" or an empty
-box; the report leaves it out and says instead, once:
-
-    Not measured in any job: power_gpu_w_avg, energy_gpu_j (nvmlInit failed: ...); energy_cpu_j (no RAPL ...)
-
-The reasons are the jobs' own (their `unmeasured` tag, rlbench.tracking.unmeasured).
+The report leaves such a column or panel out and says once, with the jobs' own `unmeasured`
+reasons: `Not measured in any job: power_gpu_w_avg, energy_gpu_j (nvmlInit failed: ...); ...`
+(docs/metrics.md, "The report, inside").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The report's predicted-vs-measured section: when a profile of the study's host exists
 (`python -m rlbench.profile`), every finished job is predicted from it (rlbench.predict) and
 drawn against what it measured, naming the profile; the jobs the model misses by more than
-15% are listed (for a search: where the prediction and the measured trials disagree)."""
+15% are listed (for a search: where the prediction and the measured trials disagree). docs/predict.md."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Jobs grouped into series: one line of a figure, and one actor series of the verdict's knee
-(rlbench.report.figures and rlbench.report.findings both group jobs this way)."""
+(rlbench.report.figures and rlbench.report.findings both group jobs this way; docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rlbench.tracking.study_records import JobRun
 GROUP_KEYS = ("actors", "env.id", "actor_threads", "sm_limit", "inference_batch", "workload.name", "precision")
 
 
-DEFAULTS = {"precision": "fp32"}  # what a job from before the param ran (its config_hash is the same)
+DEFAULTS = {"precision": "fp32"}  # what a job without the param ran (its config_hash is the same)
 
 
 def _param(j: JobRun, key: str) -> str | None:

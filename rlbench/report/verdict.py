@@ -1,20 +1,8 @@
 """The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
 
-- `knee`: the smallest actor count after which adding actors shortens the task by less than
-  `share` of its time (the actors' fps stated beside), or by no more than the measured spread.
-- `bottleneck`: what bounds one job (environment stepping, inference, learner, or waiting),
-  from its operation breakdown (`op_frac/<role>/<op>`) and how long the learner ran on after
-  the actors were done.
-- `recommend`: the CPU/GPU ratio to configure for, with its fps and energy per task, and the
-  configurations it cannot be told apart from.
-
-With repeats (rlbench/core/repeats.py) the numbers are medians per configuration, and no rule calls
-one configuration faster than another by a difference within the measured spread (the wider
-min..max range of the two); with one run per configuration the texts say the spread is unknown.
-- `study_rule`: what the study's rule (CPU/GPU ratio >= 1) predicts for a host.
-- `pareto`: the non-dominated jobs for (max fps, min energy per task).
-- `actor_saturation`: how many actor hosts (or processes) saturate one learner, and what then
-  bounds the job; `learner_ceiling_fps`: the learner's rate as a ceiling on fps.
+`knee`, `bottleneck`, `recommend`, `study_rule`, `pareto`, `actor_saturation` and the others;
+with repeats, medians per configuration, and no configuration called faster than another by a
+difference within the measured spread. The rules: docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The generic roles: actors, central inference, the learner loop (docs/algorithms.md)."""

@@ -1,19 +1,8 @@
 """The actors (SEED RL's thin actors): step the environments, ask central inference, repeat.
 
-One driver thread owns the vector env; the env's own C++ threads do the stepping. The
-role counts agent steps and frames of the training actors (ids < num_train) and keeps their
-episode returns, and those of the evaluation environments apart (`eval_returns`), for the
-runner to log. Evaluation steps count neither in `steps`/`frames` nor in the frame target.
-
-Actors in other processes can leave (rlbench's RemoteEnvs): an env that offers
-`take_disconnected() -> ids` is asked after every recv, and the ids whose process left are
-forgotten by central inference (their unfinished unrolls dropped, their state a new actor's)
-before any later step of theirs is seen. Their episode in progress is dropped too (no return is
-logged for it), and the first step of a process that rejoins on those ids (done=True) starts an
-episode without ending one. `frames` stays what the actors stepped and inference received;
-what was lost is counted apart (`fault_metrics`). The batch recv returned holds no step of an
-env reported gone right after it: RemoteEnvs reports a process lost while the job holds one of
-its steps at the next call, once that step went into the unroll that is then dropped.
+One driver thread owns the vector env, whose own threads step it; the role counts the training
+actors' steps, frames and returns, the evaluation envs' apart, and what departed actor
+processes cost (`fault_metrics`). docs/algorithms.md; docs/actors.md, "A departure, as the actors see it".
 """
 
 from __future__ import annotations

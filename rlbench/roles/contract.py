@@ -1,10 +1,8 @@
 """What the trainer hands an algorithm (`AlgoContext`) and what it gets back (`AlgoParts`).
 
-The trainer (rlbench/train/trainer.py) builds the env, calls `rlbench.core.algorithms.algorithm(name).build(ctx)`
-and wires the parts into the generic roles: `policy` into central inference, `learner` as a
-role thread, `may_step` into the actors (they wait, op `rate_limited`, while it is False),
-`metrics` into the step and final metrics, `more_data` into the actors (they step on past the
-task's frames while it is True).
+The trainer calls `rlbench.core.algorithms.algorithm(name).build(ctx)` and wires the parts into the
+generic roles: `policy` into central inference, `learner` as a role thread, `may_step` and
+`more_data` into the actors, `metrics` into the step and final metrics. docs/algorithms.md.
 """
 
 from __future__ import annotations

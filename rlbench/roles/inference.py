@@ -1,16 +1,8 @@
 """Central inference (SEED RL): one batched forward for the actors that are ready.
 
-Owns every environment's recurrent state (an opaque tuple of [envs, ...] tensors; a done
-zeroes an environment's state before its step) and previous action, and runs the
-algorithm's acting policy (rlbench.roles.contract.ActingPolicy): the forward through its shared
-network copy, what it does with the output (epsilon-greedy Q, a softmax sample, ...), and
-the unroll assembly whose completed unrolls the policy stores (replay, a FIFO). Environment
-ids >= `num_train` are evaluation environments (SEED RL's eval envs): they act through the
-same forward, and are never assembled into unrolls.
-
-`forget(ids)` is what an env whose actor process left gets (SEED RL resets an env whose
-run_id changed): the state and previous action of a new actor, its unfinished unroll dropped,
-so that no half sequence reaches the algorithm's store.
+Owns every env's recurrent state and previous action and runs the algorithm's acting policy
+(forward, output handling, unroll assembly). Evaluation envs (ids >= `num_train`) act but are
+never assembled; `forget(ids)` resets envs whose actor process left. docs/algorithms.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The learner role's loop, shared by the algorithms' learners (rlbench/algo/<name>/learner.py).
 
-A learner subclasses `LearnerLoop` and gives `may_update()` (is there data, may it train
-now), `update()` (one update; returns its loss) and optionally `exhausted()` (no update will
-ever be possible again, e.g. the actors are done and what is left is less than a batch).
-The loop owns the counters the runner reads and the `finished` event others wait on.
+A learner subclasses `LearnerLoop` and gives `may_update()`, `update()` (returns its loss) and
+optionally `exhausted()` (no update will ever be possible again); the loop owns the counters
+the runner reads and the `finished` event. docs/algorithms.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The runner: starts the role threads, watches them, hands each tick's metrics on.
 
-It is the main thread's loop: every tick it samples the roles' counters and hands the step
-metrics to the trainer's tick (the job's observers: the record, the progress lines, the
-telemetry), re-raises the first role failure, and enforces the workload's time limit. However it leaves (done, error, Ctrl-C, SIGTERM), it sets the
-shared stop event and joins every role thread before returning.
+The main thread's loop: every tick it samples the roles' counters for the trainer's tick,
+re-raises the first role failure and enforces the workload's time limit; however it leaves
+(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins every role thread. docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -70,8 +69,8 @@ def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0
               scope=contextlib.nullcontext) -> dict:
     """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started);
     returns trainer.final_metrics: what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
-    role ended (not the next tick: with tracking.log_every_s=30 a task that ended at 18 s
-    measured 30 s)."""
+    role ended (not at the next tick: with tracking.log_every_s=30 a task that ends at 18 s
+    would read 30 s)."""
     stop, woken = threading.Event(), threading.Event()
     threads = [RoleThread(r, stop, scope, woken) for r in trainer.roles()]
     t0 = time.perf_counter()

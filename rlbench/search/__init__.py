@@ -1,26 +1,9 @@
 """Optuna search for the CPU/GPU balance: `python -m rlbench -m search=ratio`.
 
-Optuna >= 4 driven directly through ask/tell (hydra-optuna-sweeper pins optuna < 3). Every
-trial is one real rlbench job, launched by the sweep's Hydra launcher, and its MLflow run
-is a child of the study's parent run, tagged with the study and trial number.
-
-Resuming: the study lives in `search.storage` under `search.study`; rerunning the command
-continues it and stops once `search.n_trials` trials are COMPLETE in total. A trial whose
-job fails or gives a non-finite objective is FAIL. Trials heartbeat while they run; one
-whose worker died is failed at the next start (optuna.storages.fail_stale_trials) and
-retried `search.retries` times (RetryFailedTrialCallback).
-
-Many workers (N shells or a SLURM array, docs/scale-out.md) share one study in PostgreSQL.
-Each worker takes a trial only under the study's lock (a PostgreSQL advisory lock): it
-fails stale trials, counts COMPLETE and RUNNING trials, and asks for a new trial only when
-they leave room below `search.n_trials`; otherwise it waits, since a running trial of
-another worker may still fail (then this worker takes its place) or go stale (then its
-heartbeat-found retry is queued WAITING and the next ask pops it). So the study ends with
-exactly n_trials COMPLETE, no trial run twice and none lost.
-
-The MLflow side (the study's parent run, stale runs, the runs table's view) is reached only
-through the tracking port (`store`: tracking.experiment.Experiment), so tests give a fake.
-"""
+Optuna >= 4 through ask/tell; every trial is one real rlbench job, its MLflow run a child of the
+study's parent run. The study resumes from `search.storage`, and workers share it, taking trials
+under its lock until exactly `search.n_trials` are COMPLETE. docs/scale-out.md, sections 5 and
+"The search's workers, inside"."""
 
 from __future__ import annotations
 

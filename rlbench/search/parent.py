@@ -1,6 +1,6 @@
 """The study's parent run: found or opened once per study, and at the end of every run of the
 command given the best trial(s), the Pareto front, plots and the trials CSV (through the
-tracking port: a tracking.parent.ParentRun, or a test's fake)."""
+tracking port: a tracking.parent.ParentRun, or a test's fake). docs/metrics.md, "Search parent run"."""
 
 from __future__ import annotations
 

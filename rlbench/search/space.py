@@ -1,5 +1,5 @@
 """The search space and its rules: what may be searched on this host, the params of a trial,
-the objectives read from a job's result, and the sampler."""
+the objectives read from a job's result, and the sampler (docs/scale-out.md, section 5)."""
 
 from __future__ import annotations
 

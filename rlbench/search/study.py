@@ -1,6 +1,6 @@
 """The Optuna study shared by the workers: RDB storage with heartbeats and retries, the
-PostgreSQL lock under which a worker claims a trial, and the claim itself (see
-rlbench/search/__init__.py for why the study ends with exactly n_trials COMPLETE)."""
+PostgreSQL lock under which a worker claims a trial, and the claim itself (why the study ends
+with exactly n_trials COMPLETE: docs/scale-out.md, "The search's workers, inside")."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class StudyLock:
 def open_study(s: SearchConfig) -> optuna.Study:
     if s.storage.startswith("sqlite:///") and not s.storage.startswith("sqlite:////"):
         Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the old name warns)
+    # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the other name warns there)
     takes = inspect.signature(optuna.storages.RDBStorage).parameters
     callback = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
     storage = optuna.storages.RDBStorage(

@@ -1,5 +1,5 @@
 """One worker's loop: claim a trial, run its real job through the Hydra launcher (heartbeating,
-optionally pruned on intermediate fps), tell the study the outcome."""
+optionally pruned on intermediate fps), tell the study the outcome (docs/scale-out.md)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """Warm-starting the ratio search from a profile (`search.warm_start_profile=<run id>`).
 
-Before the first trial of a new study, the performance model (rlbench.predict) predicts a
-grid of candidates over the search space and the best `search.warm_start_trials` of them are
-enqueued as the study's first trials (Optuna runs WAITING trials first). Ranking uses the
-search's objectives the model predicts (fps, runtime_s, task_fps, learner_updates_per_s,
-energy_per_task_j where the profile has power): candidates in order of their Pareto rank,
-then predicted runtime_s; objectives it cannot predict are named on the parent run and left
-out of the ranking. Candidates the model cannot tell apart (the same knobs as the job sees them,
-e.g. actor_threads of a gym env, modelled as stepping on one thread) are enqueued once, with the
-smallest such values. A resumed study (it has trials) is never enqueued again.
-
-The parent run records the profile (tag `warm_start_profile`) and the enqueued predictions
-(`warm_start/predictions.json`); the report then draws predicted vs measured for the trials
-and names where they disagree (rlbench/report/prediction.py).
+Before a new study's first trial the performance model predicts a grid of candidates over the
+search space, and the best `search.warm_start_trials` are enqueued as its first trials; the
+parent run records the profile and the predictions. docs/predict.md, "Warm-starting the ratio search".
 """
 
 from __future__ import annotations

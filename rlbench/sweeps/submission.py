@@ -1,11 +1,7 @@
 """A sweep's SLURM submission printed, nothing submitted (`python -m rlbench -m
-hydra/launcher=slurm ... dry_run=true`): the learners' array (hydra.launcher's resources, one
-job per configuration) and, for each job with actor_hosts > 0, the actor array its learner
-submits once it listens (actor_launch's resources), with how the tasks find the learner.
-
-The scripts are submitit's own (remote/tasks.py sbatch_text: its SlurmExecutor's text), so
-what is printed is what sbatch would get. No token appears: the tasks inherit it from the
-learner's environment (sbatch exports the submitting environment by default).
+hydra/launcher=slurm ... dry_run=true`): the learners' array and, per job with actor_hosts > 0,
+the actor array its learner submits, as submitit's own SlurmExecutor text (what sbatch would
+get; no token in it). docs/scale-out.md, "Dry run".
 """
 
 from __future__ import annotations

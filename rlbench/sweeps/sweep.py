@@ -1,18 +1,8 @@
 """A sweep (Hydra multirun) as rlbench runs it: validate all, one MLflow parent, isolated jobs.
 
-Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). Steps:
-1. expand the grid into jobs and compose + validate every job (exit 2 before job 0);
-2. close the runs left RUNNING by a process that is gone, in every experiment (tracking/orphans.py);
-3. with `resume=true`, drop jobs whose identical config already has a FINISHED run (their rows
-   carry those runs) and continue the sweep's own ended parent (same `sweep_key`), if any;
-4. open the parent run (sweep id, grid, host) and give every job its id explicitly
-   (`tracking.parent_run_id`), run the jobs, one failing job not stopping the others;
-5. print and log the summary table, a row for every job (FINISHED, FAILED, KILLED, NOT STARTED);
-   the parent ends FINISHED, FAILED (a job failed) or KILLED (Ctrl-C / SIGTERM); the command
-   exits non-zero when any job failed.
-
-The store is reached only through the tracking port (`store`: tracking.experiment.Experiment,
-whose parents live as tracking/parent.py says), so tests run all of this with a fake one.
+Called by the `rlbench` Hydra sweeper (hydra_plugins/rlbench_sweeper). The store is reached only
+through the tracking port (`store`: tracking.experiment.Experiment), so tests run it all with a
+fake. Its steps: docs/jobs.md, "A sweep's steps"; what it records: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -56,7 +46,7 @@ NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
     """The FINISHED `runs` (newest first, as the store lists them) by the config hash
     (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
-    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: older runs
+    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: runs that record it so
 
 
 def sweep_key(hashes: list[str], repeats: int) -> str:

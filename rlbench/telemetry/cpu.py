@@ -1,11 +1,8 @@
 """CPU utilisation through psutil: the whole system per core, and this job's process tree.
 
-The process tree is the current process (or `pid`) plus all its descendants. Its CPU
-seconds are summed per process, keyed by (pid, create_time) so a recycled pid is a new
-process; a process first seen in a sample counts all its CPU time (it started after the
-previous sample, since children alive then were seen then). A process that exits between
-samples loses its last partial interval (an undercount of at most one period each).
-Utilisations are fractions in [0, 1].
+The tree's CPU seconds are summed per process keyed by (pid, create_time); utilisations are
+fractions in [0, 1]. How processes that start or exit between samples count: docs/metrics.md,
+"Telemetry, inside".
 """
 
 from __future__ import annotations
@@ -86,7 +83,7 @@ class CpuSource:
     def _child_processes(self) -> list:
         """The tree below our process, listed again at most every CHILDREN_TTL_S seconds.
 
-        Listing walks every /proc/<pid>/stat of the host (~1 ms), most of a sample's cost;
+        Listing walks every /proc/<pid>/stat of the host, most of a sample's cost (docs/metrics.md);
         a child that appears in between is counted from the next listing on.
         """
         now = self._clock()

@@ -1,7 +1,7 @@
 """Pure energy arithmetic: power integration, wrapping counters, a stated CPU power model.
 
-Nothing here touches hardware or clocks, so every function is checked against
-hand-computed values in tests/telemetry/test_energy.py.
+Nothing here touches hardware or clocks, so every function is checked against hand-computed
+values in tests/telemetry/test_energy.py. What the energies mean: docs/metrics.md, "Telemetry".
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Achieved model FLOP/s of a role's calls (the learner's updates, central inference's forwards).
 
-The model FLOPs are counted by torch's own counter (torch.utils.flop_counter.FlopCounterMode:
-matmuls, convolutions and their backward, from the shapes; elementwise ops count 0) on the
-first call that does work, per item (an update; an env of a forward's batch): every later call
-of the same shapes does the same FLOPs per item. The counter's mode is thread-local, so the
-other roles' ops in other threads are not counted. The counted call is slower (the counter
-dispatches every op through Python) and pays the first call's set-up, so it is left out of the
-rate: `tflops()` = FLOPs per item x the items of the later calls / their seconds.
+torch's FlopCounterMode counts the FLOPs per item on the first call that does work; that call
+is left out of the rate: `tflops()` = FLOPs per item x the items of the later calls / their
+seconds. docs/precision.md, "FLOP/s and MFU".
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
-"""True GPU-busy time from CUDA events, beside NVML's utilisation.
+"""True GPU-busy time from CUDA events, beside NVML's utilisation (which overstates it).
 
-NVML's "utilisation" is the share of sample periods in which any kernel ran, which the
-study (and RL-Scope) show overstates how busy the GPU really is. Here every span of device
-work (inference forward, learner forward/backward and optimizer step) is bracketed by two
-CUDA events on the current stream; `busy_s()` is the length of the union of the spans of all
-threads, and `gpu_busy_frac = busy_s / wall`. Spans of different threads interleave on the
-stream (central inference opens a span while the learner's is open), so summing their lengths
-would count the shared time twice. A span also contains any idle gaps between its own
-kernels, so the figure is an upper bound of kernel time within those spans.
-
-Times are `ref.elapsed_time(event)` in ms, `ref` being the first span's start event.
-`IntervalUnion` sweeps spans in increasing start order and is exact only in that order, yet
-spans finish out of order (a long span opened before a short one ends after it). So a
-finished span is counted only once it starts before every unfinished one (still open, or
-ended but not yet reached by the device); the others are held back. This is exact because on
-one stream event timestamps grow in record order: a span opened later, or one whose start the
-device has not reached yet, starts at or after every event already complete, so every span
-counted later starts at or after every span counted now. A span is registered, under the
-lock, as its start is recorded, so none is missed.
+`CudaBusyTimer` brackets every span of device work with two CUDA events; `busy_s()` is the
+length of the union of all threads' spans (`IntervalUnion`), and `gpu_busy_frac = busy_s /
+wall`. Why the union is exact with spans finishing out of order: docs/metrics.md, "Telemetry, inside".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """GPU telemetry through NVML (the `pynvml` module of nvidia-ml-py).
 
-`NvmlSource` never raises into its caller for NVML trouble: a failed start leaves
-`available=False` with a `reason`; a metric the GPU does not support is None and is
-not asked again; a GPU lost mid-run is marked lost (with its reason) and skipped.
-The pynvml module is injectable so every path is testable without a GPU.
+`NvmlSource` never raises into its caller for NVML trouble (what it does instead:
+docs/metrics.md, "Telemetry, inside"); the pynvml module is injectable so every path is
+testable without a GPU.
 """
 
 from __future__ import annotations
@@ -118,7 +117,7 @@ def _decode(name: Any) -> str:
 
 
 class NvmlSource:
-    """Samples every NVIDIA GPU through NVML; see the module docstring for the failure policy."""
+    """Samples every NVIDIA GPU through NVML; its failure policy: docs/metrics.md."""
 
     def __init__(self, pynvml_module: Any | None = None, lost_after: int = DEFAULT_LOST_AFTER) -> None:
         self.available = False

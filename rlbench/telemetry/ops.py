@@ -1,13 +1,8 @@
 """Time per operation (RL-Scope style), corrected for the cost of the annotations.
 
-Calibration: time `n` empty annotations `with timer.op(...)` back to back. Each costs
-`full_s` of wall time; of that, `inner_s` (the part between the two clock reads) lands
-inside the interval the annotation measures. Correction for one role with wall time W and
-op totals T_op over c_op annotations:
-    T_op' = max(T_op - c_op * inner_s, 0)
-    W'    = W - sum_op c_op * full_s           (time the role would have taken unannotated)
-    op_frac/<role>/<op> = T_op' / W'
-and `op_frac/<role>/other` = 1 - sum of the role's fractions (untimed code in the role).
+`calibrate_annotation` times empty annotations; `corrected_fractions` and `op_metrics` take
+their cost out of each role's op totals and wall time (`op_frac/<role>/<op>`, and `other`).
+The correction's equations: docs/metrics.md, "How the instrumentation correction works".
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ def calibrate_annotation(n: int = 20000) -> tuple[float, float]:
 
 def corrected_fractions(totals: dict[str, float], counts: dict[str, int], wall_s: float,
                         inner_s: float, full_s: float) -> dict[str, float]:
-    """Op fractions of one role's wall time, annotation cost removed (see module doc)."""
+    """Op fractions of one role's wall time, annotation cost removed (docs/metrics.md)."""
     wall = wall_s - sum(counts.values()) * full_s
     if wall <= 0:
         return {}

@@ -1,11 +1,8 @@
 """CPU package and DRAM energy from RAPL counters under /sys/class/powercap.
 
-Layout read (Linux intel_rapl powercap driver, also used for AMD Zen):
-  <root>/intel-rapl:N/{name="package-N", energy_uj, max_energy_range_uj}
-  <root>/intel-rapl:N/intel-rapl:N:M/{name="dram", ...}
-energy_uj wraps at max_energy_range_uj; deltas go through `counter_delta`, so a
-wrap whose range is unknown is dropped (counted in `dropped`), never negative.
-The root and the file reader are injectable for tests.
+`RaplSource` reads Linux's intel_rapl powercap zones (AMD Zen too); counter wraps go through
+`counter_delta`, a wrap of unknown range dropped and counted, never negative. The root and the
+file reader are injectable for tests. The layout read: docs/metrics.md, "Telemetry, inside".
 """
 
 from __future__ import annotations

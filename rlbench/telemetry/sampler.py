@@ -1,19 +1,8 @@
 """Background sampling of GPU (NVML), CPU package/DRAM (RAPL) and CPU utilisation (psutil).
 
-`TelemetrySampler` takes a first row in `start()`, then one row per period on a thread
-named "telemetry", and a last row in `stop()`, so the rows span exactly start..stop.
-Each source is sampled under its own guard: an exception is counted and its text kept in
-`errors`, that source's columns are missing from the row, and sampling goes on. A source
-failing `fail_after` times in a row is reported in the summary's reason strings.
-
-The sources are those of rlbench.telemetry.sources, in their order: each says how its meter
-is made, its columns, its notes and its part of the summary; the sampler names none of them.
-
-Row columns: t (clock seconds); per GPU i: gpu{i}_power_w, gpu{i}_energy_mj (cumulative),
-gpu{i}_util, gpu{i}_mem_util, gpu{i}_sm_clock_mhz, gpu{i}_mem_used_mb (MiB), gpu{i}_temp_c;
-cpu_util, proc_util, proc_cores_busy, cpu_pkg_energy_j, dram_energy_j (cumulative J);
-per plugged-in power meter: power_<name>_w, energy_<name>_j (cumulative J); then
-cpu_core{k}_util. Utilisations are fractions in [0, 1].
+`TelemetrySampler` reads the sources of rlbench.telemetry.sources, in their order, on a thread
+of its own, from `start()` to `stop()`; a failing source loses its columns in that row, never
+the sampling. The failure policy and telemetry.csv's columns: docs/metrics.md, "Telemetry, inside".
 """
 
 from __future__ import annotations
@@ -39,7 +28,7 @@ __all__ = ["TelemetrySampler", "column_name"]
 
 
 class TelemetrySampler:
-    """Samples all telemetry sources at `rate_hz` on a background thread; see module docstring.
+    """Samples all telemetry sources at `rate_hz` on a background thread (docs/metrics.md).
 
     Sources default to "auto" (built here, and closed by `stop()`); pass an object to
     inject one (the caller keeps ownership) or None to disable it, by its source name in

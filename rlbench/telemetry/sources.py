@@ -1,23 +1,8 @@
 """The telemetry sources the sampler reads, one declaration each, and the registry of power meters.
 
-A source declares what the sampler and the energy accounting ask of it (`Source`): how its
-meter is made, the row columns of one reading, its degradation notes and, where it measures
-energy, its part of the summary and which of those keys add into `energy_per_task_j`. The
-sampler (rlbench/telemetry/sampler.py) and the job's telemetry know no source by name: they
-iterate over `sources()`.
-
-Built in: "gpu" (NVML, rlbench/telemetry/nvml.py), "cpu" (utilisation through psutil) and
-"rapl" (CPU package and DRAM energy; without RAPL readings, the stated estimate from cpu_util
-when telemetry.cpu_tdp_w is set). Their metric names are fixed in rlbench/core/metrics.py.
-
-Another power meter is plugged in with `register(name, meter)` (a zero-argument callable
-returning an object with `sample() -> PowerReading`, or its "module:attr" path), or, for every
-rlbench process started from a shell, RLBENCH_POWER_SOURCES="name=module:attr[,...]". It is
-sampled as `power_<name>_w` (and `energy_<name>_j`, cumulative, where it has a counter) in
-telemetry.csv, and accounted as the metrics `energy_<name>_j` and `power_<name>_w_avg`
-(the families in rlbench/core/metrics.py); its energy adds into `energy_per_task_j` and its power
-into `perf_per_watt`. A meter may say why it reads nothing with a `reason` attribute and is
-closed with `close()` where it has one.
+A `Source` says how its meter is made, the row columns of a reading, its degradation notes and
+its part of the summary; the sampler and the job's telemetry iterate over `sources()`. Built in:
+"gpu", "cpu", "rapl"; other meters come in by `register` or RLBENCH_POWER_SOURCES. docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """Run-level telemetry summary computed from sampled rows (pure; no hardware).
 
-Contract (every key always present; None where unknown, never 0 for unknown):
-  energy_gpu_j, energy_cpu_j, energy_dram_j, energy_per_task_j,
-  power_gpu_w_avg, power_gpu_w_max, power_cpu_w_avg, gpu_util_avg, cpu_util_avg,
-  energy_source_gpu, energy_source_cpu   (in ENERGY_SOURCES),
-  telemetry_gpu_reason, telemetry_cpu_reason   (None when nothing is degraded).
-
-Choices:
-- GPU energy per device prefers the NVML energy counter (last - first cumulative reading,
-  "nvml_counter"); without 2 counter readings it integrates sampled power ("nvml_power").
-  Several GPUs: the sum over devices with energy; the source is the weakest one used.
-- CPU energy is the RAPL package counter ("rapl"); only when no RAPL reading exists and a
-  TDP is configured, a linear estimate from system utilisation ("estimate").
-- energy_per_task_j = sum of energy_gpu_j, energy_cpu_j and energy_dram_j that are not None
-  (an estimated CPU term is included; energy_source_cpu says so), and of every plugged-in
-  power meter's energy_<name>_j (rlbench/telemetry/sources.py); None if all are None.
-- power_gpu_w_avg/max: over rows where every GPU reported power, of the summed power.
-- power_cpu_w_avg: energy_cpu_j over the time span that energy covers.
-- Utilisations are fractions in [0, 1]; cpu_util_avg is system-wide.
+Every key of SUMMARY_KEYS is always present, None where unknown (never 0 for unknown): the
+energies, powers and utilisations, their sources (ENERGY_SOURCES) and degradation reasons.
+How each value is chosen: docs/metrics.md, "Telemetry, inside".
 """
 
 from __future__ import annotations

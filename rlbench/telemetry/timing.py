@@ -1,16 +1,8 @@
 """Named operation timers, one per role (sample-factory's `timing.add_time`, RL-Scope's ops).
 
-A role owns its OpTimer and is its only writer; the runner reads totals from another
-thread (float reads under the GIL are atomic). `with timer.op("env_step"): ...` adds the
-elapsed perf_counter time to that operation; `fractions(wall)` gives time shares.
-`with timer.op("forward", device=True)` also brackets the block with CUDA events when the
-role was given a CudaBusyTimer (rlbench.telemetry.gpu_busy).
-
-`snapshot(now)` is the totals as of `now` with the operation still open counted up to `now`,
-so a plot over time spreads a 10 s wait over the ten windows it spans (the totals count an
-operation only when it ends). With a span recorder attached (`timer.spans`, set by the
-job's telemetry for its timeline, rlbench.telemetry.trace), each finished operation is also
-kept as a span.
+`with timer.op("env_step"): ...` adds the elapsed perf_counter time to that operation
+(`device=True` also brackets it with CUDA events); `fractions(wall)` gives time shares,
+`snapshot(now)` the totals with an open operation counted up to `now`. docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """Each job's timeline as a Chrome trace / Perfetto JSON file (`telemetry/trace.json`).
 
-Open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing: one track per role
-thread (the actors, with central inference's operations nested inside their `inference`
-operation on the same thread; the learner; the telemetry sampler), and on CUDA one track of
-GPU-busy spans (CUDA events). A reader sees where the actors wait (`rate_limited`,
-`inference`) and when the learner computes.
-
-Size is bounded: each track keeps every span that starts in the first `window_s` seconds of
-the job and those that end in its last `window_s` seconds, at most MAX_EVENTS of each; what
-lies between is dropped and marked by an instant event "... N spans dropped ..." at the cut.
-Recording costs one tuple append per operation (in the role's own thread, no lock); the
-telemetry overhead benchmark (pipelines/bench_telemetry_overhead.py) runs with it on.
-
-Format: the Trace Event Format's complete events ("ph": "X", ts and dur in microseconds since
-the job's start), thread_name / process_name metadata, and a top-level "rlbench" object with
-the window, the kept and dropped counts per track.
+`SpanRecorder` keeps one track's spans, bounded to the first and last `window_s` seconds (at
+most MAX_EVENTS each); `write_trace` writes the tracks as the Trace Event Format's complete
+events. Tracks, size, cost and format: docs/timeline.md.
 """
 
 from __future__ import annotations
@@ -27,7 +15,7 @@ MAX_EVENTS = 20_000  # per track and per end (first / last window)
 
 
 class SpanRecorder:
-    """The spans of one track, bounded (see module doc). Single writer: the track's thread."""
+    """The spans of one track, bounded (docs/timeline.md, "Size"). Single writer: the track's thread."""
 
     def __init__(self, track: str, t0: float, window_s: float, max_events: int = MAX_EVENTS):
         self.track, self.t0, self.window_s, self.max_events = track, t0, window_s, max_events

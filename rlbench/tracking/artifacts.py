@@ -1,16 +1,8 @@
 """Artifacts that move with their store: the `rlbench-store:` artifact scheme.
 
-MLflow turns every local artifact location into an absolute path when it records an
-experiment or a run, so a copied or moved `mlruns/` (or checkout) points back at the old
-place: the UI shows no artifacts there and the report would write into the old folder. For a
-SQLite store rlbench creates its experiments with the location `rlbench-store:/<experiment id>`
-instead: a path relative to the folder that holds the database (mlruns/ by default). This
-repository (registered with MLflow as an `mlflow.artifact_repository` entry point, so the
-client, `mlflow ui`, the report and the notebook all use it) resolves that path against the
-store the process is talking to: the tracking URI the client passes, the store of an
-`mlflow ui`/`mlflow server` process, or the current tracking URI.
-
-Stores recorded before this (absolute file locations) keep working unchanged.
+A SQLite store's experiments get the location `rlbench-store:/<experiment id>`, relative to the
+database's folder; this repository (an `mlflow.artifact_repository` entry point) resolves it
+against the store in use, so a copied `mlruns/` keeps its artifacts. docs/metrics.md, "Experiments".
 """
 
 from __future__ import annotations
@@ -59,7 +51,7 @@ def _current_store(tracking_uri: str | None) -> str | None:
 
 
 class StoreRelativeArtifactRepository(LocalArtifactRepository):
-    """A local artifact folder named relative to its SQLite store's folder (see module doc)."""
+    """A local artifact folder named relative to its SQLite store's folder (docs/metrics.md)."""
 
     def __init__(self, artifact_uri: str, tracking_uri: str | None = None, registry_uri: str | None = None):
         root = store_root(_current_store(tracking_uri))

@@ -1,11 +1,6 @@
-"""The environment as the run's input: MLflow's "Datasets used" column names it, so a user can
-filter and group runs by the environment they consumed (RL has no dataset; its env is the data).
-
-The digest identifies the environment's settings (every field of its family's schema: for
-Atari id, frameskip, stack, observation size, no-ops, action set, FIRE at reset, sticky
-actions, episode rules) and the version of the package that steps it (the family's PACKAGE:
-ale-py, gymnasium): two runs with the same digest stepped the same environment. The source is
-the page the family names for the env (its source_url).
+"""The environment as the run's input: MLflow's "Datasets used" names it (RL's data is its env),
+so runs can be filtered and grouped by it. The digest covers every field of the family's schema
+and the version of its PACKAGE; the source is the family's source_url. docs/metrics.md, "Input".
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The experiment a sweep or a search records into: what they take from tracking, in one object.
 
-`Experiment(tracking)` opens it on the configured store (created if new; not when its artifact
-location cannot be written: `unwritable` says why). Then: the runs a killed process left
-RUNNING (in every experiment), the FINISHED runs (a resumed sweep skips their configurations)
-and a resumed sweep's earlier parent,
-a top-level name no other run uses, a parent run opened or found (tracking/parent.py), and
-the runs table's shared view of a parent's children (tracking/views.py).
-
-Sweep and search take the class as an argument (`store=Experiment`), so their tests give them
-a fake and need no store.
+`Experiment(tracking)` opens it (not where its artifacts cannot be written: `unwritable`) and
+offers stale runs closed, the FINISHED runs, a resumed sweep's parent, a free run name, a parent
+run and the runs table's view. Sweep and search take it as `store=`, so tests pass a fake. docs/metrics.md.
 """
 
 from __future__ import annotations

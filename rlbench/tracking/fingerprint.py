@@ -1,4 +1,4 @@
-"""Host fingerprint tags for a run: code version, host, CPU, library versions, accelerator."""
+"""Host fingerprint tags for a run: code version, host, CPU, library versions, accelerator (docs/metrics.md, "Tags")."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """Runs whose process is gone: found when rlbench next starts in the store, and closed.
 
-Every RUNNING run rlbench opens (a job, a sweep's or a search's parent, a profile) carries
-its owner: the host, the pid and the process's start time (`owner_tags`; the start time
-tells a reused pid from the owner). A process that ends its run changes its status; one
-that was killed outright (SIGKILL, the OOM killer, a node lost) leaves it RUNNING. So at
-each start, `close_orphans` makes ONE search over the RUNNING runs of every experiment of
-the store and closes:
-
-- a run owned by a process of this host that no longer exists: KILLED at once, with the
-  reason (`end_reason`), since its process ended without ending it;
-- a run of another host, or one recorded before owners were (no owner tags): FAILED once it
-  has had no heartbeat for `stale_after_s` (a parent: no heartbeat from any of its jobs);
-- a parent (sweep, study) whose owner is gone is closed only when none of its RUNNING jobs
-  is still alive (a study's parent is shared by its workers).
+Every RUNNING run rlbench opens carries its owner (`owner_tags`: host, pid, start time);
+`close_orphans` searches the store's RUNNING runs once, closing a gone process's run of this
+host KILLED and others FAILED once stale (a parent only when none of its jobs lives). docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -100,7 +90,7 @@ def _judge_parent(run, alive_children: bool, now: float, stale_after_s: float) -
 
 def close_orphans(stale_after_s: float) -> dict[str, str]:
     """Close the RUNNING runs of every experiment of the current store whose process is gone
-    (see the module docstring); returns run id -> the status it got."""
+    (docs/metrics.md, "Tags"); returns run id -> the status it got."""
     now, client, closed = time.time(), mlflow.MlflowClient(), {}
     running = mlflow.search_runs(search_all_experiments=True, filter_string="attributes.status = 'RUNNING'",
                                  output_format="list")

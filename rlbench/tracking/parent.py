@@ -1,14 +1,8 @@
 """A parent run's life, the one a sweep and a search share: opened RUNNING, written, ended.
 
-- `open_parent(...)`: a new parent (tagged with the host, who started it and from what);
-  `parent_run(run_id)`: one that exists (a resumed study, a report, a validation);
-- `ParentRun`: what the commands write on it (params, tags, metrics, its description,
-  tables, files) and how it ends (`end`: FINISHED, FAILED or KILLED; `reopen`: RUNNING again);
-- `live(parent, body, close)`: the life around the jobs: whatever happens, what the command
-  shows on the parent is recorded and the parent ends with a truthful status.
-
-The description's contents are composed elsewhere (tracking/parent_note.py for a sweep,
-rlbench/search/parent.py for a search).
+`open_parent` / `parent_run` (a new or an existing parent), `ParentRun` (its writes; `end`:
+FINISHED, FAILED or KILLED; `reopen`), and `live(parent, body, close)`, which records what the
+command shows and ends the parent with a truthful status whatever happens. docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """What a sweep's parent run shows, the place a user starts: summary metrics and a description.
 
-- `summary_metrics(rows)`: `best/<metric>` of the best configuration (the shortest median task
-  among the finished ones: the study's "finishes fastest"), `jobs_finished`, `jobs_failed`;
-- `sweep_note(...)`: the parent's description (MLflow's note, markdown): what ran, then above
-  MLflow's fold the links (the jobs' table and charts, the report, summary.csv) and a table
-  of the jobs' headline numbers and bounds, then the best configuration, and a report
-  section that `python -m rlbench.report` replaces with its verdict (`with_report`).
-
-tracking/parent.py writes them on the parent; this module only composes them.
-
-Links are relative to the MLflow UI (`#/...`), so they work on whatever host serves it.
+`summary_metrics(rows)` (`best/<metric>`, `jobs_finished`, `jobs_failed`), `sweep_note(...)`
+(the description in markdown, its links relative to the MLflow UI) and `with_report` (its
+report section filled); tracking/parent.py writes them. docs/metrics.md, "Sweep parent run".
 """
 
 from __future__ import annotations

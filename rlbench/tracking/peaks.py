@@ -1,9 +1,6 @@
-"""The peak TFLOP/s a job's achieved rate is compared with (`learner_mfu`, `inference_mfu`).
-
-A GPU NVIDIA publishes a figure for (rlbench/core/precision.py's table) takes the published dense
-figure, as model-FLOPs utilisation is usually stated; otherwise (a CPU, an unlisted GPU) the
-newest complete profile of this host and device type that measured a GEMM at the precision
-(`python -m rlbench.profile precision=<p>`, metric `peak_tflops/<p>`). Neither: None and why.
+"""The peak TFLOP/s a job's achieved rate is compared with (`learner_mfu`, `inference_mfu`):
+NVIDIA's published dense figure for a known GPU (rlbench/core/precision.py), else the newest complete
+profile of this host with a GEMM at the precision; neither: None and why. docs/precision.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """What rlbench reads back from the tracking store, as plain data: runs, a sweep, an experiment.
 
-- `RunRecord`: one run's id, name, experiment, status, params, metrics and tags;
-- `read_run(run_id)`, `read_sweep(parent_id)`: a run; a sweep's or a search's parent with its
-  children (and the earlier runs its summary names: a resumed sweep's) and its summary table;
-- `sweep_parent(key, experiment_id)`: the ended parent of a sweep, which resume=true continues;
-- `experiment_id(name)`, `experiment_runs(name, status)`: an experiment's runs (e.g. the
-  FINISHED ones a resumed sweep skips);
-- `study_parent(study, experiment_id)`: a search's parent run, found by its study's name
-  (`study_tags`);
-- `logged_table(run_id, path)`: a table a run logged (mlflow.log_table's JSON).
-
-MLflow's errors stop here: a run or an experiment that cannot be read raises `NoSuchRun` or
-`NoSuchExperiment` (LookupErrors that name the store), so callers and their tests need no mlflow.
+`read_run`, `read_sweep`, `sweep_parent`, `experiment_runs`, `study_parent` and `logged_table`
+give `RunRecord`s and tables; MLflow's errors stop here, as `NoSuchRun` and `NoSuchExperiment`
+(LookupErrors naming the store), so callers and their tests need no mlflow. docs/metrics.md.
 """
 
 from __future__ import annotations

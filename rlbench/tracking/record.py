@@ -1,10 +1,8 @@
 """One job's MLflow run: params, tags, metrics, artifacts, and a truthful status.
 
-`JobRecord` is a context manager. On a clean exit the run ends FINISHED; on Ctrl-C or
-SIGTERM (JobKilled) it ends KILLED; on any other exception FAILED with the error text as a
-tag and the traceback as an artifact. Artifacts (resolved config, .hydra/, job log) are
-logged whatever the outcome. A clean exit whose artifacts could not all be written (`lost`)
-is not FINISHED: the run ends FAILED naming them, and IncompleteRecord is raised.
+`JobRecord` is a context manager: FINISHED on a clean exit, KILLED on Ctrl-C or SIGTERM
+(JobKilled), FAILED on any other exception (an `error` tag, a traceback artifact) or where an
+artifact could not be written (IncompleteRecord). docs/metrics.md, "Status" and "Tags".
 """
 
 from __future__ import annotations

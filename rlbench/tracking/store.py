@@ -1,16 +1,8 @@
 """The tracking store around the jobs: the experiment, a job's identity, stale runs.
 
-- `use_store` / `store_uri`: the store a command reads and writes (its --tracking-uri);
-- `open_experiment`: point MLflow at the configured store (SQLite file or server) and get
-  the experiment, created with an artifact location that suits the store; a new SQLite
-  store's tables are created by one process at a time (`first_open`);
-- `bound_http_retries`: MLflow's client gives up on a server that does not answer within
-  about a minute, not after minutes of retries;
-- `schema_problem`: a SQLite MLflow database of another MLflow version, found before MLflow
-  opens it (rlbench/prepare/preflight.py);
-- `config_hash` / `run_name_from`: what a job is (resume) and what it is called;
-- `mark_stale_runs`: runs left RUNNING by a process that is gone, in every experiment
-  (rlbench/tracking/orphans.py).
+`use_store`/`store_uri` (the store a command uses), `open_experiment`, `bound_http_retries` (a
+dead server fails a job in about a minute), `schema_problem` (another MLflow's SQLite schema),
+`config_hash`/`run_name_from` (what a job is and is called), `mark_stale_runs`. docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -238,13 +230,13 @@ def config_hash(conf) -> str:
     for key in ("tracking", "progress", "resume", "repeats", "dry_run"):
         d.pop(key, None)
     if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
-        d.pop("actor_procs", None)  # in-process actors: the same work as before these keys existed
+        d.pop("actor_procs", None)  # in-process actors: left out, so the hash equals a record's without them
         d.pop("actor_server", None)
-    if not d.get("actor_hosts"):  # no actor tasks on other nodes: the same work as before the keys existed
+    if not d.get("actor_hosts"):  # no actor tasks on other nodes: left out, likewise
         d.pop("actor_hosts", None)
         d.pop("actor_launch", None)
     if d.get("precision") == "fp32":
-        d.pop("precision", None)  # the default: the same work as before the key existed
+        d.pop("precision", None)  # the default: left out, so records without the key keep their hash
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -1,10 +1,8 @@
 """The MLflow record of a sweep, a search or an experiment, as the report reads it.
 
-Everything the figures and the verdict use comes from here, read through the tracking port
-(rlbench/tracking/readers.py): one `JobRun` per child run (its status, the knobs it ran with,
-its final metrics, and the `unmeasured` reasons for values the job could not measure), and
-one `Study` around them (the parent run, the host, and the jobs that were planned but have no
-finished run). `study_of(record)` builds it from plain data, so it is tested without a store.
+One `JobRun` per child run in one `Study`, read through the tracking port
+(rlbench/tracking/readers.py); `study_of(record)` builds it from plain data, so it is tested
+without a store. docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The `unmeasured` tag: which values a run could not measure, and why, each reason once.
 
-A value that cannot be known is never logged as a number (no 0 W stand-in); the run gets one
-short tag instead, readable in the MLflow UI and parsed back by the report:
-
-    energy_gpu_j, power_gpu_w_avg: no GPU samples | energy_cpu_j: no RAPL readings ...
-
-Groups are separated by " | "; in a group, the metric names (comma separated) end at the
-first ": " and the reason follows. Metrics that share a reason share a group.
+A value that cannot be known is never logged as a number; the run gets one short tag instead,
+`energy_gpu_j, power_gpu_w_avg: no GPU samples | energy_cpu_j: no RAPL readings`, written
+and parsed back here. docs/metrics.md, "Telemetry".
 """
 
 from __future__ import annotations
@@ -38,8 +34,8 @@ def parse_unmeasured(text: str | None) -> dict[str, str]:
 
 
 def unmeasured_of(tags: dict[str, str]) -> dict[str, str]:
-    """{metric: reason} of a run's tags: the `unmeasured` tag, and `null/<metric>` tags of runs
-    recorded before it existed."""
+    """{metric: reason} of a run's tags: the `unmeasured` tag, and the per-value `null/<metric>` tags
+    some runs carry instead."""
     old = {k.removeprefix("null/"): v for k, v in tags.items() if k.startswith("null/")}
     return old | parse_unmeasured(tags.get(TAG))
 

@@ -1,22 +1,8 @@
 """What the MLflow UI opens on when a user follows rlbench's links: saved views of the runs table.
 
-MLflow 3's UI keeps its runs-table layout (columns, sort, filter, the chart view's charts) in
-the browser, except for a *shared view*: an experiment tag `mlflow.sharedViewState.<key>` whose
-JSON value the page loads for `#/experiments/<id>/runs?viewStateShareKey=<key>` (the "Share"
-button writes the same tag). rlbench writes one per sweep or search and one per job, so the
-address a sweep prints opens on each job's swept knobs and headline numbers, and
-`compareRunsMode=CHART` on the headline numbers drawn as bars, then the swept knobs against
-them in parallel coordinates.
-
-What no link can carry (MLflow 3.17): a run page's own "Model metrics" tab orders its sections
-by metric-name prefix (op_frac/..., window/... first, unprefixed names last) and keeps any
-other layout in the browser's localStorage; the job's description links to its chart view
-instead (docs/metrics.md, "In the MLflow UI").
-
-Every link carries `workflowType=machine_learning`: MLflow 3.17 takes its "GenAI" or "Model
-training" view from the address, else from the browser's last choice of the sidebar switch
-(GenAI when it never chose); the experiment's `mlflow.experimentKind` tag does not decide it
-while that switch is shown. The run names in MLflow's own table link without it.
+One shared view (the experiment tag `mlflow.sharedViewState.<key>`) per sweep or search and one
+per job, and links that carry `workflowType=machine_learning`. What a view holds, and what no
+link can set in MLflow 3.17: docs/metrics.md, "In the MLflow UI".
 """
 
 from __future__ import annotations

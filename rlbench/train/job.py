@@ -1,10 +1,8 @@
 """One rlbench job as a plain function: validate, plan, open the MLflow run, train, record.
 
-`run_job(cfg)` is what the Hydra entry point calls and what tests call with a config from
-compose(). Validation and the plan come first: a bad config raises ConfigError, a limit this
-host cannot honour ResourceError, before any run, environment or thread exists. The trainer
-then runs the plan and tells the job's observers (rlbench/core/observers.py) of its life: the
-record, the telemetry, the progress lines and, in a search, the trial's pruner.
+`run_job(cfg)` is what the Hydra entry point and the tests call: a bad config (ConfigError) or
+a limit this host cannot honour (ResourceError) is refused before any run exists; the trainer
+then tells the job's observers of its life (docs/jobs.md, "A job's observers").
 """
 
 from __future__ import annotations

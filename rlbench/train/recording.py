@@ -1,12 +1,7 @@
-"""A job's MLflow record as an observer of its life (rlbench/core/observers.py).
-
-Ticks become series (step: whole seconds since the task started), episodes the
-`episode_return` and `eval_return` series, the end the final values, the tags (the bound,
-what the job could not measure and why), the job's chart view and description and the
-operations table; however the job ends, the returns and the telemetry's files are logged. An
-artifact that cannot be written is noted on the record (JobRecord.lost): a job whose record is
-incomplete ends FAILED, naming what was lost.
-The writer itself is rlbench/tracking/record.py's JobRecord.
+"""A job's MLflow record as an observer of its life (rlbench/core/observers.py): ticks as series,
+episodes as `episode_return` and `eval_return`, the final values, tags, the chart view,
+description and operations table; an artifact that cannot be written makes the job end FAILED.
+The writer is rlbench/tracking/record.py's JobRecord. docs/jobs.md, docs/metrics.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The SEED-style trainer, wired in one place, for any algorithm in rlbench/algo/.
 
-actors --StepBatch--> inference (the algorithm's acting policy, per-env state, unrolls)
-       --unrolls--> the algorithm's buffer (R2D2: replay; V-trace: a FIFO) --> learner
-       learner --weights--> inference
-
-`build_trainer` is the only place the roles are created and connected; `train` runs them
-to the end of the workload and returns the job's final metrics.
+actors --StepBatch--> inference --unrolls--> the algorithm's buffer --> learner --weights--> inference.
+`build_trainer` is the only place the roles are created and connected; `train` runs them to the
+end of the workload and returns the job's final metrics. docs/algorithms.md.
 """
 
 from __future__ import annotations

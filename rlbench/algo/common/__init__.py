@@ -2,4 +2,4 @@
 generic roles (parts.py), config checks, frame stacks, unroll assembly, learner batches,
 network torsos, Keras' Adam, and the learner-data declaration the performance model reads
 (data.py). The algorithm packages (r2d2/, vtrace/, random/) and the registry
-(rlbench/core/algorithms.py) stay one level up."""
+(rlbench/core/algorithms.py) stay one level up. docs/algorithms.md."""

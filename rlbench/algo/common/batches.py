@@ -1,4 +1,4 @@
-"""Unrolls from the host to the learner's device, shared by the algorithms' learners."""
+"""Unrolls from the host to the learner's device, shared by the algorithms' learners (docs/algorithms.md)."""
 
 from __future__ import annotations
 

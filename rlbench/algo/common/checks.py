@@ -1,5 +1,5 @@
 """Checks the algorithms share: the network's torso against the observations the env family
-declares (its OBSERVATION, rlbench/core/env_families.py), never against the family's name."""
+declares (its OBSERVATION, rlbench/core/env_families.py), never against the family's name (docs/envs.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What a learner takes of the actors' stream, declared by each algorithm for the performance
-model (rlbench/predict/model.py, through rlbench/predict/jobs.py). Torch-free."""
+model (rlbench/predict/model.py, through rlbench/predict/jobs.py). Torch-free.
+docs/algorithms.md, `learner_data`."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """Frame stacks stored once: each step's newest frame plus the stack head of a sequence.
 
-An Atari observation is a stack of the last `stack` frames, so consecutive observations
-share `stack - 1` frames. Replay keeps, per sequence, the newest frame of every step
-([L, *frame]) and the older frames of the first step's stack (the head, [stack - 1, *frame]),
-and rebuilds the stacks at sampling. ale-py fills the frames before an episode start with
-zeros (its reset observation is [0, 0, 0, frame]), so a rebuilt stack zeroes every frame older
-than the latest episode start at or before its step: the stacks come back exactly as the
-actors saw them. With stack = 1 (vector observations) the observation is its own frame.
+`split_stack` keeps the newest frame of every step and the older frames of the first step's
+stack; `rebuild_stacks` rebuilds the stacks at sampling, zeroing frames older than the latest
+episode start as ale-py does. docs/r2d2.md, "stored observations".
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The network pieces the algorithms share: observation torsos (Nature-CNN for Atari pixels,
 an MLP for vector observations; `make_torso` picks one), `features` over [T, B] inputs, and
 the LSTM core over [torso, one-hot previous action, reward] whose state zeroes at an episode start
-(`lstm_core`, with its state as (h, c) and flattened for storage)."""
+(`lstm_core`, with its state as (h, c) and flattened for storage). docs/r2d2.md and
+docs/vtrace.md, "network"; what runs at low precision: docs/precision.md."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """Central unroll assembly (SEED RL keeps it beside inference, not in the actors).
 
-Each actor's stream of steps is cut into sequences of `length` steps; consecutive sequences
-of one actor overlap by `overlap` steps. The algorithm picks both: R2D2 burn_in + seq_len + 1
-overlapping by burn_in + 1 (the next sequence's burn-in replays the end of the previous one
-and the trained steps tile the stream); V-trace unroll_length + 1 overlapping by 1 (the
-last step only bootstraps, and is the next unroll's first). Every sequence carries the recurrent state the inference network had when
-it processed the sequence's first step, and the older frames of that step's observation
-stack (rlbench.algo.common.frames): observations are kept as one newest frame per step.
-
-Buffers are preallocated per actor and used as rings of `length` steps, so the overlap
-is never moved: the next sequence simply starts `stride` steps further round the ring.
-A batch of steps for any subset of actors is written with one fancy-indexed copy per
-field. Completed sequences go to a sink (the replay insert) before the ring moves on;
-their frames are handed over as per-row views (one or two pieces of the ring), so the big
-arrays are copied once, straight into replay, with no temporary.
+`UnrollAssembler` cuts each actor's stream of steps into sequences of `length` steps that
+overlap by `overlap`, each with its first step's recurrent state and stack head, in per-actor
+rings whose rows are copied once, straight into the sink. docs/algorithms.md, "Unroll assembly".
 """
 
 from __future__ import annotations
@@ -99,7 +88,7 @@ class UnrollAssembler:
         self.length, self.overlap, self.stride, self.stack = L, overlap, L - overlap, stack
         frame = frame_shape(obs_shape, stack)
         self.frames = np.zeros((n, L, *frame), dtype=obs_dtype)
-        self.frames.fill(0)  # touch the pages now: a first touch on the actors' path is ~40x slower
+        self.frames.fill(0)  # touch the pages here, not on the actors' path (docs/algorithms.md, "Unroll assembly")
         self.start_head = np.zeros((n, stack - 1, *frame), dtype=obs_dtype)
         self.next_start_head = np.zeros_like(self.start_head)
         self.action = np.zeros((n, L), dtype=np.int64)

@@ -2,7 +2,7 @@
 per training env, eval_epsilon for evaluation envs), and completed sequences, with initial
 priorities computed from the actors' own Q values (SEED RL), into the unroll queue (SEED's
 coupling: inference blocks while it is full) or, under coupling=free_running/rate_limited,
-straight into replay."""
+straight into replay. docs/r2d2.md."""
 
 from __future__ import annotations
 

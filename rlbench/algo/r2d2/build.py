@@ -1,4 +1,4 @@
-"""`build(ctx)`: the r2d2 parts of one job (see rlbench/core/algorithms.py)."""
+"""`build(ctx)`: the r2d2 parts of one job (docs/algorithms.md, "What an algorithm package provides")."""
 
 from __future__ import annotations
 

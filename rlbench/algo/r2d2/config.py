@@ -1,7 +1,8 @@
 """R2D2's config: the schema behind `algo.*` when algo.name=r2d2, and its validation rules.
 
 Torch-free: validation imports it to refuse a bad command line before torch loads.
-Every default is SEED RL's R2D2 on Atari (agents/r2d2) unless its comment says otherwise.
+Every default is SEED RL's R2D2 on Atari (agents/r2d2) unless its comment says otherwise
+(docs/r2d2.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """R2D2's replay sizes that follow from the config and the env's shapes (one place each):
-the bytes one stored sequence takes, and the capacity when it is given as a memory budget."""
+the bytes one stored sequence takes, and the capacity when it is given as a memory budget
+(docs/r2d2.md, "replay capacity")."""
 
 from __future__ import annotations
 

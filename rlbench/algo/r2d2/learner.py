@@ -1,16 +1,8 @@
 """R2D2's learner: prioritized sequence replay -> R2D2 loss -> Adam, beside the actors.
 
-Burn-in with the stored recurrent state (no gradient), double-Q n-step targets on rescaled
-values, importance-weighted loss, mixed max/mean |TD| priorities written back, a periodic
-target copy, and weights published to central inference every `publish_every` updates.
-
-How it waits for data (`algo.coupling`): under SEED RL's unroll queue, each update first
-moves one insertion batch, int(batch_size / samples_per_insert) unrolls, from the queue into
-replay (SEED's data thread, agents/r2d2/learner.py `create_dataset`), and samples only once
-replay has received min_replay; it closes the queue when it leaves, so inference never
-blocks on a learner that is gone. Otherwise (free_running, rate_limited) inference inserts
-into replay itself and the replay ratio (rlbench.algo.r2d2.rate_limit) holds the learner
-back while the actors run, and under rate_limited the actors too.
+Burn-in from the stored state, double-Q n-step targets on rescaled values, importance-weighted
+loss, mixed priorities written back, a periodic target copy, weights published to inference.
+How it waits for data under each `algo.coupling`: docs/r2d2.md, "The unroll queue, inside".
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """R2D2's pure math on tensors: value rescaling, n-step double-Q targets, the loss, priorities.
 
-The numpy half (how streams are cut into sequences, epsilons, IS weights) is in
-rlbench/algo/r2d2/sequences.py, free of torch so that validating a config stays fast.
-
-Conventions (time-major, as in SEED RL): arrays are [T, B, ...]. At step t the agent sees
-obs_t together with `rewards[t]` (the reward for action a_{t-1}) and `dones[t]` (True when
-obs_t is the first observation of a new episode, i.e. the transition into t ended an
-episode). Truncation counts as an episode end, as in SEED RL's actors.
+The numpy half (sequences, epsilons, IS weights) is rlbench/algo/r2d2/sequences.py, free of
+torch so that validating a config stays fast. Time-major arrays [T, B, ...], as in SEED RL;
+conventions: docs/r2d2.md, "The code's conventions".
 """
 
 from __future__ import annotations

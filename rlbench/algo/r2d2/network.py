@@ -1,8 +1,8 @@
 """R2D2's recurrent Q-network: Nature-CNN (or MLP) torso, LSTM core, dueling head.
 
-The core input is [torso(obs), one-hot(previous action), reward]; at an episode start
-(done) the recurrent state is zeroed (SEED RL's DuelingLSTMDQNNet, atari/networks.py), so
-inference and the learner see identical inputs for identical stored data.
+The core input is [torso(obs), one-hot(previous action), reward]; at an episode start (done)
+the recurrent state is zeroed (SEED RL's DuelingLSTMDQNNet, atari/networks.py), so inference
+and the learner see identical inputs for identical stored data. docs/r2d2.md, "network".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The replay ratio of the free couplings: sequence samples per inserted sequence (`samples_per_insert`, spi).
-
-Under `algo.coupling=free_running` and `rate_limited` (not SEED's: its default is the unroll
-queue, rlbench.algo.r2d2.unroll_queue) inference inserts into replay itself and the learner
-respects the ratio: it may not sample ahead of spi x inserted sequences while actors still run
-(after they stop it trains on what is there). With `rate_limited` (Reverb's
-SampleToInsertRatio idea) actors wait too when they get more than `slack` sequences ahead of
-the learner. With `free_running` actors never wait, so actor throughput is measured unhindered.
+"""The replay ratio of the free couplings (`free_running`, `rate_limited`; not SEED's): sequence
+samples per inserted sequence (`samples_per_insert`). The learner may not sample ahead of it
+while the actors run; under `rate_limited` the actors also wait when more than `slack`
+sequences ahead. docs/r2d2.md, "Decisions where rlbench differs".
 """
 
 from __future__ import annotations

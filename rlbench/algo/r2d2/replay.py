@@ -1,13 +1,8 @@
 """Prioritized sequence replay (R2D2): bounded FIFO storage, proportional sampling.
 
-The replay owns its lock, and nobody holds it longer than bookkeeping plus an insert:
-inference inserts (the copy into the slots happens under the lock, with the slots'
-generations bumped), the learner picks slots and reads their generations under the lock,
-copies the rows OUTSIDE it, then re-reads the generations and drops the rows an insert
-overwrote meanwhile. So the actors' inserts never wait for the learner's big copy.
-Sampling is proportional to priority^alpha; a priority update for a slot that was
-overwritten since it was sampled is ignored (slot generations). Observations are stored
-as one frame per step plus the sequence's stack head (rlbench.algo.common.frames).
+The replay owns its lock and holds it only for bookkeeping and an insert: the learner copies
+sampled rows outside it and drops those an insert overwrote meanwhile (slot generations).
+docs/r2d2.md, "replay" and "replay threads".
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ class SequenceReplay:
             f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype)
             for f in FIELDS
         }
-        if prefault:  # touch every page now, not on the actors' path (first touch is ~40x slower)
+        if prefault:  # touch every page here, not on the actors' path (docs/algorithms.md)
             for a in self._store.values():
                 a.fill(0)
         self._priority = np.zeros(capacity, dtype=np.float64)  # already ^alpha

@@ -1,8 +1,7 @@
 """R2D2's numpy math: how actors' streams are cut into sequences, how much each actor explores,
-and how replay weights its samples.
-
-Free of torch on purpose: config validation uses it, and a bad command line should be refused
-in about a second, before torch is imported. The tensor math is in rlbench/algo/r2d2/math.py.
+and how replay weights its samples. Free of torch on purpose: config validation uses it, and a
+bad command line should be refused in about a second, before torch is imported. The tensor math
+is in rlbench/algo/r2d2/math.py. docs/r2d2.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """SEED RL's unroll queue between central inference and R2D2's replay (coupling=unroll_queue).
 
-agents/r2d2/learner.py: inference enqueues every completed unroll with its initial priority
-into a FIFO of `unroll_queue_max_size` unrolls and blocks while it is full (TF's
-enqueue_many: the rows go in as room appears, in order), so the actors, which wait for
-inference, block too. Before each update the learner's data thread dequeues
-int(batch / replay_ratio) unrolls and inserts them into replay. Neither side runs free.
-
-The queue owns its condition variable. `put` blocks (inside the caller's `blocked()`
-operation, so the wait is timed apart) until every row is in, or until the queue is closed:
-the learner closes it when it leaves (its task done, stopped or failed), and rows put after
-that are dropped and counted, since no learner will ever take them.
+Inference puts every completed unroll into a bounded FIFO and blocks while it is full; before
+each update the learner takes an insertion batch into replay; a closed queue drops and counts
+later puts. docs/r2d2.md, "coupling" and "The unroll queue, inside".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`build(ctx)`: the random parts of one job (see rlbench/core/algorithms.py)."""
+"""`build(ctx)`: the random parts of one job (docs/algorithms.md, "What an algorithm package provides")."""
 
 from __future__ import annotations
 

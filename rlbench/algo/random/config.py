@@ -1,10 +1,8 @@
 """The random algorithm's config: no network, no learner, uniform random actions.
 
-For actor-path benchmarks (pipelines/bench_actor_path.py): the actors and central inference
-run as in training, with nothing to learn: the environments, the actor loop, inference's
-dispatch and the unroll assembly (in R2D2's Atari layout by default) are measured; the
-completed unrolls are counted and dropped (no network, no buffer, no learner). It replaces
-the old `policy=random` switch, which also copied them into an R2D2 replay.
+For actor-path benchmarks (pipelines/bench_actor_path.py): the actors, central inference's
+dispatch and the unroll assembly (R2D2's Atari layout by default) run as in training, and the
+completed unrolls are counted and dropped. docs/algorithms.md.
 """
 
 from __future__ import annotations

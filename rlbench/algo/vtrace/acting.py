@@ -1,7 +1,7 @@
 """What V-trace's central inference does with the network: training envs sample their action
 from the policy's softmax (SEED RL), evaluation envs act greedily (argmax, with eval_epsilon
 random actions, as R2D2's eval envs); completed unrolls, with the behaviour logits they were
-acted with, go into the FIFO tagged with the policy version."""
+acted with, go into the FIFO tagged with the policy version. docs/vtrace.md, "acting"."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Torch-free (validation imports it before torch loads). Defaults: SEED RL's agents/vtrace
 learner flags and dmlab/vtrace_main.py optimizer (the reference notes in
-../shared/reference/paper.md name them); each deviation says so where it is set.
+../shared/reference/paper.md name them); each deviation says so where it is set. docs/vtrace.md.
 """
 
 from __future__ import annotations

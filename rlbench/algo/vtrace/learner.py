@@ -1,11 +1,8 @@
 """V-trace's learner: whole unrolls from the FIFO -> V-trace loss -> Keras' Adam (or RMSProp).
 
-Each update takes the oldest `batch_size` unrolls, runs the network over their
-unroll_length + 1 steps from the recurrent state stored with each unroll, and minimises
-SEED RL's loss (policy gradient with V-trace advantages, baseline, entropy bonus; math.py).
-Weights go to central inference every `publish_every` updates. `policy_lag` is how many
-updates the learner is past the weights that finished each unroll it trains on (its
-oldest steps may be older still).
+Each update takes the oldest `batch_size` unrolls, runs the network over them from each one's
+stored recurrent state, minimises SEED RL's loss (math.py) and publishes the weights every
+`publish_every` updates; `policy_lag` is how far behind the acting weights were. docs/vtrace.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """V-trace's pure math on tensors (IMPALA, Espeholt et al. 2018), as SEED RL computes it.
 
-Follows SEED RL's common/vtrace.py `from_importance_weights` (`vtrace_targets` here) and
-agents/vtrace/learner.py `compute_loss` (`loss_terms` here). Like SEED with its defaults,
-there is no KL(old|new) term (SEED's `kl_cost`, 0 by default) and no target-entropy
-adjustment of the entropy cost (SEED's `target_entropy`, off by default): the entropy cost
-is a constant. SEED's optional reward clipping (`max_abs_reward`) is not done here either.
-
-Conventions (time-major, as in SEED RL): arrays are [T, B, ...]. At step t the agent sees
-obs_t together with `rewards[t]` (the reward for action a_{t-1}) and `dones[t]` (True when
-obs_t is the first observation of a new episode, i.e. the transition into t ended an
-episode).
-
-`vtrace_targets` takes the T trained steps, already aligned: discounts[t], rewards[t]
-belong to the transition out of step t, and `bootstrap_value` [B] is V(x_T). With
-rho_t = exp(log_rhos[t]), clipped rho_t = min(rho_bar, rho_t), c_t = lambda_ min(1, rho_t)
-(c-bar is 1, as in SEED) and delta_t = clipped rho_t (r_t + discount_t V_{t+1} - V_t):
-  vs_t - V_t = delta_t + discount_t c_t (vs_{t+1} - V_{t+1}),   vs_T = V_T = bootstrap,
-  pg_advantage_t = min(pg_rho_bar, rho_t) (r_t + discount_t vs_{t+1} - V_t).
-
-`loss_terms` takes an unroll of T + 1 steps in the convention above, as SEED's learner
-does: the last step only bootstraps (bootstrap = learner_values[-1]); the agent's side
-(logits, actions, values) uses steps [:-1], the environment's side (rewards, dones) [1:],
-and discounts = discount * (not dones[1:]).
+`vtrace_targets` is SEED's common/vtrace.py `from_importance_weights`, `loss_terms` its
+agents/vtrace/learner.py `compute_loss` at its defaults (no KL term, a constant entropy cost).
+Time-major arrays [T, B, ...]; conventions and equations: docs/vtrace.md.
 """
 
 from __future__ import annotations
@@ -94,7 +75,7 @@ def loss_terms(
     baseline_cost: float,
     entropy_cost: float,
 ) -> dict[str, torch.Tensor]:
-    """SEED RL's V-trace loss on an unroll of T + 1 steps (see the module docstring).
+    """SEED RL's V-trace loss on an unroll of T + 1 steps (docs/vtrace.md, "conventions").
 
     learner_logits, behaviour_logits: [T + 1, B, A]; learner_values, actions, rewards,
     dones (bool): [T + 1, B]. Returns scalars total (with gradient to learner_logits and

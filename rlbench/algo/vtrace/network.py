@@ -1,10 +1,8 @@
 """V-trace's actor-critic network: Nature-CNN (or MLP) torso, an optional LSTM core, and
 linear policy-logit and baseline heads (SEED RL's agents/vtrace networks).
 
-With an LSTM the core input is [torso(obs), one-hot(previous action), reward] and a done
-zeroes the state only, as SEED's networks reset only the core state (inference and the
-learner see identical inputs for identical stored data). Without one (lstm_hidden=0) the
-heads read the torso and the recurrent state is empty.
+Core input [torso(obs), one-hot(previous action), reward]; a done zeroes only the state, as in
+SEED; without an LSTM (lstm_hidden=0) the heads read the torso. docs/vtrace.md, "network".
 """
 
 from __future__ import annotations

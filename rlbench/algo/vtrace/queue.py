@@ -1,10 +1,8 @@
 """The bounded FIFO of whole unrolls between central inference and V-trace's learner.
 
-No replay: every unroll is trained on once, in arrival order. Inference puts the unrolls a
-batch of steps completed (owned copies, tagged with the policy version that acted); the
-learner takes exactly `batch_size`. The bound is kept by the actors, not by blocking inside
-inference: they wait (op `rate_limited`) while `size >= capacity`, so the FIFO holds at most
-capacity + actors - 1 unrolls, and a slow learner shows up as the actors' waiting.
+No replay: every unroll is trained on once, in arrival order; the learner takes exactly
+`batch_size`. The actors keep the bound, waiting (op `rate_limited`) while it is full, so a
+slow learner shows as their waiting. docs/vtrace.md, "buffer".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The Atari family's declarations (rlbench/core/env_families.py lists what each family declares).
+"""The Atari family's declarations (docs/envs.md lists what each family declares).
 
-Its schema holds SEED RL's Atari settings (README "### Atari settings"); ale-py and the
-emulator load only when a spec is probed or the actors are made.
+Its schema holds SEED RL's Atari settings (README "### Atari settings"; docs/r2d2.md, the
+"Atari env" row); ale-py and the emulator load only when a spec is probed or the actors are made.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from rlbench.config.schema import EnvConfig
 OBSERVATION = "image"  # uint8 grey frames, `stack` of them along axis 0
 PARTIAL_BATCHES = True  # AtariVectorEnv's async recv(): the first k envs ready
 PACKAGE = "ale-py"
-# Memory of one env besides its observations (the emulator, its screens): 1.6 MB RSS per env of a
-# 200-env AtariVectorEnv on Pong, 84x84 x 4 stack included; validation bounds the envs by it.
+# Memory of one env besides its observations (the emulator, its screens); validation bounds the
+# envs by it. Where the figure comes from: docs/envs.md, "Memory per env".
 ENV_BYTES = 1_500_000
 PRESET_IDS = ("pong", "breakout")  # ROMs with a preset of their own: conf/env/<id>.yaml
 

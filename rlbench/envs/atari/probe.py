@@ -1,11 +1,7 @@
 """What an ALE ROM gives the agent, or why it cannot run, before any actor starts.
 
-Atari ids are ALE ROM names (`pong`, `space_invaders`); the action count follows
-env.full_action_space as ale-py's AtariVectorEnv does: the legal action set (18 for every
-ROM) when true, as SEED RL's Atari env, the ROM's minimal set (Pong 6, Breakout 4) when false.
-It is read by loading the ROM in a child process: ALE ends the whole process (exit 1) for
-a few ROMs that ale-py ships but cannot run (combat, joust, maze_craze, warlords in 0.12).
-Probes are cached per ROM and action set: a sweep validates many jobs.
+`atari_spec` reads the ROM's action count in a child process (ALE ends the process for a few
+ROMs it ships but cannot run), cached per ROM and action set. docs/envs.md, "Atari's probe".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Atari actors: ale-py's C++ AtariVectorEnv, `actors` emulators stepped by `threads` CPU
-threads, same-step autoreset (at an episode end the returned observation is the first of
-the next episode, as SEED RL's actors do). With batch < envs it runs asynchronously: recv()
-returns the first `batch` environments that are ready, so inference never waits for the
-slowest actor (`resolve_inference_batch`: the default -1 is SEED RL's auto, half the envs).
+threads, same-step autoreset (an episode end returns the next episode's first observation, as
+SEED RL's actors do). With batch < envs, recv() returns the first `batch` envs that are ready,
+so inference never waits for the slowest actor (`resolve_inference_batch`; docs/envs.md).
 """
 
 from __future__ import annotations

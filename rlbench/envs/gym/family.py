@@ -1,5 +1,5 @@
-"""The gym family's declarations (rlbench/core/env_families.py lists what each family declares):
-any gymnasium id with a Discrete action space and a 1-D Box observation (CartPole-v1,
+"""The gym family's declarations (docs/envs.md lists what each family declares): any
+gymnasium id with a Discrete action space and a 1-D Box observation (CartPole-v1,
 Acrobot-v1, `my_package.envs:MyEnv-v0`). Its schema has no fields of its own."""
 
 from __future__ import annotations

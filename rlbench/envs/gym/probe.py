@@ -2,7 +2,7 @@
 
 Gym ids are anything gymnasium.make accepts, `module:EnvName-v0` included (gymnasium imports
 `module`, which registers the env); they need a Discrete action space and a 1-D Box
-observation (the MLP torso). Probes are cached per id: a sweep validates many jobs.
+observation (the MLP torso). Probes are cached per id: a sweep validates many jobs. docs/envs.md.
 """
 
 from __future__ import annotations

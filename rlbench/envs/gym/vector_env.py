@@ -1,5 +1,5 @@
 """Gym actors: gymnasium's SyncVectorEnv, every env stepped in the calling thread, in
-lock-step, same-step autoreset (as the Atari actors); observations as float32."""
+lock-step, same-step autoreset (as the Atari actors); observations as float32 (docs/envs.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """One colour per operation name in every figure (telemetry.png, operations.png, the op bar
 chart): a reader who learnt that env_step is blue in one panel finds it blue everywhere.
-
 Colours follow the order of the operation names in the metric contract (rlbench.core.metrics.OPS,
 each name once, roles in order), so they do not depend on which ops a job happened to time.
+The operations: docs/metrics.md.
 """
 
 from __future__ import annotations

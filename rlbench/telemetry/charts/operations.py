@@ -1,10 +1,7 @@
-"""A job's time per operation as a table (logged with mlflow.log_table: `operations.json`) and a
-bar chart (`operations.png`): the `op_frac/<role>/<op>` metrics in one place, readable without
-opening 20 single-point metric charts.
-
-No MLflow here (job.py logs what these functions return) and no pyplot: figures get an Agg
-canvas of their own, so nothing global is touched. Every operation is drawn in
-`op_colour(op)`, the colour it has in every other figure, and named once in the legend.
+"""A job's time per operation as a table (`operations.json`, mlflow.log_table) and a bar chart
+(`operations.png`): the `op_frac/<role>/<op>` metrics in one place (docs/metrics.md). No MLflow
+and no pyplot here (Agg canvases of their own); each operation in `op_colour(op)`, its colour in
+every figure.
 """
 
 from __future__ import annotations

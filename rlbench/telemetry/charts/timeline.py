@@ -1,11 +1,6 @@
-"""One PNG per job: power and utilisation over time, with each role's operations shaded.
-
-Top: GPU power (NVML), CPU package power (RAPL) and any plugged-in meter's power in W, where measured.
-Middle: GPU utilisation (NVML), system and process CPU utilisation, as fractions.
-Bottom: for the actors and the learner, the share of each tick spent in each operation
-(stacked, shaded; one colour per operation, as in every rlbench figure), from the roles' op
-timers: an operation still open at a tick counts up to it, so a long one spreads over the
-windows it spans instead of landing in the window where it ends.
+"""One PNG per job (telemetry.png): power and utilisation over time, with each role's
+operations shaded, an operation still open at a tick counted up to it (OpTimer.snapshot).
+The panels: docs/metrics.md, "Telemetry, inside".
 """
 
 from __future__ import annotations
