@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def actor(args) -> tuple[int, str]:
     from rlbench.config.rules import ConfigError
+    from rlbench.core.address import TOKEN_ENV
     from rlbench.envs.spec import EnvIdError
     from rlbench.prepare.compose import compose_job
     from rlbench.remote.actor_loop import ENV_NICE, run_actor
-    from rlbench.remote.wire import TOKEN_ENV
 
     try:
         env_cfg = compose_job(args.overrides, host=False).env

@@ -12,7 +12,7 @@ import types
 import mlflow
 import pytest
 
-from rlbench.core.algorithms import ALGORITHMS, DECLARED, AlgorithmError, config_module, register, unregister
+from rlbench.core.algorithms import ALGORITHMS, DECLARED, AlgorithmError, config_module
 from tests.conftest import rlbench_cli, runs
 
 TINY = ["env=cartpole", "algo=tiny", "workload=smoke", "workload.frames=1500", "progress=log"]
@@ -23,10 +23,10 @@ def tiny():
     """`tiny` registered in this process, as a contributor's package would be."""
     from rlbench.config.schema import register_configs
 
-    register("tiny", "tests.algo_tiny")
+    ALGORITHMS.register("tiny", "tests.algo_tiny")
     register_configs()  # its schema, and `algo=tiny` as an option of the algo group
     yield "tiny"
-    unregister("tiny")
+    ALGORITHMS.unregister("tiny")
 
 
 def test_an_unknown_algorithm_and_a_missing_declaration_are_refused_naming_them(monkeypatch):
@@ -37,14 +37,14 @@ def test_an_unknown_algorithm_and_a_missing_declaration_are_refused_naming_them(
     monkeypatch.setitem(sys.modules, "partial_algo", types.ModuleType("partial_algo"))
     monkeypatch.setitem(sys.modules, "partial_algo.config", partial)
     with pytest.raises(AlgorithmError) as e:  # refused at registration, naming what it lacks
-        register("partial", "partial_algo")
+        ALGORITHMS.register("partial", "partial_algo")
     missing = [d for d in DECLARED if d not in ("Schema", "LEARNS")]
     assert f"algorithm 'partial' (partial_algo.config) does not declare {', '.join(missing)}" in str(e.value)
     assert "partial" not in ALGORITHMS
     with pytest.raises(AlgorithmError, match="built in"):
-        register("r2d2", "partial_algo")
+        ALGORITHMS.register("r2d2", "partial_algo")
     with pytest.raises(AlgorithmError, match="algorithm 'absent': no module no_such_package.config"):
-        register("absent", "no_such_package")
+        ALGORITHMS.register("absent", "no_such_package")
     assert "absent" not in ALGORITHMS
 
 

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from rlbench.core.env_families import DECLARED, ENV_VAR, FAMILIES, EnvFamilyError, family, register, unregister
+from rlbench.core.env_families import DECLARED, ENV_VAR, FAMILIES, EnvFamilyError, family
 from tests.conftest import rlbench_cli, runs
 
 # r2d2 on vector observations, a task of seconds: 2 actors x 1500 steps, 2 updates after 16 sequences
@@ -24,10 +24,10 @@ def tiny():
     """`tiny` registered in this process, as a contributor's package would be."""
     from rlbench.config.schema import register_configs
 
-    register("tiny", "tests.env_tiny")
+    FAMILIES.register("tiny", "tests.env_tiny")
     register_configs()  # its schema, and `env=tiny` as an option of the env group
     yield "tiny"
-    unregister("tiny")
+    FAMILIES.unregister("tiny")
 
 
 def test_an_unknown_family_and_a_missing_declaration_are_refused_naming_them(monkeypatch):
@@ -38,19 +38,19 @@ def test_an_unknown_family_and_a_missing_declaration_are_refused_naming_them(mon
     monkeypatch.setitem(sys.modules, "partial_env", types.ModuleType("partial_env"))
     monkeypatch.setitem(sys.modules, "partial_env.family", partial)
     with pytest.raises(EnvFamilyError) as e:  # refused at registration, naming what it lacks
-        register("partial", "partial_env")
+        FAMILIES.register("partial", "partial_env")
     missing = [d for d in DECLARED if d not in ("Schema", "OBSERVATION")]
     assert f"env family 'partial' (partial_env.family) does not declare {', '.join(missing)}" in str(e.value)
     assert "partial" not in FAMILIES
     partial.__dict__.update({d: None for d in DECLARED if d not in ("Schema", "OBSERVATION")})
     partial.OBSERVATION = "pixels"
     with pytest.raises(EnvFamilyError, match="OBSERVATION='pixels'; allowed: one of image, vector"):
-        register("partial", "partial_env")
+        FAMILIES.register("partial", "partial_env")
     assert "partial" not in FAMILIES
     with pytest.raises(EnvFamilyError, match="built in"):
-        register("gym", "partial_env")
+        FAMILIES.register("gym", "partial_env")
     with pytest.raises(EnvFamilyError, match="env family 'absent': no module no_such_package.family"):
-        register("absent", "no_such_package")
+        FAMILIES.register("absent", "no_such_package")
     assert "absent" not in FAMILIES
 
 

@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 
 from rlbench.config.rules import ConfigError
+from rlbench.core.address import is_local
 from rlbench.envs.spec import env_spec
 from rlbench.prepare.compose import compose_job
 from rlbench.remote import actors_pb2 as pb
 from rlbench.remote.hub import Hub, Refused, RemoteError
 from rlbench.remote.slots import EnvSlots
 from rlbench.remote.stacks import FrameStacks
-from rlbench.remote.wire import Step, decode_step, is_local, spec_difference, spec_message, step_message
+from rlbench.remote.wire import Step, decode_step, spec_difference, spec_message, step_message
 from tests.conftest import ROOT
 
 PROTO = "rlbench/remote/actors.proto"

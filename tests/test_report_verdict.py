@@ -2,7 +2,8 @@
 
 import pytest
 
-from rlbench.report.verdict import bottleneck, knee, pareto, recommend, study_rule
+from rlbench.core.bound import bottleneck
+from rlbench.report.verdict import knee, pareto, recommend, study_rule
 
 
 def test_knee_is_where_more_actors_stop_shortening_the_task():

@@ -53,15 +53,6 @@ ALGORITHMS: Registry[ModuleType] = Registry(
 DECLARED = ALGORITHMS.declared
 
 
-def register(name: str, package: str) -> None:
-    """Make `algo.name=<name>` mean the algorithm package `package`: checked now."""
-    ALGORITHMS.register(name, package)
-
-
-def unregister(name: str) -> None:
-    ALGORITHMS.unregister(name)
-
-
 def config_module(name: str) -> ModuleType:
     """The torch-free declarations (`<package>.config`) of algorithm `name`."""
     return ALGORITHMS.get(name)

@@ -46,15 +46,6 @@ FAMILIES: Registry[ModuleType] = Registry("env family", "env.kind", EnvFamily, B
 DECLARED = FAMILIES.declared
 
 
-def register(name: str, package: str) -> None:
-    """Make `env.kind=<name>` mean the env family package `package`: checked now."""
-    FAMILIES.register(name, package)
-
-
-def unregister(name: str) -> None:
-    FAMILIES.unregister(name)
-
-
 def family(name: str) -> ModuleType:
     """The declarations (`<package>.family`) of env family `name`."""
     return FAMILIES.get(name)

@@ -9,7 +9,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rlbench.core.address import TOKEN_ENV, is_local  # noqa: F401  (the wire's names, kept where they were)
 from rlbench.envs.spec import EnvSpec
 from rlbench.remote import actors_pb2 as pb
 

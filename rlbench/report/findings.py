@@ -10,9 +10,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict
 
+from rlbench.core.bound import bottleneck
 from rlbench.core.repeats import STAT_METRICS, group_by, spread
 from rlbench.report.series import series
-from rlbench.report.verdict import NO_GPU_RATIO, bottleneck, knee, on_off_policy, precision_shift, recommend, study_rule
+from rlbench.report.verdict import NO_GPU_RATIO, knee, on_off_policy, precision_shift, recommend, study_rule
 from rlbench.tracking.study_records import JobRun, Study
 
 

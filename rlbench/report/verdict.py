@@ -11,7 +11,6 @@ import statistics
 from dataclasses import dataclass, field
 
 from rlbench.core.algorithms import on_policy
-from rlbench.core.bound import BOUND_KINDS, Bound, bottleneck  # noqa: F401 - the verdict's bound, re-exported
 from rlbench.core.repeats import SINGLE_RUN, cannot_tell
 
 

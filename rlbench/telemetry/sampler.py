@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal, Self
 
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC
-from rlbench.telemetry.nvml import NvmlSource  # noqa: F401 - re-exported (older callers)
 from rlbench.telemetry.sources import SourceContext, column_name, sources
 from rlbench.telemetry.summary import Row, combine
 

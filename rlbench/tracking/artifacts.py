@@ -34,12 +34,6 @@ def store_root(tracking_uri: str | None) -> Path | None:
     return Path(urllib.parse.unquote(db)).resolve().parent  # sqlite:////abs has a leading "/" left
 
 
-def relative_location(experiment_id: str | None = None) -> str:
-    """The artifact location of a new experiment in a SQLite store (the id is MLflow's; a
-    name-based folder keeps a new experiment's artifacts apart until it has one)."""
-    return f"{SCHEME}:/{experiment_id}" if experiment_id else f"{SCHEME}:/"
-
-
 def _current_store(tracking_uri: str | None) -> str | None:
     if tracking_uri and tracking_uri.startswith("sqlite:"):
         return tracking_uri

@@ -10,14 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlbench.algo.common.torsos import (
-    features,
-    full_precision,
-    lstm_core,
-    make_torso,
-    split_lstm_state,
-    zero_lstm_state,
-)
+from rlbench.algo.common import torsos
 from rlbench.algo.r2d2.config import NetworkConfig
 from rlbench.core.precision import at_least_fp32
 
@@ -25,7 +18,7 @@ from rlbench.core.precision import at_least_fp32
 class R2D2Net(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, cfg: NetworkConfig):
         super().__init__()
-        self.torso = make_torso(obs_shape, cfg.torso, cfg.mlp_hidden)
+        self.torso = torsos.make_torso(obs_shape, cfg.torso, cfg.mlp_hidden)
         self.num_actions = num_actions
         self.hidden = cfg.lstm_hidden
         self.core = nn.LSTMCell(self.torso.out_dim + num_actions + 1, cfg.lstm_hidden)
@@ -35,16 +28,16 @@ class R2D2Net(nn.Module):
         )
 
     def initial_state(self, batch: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        return zero_lstm_state(batch, self.hidden, device)
+        return torsos.zero_lstm_state(batch, self.hidden, device)
 
     def unflatten_state(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return split_lstm_state(flat, self.hidden)
+        return torsos.split_lstm_state(flat, self.hidden)
 
     def forward(self, obs, prev_action, reward, done, state):
         """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""
-        core_out, state = lstm_core(self.core, self.num_actions, features(self.torso, obs), prev_action, reward,
+        core_out, state = torsos.lstm_core(self.core, self.num_actions, torsos.features(self.torso, obs), prev_action, reward,
                                     done, state)
-        with full_precision(core_out):  # Q values in fp32: the targets and priorities are made of them
+        with torsos.full_precision(core_out):  # Q values in fp32: the targets and priorities are made of them
             return self._dueling(at_least_fp32(core_out)), state
 
     def _dueling(self, core_out: torch.Tensor) -> torch.Tensor:

@@ -10,14 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlbench.algo.common.torsos import (
-    features,
-    full_precision,
-    lstm_core,
-    make_torso,
-    split_lstm_state,
-    zero_lstm_state,
-)
+from rlbench.algo.common import torsos
 from rlbench.algo.vtrace.config import NetworkConfig
 from rlbench.core.precision import at_least_fp32
 
@@ -25,7 +18,7 @@ from rlbench.core.precision import at_least_fp32
 class VTraceNet(nn.Module):
     def __init__(self, obs_shape: tuple[int, ...], num_actions: int, cfg: NetworkConfig):
         super().__init__()
-        self.torso = make_torso(obs_shape, cfg.torso, cfg.mlp_hidden)
+        self.torso = torsos.make_torso(obs_shape, cfg.torso, cfg.mlp_hidden)
         self.num_actions, self.hidden = num_actions, cfg.lstm_hidden
         width = self.torso.out_dim
         if self.hidden:
@@ -35,11 +28,11 @@ class VTraceNet(nn.Module):
         self.baseline = nn.Linear(width, 1)
 
     def initial_state(self, batch: int, device=None) -> tuple:
-        return zero_lstm_state(batch, self.hidden, device) if self.hidden else ()
+        return torsos.zero_lstm_state(batch, self.hidden, device) if self.hidden else ()
 
     def unflatten_state(self, flat: torch.Tensor) -> tuple:
         """The state tuple from the flattened [B, S] state stored with an unroll."""
-        return split_lstm_state(flat, self.hidden) if self.hidden else ()
+        return torsos.split_lstm_state(flat, self.hidden) if self.hidden else ()
 
     def forward(self, obs, prev_action, reward, done, state):
         """For acting: [T, B, ...] inputs -> policy logits [T, B, A], state."""
@@ -48,9 +41,9 @@ class VTraceNet(nn.Module):
 
     def unroll(self, obs, prev_action, reward, done, state):
         """-> policy logits [T, B, A], baseline values [T, B], state."""
-        out = features(self.torso, obs)
+        out = torsos.features(self.torso, obs)
         if self.hidden:
-            out, state = lstm_core(self.core, self.num_actions, out, prev_action, reward, done, state)
-        with full_precision(out):  # logits and baseline in fp32: V-trace's weights and targets are made of them
+            out, state = torsos.lstm_core(self.core, self.num_actions, out, prev_action, reward, done, state)
+        with torsos.full_precision(out):  # logits and baseline in fp32: V-trace's weights and targets are made of them
             out = at_least_fp32(out)
             return self.policy_logits(out), self.baseline(out).squeeze(-1), state
