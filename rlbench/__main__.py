@@ -14,9 +14,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from rlbench.config.rules import ConfigError
 from rlbench.config.schema import register_configs
+from rlbench.core.resources import ResourceError
+from rlbench.core.signals import stopped
 from rlbench.prepare.command_line import mode_problem, precheck
 from rlbench.prepare.compose import CONF_DIR
+from rlbench.prepare.plan import placement_for
+from rlbench.prepare.validate import validate
 
 
 def _refuse(message: str) -> None:
@@ -26,9 +31,6 @@ def _refuse(message: str) -> None:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
-    from rlbench.config.rules import ConfigError
-    from rlbench.core.resources import ResourceError
-    from rlbench.prepare.validate import validate
 
     hc = HydraConfig.get()
     if hc.mode.name == "RUN":  # main() checked it before Hydra ran; this for callers of _entry alone
@@ -37,8 +39,7 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
             _refuse(problem)
     try:
         conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
-        from rlbench.prepare.plan import placement_for
-        from rlbench.train.job import run_job
+        from rlbench.train.job import run_job  # lazy: keeps matplotlib, mlflow, torch off the start
 
         placement = placement_for(hc.launcher.get("_target_", ""), Path(hc.runtime.output_dir))  # actor tasks
         result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick, placement)
@@ -55,7 +56,6 @@ def main() -> None:
     try:
         _entry()
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
-        from rlbench.core.signals import stopped
 
         sys.exit(stopped(e))
 

@@ -11,13 +11,18 @@ import os
 import signal
 import sys
 
+from rlbench.config.flags import Parser, number
+from rlbench.config.rules import ConfigError
+from rlbench.core.address import TOKEN_ENV, cpu_list, cpu_text
+from rlbench.core.resources import usable_cpus
+from rlbench.core.signals import JobKilled, sigterm_raises
+from rlbench.envs.spec import EnvIdError
+from rlbench.prepare.compose import compose_job
+
 PROG = "rlbench.actor"
 
 
 def parse(argv: list[str] | None):
-    from rlbench.config.flags import Parser, number
-    from rlbench.core.address import cpu_list
-
     p = Parser(prog=PROG, description=__doc__)
     p.add_argument("--server", required=True, help="the job's actor server: HOST:PORT or unix:PATH")
     p.add_argument("--envs", type=number(int, lo=1), required=True, help="envs this process steps")
@@ -31,8 +36,6 @@ def parse(argv: list[str] | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.core.signals import JobKilled, sigterm_raises
-
     args = parse(argv)
     try:
         with sigterm_raises():
@@ -46,11 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def actor(args) -> tuple[int, str]:
-    from rlbench.config.rules import ConfigError
-    from rlbench.core.address import TOKEN_ENV
-    from rlbench.envs.spec import EnvIdError
-    from rlbench.prepare.compose import compose_job
-    from rlbench.remote.actor_loop import ENV_NICE, run_actor
+    from rlbench.remote.actor_loop import ENV_NICE, run_actor  # lazy: keeps grpc off the start
 
     try:
         env_cfg = compose_job(args.overrides, host=False).env
@@ -66,9 +65,6 @@ def actor(args) -> tuple[int, str]:
 def pin(cpus: list[int]) -> None:
     """Run on `cpus` only, before any thread starts (every thread inherits it); ConfigError
     naming them and the CPUs allowed where this process cannot."""
-    from rlbench.config.rules import ConfigError
-    from rlbench.core.address import cpu_text
-    from rlbench.core.resources import usable_cpus
 
     try:
         os.sched_setaffinity(0, cpus)

@@ -13,6 +13,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rlbench.config.flags import Parser, number
+from rlbench.config.rules import ConfigError
+from rlbench.core.precision import Amp
+from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
+from rlbench.core.signals import sigterm_raises, stopped
+from rlbench.predict import measure as measures  # measures.gemm_peak: tests replace it with a small GEMM
+from rlbench.predict.measure import corun, env_curve, fit_inference, inference_curve, update_time
+from rlbench.predict.rpc import ROW_KEYS, fit_rpc, rpc_cost
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.preflight import PreflightError, check, masked
+
 PROG = "rlbench.profile"  # the refusals' prefix: `rlbench.profile: --flag=value: ... allowed: ...`
 
 
@@ -27,8 +38,6 @@ def _ints(text: str) -> list[int]:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    from rlbench.config.flags import Parser, number
-
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=_ints, default=None, help="actor threads to step envs with (default 1, half "
                                                                "and all of this host's usable CPUs)")
@@ -60,18 +69,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def measure(conf, args) -> dict:
     """The curves, inference and the learner at the job's precision (`precision=bf16`; tf32's
     flags set while they are measured), and the device's GEMM peak at it."""
-    from rlbench.core.precision import Amp
-    from rlbench.core.resources import resolve_device
 
     with Amp(conf.precision, resolve_device(conf.device).type).scope():
         return _measure(conf, args)
 
 
 def _measure(conf, args) -> dict:
-    from rlbench.core.resources import resolve_device
-    from rlbench.predict.measure import corun, env_curve, fit_inference, gemm_peak, inference_curve, update_time
-
-    peak = gemm_peak(conf.precision, resolve_device(conf.device))
+    peak = measures.gemm_peak(conf.precision, resolve_device(conf.device))
     env = env_curve(conf.env, [(t, e) for t in args.threads for e in args.envs], args.seconds, conf.seed)
     inference = inference_curve(conf, args.batches, args.units, args.repeats)
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
@@ -86,7 +90,6 @@ def _measure(conf, args) -> dict:
 
 def rpc_rows(conf, args) -> list[dict]:
     """The actor protocol's cost (rlbench/predict/rpc.py), or one row of nulls saying why not."""
-    from rlbench.predict.rpc import ROW_KEYS, rpc_cost
 
     if not args.rpc_seconds:
         return [{k: None for k in ROW_KEYS} | {"reason": "not measured (--rpc-seconds 0)"}]
@@ -98,7 +101,6 @@ def rpc_metrics(rows: list[dict]) -> tuple[dict[str, float], dict[str, str]]:
     fitted CPU per message and per env of each side, message bytes per env step at the largest
     size measured, the loopback round trip and an actor process's start; a value that could not
     be measured is absent and the tag `rpc_unmeasured` says why (never a zero)."""
-    from rlbench.predict.rpc import fit_rpc
 
     fit = fit_rpc(rows) or {}
     m = {}
@@ -117,8 +119,8 @@ def rpc_metrics(rows: list[dict]) -> tuple[dict[str, float], dict[str, str]]:
 
 
 def figure(curves: dict, path: Path) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: keeps matplotlib off the start
+    from matplotlib.figure import Figure  # lazy: keeps matplotlib off the start
 
     fig = Figure(figsize=(17, 4))
     FigureCanvasAgg(fig)
@@ -158,9 +160,8 @@ def figure(curves: dict, path: Path) -> Path:
 
 def log_profile(conf, args, curves: dict) -> str:
     """The profile as a run of its own in --experiment (rlbench/tracking/profiles.py); its id."""
-    from rlbench.core.resources import ComputeLimit, resolve_device
-    from rlbench.tracking.peaks import peak_metric
-    from rlbench.tracking.profiles import TABLES, write_profile
+    from rlbench.tracking.peaks import peak_metric  # lazy: keeps mlflow, torch off the start
+    from rlbench.tracking.profiles import TABLES, write_profile  # lazy: keeps mlflow, torch off the start
 
     device = resolve_device(conf.device)
     tags = {"env_id": conf.env.id, "device": conf.device, "profile_device": device.type,
@@ -182,7 +183,6 @@ def log_profile(conf, args, curves: dict) -> str:
 def _default_counts(conf, args) -> str | None:
     """--threads and --units left out: spread over this host (its CPUs; its device's units).
     Returns what this host cannot honour, or None."""
-    from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
 
     cpus = len(usable_cpus())
     if args.threads is None:
@@ -202,7 +202,6 @@ def _default_counts(conf, args) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """The command; a SIGTERM or Ctrl-C ends it with one line and 128 + the signal
     (rlbench/core/signals.py), its profile run, if one was being logged, KILLED."""
-    from rlbench.core.signals import sigterm_raises, stopped
 
     try:
         with sigterm_raises():
@@ -212,9 +211,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from rlbench.config.rules import ConfigError
-    from rlbench.prepare.compose import compose_job
-
     args = parse(argv)
     try:
         conf = compose_job(args.overrides)
@@ -223,7 +219,6 @@ def _main(argv: list[str] | None) -> int:
         return 2
     problem = _default_counts(conf, args)
     if not problem and not args.no_log:  # the store must answer before minutes of measuring, not after
-        from rlbench.prepare.preflight import PreflightError, check, masked
 
         try:
             check(args.tracking_uri)

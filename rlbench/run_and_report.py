@@ -13,6 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rlbench.config.flags import Parser, writable_folder
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.command_line import precheck as rlbench_precheck
+from rlbench.prepare.compose import compose_checked
 from rlbench.prepare.preflight import preflight_or_exit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +33,6 @@ def tracking_uri(overrides: list[str]) -> str:
     """The store the jobs will use, resolved as they resolve it: the config composed with the
     tracking and experiment overrides (presets, MLFLOW_TRACKING_URI, tracking.uri=...).
     ConfigError (naming the override) for a bad key, preset or value among them."""
-    from rlbench.prepare.compose import compose_checked
 
     keep = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] in ("tracking", "experiment")]
     return compose_checked(keep).tracking.uri
@@ -50,15 +53,11 @@ def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
 def precheck(overrides: list[str]) -> str | None:
     """The pipeline's overrides checked as `python -m rlbench -m` checks them (keys, presets,
     values; each sweep's job is checked by the sweep itself), before any process starts."""
-    from rlbench.prepare.command_line import precheck as rlbench_precheck
 
     return rlbench_precheck(["-m", *overrides])
 
 
 def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] | None = None) -> int:
-    from rlbench.config.flags import Parser, writable_folder
-    from rlbench.config.rules import ConfigError
-
     p = Parser(prog=f"pipelines/{name}.py", description=f"{name}: run it, then its report.")
     p.add_argument("--quick", action="store_true", help="a few-minute variant for a 2-core CPU machine")
     p.add_argument("--report-out", type=Path, default=None, help="report folder (default: reports/<parent run id>)")
@@ -81,7 +80,7 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     if parent is None:  # refused by rlbench before any job (2), or it died before its parent run (1)
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
         return code or 1
-    from rlbench.report.__main__ import main as report
+    from rlbench.report.__main__ import main as report  # lazy: keeps matplotlib, mlflow off the start
 
     report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(out)] if out else [])
     report_code = report(report_args)

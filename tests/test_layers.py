@@ -43,27 +43,32 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
     return out
 
 
-def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that `name` imports anywhere in its file."""
+def node_imports(name: str, is_init: bool, node: ast.stmt, modules: set[str]) -> set[str]:
+    """The package's modules one import statement of module `name` loads (a package's own
+    `__init__` is `is_init`)."""
     def known(dotted: str) -> str:
         while dotted not in modules:  # `from rlbench.x import y`: y is a module, or a name in rlbench.x
             dotted = dotted.rpartition(".")[0]
         return dotted
 
     root = name.split(".")[0]
+    if isinstance(node, ast.Import):
+        return {known(a.name) for a in node.names if a.name.split(".")[0] == root}
+    if node.level:  # relative: from the module's package, up level - 1
+        base = name.split(".") if is_init else name.split(".")[:-1]
+        base = base[:len(base) - node.level + 1]
+        source = ".".join(base + ([node.module] if node.module else []))
+    else:
+        source = node.module or ""
+    return {known(f"{source}.{a.name}") for a in node.names} if source.split(".")[0] == root else set()
+
+
+def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its file."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {known(a.name) for a in node.names if a.name.split(".")[0] == root}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from the module's package, up level - 1
-                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-                base = base[:len(base) - node.level + 1]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = node.module or ""
-            if source.split(".")[0] == root:
-                found |= {known(f"{source}.{a.name}") for a in node.names}
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= node_imports(name, path.name == "__init__.py", node, modules)
     return found - {name, ""}
 
 
@@ -183,3 +188,106 @@ def test_only_tracking_imports_mlflow():
     outside = [name for name, path in module_files().items()
                if place(name)[1] != "tracking" and imports_mlflow(path)]
     assert not outside, f"modules outside rlbench/tracking/ that import mlflow: {outside}; move the calls into the port"
+
+
+
+# The packages an import inside a function may keep off a command's start (docs/architecture.md,
+# "Imports inside functions"): each takes a quarter of a second or more to import.
+HEAVY = {"torch", "mlflow", "grpc", "matplotlib", "optuna", "pandas", "ale_py", "gymnasium"}
+
+
+def eager_imports(tree: ast.Module) -> list[ast.stmt]:
+    """The import statements a module runs when it is imported: not those inside functions,
+    nor under `if TYPE_CHECKING`."""
+    found: list[ast.stmt] = []
+
+    def walk(body):
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                    walk(block)
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body)
+
+    walk(tree.body)
+    return found
+
+
+def outside(node: ast.stmt) -> set[str]:
+    """The top-level names of the packages outside rlbench an import statement loads."""
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+        ([] if node.level else [node.module or ""])
+    return {n.split(".")[0] for n in names} - {"rlbench", ""}
+
+
+class Loads:
+    """Which heavy packages importing each module of the package loads, following its eager
+    imports (and the packages above it, whose __init__ runs first)."""
+
+    def __init__(self, package: Path = PACKAGE):
+        files = module_files(package)
+        self.names = set(files)
+        self.eager = {}
+        for name, path in files.items():
+            nodes = eager_imports(ast.parse(path.read_text(), str(path)))
+            own = set().union(*(node_imports(name, path.name == "__init__.py", n, self.names) for n in nodes)) - {name}
+            self.eager[name] = (own, set().union(*(outside(n) for n in nodes)) & HEAVY)
+        self._memo: dict[str, set[str]] = {}
+
+    def heavy(self, module: str, seen: frozenset = frozenset()) -> set[str]:
+        if module in self._memo or module in seen:
+            return self._memo.get(module, set())
+        own, heavy = self.eager[module]
+        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)} & self.names
+        for m in own | parents:
+            heavy = heavy | self.heavy(m, seen | {module})
+        self._memo[module] = heavy
+        return heavy
+
+
+def lazy_imports(tree: ast.Module) -> list[ast.stmt]:
+    """The import statements inside functions."""
+    return [node for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(f) if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
+    """Imports inside functions that keep no heavy package off a command's start, or that do
+    not name the one they keep off in a comment on their lines."""
+    loads, wrong = Loads(package), []
+    for name, path in module_files(package).items():
+        if "_pb2" in name:
+            continue
+        lines = path.read_text().splitlines()
+        for node in lazy_imports(ast.parse("\n".join(lines), str(path))):
+            own = node_imports(name, path.name == "__init__.py", node, loads.names)
+            heavy = set().union(outside(node) & HEAVY, *(loads.heavy(m) for m in own))
+            said = " ".join(lines[node.lineno - 1:node.end_lineno])
+            if not heavy or not any(h in said.partition("#")[2] for h in heavy):
+                where = f"{path.relative_to(package.parent)}:{node.lineno}"
+                wrong.append(f"{where} loads {', '.join(sorted(heavy)) or 'nothing heavy'}: {ast.unparse(node)}")
+    return wrong
+
+
+def test_imports_inside_functions_keep_a_heavy_package_off_and_say_which():
+    wrong = light_lazy_imports()
+    assert not wrong, ("imports inside functions that keep nothing heavy off a command's start (move them to the "
+                       "top), or that do not name what they keep off in a comment:\n  " + "\n  ".join(wrong))
+
+
+def test_the_lazy_import_check_follows_eager_imports(tmp_path):
+    pkg = tmp_path / "rlbench"
+    (pkg / "core").mkdir(parents=True)
+    for name, text in {"__init__.py": "", "core/__init__.py": "", "core/light.py": "import json\n",
+                       "core/net.py": "import torch\n",
+                       "core/user.py": ("def a():\n    from rlbench.core import light\n"
+                                        "def b():\n    from rlbench.core.net import x  # lazy: keeps torch off\n"
+                                        "def c():\n    import mlflow\n")}.items():
+        (pkg / name).write_text(text)
+    assert light_lazy_imports(pkg) == ["rlbench/core/user.py:2 loads nothing heavy: from rlbench.core import light",
+                                       "rlbench/core/user.py:6 loads mlflow: import mlflow"]

@@ -59,7 +59,7 @@ def _dtypes(module: torch.nn.Module, seen: list) -> None:
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_r2d2_runs_its_torso_at_the_precision_and_its_lstm_state_and_head_in_fp32(compose_cfg, monkeypatch, precision):
-    from rlbench.algo.r2d2 import network
+    from rlbench.algo.common import torsos
 
     core: list = []
 
@@ -68,8 +68,8 @@ def test_r2d2_runs_its_torso_at_the_precision_and_its_lstm_state_and_head_in_fp3
         core.append({out.dtype, h.dtype, c.dtype})
         return out, (h, c)
 
-    lstm_core = network.lstm_core
-    monkeypatch.setattr(network, "lstm_core", recorded)
+    lstm_core = torsos.lstm_core
+    monkeypatch.setattr(torsos, "lstm_core", recorded)  # the networks call the shared core through its module
     parts, server, spec, rng = _built(compose_cfg, "r2d2_vector", precision)
     for net in (parts.learner.net, parts.policy.shared.net):
         torso, head = [], []

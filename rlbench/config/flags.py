@@ -11,6 +11,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -76,7 +77,6 @@ def writable_folder(flag: str, path: Path) -> str | None:
     """Why `path` cannot be a folder this command writes into, or None: checked before any work.
     The folder itself, or the first one above it that exists, must take a new entry (tried with a
     temporary folder, removed at once: permission bits do not tell for root or a read-only mount)."""
-    import tempfile
 
     if path.exists() and not path.is_dir():
         return f"{flag}={path}: exists and is not a folder; allowed: a folder this user can create or write"

@@ -13,6 +13,9 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from rlbench.core import env_families as envs
+from rlbench.core.algorithms import ALGORITHMS, BUILT_IN, config_module
+
 
 @dataclass
 class EnvConfig:
@@ -182,8 +185,6 @@ def register_configs() -> None:
     `schema/<group>: base` (kept out of the group itself, so it is no selectable option),
     conf/algo/*.yaml `schema/algo: <algorithm>`, conf/env/*.yaml `schema/env: <family>`."""
     cs = ConfigStore.instance()
-    from rlbench.core import env_families as envs
-    from rlbench.core.algorithms import ALGORITHMS, BUILT_IN, config_module
 
     cs.store(name="schema", node=Config)
     for group, node in GROUP_SCHEMAS.items():

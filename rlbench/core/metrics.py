@@ -7,6 +7,7 @@ undeclared. Rename a metric here first.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -194,7 +195,6 @@ def unplug_source(name: str) -> None:
 def plugged_sources() -> list[str]:
     """The power meters of this process: RLBENCH_POWER_SOURCES's names (also before telemetry
     is imported: a search's objectives are checked first) and the registered ones."""
-    import os
 
     named = [item.partition("=")[0].strip() for item in os.environ.get(POWER_SOURCES_ENV, "").split(",")]
     return list(dict.fromkeys([n for n in named if n] + _PLUGGED_SOURCES))

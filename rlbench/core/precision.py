@@ -62,7 +62,7 @@ class Amp:
     through fp16's gradient scaler (plain calls otherwise), `scope()` around the job (tf32's flags)."""
 
     def __init__(self, precision: str = DEFAULT, device_type: str = "cpu"):
-        import torch
+        import torch  # lazy: keeps torch off the start
 
         if precision not in PRECISIONS:
             raise ValueError(f"precision={precision}: allowed: one of {', '.join(PRECISIONS)}")
@@ -72,7 +72,7 @@ class Amp:
 
     def autocast(self):
         """torch.autocast to the precision's dtype (bf16, fp16); a no-op for fp32 and tf32."""
-        import torch
+        import torch  # lazy: keeps torch off the start
 
         if self.precision not in AUTOCAST:
             return nullcontext()
@@ -100,7 +100,7 @@ class Amp:
         if self.precision != "tf32":
             yield
             return
-        import torch
+        import torch  # lazy: keeps torch off the start
 
         b = backends or torch.backends
         saved = (b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)

@@ -7,6 +7,8 @@ import math
 import sys
 import time
 
+from tqdm import tqdm
+
 from rlbench.core.observers import JobObserver
 
 log = logging.getLogger("rlbench.core.progress")
@@ -43,8 +45,6 @@ class Progress(JobObserver):
         self._bar = None
         self._t0 = time.monotonic()
         if mode == "bar":
-            from tqdm import tqdm
-
             self._bar = tqdm(total=frame_target, unit="frame", unit_scale=True, dynamic_ncols=True)
 
     def _rate(self, frames: int) -> float | None:

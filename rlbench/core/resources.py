@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+import platform
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 def resolve_device(name: str) -> torch.device:
     """The torch.device a job's `device` names: auto is cuda where torch sees one, else cpu."""
-    import torch
+    import torch  # lazy: keeps torch off the start
 
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -85,7 +87,6 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
 
     return platform.processor() or "unknown (no /proc/cpuinfo model name)"
 
@@ -128,7 +129,7 @@ class ComputeLimit:
 
     def __init__(self, sm_limit: int | None, device, backend: str = "green_context", torch_mod=None,
                  env: dict | None = None, properties=None):
-        import torch as _torch
+        import torch as _torch  # lazy: keeps torch off the start
 
         self.torch = torch_mod or _torch
         self.properties = properties or cuda_properties  # device index -> DeviceProperties, CUDA untouched
@@ -175,7 +176,7 @@ class ComputeLimit:
             self._refuse_initialised()
             self.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, round(100 * g.granted / g.total)))
         elif g.backend == "green_context":
-            from torch.cuda.green_contexts import GreenContext
+            from torch.cuda.green_contexts import GreenContext  # lazy: keeps torch off the start
 
             index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
             # The device's primary context first: a green context is carved from it, and without
@@ -200,7 +201,6 @@ class ComputeLimit:
 
     def thread_scope(self):
         """Context manager for a role thread: its CUDA work runs inside the green context."""
-        from contextlib import contextmanager
 
         @contextmanager
         def scope():

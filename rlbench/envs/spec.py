@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlbench.core.env_families import EnvFamilyError, family
+
 
 class EnvIdError(ValueError):
     """env.id cannot run under env.kind; the message says why in one line."""
@@ -33,7 +35,6 @@ class EnvSpec:
 def env_spec(cfg) -> EnvSpec:
     """The spec of cfg's env without starting a vector env; raises EnvIdError if it cannot run
     (an env.kind that names no family included)."""
-    from rlbench.core.env_families import EnvFamilyError, family
 
     try:
         declared = family(cfg.kind)

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass
 
 from rlbench.predict.jobs import JobPrediction, Machine, predict_job
+from rlbench.prepare.compose import compose_job
 
 COMPARED = ("fps", "runtime_s")
 
@@ -31,7 +32,6 @@ def job_conf(tags: dict, params: dict | None = None):
     """The job's validated config, composed again from its `overrides` tag (tracking.* dropped:
     where it was recorded does not change the work). The recorded param `inference_batch` is
     kept where no override set it: a record may carry another default than today's (0, lock-step)."""
-    from rlbench.prepare.compose import compose_job
 
     overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
                  and not o.lstrip("+~").startswith(("tracking.", "hydra."))]

@@ -4,14 +4,36 @@ ratio, what-if machines, and the model's error on a real sweep (docs/predict.md)
 
 from __future__ import annotations
 
+import argparse
 import csv
 import itertools
 import os
+import re
 import socket
 import sys
+import tempfile
 import time
 from argparse import RawDescriptionHelpFormatter as RawDescription
 from pathlib import Path
+
+from rlbench.config.flags import Parser, existing_store, number, writable_folder
+from rlbench.config.rules import ConfigError
+from rlbench.predict.accuracy import check_jobs, prediction_error
+from rlbench.predict.curves import ProfileError, load_profile
+from rlbench.predict.jobs import Machine, predict_job
+from rlbench.predict.model import Link
+from rlbench.predict.report import (
+    VALIDATION_HEADER,
+    grid_columns,
+    grid_figure,
+    recommend,
+    saturation,
+    table,
+    validation_figure,
+    validation_rows,
+)
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.preflight import preflight_or_exit
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PROFILES = "rlbench-profiles"
@@ -24,10 +46,7 @@ SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 def link(text: str):
     """`--link BANDWIDTH,LATENCY` (e.g. 10gbit,0.1ms; one-way latency): a model.Link."""
-    import argparse
-    import re
 
-    from rlbench.predict.model import Link
 
     allowed = (f"{text}: allowed: BANDWIDTH,LATENCY, a rate in {'/'.join(BITS)} and a one-way latency in "
                f"{'/'.join(SECONDS)}, both finite, the rate > 0, e.g. 10gbit,0.1ms")
@@ -44,8 +63,6 @@ def link(text: str):
 
 
 def parse(argv: list[str] | None):
-    from rlbench.config.flags import Parser, number, writable_folder
-
     p = Parser(prog=PROG, description=__doc__,
                                 epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
                                        "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
@@ -91,7 +108,6 @@ def parse(argv: list[str] | None):
 
 def store_problem(a) -> str | None:
     """The store predict reads profiles (and a sweep) from must exist: reading creates an empty one."""
-    from rlbench.config.flags import existing_store
 
     return existing_store("--tracking-uri", a.tracking_uri, "; a profile of this host first: python -m rlbench.profile")
 
@@ -107,7 +123,6 @@ def grid_overrides(overrides: list[str]) -> list[list[str]]:
 
 def compose(overrides: list[str]):
     """The job's validated config, for a machine that need not be this one (no host checks)."""
-    from rlbench.prepare.compose import compose_job
 
     return compose_job(overrides, host=False)
 
@@ -115,9 +130,7 @@ def compose(overrides: list[str]):
 def machine(a, host: str, env_id: str, algo: str, precision: str = "fp32"):
     """The profiles named on the command line, else the newest profile of `host`, `env_id`, `algo`
     measured at `precision` (inference and the learner: `python -m rlbench.profile precision=bf16`)."""
-    from rlbench.predict.curves import ProfileError, load_profile
-    from rlbench.predict.jobs import Machine
-    from rlbench.tracking.profiles import profile_runs
+    from rlbench.tracking.profiles import profile_runs  # lazy: keeps mlflow, torch off the start
 
     if a.cpu_profile or a.gpu_profile:
         if not (a.cpu_profile and a.gpu_profile):
@@ -162,9 +175,6 @@ def names(ms: dict) -> str:
 
 
 def run_grid(a, confs, ms: dict) -> int:
-    from rlbench.predict.jobs import predict_job
-    from rlbench.predict.report import grid_columns, grid_figure, recommend, saturation, table
-
     m = next(iter(ms.values()))
     preds = [predict_job(c, ms[c.precision]) for c in confs]
     print(f"predicted with {names(ms)} — a model's predictions, not measurements "
@@ -201,10 +211,8 @@ def run_grid(a, confs, ms: dict) -> int:
 
 
 def run_validate(a) -> int:
-    from rlbench.predict.accuracy import check_jobs, prediction_error
-    from rlbench.predict.report import VALIDATION_HEADER, table, validation_rows
-    from rlbench.tracking.readers import NoSuchRun
-    from rlbench.tracking.study_records import load_parent
+    from rlbench.tracking.readers import NoSuchRun  # lazy: keeps mlflow off the start
+    from rlbench.tracking.study_records import load_parent  # lazy: keeps mlflow off the start
 
     try:
         study = load_parent(a.sweep)
@@ -238,10 +246,8 @@ def run_validate(a) -> int:
 
 def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[str, float], used: str) -> None:
     """The model's error on the sweep's parent run: metrics, the profile's tags, the table and figure."""
-    import tempfile
 
-    from rlbench.predict.report import VALIDATION_HEADER, validation_figure, validation_rows
-    from rlbench.tracking.parent import parent_run
+    from rlbench.tracking.parent import parent_run  # lazy: keeps mlflow, torch off the start
 
     parent = parent_run(sweep)
     parent.log_metrics({"prediction_error": error} | {f"prediction_mdape/{k}": v for k, v in per.items()})
@@ -258,10 +264,7 @@ def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.config.rules import ConfigError
-    from rlbench.predict.curves import ProfileError
-    from rlbench.prepare.preflight import preflight_or_exit
-    from rlbench.tracking.store import use_store
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
     a = parse(argv)
     try:
@@ -276,7 +279,6 @@ def main(argv: list[str] | None = None) -> int:
         if a.grid:
             return run_grid(a, confs, machines(a, socket.gethostname(), confs))
         m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name, confs[0].precision)
-        from rlbench.predict.jobs import predict_job
 
         pred = predict_job(confs[0], m)
     except (ConfigError, ProfileError, ValueError, LookupError) as e:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from rlbench.core.algorithms import preset
 from rlbench.core.env_families import FAMILIES, family
+from rlbench.predict.measure import fit_inference
+from rlbench.predict.rpc import fit_rpc
 
 
 class ProfileError(ValueError):
@@ -59,8 +61,12 @@ class Profile:
 
 def load_profile(run_id: str) -> Profile:
     """The profile run `run_id` from the current tracking store (tracking.store.use_store)."""
-    from rlbench.tracking.profiles import incomplete, is_profile, read_profile
-    from rlbench.tracking.readers import NoSuchRun
+    from rlbench.tracking.profiles import (  # lazy: keeps mlflow, torch off the start
+        incomplete,
+        is_profile,
+        read_profile,
+    )
+    from rlbench.tracking.readers import NoSuchRun  # lazy: keeps mlflow off the start
 
     try:
         record = read_profile(run_id)
@@ -144,8 +150,6 @@ def _by_units(rows: list[dict], units: int, what: str, p: Profile, notes: list[s
 
 
 def inference_s(p: Profile, units: int, batch: int, notes: list[str]) -> float:
-    from rlbench.predict.measure import fit_inference
-
     def at(u: int) -> float:
         pts = sorted((r["batch"], r["seconds"]) for r in p.inference if r["units"] == u)
         if pts[0][0] <= batch <= pts[-1][0] or len(pts) < 2:
@@ -204,7 +208,6 @@ def rpc_fit(p: Profile) -> dict:
     """The actor protocol's cost per message as fixed + per env (rlbench/predict/rpc.py
     fit_rpc) and the seconds until an actor process joined; ValueError naming what is missing
     where the profile did not measure it (a profile without rpc.json, or --rpc-seconds 0)."""
-    from rlbench.predict.rpc import fit_rpc
 
     fit = fit_rpc(p.rpc) or {}
     missing = [k for k in ("actor_cpu_s", "server_cpu_s", "bytes_up") if k not in fit]

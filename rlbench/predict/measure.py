@@ -7,20 +7,26 @@ learner), `gemm_peak` (the device's GEMM peak at a precision). docs/predict.md, 
 
 from __future__ import annotations
 
+import copy
 import statistics
 import threading
 import time
 
 import numpy as np
 
+from rlbench.core.algorithms import algorithm, config_module
+from rlbench.core.precision import Amp
+from rlbench.core.resources import ComputeLimit, resolve_device
+from rlbench.envs.spec import env_spec
+from rlbench.envs.vector import StepBatch, make_actors
 from rlbench.predict.power import metered
+from rlbench.roles.contract import AlgoContext
 
 
 def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, seed: int = 0) -> list[dict]:
     """[{threads, envs, sps, env_step_s, reset_s}] for each (threads, envs); reset_s: the first
     reset of all envs (a job's actors do it before their first step: up to noop_max no-ops per
     Atari env), timed apart from the stepping."""
-    from rlbench.envs.vector import make_actors
 
     rows = []
     for threads, envs in points:
@@ -54,14 +60,9 @@ def inference_curve(conf, batches: list[int], units: list[int], repeats: int = 2
 
 
 def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
-    import torch
+    import torch  # lazy: keeps torch off the start
 
-    from rlbench.core.algorithms import algorithm
-    from rlbench.core.resources import ComputeLimit, resolve_device
-    from rlbench.envs.spec import env_spec
-    from rlbench.envs.vector import StepBatch
-    from rlbench.roles.contract import AlgoContext
-    from rlbench.roles.inference import InferenceServer
+    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
@@ -92,9 +93,8 @@ def gemm_peak(precision: str, device, n: int | None = None, repeats: int = 5) ->
     """{precision, n, seconds, tflops}: the fastest of `repeats` n x n GEMMs in the precision's
     dtype (tf32: fp32 operands with TF32 allowed), after 2 untimed ones, on all of the device
     (every CPU thread; the whole GPU). 2 n^3 FLOPs each."""
-    import torch
+    import torch  # lazy: keeps torch off the start
 
-    from rlbench.core.precision import Amp
 
     amp = Amp(precision, device.type)
     n = n or (8192 if device.type == "cuda" else 2048)
@@ -127,12 +127,7 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     learner, with the algorithm's `profile_overrides` (R2D2: min_replay lowered to one batch, no
     more to wait for; its coupling free running, no unroll queue to block the actors); `gate` is
     the learner's actors-done event, which lifts its replay-ratio wait once set."""
-    import copy
 
-    from rlbench.core.algorithms import algorithm, config_module
-    from rlbench.core.resources import resolve_device
-    from rlbench.envs.spec import env_spec
-    from rlbench.roles.contract import AlgoContext
 
     conf = copy.deepcopy(conf)
     conf.actors = envs
@@ -161,8 +156,7 @@ def learner_with_data(conf):
     central inference on synthetic observations until the learner may update (replay or the
     FIFO as a job fills it; the actors count as done, so R2D2's replay ratio does not hold it
     back: the update's cost does not depend on how the data arrived)."""
-    from rlbench.envs.vector import StepBatch
-    from rlbench.roles.inference import InferenceServer
+    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
 
     done = threading.Event()
     conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
@@ -189,7 +183,6 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     filled by central inference from synthetic observations (as a job fills it) until the
     learner may update; the actors count as done, so R2D2's replay ratio does not hold it back
     (the update's cost does not depend on how the data arrived)."""
-    from rlbench.core.resources import ComputeLimit
 
     conf, device, learner, fill = learner_with_data(conf)
     times: list[float] = []
@@ -219,10 +212,8 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
     {units, envs, threads, loop_sps, corun_sps, corun_update_s}. The learner starts
     once replay holds a batch and does not wait for the replay ratio; the first update is
     untimed, the next `updates` are timed with the actors' steps during them."""
-    from rlbench.core.resources import ComputeLimit
-    from rlbench.envs.vector import make_actors
-    from rlbench.roles.actors import ActorRole
-    from rlbench.roles.inference import InferenceServer
+    from rlbench.roles.actors import ActorRole  # lazy: keeps torch off the start
+    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
 
     free = threading.Event()
     free.set()  # the learner's view: never wait for the replay ratio

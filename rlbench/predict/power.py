@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from rlbench.telemetry.sampler import TelemetrySampler
+
 STATES = ("actors", "both", "learner")
 
 
 def _sampler():
-    from rlbench.telemetry.sampler import TelemetrySampler
-
     return TelemetrySampler(rate_hz=10.0)
 
 

@@ -4,6 +4,7 @@ rlbench/predict/cli.py). docs/predict.md."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "precision", "cpu_gpu_ratio", "fps",
@@ -55,8 +56,8 @@ def recommend(preds):
 
 
 def _figure(ncols: int, width: float = 5.0):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: keeps matplotlib off the start
+    from matplotlib.figure import Figure  # lazy: keeps matplotlib off the start
 
     fig = Figure(figsize=(width * ncols, 4.4))
     FigureCanvasAgg(fig)
@@ -64,8 +65,6 @@ def _figure(ncols: int, width: float = 5.0):
 
 
 def _wrap(text: str, width: int = 150) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rlbench.envs.spec import env_spec
 from rlbench.predict.measure import fit_cost_line
+from rlbench.remote.job_actors import env_overrides
 
 ROW_KEYS = ("frames", "messages", "actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down", "rtt_p50_ms",
             "start_s", "reason")
@@ -26,8 +28,7 @@ def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float
     """[{frames, messages, actor_cpu_s, server_cpu_s, bytes_up, bytes_down, rtt_p50_ms,
     start_s, reason}]: per message at each size (docs/predict.md, rpc.json); values null with the
     `reason` where they could not be measured."""
-    from rlbench.envs.spec import env_spec
-    from rlbench.remote.server import RemoteEnvs
+    from rlbench.remote.server import RemoteEnvs  # lazy: keeps grpc off the start
 
     spec = env_spec(env_conf)
     folder = Path(tempfile.mkdtemp(prefix="rlbench-rpc-"))
@@ -53,8 +54,6 @@ def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float
 
 
 def _start_actor(address: str, env_conf, envs: int, log: Path) -> subprocess.Popen:
-    from rlbench.remote.job_actors import env_overrides
-
     cmd = [sys.executable, "-m", "rlbench.actor", "--server", address, "--envs", str(envs), "--threads", "1",
            *env_overrides(env_conf)]
     with open(log, "wb") as out:

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import math
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
+
+from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import compose_checked
 
 MULTIRUN = ("-m", "--multirun")
 
@@ -34,11 +39,7 @@ def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | Non
 def precheck(argv: list[str]) -> str | None:
     """The command line composed as Hydra will compose it (a sweep's lists left to the sweeper,
     which checks every job): a bad key, preset, value type or mode, as one message; else None."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
 
-    from rlbench.config.rules import ConfigError
-    from rlbench.prepare.compose import compose_checked
 
     multirun = any(a in MULTIRUN for a in argv)
     if any(a.startswith("-") and a not in MULTIRUN for a in argv):

@@ -9,9 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
+from rlbench.config.rules import ConfigError
 from rlbench.config.schema import Config, register_configs
+from rlbench.prepare.argv import check_override_keys
+from rlbench.prepare.hydra_errors import explain
+from rlbench.prepare.validate import validate
 
 # rlbench/conf: in a clone a link to the top-level conf/, in an installed wheel its copy
 # (pyproject's package-data), so a non-editable install (an actor host's) composes too.
@@ -21,7 +28,6 @@ CONF_DIR = (Path(__file__).resolve().parents[1] / "conf").resolve()
 def compose_config(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
     """conf/config.yaml with `overrides`, as Hydra composes it for a job (not validated);
     hydra_node: with Hydra's own node (the sweeper's grid, the presets chosen)."""
-    from hydra import compose, initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -31,9 +37,6 @@ def compose_config(overrides: Sequence[str], hydra_node: bool = False) -> DictCo
 def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictConfig:
     """compose_config, with a bad key, preset, type or syntax refused as ConfigError naming the
     override, its value and what is allowed (not Hydra's exception): the check every command shares."""
-    from rlbench.config.rules import ConfigError
-    from rlbench.prepare.argv import check_override_keys
-    from rlbench.prepare.hydra_errors import explain
 
     problem = check_override_keys(list(overrides), CONF_DIR)
     if problem:
@@ -41,9 +44,6 @@ def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictC
     try:
         return compose_config(overrides, hydra_node)
     except Exception as e:
-        from hydra.errors import HydraException
-        from omegaconf.errors import OmegaConfBaseException
-
         if not isinstance(e, HydraException | OmegaConfBaseException):
             raise
         raise ConfigError(explain(e, list(overrides), CONF_DIR, compose_config)) from None
@@ -52,6 +52,5 @@ def compose_checked(overrides: Sequence[str], hydra_node: bool = False) -> DictC
 def compose_job(overrides: Sequence[str], host: bool = True) -> Config:
     """The typed, validated config of the job `overrides` describe; raises ConfigError
     (rlbench/prepare/validate.py). host=False: for a job on another machine (no host checks)."""
-    from rlbench.prepare.validate import validate  # the env and algorithm rules: imported when a job is composed
 
     return validate(compose_checked(overrides), host=host)

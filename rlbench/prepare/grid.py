@@ -11,7 +11,13 @@ import itertools
 import sys
 from dataclasses import dataclass
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
 from rlbench.config.rules import ConfigError
+from rlbench.prepare.compose import CONF_DIR
+from rlbench.prepare.hydra_errors import explain
 from rlbench.prepare.validate import validate
 
 # Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
@@ -84,7 +90,6 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
 def plan(sweeper, arguments: list[str]) -> Grid:
     """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
     configuration `repeats` times; exits 2 with the key named when repeats or seed is wrong."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     params = sweeper._parse_config() + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
@@ -105,11 +110,7 @@ def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
 
 def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
     """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
-    from rlbench.prepare.compose import CONF_DIR
-    from rlbench.prepare.hydra_errors import explain
 
     loader, confs, problems = sweeper.hydra_context.config_loader, [], []
 

@@ -12,6 +12,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import MissingConfigException, OverrideParseException
+
+from rlbench.core.algorithms import ALGORITHMS, config_module
+from rlbench.core.env_families import FAMILIES, family
 
 TYPES = {"Integer": "an integer", "Float": "a finite number", "Boolean": "true or false", "String": "a string"}
 
@@ -37,12 +42,8 @@ def _presets(conf_dir: Path, group: str, schema: str) -> list[str]:
 def _owners(group: str, leaf: str) -> tuple[dict[str, list[str]], Callable[[str], type]]:
     """Which algorithms (group algo) or env families (group env) have key `leaf`, and their Schema by name."""
     if group == "algo":
-        from rlbench.core.algorithms import ALGORITHMS, config_module
-
         names, schema = ALGORITHMS, (lambda n: config_module(n).Schema)
     else:
-        from rlbench.core.env_families import FAMILIES, family
-
         names, schema = FAMILIES, (lambda n: family(n).Schema)
     return {n: [] for n in names if leaf in typing.get_type_hints(schema(n))}, schema
 
@@ -77,9 +78,6 @@ def _selected(group: str, compose: Callable[[list[str]], object], overrides: Seq
 
 
 def _bad_syntax(overrides: Sequence[str]) -> str | None:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
     parser = OverridesParser.create()
     for o in overrides:
         try:
@@ -93,7 +91,6 @@ def _bad_syntax(overrides: Sequence[str]) -> str | None:
 def explain(error: Exception, overrides: Sequence[str], conf_dir: Path,
             compose: Callable[[list[str]], object]) -> str:
     """One line for a composition error of `overrides`: key, value, what is allowed."""
-    from hydra.errors import MissingConfigException, OverrideParseException
 
     if isinstance(error, OverrideParseException):
         return _bad_syntax(overrides) or f"overrides {' '.join(overrides)}: {str(error).splitlines()[0]}"

@@ -15,8 +15,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import sqlalchemy
+
 from rlbench.config.rules import ConfigError
-from rlbench.prepare.store_files import MLFLOW, OPTUNA, Kind, sqlite_path, sqlite_problem
+from rlbench.prepare.store_files import MLFLOW, OPTUNA, Kind, sqlite_path, sqlite_problem, tables
 
 TIMEOUT_S = 5.0
 TRACKING_KEY, STORAGE_KEY = "tracking.uri", "search.storage"
@@ -100,7 +102,6 @@ def _connect_args(url) -> dict:
 def _engine(url: str, key: str):
     """A SQLAlchemy engine for `url` (no connection yet); PreflightError for a URL that does
     not parse or whose driver is not installed."""
-    import sqlalchemy
 
     try:
         parsed = sqlalchemy.engine.make_url(url)
@@ -118,7 +119,6 @@ def _engine(url: str, key: str):
 def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
     """A database URL (key: the setting that names it): a local SQLite file that can be used,
     or a server that takes one connection."""
-    import sqlalchemy
 
     if url.startswith("sqlite:"):
         _check_sqlite(url, key, kind)
@@ -148,10 +148,9 @@ def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None
     path = sqlite_path(url)
     if not path.exists() or path.stat().st_size == 0:
         return
-    from rlbench.prepare.store_files import tables
 
     if kind is MLFLOW:
-        from rlbench.tracking.store import first_open, schema_problem
+        from rlbench.tracking.store import first_open, schema_problem  # lazy: keeps mlflow off the start
 
         with first_open(url):  # a process creating this store's tables now is waited for, not read halfway
             found = schema_problem(path) if MLFLOW.tables <= tables(path) else None
@@ -163,7 +162,7 @@ def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None
 
 def _optuna_schema(url: str, key: str) -> None:
     """An existing Optuna study storage of another Optuna version: its own message, as one line."""
-    import optuna
+    import optuna  # lazy: keeps optuna off the start
 
     try:
         optuna.storages.RDBStorage(url, skip_table_creation=True).engine.dispose()

@@ -7,17 +7,26 @@ and checks every rule below; all violations are reported together, each as
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import math
+import os
 import re
 from typing import Any
 
+import psutil
 from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.rules import ConfigError, Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
+from rlbench.core import precision as precisions  # precisions.cpu_flags: the CPU fake (tests/bf16_cpu.py) replaces it
+from rlbench.core.address import TOKEN_ENV, is_local
 from rlbench.core.algorithms import ALGORITHMS, config_module
 from rlbench.core.env_families import FAMILIES, family
-from rlbench.core.precision import PRECISIONS
-from rlbench.core.resources import usable_cpus
+from rlbench.core.metrics import final_metrics
+from rlbench.core.precision import PRECISIONS, precision_problem
+from rlbench.core.resources import ComputeLimit, ResourceError, resolve_device, usable_cpus
+from rlbench.envs.spec import check_env, env_spec
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.prepare.plan import eval_envs_of
 
@@ -111,9 +120,7 @@ def _get(c: Config, dotted: str) -> Any:
 
 def _search_checks(c: Config) -> list[str]:
     """search.objectives name final metrics of the contract (rlbench/core/metrics.py)."""
-    import difflib
 
-    from rlbench.core.metrics import final_metrics
 
     if c.search is None:
         return []
@@ -134,7 +141,6 @@ def _search_checks(c: Config) -> list[str]:
 
 def _env_checks(c: Config) -> list[str]:
     """The env can be made (its family's probe: any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
-    from rlbench.envs.spec import check_env
 
     reason = check_env(c.env)  # "env.id=<id>: <why>, <what is allowed>"
     return [reason] if reason else []
@@ -144,9 +150,7 @@ def _actor_checks(c: Config) -> list[str]:
     """Actor processes and tasks: every local process and every actor task gets an env, remote
     envs need an address other hosts reach, and a non-loopback address needs its token
     (rlbench/remote/; a job with actor tasks makes one for them, not for hand-started actors)."""
-    import os
 
-    from rlbench.core.address import TOKEN_ENV, is_local
 
     total, server = c.actors + eval_envs_of(c), c.actor_server
     local, placed = total - server.remote_envs, c.actor_procs + c.actor_hosts  # placed: processes the job starts
@@ -170,9 +174,8 @@ def _actor_checks(c: Config) -> list[str]:
 def _host_checks(c: Config) -> list[str]:
     """What this host cannot honour: a CUDA device it lacks, sm_limit above its SMs or CPU
     threads, MPS without CUDA or its daemon, envs beyond its memory."""
-    import torch
+    import torch  # lazy: keeps torch off the start
 
-    from rlbench.core.resources import ComputeLimit, ResourceError, resolve_device
 
     if c.device.startswith("cuda"):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -192,7 +195,6 @@ def _precision_checks(c: Config, limit) -> list[str]:
     """A precision the job's device has no fast math for (rlbench/core/precision.py), named with the
     device and what it allows. A GPU's compute capability is read in a child process (as the
     compute grant reads its SMs: CUDA stays uninitialised here)."""
-    from rlbench.core.precision import cpu_flags, precision_problem
 
     if c.precision == "fp32":
         return []
@@ -201,12 +203,12 @@ def _precision_checks(c: Config, limit) -> list[str]:
         props = limit.properties(device.index if device.index is not None else 0)
         problem = precision_problem(c.precision, "cuda", props.name, cuda_major=props.major)
     else:
-        problem = precision_problem(c.precision, "cpu", _cpu_name(), flags=cpu_flags())
+        problem = precision_problem(c.precision, "cpu", _cpu_name(), flags=precisions.cpu_flags())
     return [problem] if problem else []
 
 
 def _cpu_name() -> str:
-    from rlbench.tracking.fingerprint import cpu_model
+    from rlbench.tracking.fingerprint import cpu_model  # lazy: keeps torch off the start
 
     return f"this CPU ({cpu_model()})"
 
@@ -218,9 +220,7 @@ def _memory_checks(c: Config) -> list[str]:
     """The envs must fit in the memory this host has available now: each env holds its family's
     own state (ENV_BYTES, measured per family; Atari's emulator) and about OBS_COPIES observations.
     (The replay's memory is the algorithm's own check, e.g. R2D2's.)"""
-    import psutil
 
-    from rlbench.envs.spec import env_spec
 
     spec, n = env_spec(c.env), c.actors + eval_envs_of(c)
     own, obs = getattr(family(c.env.kind), "ENV_BYTES", 0), spec.bytes_per_frame * spec.stack
@@ -239,8 +239,6 @@ def _memory_checks(c: Config) -> list[str]:
 def _non_finite(conf: Any, rules: Rules, prefix: str = "") -> dict[str, str]:
     """Every float of the typed config that is nan or inf, with what is allowed: `inf` passes a
     `v > 0` rule and `nan` fails every comparison silently, so no float may be non-finite."""
-    import dataclasses
-    import math
 
     found: dict[str, str] = {}
     for f in dataclasses.fields(conf):

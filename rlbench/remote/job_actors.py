@@ -24,6 +24,8 @@ from rlbench.core.address import TOKEN_ENV, cpu_text
 from rlbench.core.env_families import family
 from rlbench.core.resources import usable_cpus
 from rlbench.remote.handoff import ensure_token, reachable, write_address
+from rlbench.remote.hub import RemoteError
+from rlbench.remote.tasks import ActorTasks
 from rlbench.remote.telemetry import as_columns, hosts_tag, process_metrics
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,9 @@ class JobActors:
     def __init__(self, conf, spec, total_envs: int, pin: int = -1, placement=None):
         """placement: where actor tasks go (rlbench/prepare/plan.py Placement; None: local processes, files
         in a temporary folder), for actor_hosts > 0."""
-        from rlbench.remote.server import RemoteEnvs  # gRPC is imported by jobs that use it only
+        from rlbench.remote.server import (
+            RemoteEnvs,  # lazy: keeps grpc off the start (only jobs with actor processes use it)
+        )
 
         server = conf.actor_server
         self._dir = Path(tempfile.mkdtemp(prefix="rlbench-actors-"))
@@ -102,7 +106,6 @@ class JobActors:
 
     def _place(self, conf, sizes: list[int], placement):
         """The actor tasks (remote/tasks.py), one per size, told the address other nodes reach."""
-        from rlbench.remote.tasks import ActorTasks  # submitit is imported by jobs that place tasks only
 
         kind = placement.executor if placement is not None else "local"
         folder = placement.folder if placement is not None and placement.folder is not None else self._dir
@@ -117,8 +120,6 @@ class JobActors:
         return self.remote.threads_used
 
     def reset(self, seed: int):
-        from rlbench.remote.hub import RemoteError
-
         try:
             return self.remote.reset(seed)
         except RemoteError as e:

@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 
 from rlbench.config.rules import ConfigError
+from rlbench.core.address import is_local
 from rlbench.core.metrics import proc_role
 from rlbench.envs.spec import EnvSpec
 from rlbench.envs.vector import StepBatch, resolve_inference_batch
@@ -27,7 +28,6 @@ from rlbench.remote.wire import (
     PROTOCOL_VERSION,
     SERVER_OPTIONS,
     decode_step,
-    is_local,
     spec_difference,
     spec_message,
     step_size,

@@ -13,7 +13,14 @@ import threading
 import time
 from pathlib import Path
 
+import submitit
+from submitit.helpers import clean_env
+from submitit.slurm.slurm import SlurmExecutor
+
 from rlbench.core.address import TOKEN_ENV
+from rlbench.core.env_families import family
+from rlbench.core.resources import usable_cpus
+from rlbench.prepare.compose import compose_job
 from rlbench.remote.handoff import read_address
 
 log = logging.getLogger(__name__)
@@ -35,7 +42,6 @@ def launch_params(launch, kind: str) -> dict:
 
 def executor(kind: str, folder: Path, params: dict):
     """submitit's executor of `kind` ("slurm" or "local") keeping its files in `folder`."""
-    import submitit
 
     ex = submitit.SlurmExecutor(folder) if kind == "slurm" else submitit.LocalExecutor(folder)
     ex.update_parameters(**ex._convert_parameters(params))  # generic names to the executor's, as AutoExecutor does
@@ -46,7 +52,6 @@ def sbatch_text(params: dict, folder: Path, count: int) -> str:
     """The sbatch script submitit would submit for an array of `count` tasks with `params` (the
     generic names submitit's executors take, or SLURM's), made by submitit's own SlurmExecutor
     without submitting anything (this host needs no SLURM for it)."""
-    from submitit.slurm.slurm import SlurmExecutor
 
     class _Text(SlurmExecutor):  # its constructor refuses a host without srun; only the text is made here
         @classmethod
@@ -65,10 +70,7 @@ def actor_task(address_file: str, task: int, envs: int, overrides: list[str], wa
     on every CPU of this node (the family's pool: Atari's threads, gym's one), its Hello naming
     `task`. Returns the actor's last line; raises RuntimeError with it on a failure (submitit
     records the task failed)."""
-    from rlbench.core.env_families import family
-    from rlbench.core.resources import usable_cpus
-    from rlbench.prepare.compose import compose_job
-    from rlbench.remote.actor_loop import run_actor
+    from rlbench.remote.actor_loop import run_actor  # lazy: keeps grpc off the start
 
     address = read_address(Path(address_file), wait_s)
     env_cfg = compose_job(overrides, host=False).env
@@ -88,7 +90,6 @@ class ActorTasks:
 
     def __init__(self, kind: str, folder: Path, launch, sizes: list[int], overrides: list[str],
                  address_file: Path, wait_s: float, fail):
-        from submitit.helpers import clean_env
 
         self.kind, self._fail, self._stopping = kind, fail, threading.Event()
         ex = executor(kind, folder, launch_params(launch, kind))

@@ -300,8 +300,8 @@ ONOFF_NOTE = ("RL-Scope measured single-process TF/PyTorch implementations (PPO2
 def on_off_policy(study: Study) -> Drawn:
     """Per algorithm: its share of the task in env stepping and in the learner (RL-Scope's
     on- vs off-policy comparison), with the ratio of simulation-boundness."""
-    from rlbench.report.findings import algorithm_shares
-    from rlbench.report.verdict import on_off_policy as compare
+    from rlbench.report.findings import algorithm_shares  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.report.verdict import on_off_policy as compare  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "onoff_policy", "On- vs off-policy: where the task's time goes"
     shares = algorithm_shares(study)
@@ -328,7 +328,7 @@ def on_off_policy(study: Study) -> Drawn:
 def precision_scaling(study: Study) -> Drawn:
     """runtime_s and fps vs actors, one line per precision (and per other knob that differs):
     how low-precision math moves the best actor count (the verdict's `precision` line)."""
-    from rlbench.report.findings import precision
+    from rlbench.report.findings import precision  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "precision_scaling", "Precision: task time and fps vs actors per precision"
     precisions = {precision(j) for j in study.finished}
@@ -347,7 +347,7 @@ def actor_hosts_scaling(study: Study) -> Drawn:
     """fps and runtime_s vs actor hosts (or actor processes), with the learner's rate as the
     ceiling: on fps, the task's frames over the learner's busy time (learner_ceiling_fps); on
     runtime_s, that busy time as the floor (the task cannot end before its learner)."""
-    from rlbench.report.verdict import learner_ceiling_fps
+    from rlbench.report.verdict import learner_ceiling_fps  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "actor_hosts_scaling", "Scaling out: actor hosts (or processes) per learner"
     axis = actor_axis(study.finished)

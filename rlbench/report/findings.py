@@ -115,8 +115,11 @@ def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]
 def saturation(jobs: list[JobRun], share: float = 0.10):
     """How many actor hosts (or processes) saturate one learner (verdict.actor_saturation), from
     the median runtime_s and fps per count; None where the jobs do not vary either."""
-    from rlbench.report.series import actor_axis
-    from rlbench.report.verdict import actor_saturation, learner_ceiling_fps
+    from rlbench.report.series import actor_axis  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.report.verdict import (  # lazy: keeps matplotlib, mlflow off the start
+        actor_saturation,
+        learner_ceiling_fps,
+    )
 
     axis = actor_axis(jobs)
     if axis is None:

@@ -5,6 +5,11 @@ drawn against what it measured, naming the profile; the jobs the model misses by
 
 from __future__ import annotations
 
+from rlbench.core.repeats import group_by
+from rlbench.predict.accuracy import check_jobs, prediction_error
+from rlbench.predict.curves import ProfileError, load_profile, profile_command
+from rlbench.predict.jobs import Machine
+from rlbench.predict.report import disagreements, validation_figure
 from rlbench.report.figures import Drawn
 from rlbench.tracking.study_records import Study
 
@@ -14,8 +19,7 @@ NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured 
 def profile_for(study: Study, jobs: list | None = None) -> tuple[str | None, str]:
     """(profile run id, how it was chosen) or (None, why there is none), for `jobs` (default:
     the study's finished jobs), which must share an env, an algorithm and a precision."""
-    from rlbench.predict.curves import profile_command
-    from rlbench.tracking.profiles import profile_runs
+    from rlbench.tracking.profiles import profile_runs  # lazy: keeps mlflow, torch off the start
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     if named:
@@ -40,12 +44,7 @@ def profile_for(study: Study, jobs: list | None = None) -> tuple[str | None, str
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
     """(the figure, findings["prediction"]: profile, prediction_error, per-metric errors, disagreements)."""
-    from rlbench.core.repeats import group_by
-    from rlbench.predict.accuracy import check_jobs, prediction_error
-    from rlbench.predict.curves import ProfileError, load_profile
-    from rlbench.predict.jobs import Machine
-    from rlbench.predict.report import disagreements, validation_figure
-    from rlbench.report.findings import precision
+    from rlbench.report.findings import precision  # lazy: keeps matplotlib, mlflow off the start
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     # a precision sweep: each precision's jobs from the profile of that precision (the one --validate

@@ -12,8 +12,12 @@ import tempfile
 from pathlib import Path
 
 import optuna
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
+from rlbench.core.resources import ComputeLimit, resolve_device
+from rlbench.prepare.grid import expand_jobs, validate_jobs
 from rlbench.prepare.preflight import masked, preflight_or_exit
+from rlbench.prepare.validate import validate
 from rlbench.search.parent import recommend, report, study_parent
 from rlbench.search.space import SearchError, check_space, make_sampler, objective_checks, objective_values, suggest
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
@@ -29,8 +33,6 @@ __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_repor
 def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     """The sweeper's entry when `search` is configured (see the module docstring); store: opens
     the tracking port on the job's TrackingConfig."""
-    from rlbench.core.resources import ComputeLimit, resolve_device
-    from rlbench.prepare.grid import expand_jobs, validate_jobs
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
@@ -38,7 +40,6 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
                   "actor_threads and sm_limit")])
     conf = validate_jobs(sweeper, jobs)[0]
     s = conf.search
-    from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
     in_process = isinstance(sweeper.launcher, BasicLauncher)
     _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf)
@@ -97,8 +98,8 @@ def _search_view(experiment, parent: str, s) -> str | None:
 
 
 def _warm_start_machine(conf):
-    from rlbench.search.warm_start import load_machine
-    from rlbench.tracking.store import use_store
+    from rlbench.search.warm_start import load_machine  # lazy: keeps mlflow, optuna, torch off the start
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
     use_store(conf.tracking.uri)
     try:
@@ -109,8 +110,7 @@ def _warm_start_machine(conf):
 
 def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
     """Enqueue the predicted best configurations (a new study only) and record them."""
-    from rlbench.prepare.validate import validate
-    from rlbench.search.warm_start import enqueue, note, record
+    from rlbench.search.warm_start import enqueue, note, record  # lazy: keeps mlflow, optuna, torch off the start
 
     loader = sweeper.hydra_context.config_loader
 

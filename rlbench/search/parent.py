@@ -84,11 +84,11 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path) -> str |
 def plots(study: optuna.Study, names: list[str], out_dir: Path, parent) -> dict[str, str]:
     """The Pareto front (one objective: the optimisation history), the params' importances and
     slices, drawn into out_dir and logged on the parent; returns those not drawn, with why."""
-    import matplotlib
+    import matplotlib  # lazy: keeps matplotlib off the start
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import optuna.visualization.matplotlib as ovm
+    import matplotlib.pyplot as plt  # lazy: keeps matplotlib off the start
+    import optuna.visualization.matplotlib as ovm  # lazy: keeps optuna off the start
 
     draw = {"pareto_front.png": (lambda: ovm.plot_pareto_front(study, target_names=names)) if len(names) > 1
             else (lambda: ovm.plot_optimization_history(study)),

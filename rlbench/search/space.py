@@ -9,8 +9,13 @@ from dataclasses import dataclass
 import optuna
 
 from rlbench.config.schema import SearchConfig
-from rlbench.core.resources import usable_cpus
+from rlbench.core.algorithms import config_module
+from rlbench.core.metrics import plugged_sources
+from rlbench.core.resources import resolve_device, usable_cpus
+from rlbench.prepare.plan import eval_envs_of
 from rlbench.prepare.preflight import masked
+from rlbench.telemetry.nvml import NvmlSource
+from rlbench.telemetry.rapl import RaplSource
 
 
 class SearchError(ValueError):
@@ -84,10 +89,6 @@ class Meters:
 
 
 def host_meters() -> Meters:
-    from rlbench.core.metrics import plugged_sources
-    from rlbench.telemetry.nvml import NvmlSource
-    from rlbench.telemetry.rapl import RaplSource
-
     gpu, cpu = NvmlSource(), RaplSource()
     try:
         return Meters(None if gpu.available else gpu.reason or "NVML unavailable",
@@ -104,9 +105,6 @@ NVML_ONLY = ("power_gpu_w_avg", "power_gpu_w_max", "energy_gpu_j", "gpu_util_avg
 
 def _why_not(name: str, conf, m: Meters) -> str | None:
     """Why a job of `conf` on a host with meters `m` can never log final metric `name`, or None."""
-    from rlbench.core.algorithms import config_module
-    from rlbench.core.resources import resolve_device
-    from rlbench.prepare.plan import eval_envs_of
 
     learns = config_module(conf.algo.name).LEARNS
     measured = m.gpu is None or m.rapl is None or bool(m.plugged)  # a power source that measures

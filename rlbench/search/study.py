@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Self
 
 import optuna
+import sqlalchemy
 
 from rlbench.config.schema import SearchConfig
 from rlbench.search.space import make_sampler, suggest
@@ -31,15 +32,11 @@ class StudyLock:
         self.enabled = storage_url.startswith("postgresql")
 
     def _connect(self):
-        import sqlalchemy
-
         engine = sqlalchemy.create_engine(self._url, poolclass=sqlalchemy.pool.NullPool,
                                           connect_args={"connect_timeout": 10})
         self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     def _execute(self, sql: str) -> None:
-        import sqlalchemy
-
         if self._conn is None or self._conn.closed or self._conn.invalidated:
             self._connect()
         self._conn.execute(sqlalchemy.text(sql), {"key": self._key})

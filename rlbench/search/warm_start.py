@@ -11,6 +11,8 @@ import math
 
 import optuna
 
+from rlbench.predict.curves import ProfileError, load_profile
+from rlbench.predict.jobs import Machine, predict_job
 from rlbench.search.space import SearchError
 
 KNOBS = ("actors", "actor_threads", "sm_limit")  # the params of space.suggest
@@ -80,8 +82,6 @@ def choose(pairs: list[tuple[dict, object]], s, frames: int) -> tuple[list[tuple
 
 def load_machine(s):
     """The profile's Machine; SearchError (before any trial) when it cannot be used."""
-    from rlbench.predict.curves import ProfileError, load_profile
-    from rlbench.predict.jobs import Machine
 
     try:
         profile = load_profile(s.warm_start_profile)
@@ -94,7 +94,6 @@ def load_machine(s):
 def predict_candidates(base: list[str], s, machine, compose) -> list[tuple[dict, object]]:
     """(params, prediction) of every candidate, its config composed (`compose(overrides)` -> a
     validated config; the sweeper's loader inside a sweep) from the search's job overrides."""
-    from rlbench.predict.jobs import predict_job
 
     keep = [o for o in base if o.split("=", 1)[0].lstrip("+~") not in KNOBS]
     pairs = []

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 ProcKey = tuple[int, float]
 
 
@@ -41,8 +43,6 @@ def tree_utilisation(cpu_delta_s: float, wall_s: float, n_threads: int | None) -
 
 
 def _load_psutil() -> Any:
-    import psutil
-
     return psutil
 
 

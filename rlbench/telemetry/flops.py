@@ -28,7 +28,7 @@ class FlopRate:
         """Around one call; set `.items` on the yielded Call where the work is known only after it."""
         c = Call(items)
         if self.flops_per_item is None:
-            from torch.utils.flop_counter import FlopCounterMode
+            from torch.utils.flop_counter import FlopCounterMode  # lazy: keeps torch off the start
 
             with FlopCounterMode(display=False) as counter:
                 yield c

@@ -52,7 +52,7 @@ class CudaBusyTimer:
     def __init__(self, device, cuda=None):
         """`cuda` defaults to torch.cuda; tests pass a fake with Event(enable_timing=True)."""
         if cuda is None:
-            import torch
+            import torch  # lazy: keeps torch off the start
 
             cuda = torch.cuda
         self._cuda, self.device = cuda, device

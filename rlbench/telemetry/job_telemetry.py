@@ -155,7 +155,7 @@ class JobTelemetry(JobObserver):
 
     def artifacts(self, out_dir: Path, plot: bool = True) -> list[Path]:
         """telemetry.csv (every sample) and telemetry.png (see rlbench.telemetry.charts.timeline)."""
-        from rlbench.telemetry.charts.timeline import plot_timeline
+        from rlbench.telemetry.charts.timeline import plot_timeline  # lazy: keeps matplotlib off the start
 
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]

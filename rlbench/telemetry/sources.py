@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar, Protocol
 
-from rlbench.core.metrics import POWER_SOURCES_ENV, plug_source, unplug_source
+from rlbench.core.metrics import METRICS, POWER_SOURCES_ENV, plug_source, unplug_source
 from rlbench.core.registry import Registry, RegistryError, load_target
+from rlbench.telemetry import nvml
+from rlbench.telemetry.cpu import CpuSource
 from rlbench.telemetry.energy import DEFAULT_IDLE_FRAC, integrate_power, mean_valid, span_valid
+from rlbench.telemetry.rapl import RaplSource
 from rlbench.telemetry.summary import Row, column, cpu_summary, gpu_summary
 
 ENV_VAR = POWER_SOURCES_ENV
@@ -144,8 +147,6 @@ class GpuSource(Source):
     METRICS = ("power_w", "energy_mj", "util", "mem_util", "sm_clock_mhz", "mem_used_mb", "temp_c")
 
     def make(self, ctx: SourceContext) -> Any:
-        from rlbench.telemetry import nvml  # nvml.NvmlSource: where tests replace the NVML source
-
         return nvml.NvmlSource()
 
     def fields(self, sample: Any) -> Row:
@@ -169,8 +170,6 @@ class CpuUtilSource(Source):
     reason_attrs = ()
 
     def make(self, ctx: SourceContext) -> Any:
-        from rlbench.telemetry.cpu import CpuSource
-
         return CpuSource(clock=ctx.clock)
 
     def fields(self, sample: Any) -> Row:
@@ -186,8 +185,6 @@ class RaplEnergySource(Source):
     reason_attrs = ("reason", "dram_reason")
 
     def make(self, ctx: SourceContext) -> Any:
-        from rlbench.telemetry.rapl import RaplSource
-
         return RaplSource()
 
     def fields(self, sample: Any) -> Row:
@@ -223,8 +220,6 @@ class MeterFactory(Protocol):
 
 
 def _check_name(name: str) -> None:
-    from rlbench.core.metrics import METRICS
-
     if name in BUILT_IN or not _NAME.match(name):
         raise PowerSourceError(f"power source {name!r}: a name is lower-case [a-z][a-z0-9_]* and not one of "
                                f"the built-in sources ({', '.join(BUILT_IN)})")

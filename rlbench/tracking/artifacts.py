@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
@@ -21,7 +22,6 @@ def scheme_registered() -> bool:
     """Whether MLflow can open `rlbench-store:` locations here: it finds this repository through
     rlbench's installed entry point (pyproject's mlflow.artifact_repository), which a clone run
     without installing it (PYTHONPATH only) does not have."""
-    from importlib.metadata import entry_points
 
     return any(ep.name == SCHEME for ep in entry_points(group="mlflow.artifact_repository"))
 
@@ -39,7 +39,7 @@ def _current_store(tracking_uri: str | None) -> str | None:
         return tracking_uri
     if os.environ.get(_SERVER_STORE_ENV, "").startswith("sqlite:"):
         return os.environ[_SERVER_STORE_ENV]
-    import mlflow
+    import mlflow  # lazy: keeps mlflow off the start
 
     return mlflow.get_tracking_uri()
 

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import torch
 
-from rlbench.core.resources import cpu_model  # the host's CPU model: also what an actor process tells its job
+from rlbench.core.resources import (
+    cpu_model,  # the host's CPU model: also what an actor process tells its job
+    cuda_properties,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,8 +50,6 @@ def host_tags() -> dict[str, str]:
         "cuda_available": str(torch.cuda.is_available()),
     }
     if torch.cuda.is_available():
-        from rlbench.core.resources import cuda_properties
-
         props = cuda_properties(0)  # read in a child: CUDA must stay uninitialised for sm_backend=mps
         tags["gpu_name"] = props.name
         tags["gpu_sm_count"] = str(props.multi_processor_count)

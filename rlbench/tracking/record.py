@@ -7,6 +7,7 @@ artifact could not be written (IncompleteRecord). docs/metrics.md, "Status" and 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -50,7 +51,6 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, str]:
 
 def param_names(conf) -> set[str]:
     """The params a job logs for its validated config (params_and_tags; the tracking section is a tag)."""
-    import dataclasses
 
     return set(flatten(dataclasses.asdict(conf)))
 

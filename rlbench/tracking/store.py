@@ -18,14 +18,17 @@ import sqlite3
 import sys
 import tempfile
 import urllib.parse
+from dataclasses import asdict
 from pathlib import Path
 
 import mlflow
+from alembic.script import ScriptDirectory
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking import artifacts
 from rlbench.tracking.artifacts import SCHEME, store_root
 from rlbench.tracking.orphans import close_orphans
+from rlbench.tracking.views import view_link
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +131,10 @@ def schema_problem(db: Path) -> tuple[str, str] | None:
     """(cause, what to do) when the SQLite MLflow database `db` has a schema this MLflow does not
     use (older: `mlflow db upgrade`; newer or unknown: another MLflow wrote it), else None.
     Read with sqlite3: MLflow itself would raise only after opening the store."""
-    from mlflow.store.db.utils import _get_alembic_config, _get_latest_schema_revision
+    from mlflow.store.db.utils import (  # lazy: keeps mlflow off the start
+        _get_alembic_config,
+        _get_latest_schema_revision,
+    )
 
     conn = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True, timeout=20)
     try:
@@ -138,7 +144,6 @@ def schema_problem(db: Path) -> tuple[str, str] | None:
     found, head = (rows[0][0] if rows else None), _get_latest_schema_revision()
     if found == head:
         return None
-    from alembic.script import ScriptDirectory
 
     known = {r.revision for r in ScriptDirectory.from_config(_get_alembic_config("")).walk_revisions()}
     if found in known:
@@ -224,7 +229,6 @@ def _folder_name(experiment: str) -> str:
 
 def config_hash(conf) -> str:
     """Identity of a job's work: the typed config without tracking, progress, resume, repeats and dry_run."""
-    from dataclasses import asdict
 
     d = asdict(conf)
     for key in ("tracking", "progress", "resume", "repeats", "dry_run"):
@@ -254,7 +258,6 @@ def ui_runs_url(uri: str, experiment_id: str, view_key: str) -> str:
     parent's children, shortest task first, with their swept knobs and headline numbers as
     columns). A local store's UI is what `mlflow ui` serves on its default address; a tracking
     server is its own UI."""
-    from rlbench.tracking.views import view_link
 
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     return f"{base}/{view_link(experiment_id, view_key)}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import urllib.parse
 
+from rlbench.tracking.unmeasured import DERIVED
+
 SHARE_PREFIX = "mlflow.sharedViewState."
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
 BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.bottleneck)
@@ -52,7 +54,6 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
 def not_measured(metric: str, reasons: dict[str, str]) -> str:
     """The tag a job writes for a headline metric it could not measure: the reasons of what it
     derives from first (what a column of ~45 characters shows), its own last."""
-    from rlbench.tracking.unmeasured import DERIVED
 
     parts = [f"{src}: {reasons[src]}" for src in DERIVED.get(metric, ()) if src in reasons]
     own = reasons.get(metric)
@@ -61,7 +62,7 @@ def not_measured(metric: str, reasons: dict[str, str]) -> str:
 
 def share_view(experiment_id: str, key: str, state: dict) -> str:
     """Store the view as the experiment's shared view `key` (in the current tracking store); returns the key."""
-    import mlflow
+    import mlflow  # lazy: keeps mlflow off the start
 
     mlflow.MlflowClient().set_experiment_tag(experiment_id, SHARE_PREFIX + key, json.dumps(state, separators=(",", ":")))
     return key

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import socket
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import numpy as np
 from rlbench.config.schema import Config
 from rlbench.core.bound import bottleneck
 from rlbench.core.observers import JobObserver
+from rlbench.core.resources import cuda_properties, resolve_device
 from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, plot_op_breakdown
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.job_note import job_note
@@ -78,10 +80,7 @@ class RecordObserver(JobObserver):
         return {"peak_tflops": peak} | {f"{r}_mfu": final[f"{r}_tflops"] / peak for r in roles}, {}
 
     def _peak(self) -> tuple[float | None, str]:
-        import socket
-
-        from rlbench.core.resources import cuda_properties, resolve_device
-        from rlbench.tracking.peaks import host_peak
+        from rlbench.tracking.peaks import host_peak  # lazy: keeps mlflow, torch off the start
 
         device = resolve_device(self.conf.device)
         try:

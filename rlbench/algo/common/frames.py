@@ -30,7 +30,7 @@ def rebuild_stacks(head: torch.Tensor, frames: torch.Tensor, done: torch.Tensor)
     """Observations [B, L, stack, *frame] from head [B, stack - 1, *frame], frames [B, L, *frame]
     and done [B, L] (True where the step is the first of an episode). With an empty head
     (stack 1) the frames are the observations."""
-    import torch  # here, not at the top: replay and config validation use this module's numpy half
+    import torch  # lazy: keeps torch off the start (replay and validation use the numpy half)
 
     k = head.shape[1] + 1
     if k == 1:

@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+import psutil
+
 from rlbench.algo.common.checks import torso_checks
 from rlbench.algo.common.data import LearnerData
+from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes
 from rlbench.algo.r2d2.sequences import fill_insertions, insertion_batch, sequences_per_actor, unroll_layout
 from rlbench.config.rules import Rules, int_at_least, one_of
 from rlbench.core.metrics import Metric
+from rlbench.envs.spec import env_spec
 
 LEARNS = True
 ON_POLICY = False  # replay: the learner samples sequences that older policies acted
@@ -175,10 +179,7 @@ def checks(c) -> list[str]:
 
 def host_checks(c) -> list[str]:
     """Replay must fit in the memory this host has free now (it is allocated up front)."""
-    import psutil
 
-    from rlbench.algo.r2d2.derived import replay_capacity, sequence_bytes
-    from rlbench.envs.spec import env_spec
 
     if not c.learner:
         return []

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from rlbench.config.rules import Rules, int_at_least
 from rlbench.config.schema import EnvConfig
+from rlbench.envs.atari.probe import atari_spec
+from rlbench.envs.atari.vector_env import AtariActors
 
 OBSERVATION = "image"  # uint8 grey frames, `stack` of them along axis 0
 PARTIAL_BATCHES = True  # AtariVectorEnv's async recv(): the first k envs ready
@@ -49,14 +51,10 @@ def rules(env: Schema) -> Rules:
 
 
 def spec(env: Schema):
-    from rlbench.envs.atari.probe import atari_spec
-
     return atari_spec(env)
 
 
 def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
-    from rlbench.envs.atari.vector_env import AtariActors
-
     return AtariActors(env, num_envs, threads, batch, affinity_offset)
 
 

@@ -39,7 +39,7 @@ def atari_spec(cfg) -> EnvSpec:
 def atari_actions(rom: str, full_action_space: bool) -> int | str:
     """The ROM's action count (legal set if full_action_space, else minimal), or why `rom` is no
     runnable ALE ROM."""
-    from ale_py import roms
+    from ale_py import roms  # lazy: keeps ale_py off the start
 
     ids = roms.get_all_rom_ids()
     if rom not in ids:
@@ -59,7 +59,7 @@ def atari_actions(rom: str, full_action_space: bool) -> int | str:
 
 def rom_of(env_id: str) -> str | None:
     """The ROM ale-py ships that a gymnasium ALE id names (ALE/MsPacman-v5 -> ms_pacman), if any."""
-    from ale_py import roms
+    from ale_py import roms  # lazy: keeps ale_py off the start
 
     snake = _snake_rom(env_id)
     return snake if snake in roms.get_all_rom_ids() else None

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from rlbench.core.signals import sigterm_ends_at_once
 from rlbench.envs.vector import StepBatch, resolve_inference_batch
 
 
 class AtariActors:
     def __init__(self, cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
-        from ale_py.vector_env import AtariVectorEnv
+        from ale_py.vector_env import AtariVectorEnv  # lazy: keeps ale_py off the start
 
-        from rlbench.core.signals import sigterm_ends_at_once
 
         self.inference_batch = resolve_inference_batch(batch, num_envs)  # envs per recv()
         with sigterm_ends_at_once():  # creating hundreds of emulators holds the interpreter for seconds

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from rlbench.config.rules import Rules
 from rlbench.config.schema import EnvConfig
+from rlbench.envs.gym.probe import gym_spec
+from rlbench.envs.gym.vector_env import GymActors
 
 OBSERVATION = "vector"  # float32 1-D observations
 PARTIAL_BATCHES = False  # SyncVectorEnv steps all envs together: lock-step, whatever inference_batch is
@@ -24,14 +26,10 @@ def rules(env: Schema) -> Rules:
 
 
 def spec(env: Schema):
-    from rlbench.envs.gym.probe import gym_spec
-
     return gym_spec(env)
 
 
 def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
-    from rlbench.envs.gym.vector_env import GymActors
-
     return GymActors(env, num_envs)
 
 

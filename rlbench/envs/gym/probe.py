@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from rlbench.envs.atari.probe import rom_of
 from rlbench.envs.spec import EnvIdError, EnvSpec
 
 
@@ -27,7 +28,7 @@ def gym_spec(cfg) -> EnvSpec:
 @functools.cache
 def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
     """(observation shape, action count) of gymnasium.make(env_id), or why it cannot be used."""
-    import gymnasium as gym
+    import gymnasium as gym  # lazy: keeps gymnasium off the start
 
     try:
         env = gym.make(env_id)
@@ -40,8 +41,6 @@ def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
     if not isinstance(act, gym.spaces.Discrete) or int(act.start) != 0:
         return f"env.id={env_id}: R2D2 needs a Discrete action space (starting at 0), found {act}"
     if not isinstance(obs, gym.spaces.Box) or len(obs.shape) != 1:
-        from rlbench.envs.atari.probe import rom_of  # a pixel Atari game: say how the atari family runs it
-
         rom = rom_of(env_id)
         atari = f"env.kind=atari env.id={rom}" if rom else "env.kind=atari (ROM names)"
         return (f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), found {obs}; "

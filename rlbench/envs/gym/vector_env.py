@@ -10,7 +10,7 @@ from rlbench.envs.vector import StepBatch
 
 class GymActors:
     def __init__(self, cfg, num_envs: int):
-        import gymnasium as gym
+        import gymnasium as gym  # lazy: keeps gymnasium off the start
 
         self._env = gym.make_vec(
             cfg.id, num_envs=num_envs, vectorization_mode="sync",
