@@ -183,7 +183,7 @@ def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observ
     tags = {f"null/{k}": why for k, why in trainer.efficiency()[1].items()} | tags
     final |= added
     final["actor_threads_used"] = trainer.env.threads_used
-    final |= trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}  # actor processes' own (remote/job.py)
+    final |= trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}  # actor processes' own (remote/job_actors.py)
     if plan.replay_ratio is not None:  # None: the algorithm has no learner (algo=random)
         final["task_replay_ratio"] = plan.replay_ratio
     final |= plan.grant_metrics(trainer.env.threads_used)
