@@ -210,7 +210,7 @@ NO_METERS = {"gpu": "nvmlInit failed", "rapl": "no /sys/class/powercap", "dram":
     ([], "energy_gpu_j", "NVML reads no GPU here"),
     (["telemetry.cpu_tdp_w=65"], "perf_per_watt", "leaves out telemetry.cpu_tdp_w's estimate"),
     ([], "energy_per_task_j", "no energy can be measured here"),
-    ([], "joules_per_mframe", "set telemetry.cpu_tdp_w=<watts>"),
+    ([], "joules_per_mframe", "or telemetry.cpu_tdp_w=<watts> for a labelled estimate"),
     ([], "energy_cpu_j", "no RAPL here"),
 ])
 def test_an_objective_the_job_cannot_produce_here_is_refused_naming_why(compose_cfg, overrides, objective, why):
@@ -237,6 +237,37 @@ def test_an_objective_the_job_can_produce_passes(compose_cfg, overrides, objecti
     conf = validate(compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]",
                                  *overrides]), host=False)
     assert objective_checks(conf, Meters(**meters)) == []
+
+
+@pytest.mark.parametrize("overrides, meters, objectives, labels, left_out", [
+    ([], NO_METERS, ["runtime_s"], ["runtime_s"], "energy_per_task_j left out: no energy can be measured here"),
+    (["telemetry.cpu_tdp_w=65"], NO_METERS, ["runtime_s", "energy_per_task_j"],
+     ["runtime_s", "energy_per_task_j (estimate)"], None),
+    ([], {**NO_METERS, "gpu": None}, ["runtime_s", "energy_per_task_j"], ["runtime_s", "energy_per_task_j"], None),
+    (["telemetry.cpu_tdp_w=65"], {**NO_METERS, "gpu": None}, ["runtime_s", "energy_per_task_j"],
+     ["runtime_s", "energy_per_task_j"], None),  # NVML measures the GPU: the CPU's share is estimated, not the task
+])
+def test_the_default_objectives_are_the_tasks_time_then_its_energy_where_a_job_gets_it(
+        compose_cfg, overrides, meters, objectives, labels, left_out):
+    from rlbench.search.space import Meters, default_objectives, objective_checks, objective_labels
+
+    conf = validate(compose_cfg(["search=ratio", *overrides]), host=False)
+    assert conf.search.objectives == [] and conf.search.directions == []  # the schema's default: chosen per host
+    names, directions, note = default_objectives(conf, Meters(**meters))
+    assert (names, directions) == (objectives, ["minimize"] * len(objectives))
+    assert (note is None) == (left_out is None) and (left_out is None or left_out in note)
+    conf.search.objectives, conf.search.directions = names, directions
+    assert objective_labels(conf, Meters(**meters)) == labels and objective_checks(conf, Meters(**meters)) == []
+
+
+def test_an_energy_objective_with_no_meter_and_no_estimate_names_both_ways_out(compose_cfg):
+    from rlbench.search.space import Meters, objective_checks
+
+    conf = validate(compose_cfg(["search=ratio", "search.objectives=[runtime_s,energy_per_task_j]",
+                                 "search.directions=[minimize,minimize]"]), host=False)
+    (problem,) = objective_checks(conf, Meters(**NO_METERS))
+    assert "'energy_per_task_j' cannot be produced" in problem and "a meter (NVML's GPU, RAPL" in problem
+    assert "telemetry.cpu_tdp_w=<watts>" in problem
 
 
 @pytest.mark.parametrize("extra, says", [

@@ -188,3 +188,20 @@ def test_the_warm_start_is_recorded_on_the_parent():
                                                 "not predictable, left out of the ranking: energy_per_task_j")
     assert parent.tables == {"warm_start/predictions.json": {"trial": [0, 1], "actors": [4, 8],
                                                              "predicted_fps": [900.0, 800.0]}}
+
+
+def test_only_optunas_experimental_and_importance_warnings_from_the_search_are_kept_off():
+    import warnings
+
+    from rlbench.search import quiet_optuna
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_optuna()  # as `python -m rlbench -m search=ratio` has it from its import
+        for category, text, module in [
+                (optuna.exceptions.ExperimentalWarning, "plot_slice is experimental", "rlbench.search.parent"),
+                (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params", "optuna.importance._x"),
+                (optuna.exceptions.ExperimentalWarning, "x is experimental", "tests.elsewhere"),  # not the search's
+                (UserWarning, "something else", "optuna.importance._x")]:
+            warnings.warn_explicit(text, category, "f.py", 1, module=module)
+    assert [str(w.message) for w in caught] == ["x is experimental", "something else"]

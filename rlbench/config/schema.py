@@ -70,8 +70,10 @@ class SearchConfig:
     study: str = "ratio"  # Optuna study name; rerunning the command resumes it
     storage: str = "sqlite:///mlruns/optuna.db"  # or postgresql://user:pw@host/db for many workers
     n_trials: int = 12  # COMPLETE trials in total, across resumes
-    objectives: List[str] = field(default_factory=lambda: ["fps", "energy_per_task_j"])  # metric names
-    directions: List[str] = field(default_factory=lambda: ["maximize", "minimize"])  # one per objective
+    # metric names; empty: the task's time (runtime_s, minimised), then energy_per_task_j (minimised)
+    # where a job on this host measures or estimates energy (search/space.py default_objectives)
+    objectives: List[str] = field(default_factory=list)
+    directions: List[str] = field(default_factory=list)  # one per objective; empty with empty objectives
     actors: List[int] = field(default_factory=lambda: [4, 256])  # [low, high], sampled log-uniformly
     actor_threads: List[int] = field(default_factory=lambda: [1, 2])  # [low, high]
     sm_limit: List[int] = field(default_factory=lambda: [1, 2])  # [low, high]: SMs, or CPU threads without CUDA

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import optuna
@@ -19,12 +20,34 @@ from rlbench.prepare.grid import expand_jobs, validate_jobs
 from rlbench.prepare.preflight import masked, preflight_or_exit
 from rlbench.prepare.validate import validate
 from rlbench.search.parent import recommend, report, study_parent
-from rlbench.search.space import SearchError, check_space, make_sampler, objective_checks, objective_values, suggest
+from rlbench.search.space import (
+    SearchError,
+    check_space,
+    default_objectives,
+    host_meters,
+    make_sampler,
+    objective_checks,
+    objective_labels,
+    objective_values,
+    suggest,
+)
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint
+
+
+def quiet_optuna() -> None:
+    """Keep two of Optuna's warnings off the terminal: the APIs the search uses are marked
+    experimental (fail_stale_trials, its matplotlib plots), and its importances are for a low
+    target (the search negates a maximised one: parent.py plots). Others still show."""
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning, module=r"rlbench\.search(\.|$)")
+    warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes the importances",
+                            category=UserWarning, module=r"optuna\.importance")
+
+
+quiet_optuna()
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
            "objective_values", "open_study", "recommend", "run_search", "run_study", "run_trials", "suggest"]
@@ -42,7 +65,12 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     s = conf.search
 
     in_process = isinstance(sweeper.launcher, BasicLauncher)
-    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf)
+    meters = host_meters()
+    if not s.objectives:  # the defaults: the task's time, and its energy where a job here gets it
+        s.objectives, s.directions, left_out = default_objectives(conf, meters)
+        if left_out:
+            print(f"[rlbench search] {left_out}", flush=True)
+    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf, meters)
             + ([] if in_process or not s.pruning else
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
@@ -63,10 +91,13 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
     print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
           + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
-    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock)
+    labels = objective_labels(conf, meters)
+    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions))})
+    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock, labels)
 
 
-def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, parent, lock: StudyLock) -> str:
+def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, parent, lock: StudyLock,
+              labels: list[str] | None = None) -> str:
     """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
     it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
     happened; the lock's connection is closed. Returns the parent's status."""
@@ -76,7 +107,7 @@ def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, pare
 
     def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            text = report(study, s, parent, Path(tmp))
+            text = report(study, s, parent, Path(tmp), labels)
         lock.close()
         view = _search_view(experiment, parent.run_id, s)
         print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"

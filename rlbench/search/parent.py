@@ -57,9 +57,11 @@ def recommendation_text(best, front: list, names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path) -> str | None:
-    """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation."""
+def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: list[str] | None = None) -> str | None:
+    """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
+    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None."""
     names = list(s.objectives)
+    labels = list(labels or names)
     out_dir.mkdir(parents=True, exist_ok=True)
     study.trials_dataframe().to_csv(out_dir / "trials.csv", index=False)
     parent.log_file(out_dir / "trials.csv")
@@ -72,28 +74,32 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path) -> str |
                     | {"best_cpu_gpu_ratio": str(best.user_attrs.get("cpu_gpu_ratio")), "best_trial": str(best.number),
                        "pareto_front_trials": " ".join(str(t.number) for t in front)})
     parent.log_metrics({f"best_{n}": v for n, v in zip(names, best.values)})
-    not_drawn = plots(study, names, out_dir, parent)
+    not_drawn = plots(study, labels, out_dir, parent, list(s.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
-    text = recommendation_text(best, front, names)
+    text = recommendation_text(best, front, labels)
     warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
     parent.describe(search_note(study.study_name, len(done), text, warm))
     return text
 
 
-def plots(study: optuna.Study, names: list[str], out_dir: Path, parent) -> dict[str, str]:
+def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None) -> dict[str, str]:
     """The Pareto front (one objective: the optimisation history), the params' importances and
-    slices, drawn into out_dir and logged on the parent; returns those not drawn, with why."""
+    slices for the first objective as optimised (Optuna's importances are for a low target: a
+    maximised one is negated), drawn into out_dir and logged on the parent; returns those not
+    drawn, with why."""
     import matplotlib  # lazy: keeps matplotlib off the start
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: keeps matplotlib off the start
     import optuna.visualization.matplotlib as ovm  # lazy: keeps optuna off the start
 
+    sign = -1.0 if (directions or ["minimize"])[0] == "maximize" else 1.0
+    first = f"-{names[0]} (maximised)" if sign < 0 else f"{names[0]} (minimised)"
     draw = {"pareto_front.png": (lambda: ovm.plot_pareto_front(study, target_names=names)) if len(names) > 1
             else (lambda: ovm.plot_optimization_history(study)),
-            "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: t.values[0],
-                                                                        target_name=names[0]),
+            "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: sign * t.values[0],
+                                                                        target_name=first),
             "slice.png": lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=names[0])}
     not_drawn = {}
     for fname, plot in draw.items():

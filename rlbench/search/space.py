@@ -124,9 +124,36 @@ def _why_not(name: str, conf, m: Meters) -> str | None:
         return (f"no power source measures here (GPU: {m.gpu}; CPU: {m.rapl}); perf_per_watt is fps per measured "
                 "watt and leaves out telemetry.cpu_tdp_w's estimate")
     if name in ("energy_per_task_j", "joules_per_mframe") and not measured and not conf.telemetry.cpu_tdp_w:
-        return (f"no energy can be measured here (GPU: {m.gpu}; CPU: {m.rapl}); set telemetry.cpu_tdp_w=<watts> "
-                "for a labelled estimate")
+        return (f"no energy can be measured here (GPU: {m.gpu}; CPU: {m.rapl}); the ways out: a meter (NVML's GPU, "
+                "RAPL, or a power source plugged in: docs/metrics.md) or telemetry.cpu_tdp_w=<watts> for a labelled "
+                "estimate")
     return None
+
+
+ENERGY = ("energy_per_task_j", "joules_per_mframe", "energy_cpu_j", "power_cpu_w_avg")
+
+
+def estimated(name: str, conf, m: Meters) -> bool:
+    """Whether objective `name` is an estimate on this host: CPU energy from telemetry.cpu_tdp_w
+    where no meter reads any (docs/metrics.md, the labelled estimate)."""
+    return name in ENERGY and bool(conf.telemetry.cpu_tdp_w) and m.rapl is not None and \
+        (name in ("energy_cpu_j", "power_cpu_w_avg") or (m.gpu is not None and not m.plugged))
+
+
+def default_objectives(conf, m: Meters) -> tuple[list[str], list[str], str | None]:
+    """The search's objectives when none are set: the task's time first (runtime_s, minimised),
+    then energy_per_task_j (minimised) where a job here can measure or estimate it; with the
+    line that says why energy was left out, or None."""
+    why = _why_not("energy_per_task_j", conf, m)
+    if why:
+        return ["runtime_s"], ["minimize"], f"objective runtime_s (minimise) only: energy_per_task_j left out: {why}"
+    return ["runtime_s", "energy_per_task_j"], ["minimize", "minimize"], None
+
+
+def objective_labels(conf, m: Meters) -> list[str]:
+    """The objectives as tables, figures and the recommendation name them: "(estimate)" after
+    one this host only estimates."""
+    return [f"{n} (estimate)" if estimated(n, conf, m) else n for n in conf.search.objectives]
 
 
 def objective_checks(conf, meters: Meters | None = None) -> list[str]:
