@@ -190,18 +190,19 @@ def test_the_warm_start_is_recorded_on_the_parent():
                                                              "predicted_fps": [900.0, 800.0]}}
 
 
-def test_only_optunas_experimental_and_importance_warnings_from_the_search_are_kept_off():
+def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_inside_the_searchs_calls():
     import warnings
 
-    from rlbench.search import quiet_optuna
+    from rlbench.search.study import quiet_optuna
 
+    cases = [(optuna.exceptions.ExperimentalWarning, "Argument ``heartbeat_interval`` is an experimental feature"),
+             (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params to achieve low `target`"),
+             (UserWarning, "Attempting to set identical low and high xlims makes transformation singular"),
+             (UserWarning, "something else"), (FutureWarning, "a future change")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        quiet_optuna()  # as `python -m rlbench -m search=ratio` has it from its import
-        for category, text, module in [
-                (optuna.exceptions.ExperimentalWarning, "plot_slice is experimental", "rlbench.search.parent"),
-                (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params", "optuna.importance._x"),
-                (optuna.exceptions.ExperimentalWarning, "x is experimental", "tests.elsewhere"),  # not the search's
-                (UserWarning, "something else", "optuna.importance._x")]:
-            warnings.warn_explicit(text, category, "f.py", 1, module=module)
-    assert [str(w.message) for w in caught] == ["x is experimental", "something else"]
+        with quiet_optuna():
+            for category, text in cases:
+                warnings.warn(text, category)
+        warnings.warn("outside", optuna.exceptions.ExperimentalWarning)
+    assert [str(w.message) for w in caught] == ["something else", "a future change", "outside"]

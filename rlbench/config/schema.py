@@ -52,6 +52,7 @@ class TrackingConfig:
     parent_run_id: Optional[str] = None  # set by the sweep for its jobs; null = a top-level run
     tags: Dict[str, str] = field(default_factory=dict)  # extra run tags (a search's study and trial)
     stale_after_s: float = 300.0  # a RUNNING run without heartbeat this long is marked FAILED
+    ui_port: int = 5000  # where `mlflow ui` serves a local store: the address and start command printed at the end
 
 
 @dataclass

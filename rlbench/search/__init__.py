@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 import optuna
@@ -31,23 +30,11 @@ from rlbench.search.space import (
     objective_values,
     suggest,
 )
-from rlbench.search.study import StudyLock, claim_trial, complete, open_study, state_counts
+from rlbench.search.study import StudyLock, claim_trial, complete, open_study, quiet_optuna, state_counts
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint
-
-
-def quiet_optuna() -> None:
-    """Keep two of Optuna's warnings off the terminal: the APIs the search uses are marked
-    experimental (fail_stale_trials, its matplotlib plots), and its importances are for a low
-    target (the search negates a maximised one: parent.py plots). Others still show."""
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning, module=r"rlbench\.search(\.|$)")
-    warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes the importances",
-                            category=UserWarning, module=r"optuna\.importance")
-
-
-quiet_optuna()
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
            "objective_values", "open_study", "recommend", "run_search", "run_study", "run_trials", "suggest"]
@@ -83,7 +70,8 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     with lock:  # workers starting together: one creates the tables, the study and the parent run
         study = open_study(s)
         failed_before = state_counts(study)["FAIL"]
-        optuna.storages.fail_stale_trials(study)
+        with quiet_optuna():
+            optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
         experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
         parent = study_parent(experiment, s.study)
@@ -111,7 +99,7 @@ def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, pare
         lock.close()
         view = _search_view(experiment, parent.run_id, s)
         print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
-              f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view)}", flush=True)
+              f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view, experiment.tracking.ui_port)}", flush=True)
 
     return live(parent, trials, close, "study parent")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 
 from rlbench.config.schema import SearchConfig
-from rlbench.search.study import complete
+from rlbench.search.study import complete, quiet_optuna
 from rlbench.tracking.readers import study_tags
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
@@ -100,11 +100,12 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
             else (lambda: ovm.plot_optimization_history(study)),
             "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: sign * t.values[0],
                                                                         target_name=first),
-            "slice.png": lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=names[0])}
+            "slice.png": lambda: ovm.plot_slice(study, target=lambda t: sign * t.values[0], target_name=first)}
     not_drawn = {}
     for fname, plot in draw.items():
         try:
-            plot()
+            with quiet_optuna():
+                plot()
             plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
             parent.log_file(out_dir / fname)
         except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params

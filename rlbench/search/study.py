@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import inspect
 import threading
+import warnings
 from pathlib import Path
 from typing import Self
 
@@ -61,17 +62,32 @@ class StudyLock:
             self._conn = None
 
 
+@contextlib.contextmanager
+def quiet_optuna():
+    """Inside: Optuna's warnings that the search's own calls are experimental (the heartbeat,
+    the stale-trial callback, fail_stale_trials, the matplotlib plots), that its importances are
+    for a low target (parent.py negates a maximised objective) and that a slice has one value,
+    kept off the terminal; every other warning still shows."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes the importances",
+                                category=UserWarning)
+        warnings.filterwarnings("ignore", message="Attempting to set identical low and high xlims", category=UserWarning)
+        yield
+
+
 def open_study(s: SearchConfig) -> optuna.Study:
     if s.storage.startswith("sqlite:///") and not s.storage.startswith("sqlite:////"):
         Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the other name warns there)
     takes = inspect.signature(optuna.storages.RDBStorage).parameters
     callback = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
-    storage = optuna.storages.RDBStorage(
-        s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
-        engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
-        **{callback: optuna.storages.RetryFailedTrialCallback(max_retry=s.retries)},
-    )
+    with quiet_optuna():
+        storage = optuna.storages.RDBStorage(
+            s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
+            engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
+            **{callback: optuna.storages.RetryFailedTrialCallback(max_retry=s.retries)},
+        )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
     return optuna.create_study(study_name=s.study, storage=storage, load_if_exists=True, pruner=pruner,
                                directions=list(s.directions), sampler=make_sampler(s, 0))
@@ -119,7 +135,8 @@ def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
     params if COMPLETE + RUNNING trials leave room below n_trials; else DONE or WAIT (others'
     running trials fill the quota, and one of them may still fail)."""
     with lock:
-        optuna.storages.fail_stale_trials(study)
+        with quiet_optuna():
+            optuna.storages.fail_stale_trials(study)
         n = state_counts(study)
         if n["COMPLETE"] >= s.n_trials:
             return DONE

@@ -316,7 +316,7 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
                       f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")
         print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}\n"
-              f"{per_config}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view)}", flush=True)
+              f"{per_config}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view, tracking.ui_port)}", flush=True)
 
     status = live(parent, run, close, "sweep parent")
     ordered = [rows[i] for i in sorted(rows)]

@@ -252,18 +252,20 @@ def mark_stale_runs(tracking: TrackingConfig) -> list[str]:
     return list(close_orphans(tracking.stale_after_s))
 
 
-def ui_runs_url(uri: str, experiment_id: str, view_key: str) -> str:
+def ui_runs_url(uri: str, experiment_id: str, view_key: str, port: int = 5000) -> str:
     """Where the MLflow UI shows a sweep's or search's runs: the experiment's runs table in its
     "Model training" view, opened on the shared view `view_key` (rlbench/tracking/views.py: the
     parent's children, shortest task first, with their swept knobs and headline numbers as
-    columns). A local store's UI is what `mlflow ui` serves on its default address; a tracking
-    server is its own UI."""
+    columns). A local store's UI is what `mlflow ui --port <port>` serves (tracking.ui_port); a
+    tracking server is its own UI."""
 
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else f"http://127.0.0.1:{port}"
     return f"{base}/{view_link(experiment_id, view_key)}"
 
 
-def ui_hint(uri: str, experiment_id: str, view_key: str) -> str:
-    """The line a sweep or a search prints at its end: the URL, and how to start the UI for a local store."""
-    start = "" if uri.startswith(("http://", "https://")) else f" (start it: mlflow ui --backend-store-uri {uri})"
-    return f"MLflow UI: {ui_runs_url(uri, experiment_id, view_key)}{start}"
+def ui_hint(uri: str, experiment_id: str, view_key: str, port: int = 5000) -> str:
+    """The line a sweep or a search prints at its end: the URL, and how to start the UI for a
+    local store on the same port (tracking.ui_port sets both)."""
+    flag = "" if port == 5000 else f" --port {port}"
+    start = "" if uri.startswith(("http://", "https://")) else f" (start it: mlflow ui --backend-store-uri {uri}{flag})"
+    return f"MLflow UI: {ui_runs_url(uri, experiment_id, view_key, port)}{start}"
