@@ -17,6 +17,15 @@ def test_eta_is_the_slower_half_of_the_task():
     assert eta_s(100, 100, 0.0, 10, 10, 0.0) == 0.0
 
 
+def test_time_left_is_a_lower_bound_from_the_actors_before_the_first_update():
+    from rlbench.core.progress import eta_text
+
+    assert eta_text(50, 100, 10.0, 5, 10, 1.0) == "5s"
+    assert eta_text(20, 100, 10.0, 0, 7, 0.0) == ">= 8s"  # the learner waits for data: the actors' half, at least
+    assert eta_text(0, 100, 0.0, 0, 7, 0.0) == "?"  # nothing stepped yet
+    assert eta_text(100, 100, 0.0, 3, 7, 0.0) == "?"  # actors done, learner stalled: unknown, not a bound
+
+
 def test_progress_says_what_the_actors_do_when_they_tick_no_rate():
     # window/fps is logged only while the actors step: no "fps 0" in the learner's tail
     assert fps_text(500, 1000, {"window/fps": 3527.6}) == "fps 3528"

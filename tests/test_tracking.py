@@ -186,3 +186,32 @@ def test_a_headline_metric_not_measured_says_why_with_its_sources_first():
     assert not_measured("energy_per_task_j", reasons) == (
         "not measured: energy_cpu_j: no RAPL; energy_gpu_j: no GPU (NVML); no measured power")
     assert not_measured("fps", {}) == "not measured: no value recorded"
+
+
+def test_mlflows_info_lines_go_to_the_jobs_log_file_not_the_terminal(tmp_path):
+    import io
+    import logging
+
+    from rlbench.tracking.store import mlflow_info_to_log_file
+
+    mlflow_log, root = logging.getLogger("mlflow"), logging.getLogger()
+    terminal, log_file = io.StringIO(), logging.FileHandler(tmp_path / "job.log")
+    console = logging.StreamHandler(terminal)
+    saved = (list(mlflow_log.handlers), [h.level for h in mlflow_log.handlers])
+    mlflow_log.handlers[:] = [console]  # MLflow's own stream handler, as it configures itself
+    root.addHandler(log_file)  # Hydra's job log
+    try:
+        mlflow_info_to_log_file()
+        mlflow_info_to_log_file()  # twice: the file is not added twice
+        logging.getLogger("mlflow.store.db.utils").info("Creating initial MLflow database tables...")
+        logging.getLogger("mlflow.tracking").warning("a warning still shows")
+        log_file.flush()
+    finally:
+        root.removeHandler(log_file)
+        mlflow_log.handlers[:] = saved[0]
+        for handler, level in zip(*saved):
+            handler.setLevel(level)
+        log_file.close()
+    assert terminal.getvalue() == "a warning still shows\n"
+    assert (tmp_path / "job.log").read_text().splitlines() == ["Creating initial MLflow database tables...",
+                                                                 "a warning still shows"]

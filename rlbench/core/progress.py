@@ -23,6 +23,18 @@ def eta_s(frames: int, frame_target: int, fps: float, updates: int, update_targe
     return left
 
 
+def eta_text(frames: int, frame_target: int, fps: float, updates: int, update_target: int, ups: float) -> str:
+    """Time left as a line shows it: both halves' estimate ("95s"); before the learner's first
+    update (it waits for the actors' data) the actors' half alone, a lower bound (">= 80s");
+    "?" before the actors step."""
+    left = eta_s(frames, frame_target, fps, updates, update_target, ups)
+    if not math.isinf(left):
+        return f"{left:.0f}s"
+    if updates == 0 and fps > 0:
+        return f">= {eta_s(frames, frame_target, fps, 0, 0, 0.0):.0f}s"
+    return "?"
+
+
 def fps_text(frames: int, frame_target: int, metrics: dict, rate: float | None = None) -> str:
     """The actors' rate while they step (`window/fps` is logged only then): `rate`, frames over
     the time since the previous line, else the tick's window, which is 0 for a second in which
@@ -61,8 +73,7 @@ class Progress(JobObserver):
     def update(self, frames: int, updates: int, metrics: dict) -> None:
         rate = fps_text(frames, self.frame_target, metrics, self._rate(frames))
         elapsed = max(time.monotonic() - self._t0, 1e-9)  # averages: a window may hold no update
-        left = eta_s(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
-        left_txt = "?" if math.isinf(left) else f"{left:.0f}s"
+        left_txt = eta_text(frames, self.frame_target, frames / elapsed, updates, self.update_target, updates / elapsed)
         if self._bar is not None:
             self._bar.n = min(frames, self.frame_target)
             self._bar.set_postfix_str(f"{rate} updates={updates}/{self.update_target} left={left_txt}")

@@ -33,8 +33,8 @@ from rlbench.tracking.views import BOUND_TAG, HEADLINE, knobs_of
 
 log = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "runtime_s", "fps", "energy_per_task_j",
-                   "cpu_gpu_ratio", "run_id")
+SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "runtime_s", "task_fps", "fps",
+                   "energy_per_task_j", "cpu_gpu_ratio", "run_id")
 _VALUES = SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("runtime_s"):]  # what a finished job returns
 _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id"))  # the terminal's
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
@@ -81,7 +81,7 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
         return row | {"status": NOT_STARTED}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
-                | {k: ret.return_value.get(k) for k in (*_VALUES, "task_fps", "bound")})
+                | {k: ret.return_value.get(k) for k in (*_VALUES, "bound")})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -91,7 +91,7 @@ def resumed_row(index: int, job: list[str], run: RunRecord, name: str, config: s
     row = job_row(index, job, None, name, config, repeat)
     return (row | {"status": "FINISHED", "run_id": run.run_id, "resumed": True, "unmeasured": unmeasured_of(run.tags),
                    "bound": run.tags.get(BOUND_TAG)}
-            | {k: run.metrics.get(k) for k in (*_VALUES, "task_fps") if k != "run_id"})
+            | {k: run.metrics.get(k) for k in _VALUES if k != "run_id"})
 
 
 def killed_row(row: dict, error: BaseException) -> dict:

@@ -61,9 +61,22 @@ def _like(text: str) -> str:
     return text.split("'")[0].split('"')[0]
 
 
+def mlflow_info_to_log_file() -> None:
+    """MLflow's INFO lines (tables created, system metrics started and stopped) go to the log
+    files the process has (Hydra's job log), not the terminal; its warnings still show there."""
+    mlflow_log = logging.getLogger("mlflow")
+    for handler in mlflow_log.handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            handler.setLevel(logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and handler not in mlflow_log.handlers:
+            mlflow_log.addHandler(handler)
+
+
 def use_store(uri: str) -> None:
     """Read and write the store at `uri` from now on (a command's --tracking-uri), with no
     progress bars on artifact downloads (a profile's or a sweep's tables)."""
+    mlflow_info_to_log_file()
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     bound_http_retries()
     mlflow.set_tracking_uri(uri)
@@ -91,6 +104,7 @@ def open_experiment(tracking: TrackingConfig) -> str:
     """Point MLflow at the configured store and return the experiment id (created if new)."""
     if tracking.uri.startswith("sqlite:///") and not tracking.uri.startswith("sqlite:////"):
         Path(tracking.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    mlflow_info_to_log_file()
     bound_http_retries()
     mlflow.set_tracking_uri(tracking.uri)
     with first_open(tracking.uri):
