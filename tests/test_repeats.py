@@ -153,6 +153,11 @@ def test_the_parent_says_when_the_best_cannot_be_told_apart():
     assert best["rivals"] == [("actors=4", "cannot tell apart: difference 1.4 s < spread 5.2 s")]
     assert "Not told apart from it: `actors=4` (cannot tell apart: difference 1.4 s < spread 5.2 s)" in \
         sweep_note("s", rows, "FINISHED", "1", "p" * 32)
+    from rlbench.tracking.parent_note import answer_lines
+
+    answer = answer_lines(rows)  # the terminal's last lines before the address: plain text
+    assert answer[0].startswith("Best (shortest median task): actors=40 (3 of 3 runs finished): runtime_s 72.8")
+    assert answer[1:] == ["Not told apart from it: actors=4 (cannot tell apart: difference 1.4 s < spread 5.2 s)"]
 
 
 def test_single_runs_say_the_spread_is_unknown():

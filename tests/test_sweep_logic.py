@@ -125,6 +125,9 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
     assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
     assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty
     assert f"viewStateShareKey=rlbench-{parent.run_id}" in out
+    last = out.strip().splitlines()[-2:]  # the terminal ends with the answer, then where to look
+    assert last[0].startswith("[rlbench sweep] Best (shortest task): job 1 actors=4 (")
+    assert last[1].startswith("[rlbench sweep] MLflow UI: http://127.0.0.1:5000/")
 
 
 def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):

@@ -24,7 +24,7 @@ from rlbench.core.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
-from rlbench.tracking.parent_note import summary_metrics, sweep_note
+from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note
 from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
@@ -315,8 +315,10 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
         per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
                       f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")
+        answer = "".join(f"[rlbench sweep] {line}\n" for line in answer_lines(ordered))
         print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}\n"
-              f"{per_config}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view, tracking.ui_port)}", flush=True)
+              f"{per_config}{answer}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view, tracking.ui_port)}",
+              flush=True)
 
     status = live(parent, run, close, "sweep parent")
     ordered = [rows[i] for i in sorted(rows)]

@@ -103,21 +103,30 @@ def jobs_table(rows: list[dict], experiment_id: str) -> list[str]:
     return head + out
 
 
-def _best_lines(rows: list[dict]) -> list[str]:
+def _best_lines(rows: list[dict], code=lambda s: f"`{s}`") -> list[str]:
+    """The best configuration and those not told apart from it; `code` marks a name (markdown
+    for the description, plain for the terminal: answer_lines)."""
     best = best_row(rows)
     if best is None:
         return []
     if "runs" in best:
-        lines = [f"Best (shortest median task): `{best['name']}` ({best['finished']} of {best['runs']} runs "
+        lines = [f"Best (shortest median task): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
                  f"finished): " + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}"
                                             for m in SUMMARY_METRICS)]
     else:
-        lines = [f"Best (shortest task): job {best['job']} `{best.get('name') or best.get('overrides') or '(defaults)'}`"]
+        name = best.get('name') or best.get('overrides') or '(defaults)'
+        lines = [f"Best (shortest task): job {best['job']} {code(name)}"]
     if best["rivals"]:
-        lines += ["", "Not told apart from it: " + "; ".join(f"`{n}` ({why})" for n, why in best["rivals"])]
+        lines += ["", "Not told apart from it: " + "; ".join(f"{code(n)} ({why})" for n, why in best["rivals"])]
     elif not repeated(rows) and sum(r.get("status") == "FINISHED" for r in rows) > 1:
         lines[-1] += f" ({SINGLE_RUN})"
     return lines
+
+
+def answer_lines(rows: list[dict]) -> list[str]:
+    """What a sweep's terminal ends with, before the UI's address: the best configuration and
+    those not told apart from it, in plain text."""
+    return [line for line in _best_lines(rows, code=str) if line]
 
 
 def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
