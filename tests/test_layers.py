@@ -192,8 +192,9 @@ def test_only_tracking_imports_mlflow():
 
 
 # The packages an import inside a function may keep off a command's start (docs/architecture.md,
-# "Imports inside functions"): each takes a quarter of a second or more to import.
-HEAVY = {"torch", "mlflow", "grpc", "matplotlib", "optuna", "pandas", "ale_py", "gymnasium"}
+# "Imports inside functions"): each takes a quarter of a second or more to import, beyond what
+# its parent package loads (mlflow.store.db: MLflow's SQLAlchemy store).
+HEAVY = {"torch", "mlflow", "grpc", "matplotlib", "optuna", "pandas", "ale_py", "gymnasium", "mlflow.store.db"}
 
 
 def eager_imports(tree: ast.Module) -> list[ast.stmt]:
@@ -219,10 +220,15 @@ def eager_imports(tree: ast.Module) -> list[ast.stmt]:
 
 
 def outside(node: ast.stmt) -> set[str]:
-    """The top-level names of the packages outside rlbench an import statement loads."""
+    """The packages outside rlbench an import statement loads: each top-level name, and the
+    heavy ones along its path (optuna.visualization.matplotlib loads matplotlib)."""
     names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
         ([] if node.level else [node.module or ""])
-    return {n.split(".")[0] for n in names} - {"rlbench", ""}
+    out = set()
+    for name in names:
+        parts = name.split(".")
+        out |= {parts[0]} | (set(parts[1:]) | {".".join(parts[:i]) for i in range(2, len(parts) + 1)}) & HEAVY
+    return out - {"rlbench", ""}
 
 
 class Loads:
@@ -239,15 +245,20 @@ class Loads:
             self.eager[name] = (own, set().union(*(outside(n) for n in nodes)) & HEAVY)
         self._memo: dict[str, set[str]] = {}
 
-    def heavy(self, module: str, seen: frozenset = frozenset()) -> set[str]:
-        if module in self._memo or module in seen:
-            return self._memo.get(module, set())
-        own, heavy = self.eager[module]
-        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)} & self.names
-        for m in own | parents:
-            heavy = heavy | self.heavy(m, seen | {module})
-        self._memo[module] = heavy
-        return heavy
+    def heavy(self, module: str) -> set[str]:
+        """Every heavy package importing `module` loads: its eager imports followed through (a
+        package's __init__ runs before its modules; the walk may loop through them)."""
+        if module not in self._memo:
+            heavy, seen, todo = set(), {module}, [module]
+            while todo:
+                name = todo.pop()
+                own, direct = self.eager[name]
+                heavy |= direct
+                parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)} & self.names
+                todo += [m for m in own | parents if m not in seen]
+                seen |= own | parents
+            self._memo[module] = heavy
+        return self._memo[module]
 
 
 def lazy_imports(tree: ast.Module) -> list[ast.stmt]:
@@ -257,8 +268,9 @@ def lazy_imports(tree: ast.Module) -> list[ast.stmt]:
 
 
 def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
-    """Imports inside functions that keep no heavy package off a command's start, or that do
-    not name the one they keep off in a comment on their lines."""
+    """Imports inside functions that keep no heavy package off a command's start (none that
+    importing their own module does not load already), or that do not name the one they keep
+    off in a comment on their lines."""
     loads, wrong = Loads(package), []
     for name, path in module_files(package).items():
         if "_pb2" in name:
@@ -266,7 +278,7 @@ def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
         lines = path.read_text().splitlines()
         for node in lazy_imports(ast.parse("\n".join(lines), str(path))):
             own = node_imports(name, path.name == "__init__.py", node, loads.names)
-            heavy = set().union(outside(node) & HEAVY, *(loads.heavy(m) for m in own))
+            heavy = set().union(outside(node) & HEAVY, *(loads.heavy(m) for m in own)) - loads.heavy(name)
             said = " ".join(lines[node.lineno - 1:node.end_lineno])
             if not heavy or not any(h in said.partition("#")[2] for h in heavy):
                 where = f"{path.relative_to(package.parent)}:{node.lineno}"
@@ -287,7 +299,11 @@ def test_the_lazy_import_check_follows_eager_imports(tmp_path):
                        "core/net.py": "import torch\n",
                        "core/user.py": ("def a():\n    from rlbench.core import light\n"
                                         "def b():\n    from rlbench.core.net import x  # lazy: keeps torch off\n"
-                                        "def c():\n    import mlflow\n")}.items():
+                                        "def c():\n    import mlflow\n"
+                                        "def d():\n    import optuna.visualization.matplotlib  # lazy: matplotlib\n"),
+                       "core/torchy.py": "import torch\ndef e():\n    from rlbench.core import net  # lazy: torch\n"}.items():
         (pkg / name).write_text(text)
-    assert light_lazy_imports(pkg) == ["rlbench/core/user.py:2 loads nothing heavy: from rlbench.core import light",
-                                       "rlbench/core/user.py:6 loads mlflow: import mlflow"]
+    assert light_lazy_imports(pkg) == [
+        "rlbench/core/torchy.py:3 loads nothing heavy: from rlbench.core import net",  # torch is loaded already
+        "rlbench/core/user.py:2 loads nothing heavy: from rlbench.core import light",
+        "rlbench/core/user.py:6 loads mlflow: import mlflow"]

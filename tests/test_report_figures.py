@@ -91,3 +91,23 @@ def test_the_operations_legend_reads_at_least_10_px_at_the_reports_width(store):
         px = text.get_fontsize() / 72 * drawn.fig.dpi * shown_px / (drawn.fig.get_figwidth() * drawn.fig.dpi)
         assert px >= 10, (text.get_text(), px)
     assert _texts_inside(drawn.fig) == []
+
+
+def test_figure3_draws_each_configurations_median_with_its_range_normalised_to_the_fewest_actors_median():
+    """With repeats, one point per configuration: the median through its runs and a min..max
+    bar, normalised to the fewest actors' median (not to the first run, and no zig-zag)."""
+    from rlbench.tracking.study_records import JobRun, Study
+
+    runtimes = {4: [10.0, 12.0, 11.0], 16: [13.0, 8.0, 9.0], 64: [6.0, 6.0]}
+    jobs = [JobRun(f"r{a}-{i}", f"actors={a}", "FINISHED", {"actors": str(a)},
+                   {"runtime_s": t, "fps": 1000.0 / t, "frames": 1000.0}, {})
+            for a, ts in runtimes.items() for i, t in enumerate(ts)]
+    drawn = F.actor_scaling(Study("sweep", "s", "p", {}, jobs, []))
+    (ax,) = [ax for ax in drawn.fig.axes if ax.get_ylabel().startswith("runtime")]
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "runtime_s|all jobs"]
+    assert list(line.get_xdata()) == [4, 16, 64]
+    assert list(line.get_ydata()) == [1.0, 9.0 / 11.0, 6.0 / 11.0]  # medians over the median at 4 actors
+    (bars,) = [c for c in ax.collections if c.get_gid() == "runtime_s|all jobs|range"]
+    spans = [sorted(round(y, 6) for _, y in seg) for seg in bars.get_segments()]
+    assert spans == [[round(10 / 11, 6), round(12 / 11, 6)], [round(8 / 11, 6), round(13 / 11, 6)],
+                     [round(6 / 11, 6), round(6 / 11, 6)]]

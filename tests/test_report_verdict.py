@@ -170,3 +170,23 @@ def test_on_off_policy_ratio_of_simulation_shares_beside_rl_scope():
     assert below.ratio == pytest.approx(2.0) and "below RL-Scope's >= 3.5x" in below.text
     assert "learner busy unknown vs unknown" in below.text
     assert on_off_policy({"r2d2": [(0.3, 0.5)]}) is None  # one kind only: nothing to compare
+
+
+def test_one_bound_line_per_configuration_from_its_runs_median_shares_saying_when_they_disagree():
+    from rlbench.report.findings import config_bounds, verdict_lines
+    from rlbench.tracking.study_records import JobRun
+
+    task = {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4}
+    runs = [("a", _ops(0.2, 0.7, 0.05, 0.05)), ("a", _ops(0.3, 0.6, 0.05, 0.05)), ("a", _ops(0.1, 0.2, 0.6, 0.1)),
+            ("b", _ops(0.7, 0.2, 0.05, 0.05)), ("b", _ops(0.6, 0.3, 0.05, 0.05)), ("c", _ops(0.1, 0.2, 0.1, 0.6))]
+    jobs = [JobRun(f"r{i}", f"{c} #{i}", "FINISHED", {}, ops | task, {}, {"repeat_group": c})
+            for i, (c, ops) in enumerate(runs)]
+    bounds = config_bounds(jobs)
+    assert list(bounds) == ["a", "b", "c"]  # one per configuration, not per run
+    assert bounds["a"]["kind"] == "inference" and bounds["a"]["share"] == pytest.approx(0.6)  # median inference share
+    assert bounds["a"]["text"].endswith("; median shares of its 3 runs; its runs disagree: inference in 2, learner in 1")
+    assert bounds["b"]["text"].endswith("; median shares of its 2 runs")  # they agree: nothing more to say
+    assert bounds["c"]["kind"] == "waiting" and "median shares" not in bounds["c"]["text"]  # one run
+    lines = verdict_lines({"knee": {}, "bottleneck": {}, "bound_per_config": bounds, "recommendation": None,
+                           "study_rule": "rule", "not_finished": [], "missing": []})
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("bound")] == ["bound (a)", "bound (b)", "bound (c)"]

@@ -10,7 +10,12 @@ from pathlib import Path
 
 from rlbench.config.flags import Parser, existing_store, number, writable_folder
 from rlbench.prepare.preflight import PreflightError, check
+from rlbench.report.build import build_report
 from rlbench.tracking.parent_note import with_report
+from rlbench.tracking.readers import NoSuchRun, experiment_id
+from rlbench.tracking.readers import study_parent as find
+from rlbench.tracking.store import store_uri, use_store
+from rlbench.tracking.study_records import load_experiment, load_parent
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PROG = "rlbench.report"  # the refusals' prefix: `rlbench.report: --flag=value: ... allowed: ...`
@@ -44,8 +49,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def study_parent(name: str) -> str:
-    from rlbench.tracking.readers import study_parent as find  # lazy: keeps mlflow off the start
-    from rlbench.tracking.store import store_uri  # lazy: keeps mlflow off the start
 
     found = find(name)
     if found is None:
@@ -55,8 +58,6 @@ def study_parent(name: str) -> str:
 
 def load(args):
     """The study to report on; LookupError (or PreflightError) with the reason when there is none."""
-    from rlbench.tracking.readers import NoSuchRun  # lazy: keeps mlflow off the start
-    from rlbench.tracking.study_records import load_experiment, load_parent  # lazy: keeps mlflow off the start
 
     check(args.tracking_uri, key="--tracking-uri", reading=True)  # a store that cannot be used: one line, now
     if args.experiment:
@@ -76,7 +77,6 @@ def log_report(study, out: Path, verdict: list[str]) -> str:
     """Artifacts under `report/` on the parent, and the parent's description updated with the
     verdict and the report's link; an experiment gets a run of its own (role report)."""
     from rlbench.tracking.parent import open_parent, parent_run  # lazy: keeps mlflow, torch off the start
-    from rlbench.tracking.readers import experiment_id  # lazy: keeps mlflow off the start
 
     if study.parent_id is None:
         run = open_parent(experiment_id(study.title.removeprefix("experiment ")), f"report {study.title}", "report",
@@ -90,8 +90,6 @@ def log_report(study, out: Path, verdict: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlbench.report.build import build_report  # lazy: keeps matplotlib, mlflow off the start
-    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
     args = parse(argv)
     use_store(args.tracking_uri)

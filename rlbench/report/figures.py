@@ -7,6 +7,7 @@ them. The conventions: docs/metrics.md, "The report, inside".
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from dataclasses import dataclass
 
@@ -15,9 +16,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
 from rlbench.core.metrics import OPS, OTHER
+from rlbench.report.findings import algorithm_shares, precision
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.series import actor_axis, series
-from rlbench.report.verdict import pareto
+from rlbench.report.verdict import learner_ceiling_fps, pareto
+from rlbench.report.verdict import on_off_policy as compare
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.operations import legend_below, op_handles
 from rlbench.tracking.study_records import JobRun, Study
@@ -109,16 +112,35 @@ def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: l
 
 # --- the figures ---
 
+def medians(pts: list[tuple[float, float]]) -> list[tuple[float, float, float, float]]:
+    """(x, median, min, max) of the values at each x, sorted by x: a configuration's repeats
+    become one point with its range."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in pts:
+        by_x.setdefault(x, []).append(y)
+    return [(x, statistics.median(ys), min(ys), max(ys)) for x, ys in sorted(by_x.items())]
+
+
+def plot_ranges(ax, pts: list[tuple[float, float, float, float]], label: str, gid: str) -> None:
+    """The medians as a line, each with its min..max bar where repeats differ (gid `<gid>|range`)."""
+    xs, ys, lo, hi = zip(*pts)
+    line = ax.plot(xs, ys, marker="o", label=label, gid=gid)[0]
+    if any(h > low for low, h in zip(lo, hi)):
+        bars = ax.errorbar(xs, ys, yerr=[[y - low for y, low in zip(ys, lo)], [h - y for y, h in zip(ys, hi)]],
+                           fmt="none", ecolor=line.get_color(), capsize=0, elinewidth=1.2)
+        bars.lines[2][0].set_gid(f"{gid}|range")
+
+
 def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> None:
-    """One line per group; jobs without the metric are skipped (see `_absent`)."""
+    """One line per group through each configuration's median, with its min..max; jobs without
+    the metric are skipped (see `_absent`)."""
     for g, js in groups.items():
-        have = [(j.knob(x_key), j.value(metric)) for j in js if j.value(metric) is not None]
+        have = medians([(j.knob(x_key), j.value(metric)) for j in js if j.value(metric) is not None])
         if transform and have:
             have = transform(have)
         if have:
-            xs, ys = zip(*have)
             name = label if label and g == "all jobs" else f"{label} {g}".strip()
-            ax.plot(xs, ys, marker="o", label=name, gid=f"{metric}|{g}")
+            plot_ranges(ax, have, name, f"{metric}|{g}")
 
 
 def _log2_axis(ax, values) -> None:
@@ -130,8 +152,9 @@ def _log2_axis(ax, values) -> None:
 
 
 def _normalise_to_first(pts):
+    """Each (x, median, min, max) over the median at the fewest actors."""
     base = pts[0][1]
-    return [(x, y / base) for x, y in pts]
+    return [(x, y / base, lo / base, hi / base) for x, y, lo, hi in pts]
 
 
 def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
@@ -197,10 +220,10 @@ def sm_scaling(study: Study) -> Drawn:
     fig = new_figure(5.5 * len(panels), 4.3)
     for ax, (x_key, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False).flat, panels):
         for g, js in groups.items():
-            base = max(js, key=lambda j: j.knob("sm_granted"))
-            pts = sorted((j.knob(x_key), j.value("runtime_s") / base.value("runtime_s")) for j in js)
-            ax.plot(*zip(*pts), marker="o", label=f"{g} (baseline {base.knob('sm_granted'):.0f} units)",
-                    gid=f"slowdown_vs_{x_key}|{g}")
+            most = max(j.knob("sm_granted") for j in js)
+            base = statistics.median(j.value("runtime_s") for j in js if j.knob("sm_granted") == most)
+            pts = medians([(j.knob(x_key), j.value("runtime_s") / base) for j in js])
+            plot_ranges(ax, pts, f"{g} (baseline {most:.0f} units, its median)", f"slowdown_vs_{x_key}|{g}")
         ax.axhline(1.0, color="grey", lw=0.8)
         if x_key == "cpu_gpu_ratio":
             ax.axvline(1.0, color="tab:red", ls="--", lw=0.8, label="study's rule: ratio >= 1")
@@ -300,8 +323,6 @@ ONOFF_NOTE = ("RL-Scope measured single-process TF/PyTorch implementations (PPO2
 def on_off_policy(study: Study) -> Drawn:
     """Per algorithm: its share of the task in env stepping and in the learner (RL-Scope's
     on- vs off-policy comparison), with the ratio of simulation-boundness."""
-    from rlbench.report.findings import algorithm_shares  # lazy: keeps matplotlib, mlflow off the start
-    from rlbench.report.verdict import on_off_policy as compare  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "onoff_policy", "On- vs off-policy: where the task's time goes"
     shares = algorithm_shares(study)
@@ -328,7 +349,6 @@ def on_off_policy(study: Study) -> Drawn:
 def precision_scaling(study: Study) -> Drawn:
     """runtime_s and fps vs actors, one line per precision (and per other knob that differs):
     how low-precision math moves the best actor count (the verdict's `precision` line)."""
-    from rlbench.report.findings import precision  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "precision_scaling", "Precision: task time and fps vs actors per precision"
     precisions = {precision(j) for j in study.finished}
@@ -347,7 +367,6 @@ def actor_hosts_scaling(study: Study) -> Drawn:
     """fps and runtime_s vs actor hosts (or actor processes), with the learner's rate as the
     ceiling: on fps, the task's frames over the learner's busy time (learner_ceiling_fps); on
     runtime_s, that busy time as the floor (the task cannot end before its learner)."""
-    from rlbench.report.verdict import learner_ceiling_fps  # lazy: keeps matplotlib, mlflow off the start
 
     name, title = "actor_hosts_scaling", "Scaling out: actor hosts (or processes) per learner"
     axis = actor_axis(study.finished)

@@ -8,12 +8,22 @@ the result is plain data (JSON-able) that the HTML report, the CLI and notebooks
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from dataclasses import asdict
 
 from rlbench.core.bound import bottleneck
 from rlbench.core.repeats import STAT_METRICS, group_by, spread
-from rlbench.report.series import series
-from rlbench.report.verdict import NO_GPU_RATIO, knee, on_off_policy, precision_shift, recommend, study_rule
+from rlbench.report.series import actor_axis, series
+from rlbench.report.verdict import (
+    NO_GPU_RATIO,
+    actor_saturation,
+    knee,
+    learner_ceiling_fps,
+    on_off_policy,
+    precision_shift,
+    recommend,
+    study_rule,
+)
 from rlbench.tracking.study_records import JobRun, Study
 
 
@@ -36,7 +46,7 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
             k = knee(runtimes, knee_share, fps, {a: s.width for a, s in runs.items() if s is not None})
             knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads",
                                     "runs": {a: s.as_dict() for a, s in runs.items() if s is not None}}
-    bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}
+    bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}  # per run: the jobs table
     configs = configurations(study.finished)
     candidates = recommend_candidates(study.finished, configs)
     rec = recommend(candidates, tolerance, ratios=not study.without_gpu)
@@ -49,7 +59,8 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     onoff = on_off_policy(algorithm_shares(study))
     scaled = saturation(study.finished)
     shift = precision_shift(precision_best(study.finished))
-    return {"precision": asdict(shift) if shift else None, "knee": knees, "bottleneck": bounds, "recommendation": asdict(rec) if rec else None,
+    return {"precision": asdict(shift) if shift else None, "knee": knees, "bottleneck": bounds,
+            "bound_per_config": config_bounds(study.finished), "recommendation": asdict(rec) if rec else None,
             "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
                                for name, c in configs.items()},
             "on_off_policy": asdict(onoff) if onoff else None, "saturation": asdict(scaled) if scaled else None,
@@ -65,6 +76,23 @@ def configurations(jobs: list[JobRun]) -> dict[str, dict]:
     STAT_METRICS the Spread (median, min..max, n) of its runs, None where none measured it."""
     return {name: {m: spread(j.value(m) for j in rs) for m in STAT_METRICS}
             for name, rs in group_by(jobs, lambda j: j.config).items()}
+
+
+def config_bounds(jobs: list[JobRun]) -> dict[str, dict]:
+    """Per configuration, what bounds it: the rule (rlbench/core/bound.py) on its runs' median
+    metrics; with repeats, said so, and where its runs' own bounds disagree, how."""
+    out = {}
+    for name, rs in group_by(jobs, lambda j: j.config).items():
+        keys = sorted(set().union(*(r.metrics for r in rs)))
+        med = {k: statistics.median(vs) for k in keys if (vs := [r.metrics[k] for r in rs if r.metrics.get(k) is not None])}
+        b, kinds = bottleneck(med), Counter(bottleneck(r.metrics).kind for r in rs)
+        text = b.text
+        if len(rs) > 1:
+            text += f"; median shares of its {len(rs)} runs"
+            if len(kinds) > 1:
+                text += "; its runs disagree: " + ", ".join(f"{k} in {n}" for k, n in kinds.most_common())
+        out[name] = asdict(b) | {"text": text, "runs": len(rs), "kinds": dict(kinds)}
+    return out
 
 
 def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[dict]:
@@ -115,12 +143,6 @@ def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]
 def saturation(jobs: list[JobRun], share: float = 0.10):
     """How many actor hosts (or processes) saturate one learner (verdict.actor_saturation), from
     the median runtime_s and fps per count; None where the jobs do not vary either."""
-    from rlbench.report.series import actor_axis  # lazy: keeps matplotlib, mlflow off the start
-    from rlbench.report.verdict import (  # lazy: keeps matplotlib, mlflow off the start
-        actor_saturation,
-        learner_ceiling_fps,
-    )
-
     axis = actor_axis(jobs)
     if axis is None:
         return None
@@ -139,7 +161,7 @@ def verdict_lines(f: dict) -> list[str]:
     """The verdict in plain sentences, in the order a reader asks."""
     lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or [
         "knee: not computed (fewer than two finished actor counts in every series)"]
-    lines += [f"bound ({name}): {b['text']}" for name, b in f["bottleneck"].items()]
+    lines += [f"bound ({name}): {b['text']}" for name, b in f.get("bound_per_config", f["bottleneck"]).items()]
     rec = f["recommendation"]
     lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")
     lines.append(f["study_rule"])

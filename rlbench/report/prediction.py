@@ -11,6 +11,7 @@ from rlbench.predict.curves import ProfileError, load_profile, profile_command
 from rlbench.predict.jobs import Machine
 from rlbench.predict.report import disagreements, validation_figure
 from rlbench.report.figures import Drawn
+from rlbench.report.findings import precision
 from rlbench.tracking.study_records import Study
 
 NAME, TITLE = "predicted_vs_measured", "Predicted (rlbench.predict) vs measured fps and runtime_s"
@@ -44,7 +45,6 @@ def profile_for(study: Study, jobs: list | None = None) -> tuple[str | None, str
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
     """(the figure, findings["prediction"]: profile, prediction_error, per-metric errors, disagreements)."""
-    from rlbench.report.findings import precision  # lazy: keeps matplotlib, mlflow off the start
 
     named = study.parent_tags.get("warm_start_profile") or study.parent_tags.get("prediction_profile_run")
     # a precision sweep: each precision's jobs from the profile of that precision (the one --validate

@@ -32,9 +32,10 @@ from rlbench.search.space import (
 )
 from rlbench.search.study import StudyLock, claim_trial, complete, open_study, quiet_optuna, state_counts
 from rlbench.search.trials import make_reporter, run_trials
+from rlbench.search.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
-from rlbench.tracking.store import ui_hint
+from rlbench.tracking.store import ui_hint, use_store
 
 __all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
            "objective_values", "open_study", "recommend", "run_search", "run_study", "run_trials", "suggest"]
@@ -117,8 +118,6 @@ def _search_view(experiment, parent: str, s) -> str | None:
 
 
 def _warm_start_machine(conf):
-    from rlbench.search.warm_start import load_machine  # lazy: keeps mlflow, optuna, torch off the start
-    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
     use_store(conf.tracking.uri)
     try:
@@ -129,7 +128,6 @@ def _warm_start_machine(conf):
 
 def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
     """Enqueue the predicted best configurations (a new study only) and record them."""
-    from rlbench.search.warm_start import enqueue, note, record  # lazy: keeps mlflow, optuna, torch off the start
 
     loader = sweeper.hydra_context.config_loader
 

@@ -92,7 +92,7 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: keeps matplotlib off the start
-    import optuna.visualization.matplotlib as ovm  # lazy: keeps optuna off the start
+    import optuna.visualization.matplotlib as ovm  # lazy: keeps matplotlib off the start
 
     sign = -1.0 if (directions or ["minimize"])[0] == "maximize" else 1.0
     first = f"-{names[0]} (maximised)" if sign < 0 else f"{names[0]} (minimised)"

@@ -12,6 +12,7 @@ import urllib.parse
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import mlflow
 from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
 SCHEME = "rlbench-store"
@@ -39,7 +40,6 @@ def _current_store(tracking_uri: str | None) -> str | None:
         return tracking_uri
     if os.environ.get(_SERVER_STORE_ENV, "").startswith("sqlite:"):
         return os.environ[_SERVER_STORE_ENV]
-    import mlflow  # lazy: keeps mlflow off the start
 
     return mlflow.get_tracking_uri()
 

@@ -145,7 +145,7 @@ def schema_problem(db: Path) -> tuple[str, str] | None:
     """(cause, what to do) when the SQLite MLflow database `db` has a schema this MLflow does not
     use (older: `mlflow db upgrade`; newer or unknown: another MLflow wrote it), else None.
     Read with sqlite3: MLflow itself would raise only after opening the store."""
-    from mlflow.store.db.utils import (  # lazy: keeps mlflow off the start
+    from mlflow.store.db.utils import (  # lazy: keeps mlflow.store.db (SQLAlchemy, alembic: 1.6 s) off the start
         _get_alembic_config,
         _get_latest_schema_revision,
     )

@@ -22,6 +22,7 @@ from rlbench.telemetry.charts.operations import as_columns, op_breakdown_rows, p
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
+from rlbench.tracking.peaks import host_peak
 from rlbench.tracking.record import JobRecord, param_names
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
 
@@ -80,7 +81,6 @@ class RecordObserver(JobObserver):
         return {"peak_tflops": peak} | {f"{r}_mfu": final[f"{r}_tflops"] / peak for r in roles}, {}
 
     def _peak(self) -> tuple[float | None, str]:
-        from rlbench.tracking.peaks import host_peak  # lazy: keeps mlflow, torch off the start
 
         device = resolve_device(self.conf.device)
         try:
