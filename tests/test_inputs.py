@@ -103,6 +103,21 @@ def test_the_command_line_is_checked_before_hydra_runs(argv, says):
     assert says in (precheck(argv) or "")
 
 
+@pytest.mark.parametrize("argv, says", [  # each escaped as a traceback while the memory check read the env's spec first
+    (["env.id=pongg"], "env.id=pongg: not an ALE ROM name; did you mean pong?"),
+    (["env.id=ALE/Pong-v5"], "env.id=ALE/Pong-v5: with env.kind=atari use the ALE ROM name in snake_case: env.id=pong"),
+    (["env=cartpole", "env.id=ALE/Pong-v5"], "env.id=ALE/Pong-v5: "),  # with ale_py's ids registered: not 1-D
+    (["env=cartpole", "env.id=CartPol-v1"], "Environment `CartPol` doesn't exist. Did you mean: `CartPole`?"),
+    (["env=cartpole", "env.id=nomodule.envs:MyEnv-v0"], "No module named 'nomodule'"),
+    (["env=cartpole", "env.id=NoSuch-v0"], "env.id=NoSuch-v0: gymnasium.make failed: NameNotFound"),
+    (["env=cartpole", "env.id=Pendulum-v1"], "env.id=Pendulum-v1: R2D2 needs a Discrete action space"),
+    (["env=cartpole", "env.id="], "env.id=: gymnasium.make failed: Error: Malformed environment ID"),
+])
+def test_an_env_id_that_cannot_run_is_one_line_before_hydra_runs(argv, says):
+    problem = precheck(argv) or ""
+    assert problem.startswith("invalid config:\n  env.id=") and says in problem and "Traceback" not in problem
+
+
 def test_a_grid_with_m_passes_the_precheck():
     assert precheck(["-m", "experiment=actor_sweep"]) is None and precheck(["-m", "actors=2,4"]) is None
     assert precheck(["actors=4"]) is None
@@ -183,6 +198,7 @@ def test_every_command_refuses_bad_input_with_exit_2_and_creates_nothing(tmp_pat
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     cases = [  # the Hydra shell (single run and sweep) and a pipeline; the other commands: in-process above
         (["-m", "rlbench", "actors=abc"], "rlbench: actors=abc: allowed: an integer"),
+        (["-m", "rlbench", "env.id=pongg"], "env.id=pongg: not an ALE ROM name"),  # a value: checked before Hydra too
         (["-m", "rlbench", "experiment=actor_sweep"], "rlbench: experiment=actor_sweep defines a grid"),
         (["-m", "rlbench", "-m", "actors=2,x"], "actors=x: allowed: an integer"),
         ([str(ROOT / "pipelines" / "actor_sweep.py"), "experiment=nope"], "pipelines/actor_sweep.py: experiment=nope"),

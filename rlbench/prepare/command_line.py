@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_checked
+from rlbench.prepare.validate import validate
 
 MULTIRUN = ("-m", "--multirun")
 
@@ -57,4 +58,10 @@ def precheck(argv: list[str]) -> str | None:
         return str(e)
     if multirun:
         return None
-    return mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
+    problem = mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
+    if problem is None:  # a single run's values too, so that Hydra makes no output folder for a refused one
+        try:
+            validate(compose_checked(overrides))
+        except ConfigError as e:
+            return str(e)
+    return problem

@@ -286,8 +286,10 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     problems = list(non_finite.values()) + [
         f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
         if key not in non_finite and not ok(_get(conf, key))]
+    if not problems:  # an env that cannot be made first: the later checks read its spec
+        problems = _env_checks(conf)
     if not problems:
-        problems = (algo.checks(conf) + _search_checks(conf) + _env_checks(conf) + _actor_checks(conf)
+        problems = (algo.checks(conf) + _search_checks(conf) + _actor_checks(conf)
                     + (_host_checks(conf) if host else []))
     if not problems and host:
         problems = algo.host_checks(conf)
