@@ -199,6 +199,9 @@ def test_every_command_refuses_bad_input_with_exit_2_and_creates_nothing(tmp_pat
     cases = [  # the Hydra shell (single run and sweep) and a pipeline; the other commands: in-process above
         (["-m", "rlbench", "actors=abc"], "rlbench: actors=abc: allowed: an integer"),
         (["-m", "rlbench", "env.id=pongg"], "env.id=pongg: not an ALE ROM name"),  # a value: checked before Hydra too
+        (["-m", "rlbench", "tracking.uri=runs"], "tracking.uri='runs': allowed: an MLflow tracking URI"),  # a folder
+        (["-m", "rlbench", "-m", "search=ratio", "search.storage="], "search.storage='': allowed: a database URL"),
+        (["-m", "rlbench", "-m", "hydra/launcher=slurm", "actors=2,4"], "hydra/launcher=slurm: no srun on this host"),
         (["-m", "rlbench", "experiment=actor_sweep"], "rlbench: experiment=actor_sweep defines a grid"),
         (["-m", "rlbench", "-m", "actors=2,x"], "actors=x: allowed: an integer"),
         ([str(ROOT / "pipelines" / "actor_sweep.py"), "experiment=nope"], "pipelines/actor_sweep.py: experiment=nope"),

@@ -28,6 +28,7 @@ class RlbenchSweeper(BasicSweeper):
         from rlbench.prepare.grid import plan, seed_overlap, validate_jobs
 
         with sigterm_raises():
+            self._launcher_or_exit()
             if self.config.get("search") is not None:
                 from rlbench.search import run_search
 
@@ -42,6 +43,15 @@ class RlbenchSweeper(BasicSweeper):
             from rlbench.sweeps.sweep import run_sweep
 
             return run_sweep(self, arguments, grid.jobs, confs, grid)
+
+    def _launcher_or_exit(self) -> None:
+        """A launcher this host cannot use is refused before any job (a dry run needs none)."""
+        from rlbench.prepare.plan import launcher_problem
+
+        problem = None if self.config.get("dry_run") else launcher_problem(self.config.hydra.launcher.get("_target_", ""))
+        if problem:
+            print(f"rlbench: {problem}", file=sys.stderr)
+            sys.exit(2)
 
     def _dry_run(self, jobs: List[List[str]], confs: list) -> Any:
         """dry_run=true: print the SLURM submission (rlbench/sweeps/submission.py); exit 2 on another launcher."""

@@ -7,6 +7,7 @@ env's spec; the trainer, the record and predict (`envs_of`) use it. docs/archite
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,17 @@ class Placement:
 
     executor: str = "local"
     folder: Path | None = None
+
+
+def launcher_problem(launcher_target: str) -> str | None:
+    """Why Hydra's launcher cannot launch from this host, before any run: hydra/launcher=slurm
+    needs SLURM's srun (submitit looks for it), else None."""
+    if launcher_target.rpartition(".")[2] != SLURM_LAUNCHER or shutil.which("srun"):
+        return None
+    return ("hydra/launcher=slurm: no srun on this host's PATH (not a SLURM cluster, or SLURM's commands not loaded); "
+            "run the command on a SLURM login node, or leave hydra/launcher out to run the jobs on this host "
+            "(Hydra's basic launcher; hydra/launcher=joblib for parallel jobs), or add dry_run=true to print the "
+            "submission without submitting")
 
 
 def placement_for(launcher_target: str, output_dir: Path | None) -> Placement:

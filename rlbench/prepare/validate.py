@@ -66,9 +66,10 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
         "tracking.experiment": ((lambda v: bool(v.strip())),
                                 "a non-empty MLflow experiment name"),
-        "tracking.uri": ((lambda v: bool(v and v.strip())),
+        "tracking.uri": (_tracking_uri,
                          ("an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
-                          "http(s)://host:port, postgresql://...")),
+                          "http(s)://host:port, postgresql://...; a folder is MLflow's file store, which MLflow 3 "
+                          "keeps in maintenance mode and refuses")),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
         "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
@@ -98,9 +99,21 @@ def _inference_batch_rule(c: Config):
     return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
 
+def _database_url(v: str) -> bool:
+    """A URL with a scheme and something after it (sqlite:///x.db, postgresql://...): no folder, no empty value."""
+    scheme, sep, rest = v.partition("://")
+    return bool(sep and scheme.strip() and rest.strip() and scheme != "file")
+
+
+def _tracking_uri(v: str) -> bool:
+    return bool(v and v.strip()) and (_database_url(v) or v.startswith("databricks"))
+
+
 def _search_rules() -> Rules:
     return {
         "search.study": ((lambda v: bool(v.strip())), "a non-empty Optuna study name (the study's parent run is found by it)"),
+        "search.storage": (_database_url, ("a database URL for the study (sqlite:///mlruns/optuna.db, or "
+                                           "postgresql://user:pw@host/db for many workers)")),
         "search.n_trials": int_at_least(1),
         "search.seed": ((lambda v: 0 <= v <= 2**31 - 1),
                         "an integer in [0, 2**31 - 1] (numpy seeds are < 2**32; each trial adds its number)"),
