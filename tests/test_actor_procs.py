@@ -303,7 +303,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     new = replaced["new"]
     assert hub_log.wait_for(f"(pid {new.pid}) at ids", 0).endswith("(rejoin 1)")
     assert final["frames"] == frames  # whole 2-env Steps: the target exactly, lost steps counted as stepped
-    assert final["actor_disconnects"] == 1 and final["actor_rejoins"] == 1
+    assert final["actor_disconnects"] == 1 and final["actor_rejoins"] == 1 and final["actor_refused"] == 0
     (run,) = runs(store["uri"])
     m = run.data.metrics
     assert run.info.status == "FINISHED" and m["actor_rejoins"] == 1 and m["actor_disconnects"] == 1

@@ -141,7 +141,8 @@ def test_remote_atari_observations_equal_a_local_atari_vector_env(actors):
         _close_and_wait(remote, procs)
 
 
-def test_a_wrong_token_is_refused_and_counted_and_the_right_one_joins(actors):
+def test_a_wrong_token_is_refused_and_counted_and_the_right_one_joins(actors, caplog):
+    caplog.set_level("WARNING", logger="rlbench.remote.server")
     remote = _remote(["env=cartpole"], 2, token="s3cret-value", join_timeout_s=90)
     procs = []
     try:
@@ -152,6 +153,9 @@ def test_a_wrong_token_is_refused_and_counted_and_the_right_one_joins(actors):
                                f"token (the authorization metadata, from RLBENCH_ACTOR_TOKEN)")
         assert "not-the-token" not in out + err  # never printed
         assert remote.counts["refused_token"] == 1
+        (line,) = [r.getMessage() for r in caplog.records if r.name == "rlbench.remote.server"]
+        assert line.startswith("refused an actor process from ") and ": token: wrong or missing token" in line
+        assert "not-the-token" not in line and "s3cret-value" not in line  # the job's log names no token
         procs.append(actors(remote.address, 2, "env=cartpole", token="s3cret-value"))
         assert remote.reset(seed=0).env_ids.tolist() == [0, 1]
     finally:

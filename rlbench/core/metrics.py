@@ -56,6 +56,8 @@ _TRAINING = [
     Metric("rpc_rtt_ms_p99", "ms", "final", "actor processes: the largest of their round trips' p99 over their last second"),
     Metric("actor_procs_cpu_s", "s", "final", "actor processes: the CPU seconds of every one that joined, summed (as "
            "last reported)"),
+    Metric("actor_refused", "count", "final", "actor processes refused or dropped: a wrong token, protocol, env spec "
+           "or message, or no free envs; each logged with its peer and why; only where actors connect"),
     Metric("actor_rejoins", "count", "final", "actor processes that joined after the job's start, on the envs of one "
            "that left; only where actors can leave"),
     Metric("wire_bytes_per_step", "bytes / env step", "final", "actor processes: message bytes both ways per env step"),

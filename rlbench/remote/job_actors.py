@@ -146,7 +146,7 @@ class JobActors:
         """What the actor processes measured (their latest Reports, one a second) and the
         wire's bytes: rpc_rtt_ms (the median of the connected processes' p50), rpc_rtt_ms_p99
         (their largest p99), wire_bytes_per_step (message bytes both ways per env step),
-        actor_rejoins, and the `actor_procs` role with one `actor_proc<i>` role per process
+        actor_rejoins, actor_refused, and the `actor_procs` role with one `actor_proc<i>` role per process
         (remote/telemetry.py process_metrics); a value no process reported is left out."""
         wire = self.remote.wire_bytes()
         m = {"wire_bytes_per_step": (wire["received"] + wire["sent"]) / wire["env_steps"]} if wire["env_steps"] else {}
@@ -155,6 +155,7 @@ class JobActors:
             m |= {"rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
                   "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports))}
         m["actor_rejoins"] = self.remote.counts.get("rejoins", 0)
+        m["actor_refused"] = sum(n for kind, n in self.remote.counts.items() if kind.startswith("refused_"))
         return m | process_metrics(self.remote.process_rows())
 
     def tables(self) -> dict[str, dict[str, list]]:

@@ -8,6 +8,7 @@ Batching and stacks: docs/actors.md, "What runs where".
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,6 +34,8 @@ from rlbench.remote.wire import (
     step_size,
     token_of,
 )
+
+log = logging.getLogger(__name__)
 
 STATUS = {"token": grpc.StatusCode.UNAUTHENTICATED, "protocol": grpc.StatusCode.FAILED_PRECONDITION,
           "spec": grpc.StatusCode.FAILED_PRECONDITION, "full": grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -183,7 +186,8 @@ class _Servicer(pb_grpc.ActorsServicer):
     def Connect(self, requests, context):  # the rpc's name in actors.proto
         try:
             stream = self._admit(requests, context)
-        except Refused as r:
+        except Refused as r:  # logged with the peer and why (never a token), counted by kind in the hub
+            log.warning("refused an actor process from %s: %s: %s", context.peer(), r.reason, r.details)
             context.abort(STATUS[r.reason], r.details)
         if stream is None:
             return
@@ -230,11 +234,11 @@ class _Servicer(pb_grpc.ActorsServicer):
                 self.hub.report(stream, msg.report)
                 continue
             if kind != "step":
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"expected a Step or a Report, got {kind}")
+                self._drop(context, stream, f"expected a Step or a Report, got {kind}")
             try:
                 step = decode_step(msg.step, stream.envs, self.frame_shape, self.dtype)
             except ValueError as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+                self._drop(context, stream, str(e))
             stream.bytes_in += step_size(step.env_ids, step.frames.nbytes)  # msg.ByteSize() would re-encode it
             stream.env_steps += len(step.env_ids)
             if not self.hub.push(stream, step):
@@ -245,6 +249,13 @@ class _Servicer(pb_grpc.ActorsServicer):
             reply = pb.ServerMessage(actions=pb.Actions(actions=actions.tolist()))
             stream.bytes_out += reply.ByteSize()
             yield reply
+
+
+    def _drop(self, context, stream: Stream, why: str) -> None:
+        """End the call of an actor that sent what the protocol does not allow (logged, counted)."""
+        log.warning("dropped actor process %s from %s: %s", stream.index, context.peer(), why)
+        self.hub.count("refused_message")
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, why)
 
 
 def _next(requests):
