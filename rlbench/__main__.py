@@ -8,6 +8,7 @@ bad config to one message and exit 2 (docs/jobs.md, "Refused early").
 from __future__ import annotations
 
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -29,6 +30,19 @@ def _refuse(message: str) -> None:
     sys.exit(2)
 
 
+def _fail(error: Exception, log_file: Path) -> None:
+    """A job that failed from a fault: its traceback to the job's log file, one line with the
+    cause, the run and where the traceback is on stderr, exit 1 (its run ended FAILED)."""
+    with open(log_file, "a") as f:
+        traceback.print_exception(error, file=f)
+    cause = (str(error).strip().splitlines() or [""])[0]
+    run = getattr(error, "run_id", None)
+    print(f"rlbench: the job failed: {type(error).__name__}: {cause}"
+          f"{f' (run {run} ended FAILED)' if run else ' (before its run started)'}; traceback in {log_file}",
+          file=sys.stderr)
+    sys.exit(1)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
 
@@ -45,6 +59,10 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
         result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick, placement)
     except (ConfigError, ResourceError) as e:  # ResourceError: the plan's, before any run exists
         _refuse(str(e))
+    except Exception as e:  # a fault in a single run: one line; a sweep records its failed job itself
+        if hc.mode.name != "RUN":
+            raise
+        _fail(e, Path(hc.runtime.output_dir) / f"{hc.job.name}.log")
     return result  # the job's final metrics: a sweep's summary and a search's objectives read them
 
 

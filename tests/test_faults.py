@@ -18,7 +18,7 @@ import mlflow
 import psutil
 import pytest
 
-from tests.conftest import CARTPOLE_TINY, ROOT, runs, wait_until
+from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
 
 pytestmark = pytest.mark.e2e
 TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
@@ -221,3 +221,18 @@ def test_two_jobs_at_once_into_one_sqlite_store_are_both_recorded(store, tmp_pat
     done = runs(store["uri"])
     assert sorted(r.info.status for r in done) == ["FINISHED", "FINISHED"]
     assert all("config.yaml" in {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)} for r in done)
+
+
+@pytest.mark.e2e
+def test_a_single_job_that_fails_from_a_fault_is_one_line_naming_its_run_and_its_log(store):
+    """No traceback chain through Hydra on the terminal: the cause, the run (ended FAILED) and
+    the log file that holds the traceback; exit 1."""
+    out = rlbench_cli(["env=cartpole", "workload=smoke", "workload.max_runtime_s=0.001", *store["overrides"]],
+                      timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    (line,) = out.stderr.strip().splitlines()
+    (run,) = runs(store["uri"])
+    assert line.startswith("rlbench: the job failed: TimeoutError: workload.max_runtime_s=0.001 exceeded")
+    assert f"(run {run.info.run_id} ended FAILED); traceback in " in line and run.info.status == "FAILED"
+    log = Path(line.rpartition("traceback in ")[2])
+    assert log.is_file() and "Traceback (most recent call last)" in log.read_text()
