@@ -40,10 +40,10 @@ def check_space(search: SearchConfig, host_units: int) -> list[str]:
     if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
         problems.append(f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
                         f"search.n_trials={s.n_trials}: allowed: integers >= 1")
-    if len(s.objectives) != len(s.directions) or not s.objectives:
+    if len(s.objectives) != len(s.directions):
         problems.append(f"search.objectives={list(s.objectives)} and search.directions={list(s.directions)}: "
-                        "allowed: one direction per objective, at least one objective")
-    if s.pruning and len(s.objectives) != 1:
+                        "allowed: one direction per objective (both empty: the defaults, default_objectives)")
+    if s.pruning and s.objectives and len(s.objectives) != 1:
         problems.append("search.pruning=true needs one objective (Optuna prunes single-objective studies only)")
     for d in s.directions:
         if d not in ("maximize", "minimize"):
