@@ -206,3 +206,23 @@ def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_in
                 warnings.warn(text, category)
         warnings.warn("outside", optuna.exceptions.ExperimentalWarning)
     assert [str(w.message) for w in caught] == ["something else", "a future change", "outside"]
+
+
+def test_a_trial_whose_worker_is_known_gone_is_failed_and_retried_at_once():
+    """Its run was just closed KILLED (the owner process is gone): no wait for the heartbeat's
+    grace period; the retry is queued with the same params, as the stale-trial callback does."""
+    from rlbench.search.study import fail_gone_trials
+
+    s = space(retries=1)
+    study = new_study(s)
+    gone = study.ask({"actors": optuna.distributions.IntDistribution(2, 16)})
+    alive = study.ask({"actors": optuna.distributions.IntDistribution(2, 16)})
+    experiment = FakeExperiment(gone={"run-a": ("ratio", gone.number), "run-b": ("other", alive.number)})
+    numbers = experiment.trial_numbers(experiment.mark_stale_runs(), s.study)
+    assert numbers == {gone.number}  # a trial of another study with the same number is not this one's
+    assert fail_gone_trials(study, numbers, s.retries) == 1
+    states = {t.number: t.state.name for t in study.trials}
+    assert states[gone.number] == "FAIL" and states[alive.number] == "RUNNING"
+    (retry,) = [t for t in study.trials if t.state.name == "WAITING"]
+    assert retry.params == study.trials[gone.number].params
+    assert fail_gone_trials(study, numbers, s.retries) == 0  # already failed: nothing twice

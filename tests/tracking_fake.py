@@ -61,8 +61,9 @@ class FakeExperiment:
     Give a sweep or a search `store=fake.open`."""
 
     def __init__(self, finished: list | None = None, found: dict | None = None, taken: set[str] = frozenset(),
-                 view_error: Exception | None = None, unwritable: str | None = None):
+                 view_error: Exception | None = None, unwritable: str | None = None, gone: dict | None = None):
         self.id, self.tracking, self.unwritable = "7", None, unwritable
+        self.gone = dict(gone or {})  # run id -> (study, trial number) of runs a gone process left RUNNING
         self.finished, self.found, self.taken, self.view_error = list(finished or []), dict(found or {}), taken, view_error
         self.opened, self.views, self.stale_marked = [], [], 0
 
@@ -72,7 +73,10 @@ class FakeExperiment:
 
     def mark_stale_runs(self) -> list[str]:
         self.stale_marked += 1
-        return []
+        return list(self.gone)
+
+    def trial_numbers(self, run_ids: list[str], study: str) -> set[int]:
+        return {n for r in run_ids if r in self.gone for s, n in [self.gone[r]] if s == study}
 
     def finished_runs(self) -> list:
         return self.finished

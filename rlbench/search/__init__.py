@@ -30,7 +30,15 @@ from rlbench.search.space import (
     objective_values,
     suggest,
 )
-from rlbench.search.study import StudyLock, claim_trial, complete, open_study, quiet_optuna, state_counts
+from rlbench.search.study import (
+    StudyLock,
+    claim_trial,
+    complete,
+    fail_gone_trials,
+    open_study,
+    quiet_optuna,
+    state_counts,
+)
 from rlbench.search.trials import make_reporter, run_trials
 from rlbench.search.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
@@ -71,10 +79,11 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     with lock:  # workers starting together: one creates the tables, the study and the parent run
         study = open_study(s)
         failed_before = state_counts(study)["FAIL"]
+        killed = experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
+        fail_gone_trials(study, experiment.trial_numbers(killed, s.study), s.retries)  # no wait for its heartbeat
         with quiet_optuna():
             optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
         parent = study_parent(experiment, s.study)
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)

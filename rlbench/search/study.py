@@ -116,6 +116,19 @@ class Heartbeat:
         self._thread.join()
 
 
+def fail_gone_trials(study: optuna.Study, numbers: set[int], retries: int) -> int:
+    """Fail now the RUNNING trials whose worker is known gone (their runs were just closed
+    KILLED at this start) and queue their retry, as the heartbeat's stale-trial callback would
+    after its grace period; returns how many."""
+    storage, retry, failed = study._storage, optuna.storages.RetryFailedTrialCallback(max_retry=retries), 0
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        if t.number in numbers and storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
+            with quiet_optuna():
+                retry(study, storage.get_trial(t._trial_id))
+            failed += 1
+    return failed
+
+
 def complete(study: optuna.Study) -> list:
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.parent import ParentRun, open_parent
-from rlbench.tracking.readers import RunRecord, experiment_runs, study_parent, sweep_parent
+from rlbench.tracking.readers import RunRecord, experiment_runs, study_parent, sweep_parent, trial_numbers
 from rlbench.tracking.store import artifact_problem, mark_stale_runs, open_experiment, unique_top_level_name
 from rlbench.tracking.views import runs_view
 
@@ -26,6 +26,10 @@ class Experiment:
         """Runs left RUNNING by a process that is gone, in every experiment of the store, closed
         (KILLED, or FAILED by the heartbeat rule: tracking/orphans.py); returns their ids."""
         return mark_stale_runs(self.tracking)
+
+    def trial_numbers(self, run_ids: list[str], study: str) -> set[int]:
+        """The trial numbers of those runs that are trials of the Optuna study `study`."""
+        return trial_numbers(run_ids, study)
 
     def finished_runs(self) -> list[RunRecord]:
         return experiment_runs(self.tracking.experiment, status="FINISHED")

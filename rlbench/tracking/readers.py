@@ -126,6 +126,16 @@ def sweep_parent(key: str, experiment_id: str) -> RunRecord | None:
     return _record(found[0]) if found else None
 
 
+def trial_numbers(run_ids: list[str], study: str) -> set[int]:
+    """The Optuna trial numbers of those runs that are trials of `study` (their tags)."""
+    out = set()
+    for run_id in run_ids:
+        tags = read_run(run_id).tags
+        if tags.get("optuna_study") == study and tags.get("optuna_trial", "").isdigit():
+            out.add(int(tags["optuna_trial"]))
+    return out
+
+
 def study_tags(study: str) -> dict[str, str]:
     """The tags of the parent run of a search over the Optuna study `study` (rlbench/search/)."""
     return {"rlbench.role": "study", "optuna_study": study}
