@@ -59,7 +59,9 @@ def cartpole_compose():
 
 
 def _space(**kw) -> SearchConfig:
-    return SearchConfig(actors=[2, 8], actor_threads=[1, 2], sm_limit=[1, 2], warm_start_profile="p1", **kw)
+    """Two objectives, one the model cannot predict (energy: no power in the synthetic profile)."""
+    return SearchConfig(actors=[2, 8], actor_threads=[1, 2], sm_limit=[1, 2], warm_start_profile="p1",
+                        **({"objectives": ["fps", "energy_per_task_j"], "directions": ["maximize", "minimize"]} | kw))
 
 
 def test_candidates_are_predicted_with_their_own_params(cartpole_compose):

@@ -217,7 +217,7 @@ def test_summary_table_says_why_a_value_is_missing():
 
     why = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
            "energy_gpu_j": "nvmlInit failed", "energy_cpu_j": "no RAPL"}
-    rows = [{"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 10.0, "fps": 100.0,
+    rows = [{"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 10.0, "task_fps": 95.0, "fps": 100.0,
              "energy_per_task_j": None, "cpu_gpu_ratio": 1.0, "unmeasured": why} for i, a in enumerate((4, 40))]
     rows.append({"job": 2, "name": "actors=256", "status": "FAILED", "runtime_s": None, "fps": None,
                  "energy_per_task_j": None, "cpu_gpu_ratio": None})

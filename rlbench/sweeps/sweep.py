@@ -103,7 +103,7 @@ def summary_text(rows: list[dict]) -> str:
     def fmt(v):
         return "-" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
 
-    table = [_PRINTED] + [tuple(fmt(r[c]) for c in _PRINTED) for r in rows]
+    table = [_PRINTED] + [tuple(fmt(r.get(c)) for c in _PRINTED) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     return "\n".join(["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table]
                      + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()])
