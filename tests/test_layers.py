@@ -239,15 +239,22 @@ class Loads:
             self.eager[name] = (own, set().union(*(outside(n) for n in nodes)) & HEAVY)
         self._memo: dict[str, set[str]] = {}
 
-    def heavy(self, module: str, seen: frozenset = frozenset()) -> set[str]:
-        if module in self._memo or module in seen:
-            return self._memo.get(module, set())
-        own, heavy = self.eager[module]
-        parents = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)} & self.names
-        for m in own | parents:
-            heavy = heavy | self.heavy(m, seen | {module})
-        self._memo[module] = heavy
-        return heavy
+    def heavy(self, module: str) -> set[str]:
+        """Every module `module` loads, walked afresh (a result cut short by an import cycle is
+        never kept for another module), and the heavy packages among their imports."""
+        if module not in self._memo:
+            found: set[str] = set()
+            seen, stack = set(), [module]
+            while stack:
+                m = stack.pop()
+                if m in seen:
+                    continue
+                seen.add(m)
+                own, heavy = self.eager[m]
+                found |= heavy
+                stack += own | ({".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)} & self.names)
+            self._memo[module] = found
+        return self._memo[module]
 
 
 def lazy_imports(tree: ast.Module) -> list[ast.stmt]:
