@@ -50,13 +50,13 @@ from rlbench.prepare.validate import resolve_learner_updates
 from rlbench.run_and_report import ROOT, Sweep, merge, run_sweep
 
 PROG = "pipelines/gpu_study.py"
-EXPERIMENT = "gpu_study"
+EXPERIMENT = "gpu_study"  # + the host and the start time: one experiment per study, kept apart when merged
 ACTORS = [4, 16, 40, 128, 256]
 TASK = ["env=pong"]
-# seconds-long CartPole jobs (tests/conftest.py's CARTPOLE_TINY): the whole script in about a minute
-TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2", "algo.min_replay=16",
+# seconds-long CartPole jobs (tests/conftest.py's CARTPOLE_TINY at half its frames): the script, not a result
+TINY = ["env=cartpole", "workload=smoke", "workload.frames=1500", "workload.learner_updates=2", "algo.min_replay=16",
         "eval_envs=0", "telemetry.rate_hz=2"]
-TINY_ACTORS = [2, 4]
+TINY_ACTORS = [4, 8]
 TARGET_GPU, TARGET_THREADS = "NVIDIA H100 80GB HBM3", 16  # a dry run without a GPU models the lent H100 host
 ENV_POINTS_MAX = 64  # env stepping is measured up to this many envs (flat beyond: rlbench.predict.curves)
 
@@ -102,7 +102,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=number(float, lo=0, lo_open=True), default=420.0,
                    help="wall seconds the whole run may take; it stops itself before (default 420)")
     p.add_argument("--dry-run", action="store_true", help="print the jobs and their predicted times; run nothing")
-    p.add_argument("--tiny", action="store_true", help="seconds-long CartPole jobs (actors 2,4): the rehearsal")
+    p.add_argument("--tiny", action="store_true", help="seconds-long CartPole jobs (actors 4,8): the rehearsal")
     p.add_argument("--actors", type=_ints, help="the actor sweep (default 4,16,40,128,256)")
     p.add_argument("--sm-limits", type=_sm_limits, default="auto", help="the SM sweep: auto, none or a list")
     p.add_argument("--compare", choices=[p for p in PRECISIONS if p != "fp32"] + ["none"], default="bf16",
@@ -285,7 +285,8 @@ def profiles_for(conf, host: Host, compare: str | None, units: list[int], actors
     return out, how + notes(host.gpu, list(out), flops)
 
 
-def make_plan(args, host: Host, base: list[str], sms: list[int | None]) -> tuple[Plan, Predictor, list[str]]:
+def make_plan(args, host: Host, base: list[str], sms: list[int | None],
+              t0: float) -> tuple[Plan, Predictor, list[str]]:
     conf = compose_job([*base, f"actors={max(args.actors)}"], host=False)
     units = sorted({host.units if s is None else s for s in sms})
     profiles, how = profiles_for(conf, host, args.compare, units, args.actors)
@@ -295,11 +296,12 @@ def make_plan(args, host: Host, base: list[str], sms: list[int | None]) -> tuple
     def make(frames: int) -> Plan:
         return build_plan(args.actors, sms, args.compare, frames, predict, Overheads())
 
+    spent = time.monotonic() - t0  # the planning counts against the budget
     if args.frames == "auto" and not args.tiny:
-        return size_frames(make, args.budget_s), predict, how
+        return size_frames(make, args.budget_s, spent_s=spent), predict, how
     plan = make(conf.workload.frames if args.frames == "auto" else args.frames)
-    if plan.total_s() > args.budget_s:
-        raise PlanError(over_budget(plan, args.budget_s, args.budget_s))
+    if plan.total_s() > args.budget_s - spent:
+        raise PlanError(over_budget(plan, args.budget_s - spent, args.budget_s, spent_s=spent))
     return plan, predict, how
 
 
@@ -334,6 +336,7 @@ class Run:
     common: list[str]
     sms: list[int | None]
     task: str
+    experiment: str
     t0: float
     events: list[str] = field(default_factory=list)
     troubles: int = 0  # jobs cut, stages stopped or failed, a report that failed
@@ -397,17 +400,17 @@ def finish(r: Run, uri: str, result: dict) -> None:
 
     out = r.args.out.resolve()
     try:
-        study = load_experiment(EXPERIMENT)
+        study = load_experiment(r.experiment)
     except LookupError:  # no sweep opened the experiment
-        study = Study("experiment", EXPERIMENT, None, {}, [], [])
+        study = Study("experiment", r.experiment, None, {}, [], [])
     if study.finished:
-        if report(["--experiment", EXPERIMENT, "--tracking-uri", uri, "--out", str(out / "report")]) != 0:
+        if report(["--experiment", r.experiment, "--tracking-uri", uri, "--out", str(out / "report")]) != 0:
             r.events.append("the report failed (its error is above)")
             r.troubles += 1
     else:
         r.events.append("no job finished: no report")
     half = half_units(r.host)
-    run = {"command": " ".join([PROG, *(r.args.argv or [])]), "budget_s": r.args.budget_s,
+    run = {"command": " ".join([PROG, *(r.args.argv or [])]), "experiment": r.experiment, "budget_s": r.args.budget_s,
            "used_s": time.monotonic() - r.t0, "task": r.task, "events": r.events}
     s = summary(study, r.host.tags, result["best"], half if half in r.sms else None, r.args.compare,
                 result["predicted"], run)
@@ -429,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         sms = resolve_sms(args, host)
         check_host(args, host, sms)
         base = (TINY if args.tiny else TASK) + list(args.overrides)
-        plan, predict, how = make_plan(args, host, base, sms)
+        plan, predict, how = make_plan(args, host, base, sms, t0)
         if host.here and not args.dry_run:
             check_jobs(base, plan)
     except (Refused, PlanError, ConfigError, ValueError) as e:
@@ -456,9 +459,10 @@ def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: 
     (out / "plan.json").write_text(json.dumps({"frames": plan.frames, "jobs": [asdict(j) for j in plan.jobs],
                                                "overheads": asdict(plan.overheads), "budget_s": args.budget_s,
                                                "notes": predict.notes}, indent=2))
-    common = merge(base, [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={EXPERIMENT}",
+    experiment = f"{EXPERIMENT}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    common = merge(base, [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={experiment}",
                           "progress=log", f"hydra.sweep.dir={out}/multirun"])
-    r = Run(args, host, plan, predict, common, sms, f"{' '.join(base)}, {plan.frames} frames per job", t0)
+    r = Run(args, host, plan, predict, common, sms, f"{' '.join(base)}, {plan.frames} frames per job", experiment, t0)
     from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
     use_store(uri)

@@ -51,10 +51,11 @@ class Sweep:
     seconds: float = 0.0  # wall time
 
 
-def run_sweep(overrides: list[str], timeout_s: float | None = None, grace_s: float = 30.0) -> Sweep:
-    """Runs the multirun, echoing its output. With `timeout_s`: SIGTERM once it has run that
-    long (its jobs that finished stay), SIGKILL `grace_s` later if it is still running."""
-    cmd = [sys.executable, "-m", "rlbench", "-m", *overrides]
+def run_sweep(overrides: list[str], timeout_s: float | None = None, grace_s: float = 30.0,
+              module: str = "rlbench") -> Sweep:
+    """Runs the multirun (`python -m <module> -m ...`), echoing its output. With `timeout_s`:
+    SIGTERM once it has run that long (its finished jobs stay), SIGKILL `grace_s` later."""
+    cmd = [sys.executable, "-m", module, "-m", *overrides]
     print("[pipeline] " + " ".join(cmd), flush=True)
     parent, t0, fired = None, time.monotonic(), threading.Event()
 

@@ -115,29 +115,31 @@ def build_plan(actors: list[int], sms: list[int | None], compare: str | None, fr
     return Plan(frames, first + later_jobs(best, sms, compare, frames, predict), best, overheads)
 
 
-def size_frames(make: Callable[[int], Plan], budget_s: float, ladder=FRAMES_LADDER) -> Plan:
+def size_frames(make: Callable[[int], Plan], budget_s: float, ladder=FRAMES_LADDER, spent_s: float = 0.0) -> Plan:
     """The plan at the most frames of `ladder` whose predicted total fills at most MARGIN of the
-    budget; PlanError naming the job to cut when even the fewest frames do not fit it."""
-    best = None
+    budget left after `spent_s` (the planning); PlanError naming the job to cut when even the
+    fewest frames do not fit."""
+    best, limit = None, MARGIN * (budget_s - spent_s)
     for frames in ladder:
         plan = make(frames)
-        if plan.total_s() > MARGIN * budget_s:
+        if plan.total_s() > limit:
             break
         best = plan
     if best is None:
-        raise PlanError(over_budget(make(ladder[0]), MARGIN * budget_s, budget_s, auto=True))
+        raise PlanError(over_budget(make(ladder[0]), limit, budget_s, auto=True, spent_s=spent_s))
     return best
 
 
-def over_budget(plan: Plan, limit_s: float, budget_s: float, auto: bool = False) -> str:
+def over_budget(plan: Plan, limit_s: float, budget_s: float, auto: bool = False, spent_s: float = 0.0) -> str:
     """The refusal of a plan predicted over `limit_s`: the total, the longest job and how to cut it."""
     job = plan.longest()
     fit = f"{MARGIN:.0%} of " if auto else ""
+    left = f" left after {spent_s:.0f} s of planning" if spent_s >= 0.5 else ""
     frames = (f"even at the fewest frames tried ({plan.frames})" if auto else f"at workload.frames={plan.frames}")
-    return (f"--budget-s={budget_s:g}: the plan's predicted {plan.total_s():.0f} s exceed {fit}the budget "
+    need = math.ceil(plan.total_s() / (MARGIN if auto else 1.0) + spent_s)
+    return (f"--budget-s={budget_s:g}: the plan's predicted {plan.total_s():.0f} s exceed {fit}the budget{left} "
             f"({limit_s:.0f} s) {frames}; cut the job {job.name} of the {STAGES[job.stage]} (predicted "
-            f"{job.runtime_s:.0f} s, the longest): {cut_flag(plan, job)}; or allowed: --budget-s >= "
-            f"{math.ceil(plan.total_s() / (MARGIN if auto else 1.0))}")
+            f"{job.runtime_s:.0f} s, the longest): {cut_flag(plan, job)}; or allowed: --budget-s >= {need}")
 
 
 def cut_flag(plan: Plan, job: Job) -> str:

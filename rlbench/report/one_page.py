@@ -86,7 +86,8 @@ def summary(study: Study, fingerprint: dict, best: int | None, half: int | None,
     rec = found["recommendation"]
     ratio = ({"value": None, "reason": "no finished job with a runtime"} if rec is None else
              {"value": None, "reason": found["study_rule"], "text": rec["text"]} if study.without_gpu else
-             {"value": rec["ratio"], "text": rec["text"]})
+             {"value": rec["ratio"], "text": rec["text"]} if rec["ratio"] is not None else
+             {"value": None, "reason": f"the recommended job logged no cpu_gpu_ratio ({rec['text']})"})
     return {"fingerprint": fingerprint, "host": study.host_label(), "run": run, "jobs": job_rows(study, predicted),
             "best_actors": best,
             "knee": {"value": knee["actors"], "text": knee["text"]} if knee else
@@ -138,7 +139,7 @@ def markdown(s: dict) -> str:
         cells = [notes.cell(r["runtime_s"]) + pred, notes.cell(r["fps"], "{:.0f}"),
                  notes.cell(r["energy_per_task_j"], "{:.0f}"), notes.cell(r["gpu_busy_s"])]
         lines.append(f"| {r['stage']} | {r['name']} | {r['status']} | " + " | ".join(cells) + " |")
-    lines += [f"[{i}] {why}" for i, why in enumerate(notes.reasons, 1)]
+    lines += [""] + [f"- [{i}] {why}" for i, why in enumerate(notes.reasons, 1)]
     half, prec = s["slowdown_at_half_sms"], s["precision_ratio"]
     where = f" (sm_limit={half['sm_limit']} at {half['actors']} actors)" if half.get("value") is not None else ""
     what = f" ({prec['what']} at {prec['actors']} actors)" if prec.get("value") is not None else ""
