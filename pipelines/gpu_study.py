@@ -296,7 +296,8 @@ def make_plan(args, host: Host, base: list[str], sms: list[int | None],
     def make(frames: int) -> Plan:
         return build_plan(args.actors, sms, args.compare, frames, predict, Overheads())
 
-    spent = time.monotonic() - t0  # the planning counts against the budget
+    # the planning counts against the budget: as it took here, or on the GPU host a dry run models
+    spent = time.monotonic() - t0 if host.here else Overheads().plan_s
     if args.frames == "auto" and not args.tiny:
         return size_frames(make, args.budget_s, spent_s=spent), predict, how
     plan = make(conf.workload.frames if args.frames == "auto" else args.frames)
@@ -305,7 +306,7 @@ def make_plan(args, host: Host, base: list[str], sms: list[int | None],
     return plan, predict, how
 
 
-def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budget_s: float) -> None:
+def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budget_s: float, spent_s: float) -> None:
     where = f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
     print(f"[gpu_study] plan for {where}, {host.threads} CPU threads; {plan.frames} frames per job; "
           f"predicted best actor count {plan.best_actors}")
@@ -320,7 +321,8 @@ def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budge
                 "job start and end, estimate)")
             print(f"    {j.name}: {seconds}")
     print(f"  report and summary: {o.report_s:.0f} s (estimate)")
-    print(f"  total predicted: {plan.total_s():.0f} s of the budget {budget_s:.0f} s")
+    planning = f"{spent_s:.0f} s of planning here" if host.here else f"{o.plan_s:.0f} s of planning there (estimate)"
+    print(f"  total predicted: {plan.total_s():.0f} s of the budget {budget_s:.0f} s, after {planning}")
     for line in how + predict.notes:
         print(f"  {line}")
 
@@ -438,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     except (Refused, PlanError, ConfigError, ValueError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    print_plan(plan, host, how, predict, args.budget_s)
+    print_plan(plan, host, how, predict, args.budget_s, time.monotonic() - t0)
     if args.dry_run:
         return 0
     return run(args, host, plan, predict, base, sms, t0)

@@ -46,6 +46,10 @@ def test_the_sm_points_are_all_half_a_quarter_16_and_8_as_a_green_context_grants
     assert sm_points(2, None) == [None, 1]  # CPU threads: half of 2; a quarter, 16 and 8 do not fit
 
 
+def costs(sweep_start_s: float, job_s: float, report_s: float) -> Overheads:
+    return Overheads(sweep_start_s=sweep_start_s, job_s=job_s, report_s=report_s)
+
+
 def rate_predict(knobs, frames):
     """A known answer: fps 1000 x actors up to 40 actors, flat beyond; half the SMs 20% slower."""
     fps = 1000.0 * min(knobs["actors"], 40) * (0.8 if knobs["sm_limit"] else 1.0)
@@ -54,7 +58,7 @@ def rate_predict(knobs, frames):
 
 
 def test_the_plan_runs_the_later_stages_at_the_best_actor_count_and_reuses_its_job():
-    plan = build_plan([4, 40, 256], [None, 64], "bf16", 100_000, rate_predict, Overheads(20, 5, 30))
+    plan = build_plan([4, 40, 256], [None, 64], "bf16", 100_000, rate_predict, costs(20, 5, 30))
     assert plan.best_actors == 40 and [j.name for j in plan.stage("sms")] == [
         "actors=40 sm_limit=all precision=fp32", "actors=40 sm_limit=64 precision=fp32"]
     assert plan.stage("sms")[0].reused and plan.stage("sms")[0].seconds(plan.overheads) == 0
@@ -65,7 +69,7 @@ def test_the_plan_runs_the_later_stages_at_the_best_actor_count_and_reuses_its_j
 
 def test_frames_are_sized_to_fill_at_most_three_quarters_of_the_budget():
     def make(frames):
-        return build_plan([4, 40], [None], None, frames, rate_predict, Overheads(10, 0, 0))
+        return build_plan([4, 40], [None], None, frames, rate_predict, costs(10, 0, 0))
 
     plan = size_frames(make, budget_s=200, ladder=(100_000, 200_000, 400_000, 800_000))
     assert plan.frames == 400_000 and plan.total_s() <= 150 < make(800_000).total_s()
@@ -73,7 +77,7 @@ def test_frames_are_sized_to_fill_at_most_three_quarters_of_the_budget():
 
 def test_a_budget_below_the_smallest_plan_names_the_job_to_cut():
     def make(frames):
-        return build_plan([4, 40, 256], [None, 64], "bf16", frames, rate_predict, Overheads(10, 0, 0))
+        return build_plan([4, 40, 256], [None, 64], "bf16", frames, rate_predict, costs(10, 0, 0))
 
     with pytest.raises(PlanError) as e:
         size_frames(make, budget_s=50, ladder=(200_000, 400_000))
@@ -86,7 +90,7 @@ def test_a_budget_below_the_smallest_plan_names_the_job_to_cut():
 
 
 def test_a_stage_cut_to_the_time_left_drops_its_longest_jobs_first():
-    plan = build_plan([4, 16, 40], [None], None, 100_000, rate_predict, Overheads(10, 5, 0))
+    plan = build_plan([4, 16, 40], [None], None, 100_000, rate_predict, costs(10, 5, 0))
     kept, cut = fit_stage(plan.stage("actors"), left_s=40, o=plan.overheads)
     assert [j.actors for j in cut] == [4] and [j.actors for j in kept] == [16, 40]
     assert fit_stage(plan.stage("actors"), left_s=5, o=plan.overheads)[0] == []

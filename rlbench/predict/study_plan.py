@@ -25,12 +25,14 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Overheads:
-    """Seconds outside the jobs' tasks (estimates until a stage measured them): a sweep's
-    process (Python, torch, MLflow, the store, CUDA's start), a job's own start and end around
-    its task (envs, networks, its run's record), the report and the summary."""
+    """Seconds outside the jobs' tasks (estimates until measured): the plan itself on the GPU host
+    (imports, the GPU's probes, env stepping measured, the FLOPs counted), a sweep's process
+    (Python, torch, MLflow, the store, CUDA's start), a job's own start and end around its task
+    (envs, networks, its run's record), the report and the summary."""
+    plan_s: float = 30.0
     sweep_start_s: float = 25.0
     job_s: float = 10.0
-    report_s: float = 45.0
+    report_s: float = 30.0
 
 
 @dataclass
