@@ -21,11 +21,10 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Assumed:
-    """What no GPU measured for this model: the share of the published peak the networks reach
-    (small batches of a small network; the CPU learner reached 41% of its fp32 GEMM peak and 15%
-    of its bf16 one), the host's work per central-inference call (stacking, the copy to the GPU,
-    the kernel launches, exploration, unroll assembly) and per env, and an update's fixed cost
-    (the recurrent core's steps run one after another, a kernel launch each)."""
+    """What no GPU measured for this model (docs/gpu.md says why these values): the share of the
+    published peak the networks reach, the host's work per central-inference call (stacking, the
+    copy to the GPU, the kernel launches, exploration, unroll assembly) and per env, and an
+    update's fixed cost (the recurrent core's steps run one after another)."""
 
     share_of_peak: tuple[tuple[str, float], ...] = (("fp32", 0.10), ("tf32", 0.05), ("bf16", 0.03), ("fp16", 0.03))
     forward_fixed_s: float = 2e-3
