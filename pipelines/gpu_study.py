@@ -118,6 +118,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("--out: required (where the store, the report and the summary go); allowed: --out DIR, or --dry-run")
     if args.out is not None and (problem := writable_folder("--out", args.out) or _holds_store(args.out)):
         p.error(problem)
+    args.out = args.out and args.out.resolve()  # before main() moves to the clone
     return args
 
 
@@ -400,7 +401,7 @@ def finish(r: Run, uri: str, result: dict) -> None:
     from rlbench.report.one_page import markdown, summary  # lazy: keeps matplotlib, mlflow off the start
     from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
 
-    out = r.args.out.resolve()
+    out = r.args.out
     try:
         study = load_experiment(r.experiment)
     except LookupError:  # no sweep opened the experiment
@@ -458,7 +459,7 @@ def check_jobs(base: list[str], plan: Plan) -> None:
 
 
 def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: list, t0: float) -> int:
-    out = args.out.resolve()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{out}/mlruns/mlflow.db"
     preflight_or_exit(uri, prog=PROG)
