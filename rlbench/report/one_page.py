@@ -85,7 +85,8 @@ def summary(study: Study, fingerprint: dict, best: int | None, half: int | None,
     found = findings(study) if study.finished else {"recommendation": None, "study_rule": "no finished job"}
     rec = found["recommendation"]
     ratio = ({"value": None, "reason": "no finished job with a runtime"} if rec is None else
-             {"value": None, "reason": found["study_rule"], "text": rec["text"]} if study.without_gpu else
+             {"value": None, "reason": "the jobs ran without a CUDA GPU (sm_limit granted CPU threads)"}
+             if study.without_gpu else
              {"value": rec["ratio"], "text": rec["text"]} if rec["ratio"] is not None else
              {"value": None, "reason": f"the recommended job logged no cpu_gpu_ratio ({rec['text']})"})
     return {"fingerprint": fingerprint, "host": study.host_label(), "run": run, "jobs": job_rows(study, predicted),
