@@ -7,10 +7,15 @@ docs/jobs.md, "Pipelines".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlbench.config.flags import Parser, writable_folder
@@ -38,16 +43,49 @@ def tracking_uri(overrides: list[str]) -> str:
     return compose_checked(keep).tracking.uri
 
 
-def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
-    """Runs the multirun, echoing its output; returns its exit code and the parent run id."""
-    cmd = [sys.executable, "-m", "rlbench", "-m", *overrides]
+@dataclass
+class Sweep:
+    code: int             # the multirun's exit code
+    parent: str | None    # its parent run id, None when it opened none
+    stopped: bool = False  # stopped at its time limit (SIGTERM: the running job ends KILLED)
+    seconds: float = 0.0  # wall time
+
+
+def run_sweep(overrides: list[str], timeout_s: float | None = None, grace_s: float = 30.0,
+              module: str = "rlbench") -> Sweep:
+    """Runs the multirun (`python -m <module> -m ...`), echoing its output. With `timeout_s`:
+    SIGTERM once it has run that long (its finished jobs stay), SIGKILL `grace_s` later."""
+    cmd = [sys.executable, "-m", module, "-m", *overrides]
     print("[pipeline] " + " ".join(cmd), flush=True)
-    parent = None
+    parent, t0, fired = None, time.monotonic(), threading.Event()
+
+    def stop(proc: subprocess.Popen) -> None:
+        fired.set()
+        print(f"[pipeline] time limit of {timeout_s:.0f} s reached: stopping the sweep (SIGTERM)", flush=True)
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(grace_s)
+            return
+        proc.kill()
+
     with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
+        timer = threading.Timer(max(0.0, timeout_s), stop, (proc,)) if timeout_s is not None else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
         for line in proc.stdout:
             sys.stdout.write(line)
             parent = (m := PARENT_LINE.search(line)) and m.group(1) or parent
-    return proc.returncode, parent
+        proc.wait()
+        if timer is not None:
+            timer.cancel()
+    return Sweep(proc.returncode, parent, fired.is_set(), time.monotonic() - t0)
+
+
+def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
+    """Runs the multirun, echoing its output; returns its exit code and the parent run id."""
+    sweep = run_sweep(overrides)
+    return sweep.code, sweep.parent
 
 
 def precheck(overrides: list[str]) -> str | None:

@@ -1,8 +1,8 @@
 """Cost curves of this host, measured with rlbench's real components (`python -m rlbench.profile`).
 
-`env_curve` (env stepping), `inference_curve` and `fit_inference` (central inference per batch
-and unit count), `update_time` (one learner update), `corun` (the actor loop beside the
-learner), `gemm_peak` (the device's GEMM peak at a precision). docs/predict.md, "The profile".
+`env_curve` (env stepping), `inference_curve`, `fit_inference` (central inference per batch and
+unit count), `update_time` (a learner update), `corun` (the actor loop beside the learner),
+`gemm_peak` (a precision's GEMM peak), `counted_flops` (a job's model FLOPs). docs/predict.md.
 """
 
 from __future__ import annotations
@@ -59,14 +59,19 @@ def inference_curve(conf, batches: list[int], units: list[int], repeats: int = 2
     return rows
 
 
-def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
-    import torch  # lazy: keeps torch off the start
-
+def _server(conf, batch: int):
+    """(device, env spec, a central-inference server of `batch` envs on the algorithm's policy)."""
     from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
-    server = InferenceServer(parts.policy, device, batch, num_train=batch)
+    return device, spec, InferenceServer(parts.policy, device, batch, num_train=batch)
+
+
+def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
+    import torch  # lazy: keeps torch off the start
+
+    device, spec, server = _server(conf, batch)
     rng = np.random.default_rng(0)
     obs = synthetic_obs(rng, batch, spec)
     ids = np.arange(batch)
@@ -174,6 +179,38 @@ def learner_with_data(conf):
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
 
     return conf, device, learner, fill
+
+
+# Algorithm settings that size memory and nothing counted (R2D2's replay): kept small for a count.
+MEMORY_ONLY = {"replay_capacity": 8, "replay_memory_gb": None, "replay_prefault": False}
+
+
+def counted_flops(conf) -> tuple[float | None, float]:
+    """(model FLOPs of one learner update, of one env's forward in central inference) of the job
+    `conf`, counted by torch's FlopCounterMode on the CPU with one actor: the update at a batch of
+    one, times algo.batch_size (a convolution's and a matmul's FLOPs grow linearly with the
+    batch); None for the update of a job without a learner."""
+    from torch.utils.flop_counter import FlopCounterMode  # lazy: keeps torch off the start
+
+    small = copy.deepcopy(conf)
+    small.device, small.actors, small.eval_envs = "cpu", 1, 0
+    for key, value in MEMORY_ONLY.items():  # they size memory, not the FLOPs counted
+        if hasattr(small.algo, key):
+            setattr(small.algo, key, value)
+    _, spec, server = _server(small, 1)
+    with FlopCounterMode(display=False) as counter:
+        server.step(StepBatch(np.arange(1), synthetic_obs(np.random.default_rng(0), 1, spec),
+                              np.zeros(1, np.float32), np.full(1, True)))
+    forward = float(counter.get_total_flops())
+    batch = getattr(small.algo, "batch_size", None)
+    if not small.learner or not batch:
+        return None, forward
+    small.algo.batch_size = 1
+    _, _, learner, fill = learner_with_data(small)
+    fill()
+    with FlopCounterMode(display=False) as counter:
+        learner.update()
+    return float(counter.get_total_flops()) * batch, forward
 
 
 def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:

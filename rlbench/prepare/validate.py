@@ -309,5 +309,12 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     if conf.workload.learner_updates is None:  # resolved: every consumer sees the number
-        conf.workload.learner_updates = algo.task_learner_updates(conf) if algo.LEARNS and conf.learner else 0
+        resolve_learner_updates(conf)
+    return conf
+
+
+def resolve_learner_updates(conf: Config) -> Config:
+    """workload.learner_updates as the task's frames and the algorithm decide it (0 without a learner)."""
+    algo = config_module(conf.algo.name)
+    conf.workload.learner_updates = algo.task_learner_updates(conf) if algo.LEARNS and conf.learner else 0
     return conf

@@ -1,0 +1,481 @@
+"""The study on a GPU host in one command, within a budget: the actor sweep (its Figure 3), the
+SM sweep through green contexts at the sweep's best actor count (its Figure 4), fp32 against
+bf16 there; then the report and a one-page summary, all under --out. docs/gpu.md.
+
+    python pipelines/gpu_study.py --out results/h100            # a GPU host: stops itself by --budget-s (420)
+    python pipelines/gpu_study.py --dry-run                     # any host: the jobs, their predicted times, the total
+    python pipelines/gpu_study.py --tiny --out /tmp/rehearsal   # seconds-long CartPole jobs through the whole script
+
+The jobs' task is sized before any job runs: the largest frames of a ladder whose predicted total
+fills at most 3/4 of the budget, predicted by rlbench.predict from this host's env stepping
+(measured first, a few seconds) and the GPU's published peak (rlbench/predict/datasheet.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rlbench.config.flags import Parser, number, writable_folder
+from rlbench.config.rules import ConfigError
+from rlbench.core import precision as precisions  # precisions.cpu_flags: a test's fake CPU flags replace it
+from rlbench.core.precision import PRECISIONS, precision_problem, published_sms
+from rlbench.core.resources import cuda_properties, green_context_problem, sm_granularity, usable_cpus
+from rlbench.predict.curves import Profile
+from rlbench.predict.datasheet import Flops, Gpu, notes, planning_profile
+from rlbench.predict.jobs import Machine, predict_job
+from rlbench.predict.study_plan import (
+    STAGES,
+    Overheads,
+    Plan,
+    PlanError,
+    build_plan,
+    fit_stage,
+    later_jobs,
+    measured_overheads,
+    over_budget,
+    size_frames,
+    sm_points,
+)
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.preflight import preflight_or_exit
+from rlbench.prepare.validate import resolve_learner_updates
+from rlbench.run_and_report import ROOT, Sweep, merge, run_sweep
+
+PROG = "pipelines/gpu_study.py"
+EXPERIMENT = "gpu_study"  # + the host and the start time: one experiment per study, kept apart when merged
+ACTORS = [4, 16, 40, 128, 256]
+TASK = ["env=pong"]
+# seconds-long CartPole jobs (tests/conftest.py's CARTPOLE_TINY at half its frames): the script, not a result
+TINY = ["env=cartpole", "workload=smoke", "workload.frames=1500", "workload.learner_updates=2", "algo.min_replay=16",
+        "eval_envs=0", "telemetry.rate_hz=2"]
+TINY_ACTORS = [4, 8]
+TARGET_GPU, TARGET_THREADS = "NVIDIA H100 80GB HBM3", 16  # a dry run without a GPU models the lent H100 host
+ENV_POINTS_MAX = 64  # env stepping is measured up to this many envs (flat beyond: rlbench.predict.curves)
+
+
+class Refused(Exception):
+    """Bad input or a host that cannot run the study: one line, exit 2, before any job."""
+
+
+# --- the command line ---------------------------------------------------------------------
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1 or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text}: allowed: distinct comma-separated integers >= 1, e.g. 4,16,40")
+    return values
+
+
+def _sm_limits(text: str) -> str | list[int | None]:
+    if text in ("auto", "none"):
+        return text
+    try:
+        values = [None if v.strip() == "all" else int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v is not None and v < 1 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text}: allowed: auto (all, half, a quarter, 16 and 8), none (no SM "
+                                         "sweep), or distinct comma-separated SM counts >= 1 and all, e.g. all,64,16")
+    return values
+
+
+def _frames(text: str) -> str | int:
+    if text == "auto":
+        return text
+    return number(int, lo=1, note="or auto: sized to the budget")(text)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, help="folder for the store (mlruns/), the report and summary.md")
+    p.add_argument("--budget-s", type=number(float, lo=0, lo_open=True), default=420.0,
+                   help="wall seconds the whole run may take; it stops itself before (default 420)")
+    p.add_argument("--dry-run", action="store_true", help="print the jobs and their predicted times; run nothing")
+    p.add_argument("--tiny", action="store_true", help="seconds-long CartPole jobs (actors 4,8): the rehearsal")
+    p.add_argument("--actors", type=_ints, help="the actor sweep (default 4,16,40,128,256)")
+    p.add_argument("--sm-limits", type=_sm_limits, default="auto", help="the SM sweep: auto, none or a list")
+    p.add_argument("--compare", choices=[p for p in PRECISIONS if p != "fp32"] + ["none"], default="bf16",
+                   help="the precision compared with fp32 at the best actor count (default bf16); none")
+    p.add_argument("--frames", type=_frames, default="auto", help="the task's frames per job (default auto)")
+    p.add_argument("--gpu", help=f"dry run on a host without a GPU: the GPU modelled (default {TARGET_GPU})")
+    p.add_argument("--host-threads", type=number(int, lo=1), help="dry run: the GPU host's hardware threads")
+    p.add_argument("overrides", nargs="*", help="extra job overrides, e.g. env=breakout")
+    args = p.parse_args(argv)
+    args.actors = args.actors or (TINY_ACTORS if args.tiny else ACTORS)
+    args.compare = None if args.compare == "none" else args.compare
+    if args.out is None and not args.dry_run:
+        p.error("--out: required (where the store, the report and the summary go); allowed: --out DIR, or --dry-run")
+    if args.out is not None and (problem := writable_folder("--out", args.out) or _holds_store(args.out)):
+        p.error(problem)
+    args.out = args.out and args.out.resolve()  # before main() moves to the clone
+    return args
+
+
+def _holds_store(out: Path) -> str | None:
+    db = out / "mlruns" / "mlflow.db"
+    if db.exists():
+        return (f"--out={out}: already holds a study's store ({db}); allowed: a new or empty folder "
+                "(this run's jobs must not mix with another's)")
+    return None
+
+
+# --- the host --------------------------------------------------------------------------------
+
+@dataclass
+class Host:
+    device: str                # where the planned jobs run: cuda, or cpu (the rehearsal on a CPU)
+    gpu: Gpu | None            # the GPU planned for: this host's, or --gpu's in a dry run without one
+    units: int                 # compute units the SM sweep divides: the GPU's SMs, or CPU threads
+    threads: int               # the actors' host's hardware threads, as planned
+    here: bool                 # whether the jobs can run on this host (False: a dry run modelling another)
+    tags: dict = field(default_factory=dict)  # this host's fingerprint
+
+    @property
+    def major(self) -> int | None:
+        return self.gpu.major if self.gpu and self.device == "cuda" else None
+
+
+def target_gpu(name: str) -> Gpu:
+    found = published_sms(name)
+    if found is None:
+        raise Refused(f"--gpu={name}: no published SM count for it; allowed: a name containing H100, H200, A100, "
+                      "L40S, L4 or V100 (rlbench/core/precision.py)")
+    return Gpu(name, *found)
+
+
+def probe(args, cuda_available: bool) -> Host:
+    """The host the study plans for; Refused where this one cannot run it."""
+    from rlbench.tracking.fingerprint import host_tags  # lazy: keeps torch, mlflow off a refusal's start
+
+    tags, threads = host_tags(), len(usable_cpus())
+    if (args.gpu or args.host_threads) and (cuda_available or not args.dry_run or args.tiny):
+        raise Refused(f"--gpu/--host-threads: they model another host in a dry run; allowed: only with --dry-run "
+                      f"on a host without a CUDA device (this one has {'one' if cuda_available else 'none'})")
+    if cuda_available:
+        props = cuda_properties(0)
+        gpu = Gpu(props.name, props.multi_processor_count, props.major)
+        return Host("cuda", gpu, gpu.sms, threads, True, tags)
+    if args.tiny:
+        return Host("cpu", None, threads, threads, True, tags)
+    if args.dry_run:
+        gpu = target_gpu(args.gpu or TARGET_GPU)
+        return Host("cuda", gpu, gpu.sms, args.host_threads or TARGET_THREADS, False, tags)
+    raise Refused("no CUDA device on this host (torch.cuda.is_available() is False) and the study is for a GPU; "
+                  "allowed: --dry-run (the plan for --gpu), or --tiny (the rehearsal on this host's CPU)")
+
+
+def check_host(args, host: Host, sms: list[int | None]) -> None:
+    """What the host must offer before any job: green contexts for the SM sweep, the compared precision."""
+    if host.here and host.device == "cuda" and any(s is not None for s in sms):
+        smallest = min(s for s in sms if s is not None)
+        if why := green_context_problem(0, smallest):
+            raise Refused(f"--sm-limits: {host.gpu.name} (compute capability {host.gpu.major}.x) gave no green "
+                          f"context: {why}; allowed: a driver of CUDA 12.4 or newer and a GPU of compute capability "
+                          ">= 6.0 with a torch that has torch.cuda.green_contexts, or --sm-limits none (the study "
+                          "without its SM sweep)")
+    if args.compare and host.here:
+        name = host.gpu.name if host.gpu else "this CPU"
+        if why := precision_problem(args.compare, host.device, name, precisions.cpu_flags(), host.major):
+            raise Refused(f"--compare={args.compare}: {why}; or --compare none")
+
+
+def resolve_sms(args, host: Host) -> list[int | None]:
+    if args.sm_limits == "none":
+        return [None]
+    if args.sm_limits == "auto":
+        return sm_points(host.units, host.major)
+    too_many = [s for s in args.sm_limits if s is not None and s > host.units]
+    if too_many:
+        raise Refused(f"--sm-limits={','.join('all' if s is None else str(s) for s in args.sm_limits)}: "
+                      f"{too_many[0]} is more than the {host.units} units here; allowed: 1..{host.units} and all")
+    return [None] + [s for s in args.sm_limits if s is not None]
+
+
+def half_units(host: Host) -> int:
+    smallest, multiple = sm_granularity(host.major) if host.major is not None else (1, 1)
+    return max(smallest, host.units // 2 // multiple * multiple)
+
+
+# --- the prediction -----------------------------------------------------------------------
+
+class Predictor:
+    """`predict(knobs, frames)` for the plan: each job composed once (rlbench.prepare), at any
+    frames, through rlbench.predict.jobs on the plan's profile of its precision."""
+
+    def __init__(self, base: list[str], profiles: dict[str, Profile], threads: int | None):
+        self.base, self.profiles, self.threads = base, profiles, threads
+        self.confs: dict[tuple, object] = {}
+        self.notes: list[str] = []
+        self.updates_given = any(o.startswith("workload.learner_updates=") for o in base)
+
+    def conf(self, knobs: dict, frames: int):
+        key = tuple(sorted(knobs.items(), key=lambda kv: kv[0]))
+        if key not in self.confs:
+            self.confs[key] = compose_job([*self.base, *job_overrides(knobs)], host=False)
+        c = copy.deepcopy(self.confs[key])
+        c.workload.frames = frames
+        return c if self.updates_given else resolve_learner_updates(c)
+
+    def __call__(self, knobs: dict, frames: int) -> tuple[float, str]:
+        profile = self.profiles.get(knobs["precision"])
+        if profile is None:
+            profile = self.profiles["fp32"]
+            self.note(f"estimate: precision={knobs['precision']} predicted at fp32's costs (measured at fp32 only)")
+        p = predict_job(self.conf(knobs, frames), Machine(profile, profile, self.threads))
+        for n in p.notes:
+            self.note(n)
+        return p.runtime_s, p.bound
+
+    def note(self, line: str) -> None:
+        if line not in self.notes:
+            self.notes.append(line)
+
+
+def job_overrides(knobs: dict) -> list[str]:
+    sm = knobs.get("sm_limit")
+    return [f"actors={knobs['actors']}", f"sm_limit={'null' if sm is None else sm}", f"precision={knobs['precision']}"]
+
+
+def measured_env(conf, threads: int, actors: list[int]) -> list[dict]:
+    """This host's env stepping at the sweep's actor counts (up to ENV_POINTS_MAX envs), on all its threads."""
+    from rlbench.predict.measure import env_curve  # lazy: keeps torch, gymnasium off a refusal's start
+
+    envs = sorted({a for a in actors if a <= ENV_POINTS_MAX} or {min(actors)})
+    return env_curve(conf.env, [(threads, e) for e in envs], seconds=0.5)
+
+
+def profiles_for(conf, host: Host, compare: str | None, units: list[int], actors: list[int]) -> tuple[dict, list[str]]:
+    """precision -> the profile the plan reads, and the estimates it rests on: on a GPU (or a
+    modelled one) env stepping measured here and the GPU from its datasheet; on a CPU (the
+    rehearsal) env stepping, inference and the update all measured here."""
+    from rlbench.predict.measure import (  # lazy: keeps torch off a refusal's start
+        counted_flops,
+        inference_curve,
+        update_time,
+    )
+
+    here = len(usable_cpus())
+    rows = measured_env(conf, here, actors)
+    tags = host.tags | {"hardware_threads": here}
+    if host.gpu is None:  # all units only: the model takes other unit counts from it, and says so
+        inference = inference_curve(conf, sorted({1, max(actors)}), [max(units)], repeats=3)
+        updates = [update_time(conf, max(units), repeats=1)] if conf.learner else []
+        ptags = {"profile_device": "cpu", "env_id": conf.env.id, "hardware_threads": str(here),
+                 "host": tags.get("host", "?"), "cpu_model": tags.get("cpu_model", "?")}
+        profile = Profile("measured", ptags, rows, inference, updates, params={"algo.name": conf.algo.name})
+        return {"fp32": profile}, ["measured here: env stepping, inference and the update on this CPU, just now"]
+    flops = Flops(*counted_flops(conf))
+    batches = [2**k for k in range(11)]
+    out = {}
+    for p in ["fp32"] + ([compare] if compare else []):
+        c = copy.deepcopy(conf)
+        c.precision = p
+        out[p] = planning_profile(rows, tags, host.gpu, c, flops, units, batches)
+    how = [f"measured here: env stepping of {', '.join(str(r['envs']) for r in rows)} envs on {here} threads"]
+    return out, how + notes(host.gpu, list(out), flops)
+
+
+def make_plan(args, host: Host, base: list[str], sms: list[int | None],
+              t0: float) -> tuple[Plan, Predictor, list[str]]:
+    conf = compose_job([*base, f"actors={max(args.actors)}"], host=False)
+    units = sorted({host.units if s is None else s for s in sms})
+    profiles, how = profiles_for(conf, host, args.compare, units, args.actors)
+    threads = host.threads if host.threads != len(usable_cpus()) else None
+    predict = Predictor(base, profiles, threads)
+
+    def make(frames: int) -> Plan:
+        return build_plan(args.actors, sms, args.compare, frames, predict, Overheads())
+
+    # the planning counts against the budget: as it took here, or on the GPU host a dry run models
+    spent = time.monotonic() - t0 if host.here else Overheads().plan_s
+    if args.frames == "auto" and not args.tiny:
+        return size_frames(make, args.budget_s, spent_s=spent), predict, how
+    plan = make(conf.workload.frames if args.frames == "auto" else args.frames)
+    if plan.total_s() > args.budget_s - spent:
+        raise PlanError(over_budget(plan, args.budget_s - spent, args.budget_s, spent_s=spent))
+    return plan, predict, how
+
+
+def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budget_s: float, spent_s: float) -> None:
+    where = f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
+    print(f"[gpu_study] plan for {where}, {host.threads} CPU threads; {plan.frames} frames per job; "
+          f"predicted best actor count {plan.best_actors}")
+    o = plan.overheads
+    for stage, label in STAGES.items():
+        if not plan.stage(stage):
+            continue
+        print(f"  {label}: {plan.stage_s(stage):.0f} s (a sweep's start {o.sweep_start_s:.0f} s, estimate)")
+        for j in plan.stage(stage):
+            seconds = f"reused: {j.reused}" if j.reused else (
+                f"predicted {j.seconds(o):.0f} s (task {j.runtime_s:.1f} s, bound {j.bound}; + {o.job_s:.0f} s "
+                "job start and end, estimate)")
+            print(f"    {j.name}: {seconds}")
+    print(f"  report and summary: {o.report_s:.0f} s (estimate)")
+    planning = f"{spent_s:.0f} s of planning here" if host.here else f"{o.plan_s:.0f} s of planning there (estimate)"
+    print(f"  total predicted: {plan.total_s():.0f} s of the budget {budget_s:.0f} s, after {planning}")
+    for line in how + predict.notes:
+        print(f"  {line}")
+
+
+# --- the run -------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    args: argparse.Namespace
+    host: Host
+    plan: Plan
+    predict: Predictor
+    common: list[str]
+    sms: list[int | None]
+    task: str
+    experiment: str
+    t0: float
+    events: list[str] = field(default_factory=list)
+    troubles: int = 0  # jobs cut, stages stopped or failed, a report that failed
+
+    def left_s(self) -> float:
+        return self.args.budget_s - (time.monotonic() - self.t0) - self.plan.overheads.report_s
+
+    def stage(self, stage: str, jobs: list, axis: Callable[[list], list[str]]) -> Sweep | None:
+        """Run the stage's jobs that fit the time left; the sweep is stopped at the budget."""
+        kept, cut = fit_stage(jobs, self.left_s(), self.plan.overheads)
+        for j in cut:
+            self.events.append(f"cut before it started ({STAGES[stage]}): {j.name}, predicted "
+                               f"{j.seconds(self.plan.overheads):.0f} s with {max(0, self.left_s()):.0f} s left")
+        self.troubles += len(cut)
+        if not kept:
+            return None
+        sweep = run_sweep([*self.common, *axis(kept)], timeout_s=max(1.0, self.left_s()))
+        if sweep.stopped:
+            self.events.append(f"stopped at the budget ({STAGES[stage]}) after {sweep.seconds:.0f} s; "
+                               "its finished jobs kept")
+        self.troubles += sweep.stopped or sweep.code != 0
+        return sweep
+
+
+def finished_runtimes(parent: str | None) -> dict[int, float]:
+    """actors -> runtime_s of the sweep's finished jobs."""
+    from rlbench.tracking.study_records import load_parent  # lazy: keeps mlflow off the start
+
+    if parent is None:
+        return {}
+    return {j.actors: j.value("runtime_s") for j in load_parent(parent).finished if j.value("runtime_s") is not None}
+
+
+def run_study(r: Run) -> dict:
+    """The three stages in order, each re-planned from what the one before measured."""
+    plan, args = r.plan, r.args
+    first = r.stage("actors", plan.stage("actors"), lambda js: [f"actors={','.join(str(j.actors) for j in js)}"])
+    measured = finished_runtimes(first.parent) if first else {}
+    if not measured:
+        r.events.append("no job of the actor sweep finished: the SM sweep and the precision comparison did not run")
+        return {"best": None, "predicted": {j.name: j.runtime_s for j in plan.jobs}}
+    best = min(measured, key=measured.get)
+    predicted_best = max(1e-9, r.predict({"actors": best, "sm_limit": None, "precision": "fp32"}, plan.frames)[0])
+    plan.overheads = measured_overheads(plan.overheads, first.seconds, list(measured.values()))
+    later = later_jobs(best, r.sms, args.compare, plan.frames, r.predict, measured[best] / predicted_best)
+    r.events.append(f"best actor count {best} (measured {measured[best]:.1f} s against {predicted_best:.1f} s "
+                    f"predicted): the later jobs re-predicted x{measured[best] / predicted_best:.2f}")
+    sms = [j for j in later if j.stage == "sms"]
+    r.stage("sms", sms, lambda js: [f"actors={best}", "sm_limit=" + ",".join(str(j.sm_limit) for j in js)])
+    if args.compare:
+        r.stage("precision", [j for j in later if j.stage == "precision"],
+                lambda js: [f"actors={best}", f"precision={args.compare}"])
+    return {"best": best, "predicted": {j.name: j.runtime_s for j in plan.stage("actors") + later}}
+
+
+def finish(r: Run, uri: str, result: dict) -> None:
+    """The report over every job of the study, then summary.md and summary.json."""
+    from rlbench.report.__main__ import main as report  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.report.one_page import markdown, summary  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
+
+    out = r.args.out
+    try:
+        study = load_experiment(r.experiment)
+    except LookupError:  # no sweep opened the experiment
+        study = Study("experiment", r.experiment, None, {}, [], [])
+    if study.finished:
+        try:
+            code = report(["--experiment", r.experiment, "--tracking-uri", uri, "--out", str(out / "report")])
+        except Exception as e:  # noqa: BLE001 - the summary is written whatever broke the report
+            code = f"{type(e).__name__}: {e}"
+        if code != 0:
+            r.events.append(f"the report failed ({code}); the summary is made from the store")
+            r.troubles += 1
+    else:
+        r.events.append("no job finished: no report")
+    half = half_units(r.host)
+    run = {"command": " ".join([PROG, *(r.args.argv or [])]), "experiment": r.experiment, "budget_s": r.args.budget_s,
+           "used_s": time.monotonic() - r.t0, "task": r.task, "events": r.events}
+    s = summary(study, r.host.tags, result["best"], half if half in r.sms else None, r.args.compare,
+                result["predicted"], run)
+    (out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
+    (out / "summary.md").write_text(markdown(s))
+    print((out / "summary.md").read_text())
+    print(f"[gpu_study] written under {out}: mlruns/ (the store), report/, summary.md, summary.json, plan.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    t0 = time.monotonic()
+    args = parse(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    os.chdir(ROOT)
+    import torch  # lazy: keeps torch off a flag refusal's start
+
+    try:
+        host = probe(args, torch.cuda.is_available())
+        sms = resolve_sms(args, host)
+        check_host(args, host, sms)
+        base = (TINY if args.tiny else TASK) + list(args.overrides)
+        plan, predict, how = make_plan(args, host, base, sms, t0)
+        if host.here and not args.dry_run:
+            check_jobs(base, plan)
+    except (Refused, PlanError, ConfigError, ValueError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    print_plan(plan, host, how, predict, args.budget_s, time.monotonic() - t0)
+    if args.dry_run:
+        return 0
+    return run(args, host, plan, predict, base, sms, t0)
+
+
+def check_jobs(base: list[str], plan: Plan) -> None:
+    """Every planned job validated on this host before any runs (ConfigError naming what)."""
+    for j in plan.jobs:
+        compose_job([*base, *job_overrides({"actors": j.actors, "sm_limit": j.sm_limit, "precision": j.precision}),
+                     f"workload.frames={plan.frames}"])
+
+
+def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: list, t0: float) -> int:
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{out}/mlruns/mlflow.db"
+    preflight_or_exit(uri, prog=PROG)
+    (out / "plan.json").write_text(json.dumps({"frames": plan.frames, "jobs": [asdict(j) for j in plan.jobs],
+                                               "overheads": asdict(plan.overheads), "budget_s": args.budget_s,
+                                               "notes": predict.notes}, indent=2))
+    experiment = f"{EXPERIMENT}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    common = merge(base, [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={experiment}",
+                          "progress=log", f"hydra.sweep.dir={out}/multirun"])
+    r = Run(args, host, plan, predict, common, sms, f"{' '.join(base)}, {plan.frames} frames per job", experiment, t0)
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
+
+    use_store(uri)
+    finish(r, uri, run_study(r))
+    return 1 if r.troubles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
