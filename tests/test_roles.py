@@ -169,7 +169,13 @@ def _learner_batch(seqs: Sequences, extra=()) -> dict:
 
 
 @pytest.mark.parametrize("pad", [0, 3], ids=["no pad", "first unroll zero-padded over the burn-in (SEED)"])
-def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_torch_thread, pad):
+def test_r2d2_stores_the_state_before_step_0_so_its_burn_in_reproduces_inference_q_values(one_torch_thread, pad):
+    """rlbench's alignment (the R2D2 paper's): a sequence stores the recurrent state inference
+    held before its step 0, and the learner burns in from it over steps 0..burn_in - 1, so with
+    the acting weights it computes the Q values inference computed. SEED RL stores the state
+    held before step burn_in and burns in from step 0 with it (agents/r2d2/learner.py:362-369,
+    826-830): the last assertion shows that alignment does not give inference's Q values.
+    docs/r2d2.md, "Decisions where rlbench differs"."""
     algo = R2D2Schema(burn_in=3, seq_len=4, n_step=2, network=R2D2NetworkConfig(
         torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8))
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
@@ -199,6 +205,9 @@ def test_r2d2_burn_in_from_the_stored_state_reproduces_inference_q_values(one_to
         q = net(*[x[bi:] for x in inputs], burnt)[0]  # [seq_len + 1, B, A]
     seen = torch.from_numpy(rows.agent_out).transpose(0, 1)[bi:]
     np.testing.assert_allclose(q.numpy(), seen.numpy(), atol=1e-5, rtol=0)  # (torch's imports sympy: 2 s)
+    with torch.no_grad():  # SEED's: the state before step burn_in (here `burnt`), burnt in from step 0
+        seed_q = net(*[x[bi:] for x in inputs], net(*[x[:bi] for x in inputs], burnt)[1])[0]
+    assert (seed_q - seen).abs().max() > 1e-3
 
 
 def test_vtrace_unroll_from_the_stored_state_reproduces_the_behaviour_logits(one_torch_thread):
