@@ -148,7 +148,11 @@ class Config:
     # resolve_inference_batch): -1 = SEED RL's auto, (actors + eval envs) // 2, at least 1, so
     # stepping half the envs overlaps inference of the other half; 0 = lock-step (wait for all
     # envs); k < envs = forward the first k ready. Env families without partial batches (gym)
-    # always step in lock-step.
+    # always step in lock-step. A decision: -1 is SEED's flag default, not its published Atari
+    # run's 32 of 640 envs (gcp/train_atari.sh): a fixed 32 is lock-step below 32 envs and another
+    # share of them at each actor count of a sweep, and its share (1/20) makes ~10x auto's
+    # forwards, each paying a fixed cost: smaller forwards measured slower even at auto's half
+    # (docs/r2d2.md, "Decisions where rlbench differs"; docs/results.md).
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     # Math of the learner's update and central inference (rlbench/core/precision.py): fp32 (the

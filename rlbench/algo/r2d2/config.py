@@ -54,7 +54,11 @@ class NetworkConfig:
 class Schema:
     name: str = "r2d2"  # the algorithm package: rlbench/algo/r2d2/
     network: NetworkConfig = field(default_factory=NetworkConfig)
-    burn_in: int = 40  # steps that only warm the recurrent state up
+    # Steps that only warm the recurrent state up, from the state each sequence stores: the one
+    # inference held before the sequence's step 0 (the R2D2 paper's). A decision: SEED RL stores
+    # the state held before step burn_in and burns in from step 0 with it; rlbench's choice lets
+    # the learner reproduce inference's Q values and costs the same (docs/r2d2.md, "Decisions").
+    burn_in: int = 40
     seq_len: int = 80  # trained steps per replayed sequence (SEED RL: unroll_length 80 for R2D2 on Atari)
     # Stored sequences hold burn_in + seq_len + 1 steps (the last only bootstraps the last targets).
     # Steps shared by consecutive sequences of one actor; null = burn_in + 1 (SEED RL), so the
@@ -85,6 +89,8 @@ class Schema:
     #  "unroll_queue" (SEED RL): inference puts completed unrolls into a bounded queue and blocks
     #    (and the actors with it) while it is full; before each update the learner takes
     #    int(batch_size / samples_per_insert) unrolls from it into replay, then samples a batch.
+    #    A decision: in order in the learner's thread, no prefetch (SEED's TF iterator takes,
+    #    inserts and samples the next batch during the update; docs/r2d2.md, "Decisions").
     #  "free_running" (not SEED): inference inserts straight into replay and never waits; the
     #    learner is held to the ratio while the actors run and trains on after they stop.
     #  "rate_limited" (not SEED): as free_running, and the actors also wait while they are more
