@@ -10,10 +10,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import mlflow
 import pytest
 
-from rlbench.prepare.compose import compose_config
+# Where the environment sets PYTHONDONTWRITEBYTECODE, every pytest process would rewrite the
+# asserts of every test module again (~7 s of CPU per process, two processes with xdist) and
+# compile rlbench again: let pytest and Python keep their caches (__pycache__/, git-ignored).
+sys.dont_write_bytecode = False
+
+# mlflow and rlbench's compose are imported where used: this file is loaded by every pytest
+# process, pytest-xdist's controller included, which runs no test and starts its workers after.
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,13 +28,67 @@ CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "work
                  "algo.min_replay=16"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_per_test_process():
+    """Each test process computes on one intra-op thread: the tests' nets are tiny, and on 2
+    cores shared by two pytest workers (or another job) torch's threads only contend (an LSTM
+    step takes ~10x longer). Jobs the tests start as processes keep torch's default."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compose_each_command_line_once():
+    """rlbench.prepare.compose.compose_config (which compose_checked, compose_job and the commands
+    call) composes a command line once per test process and returns a copy of it after: Hydra's
+    compose takes ~0.3 s, a copy ~5 ms, and the tests compose the same lines again and again
+    (255 compositions of 185 lines in the fast tier). The key holds everything the result
+    depends on besides conf/: the overrides, the Hydra node, the working directory (in that node)
+    and the registered algorithms and env families (whose schemas compose registers). Refusals
+    raise every time: nothing is kept of a line that does not compose."""
+    import copy
+
+    import rlbench.core.algorithms as algorithms
+    import rlbench.core.env_families as env_families
+    import rlbench.prepare.compose as compose
+
+    composed: dict[tuple, object] = {}
+    uncached = compose.compose_config
+
+    def compose_config(overrides, hydra_node: bool = False):
+        key = (tuple(overrides), hydra_node, os.getcwd() if hydra_node else None, tuple(algorithms.ALGORITHMS.items()),
+               tuple(env_families.FAMILIES.items()))
+        if key not in composed:
+            composed[key] = uncached(overrides, hydra_node)
+        return copy.deepcopy(composed[key])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compose, "compose_config", compose_config)
+        yield
+
+
 @pytest.fixture(scope="session")
 def empty_store_db(tmp_path_factory) -> Path:
-    """An MLflow SQLite store with its schema created once (its migrations take ~2.6 s; opening ~1 s)."""
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    """An MLflow SQLite store with its schema created once (its migrations take ~2.6 s; opening ~1 s),
+    by the first pytest-xdist worker that needs it, in the session's folder; the others wait for it
+    and use the same file (read only: tests copy it)."""
+    from filelock import FileLock
 
-    folder = tmp_path_factory.mktemp("store-template")
-    SqlAlchemyStore(f"sqlite:///{folder}/mlflow.db", str(folder / "artifacts")).engine.dispose()
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's
+    folder = root / "store-template"
+    with FileLock(root / "store-template.lock"):
+        if not (folder / "mlflow.db").exists():
+            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+            folder.mkdir(exist_ok=True)
+            SqlAlchemyStore(f"sqlite:///{folder}/making.db", str(folder / "artifacts")).engine.dispose()
+            (folder / "making.db").rename(folder / "mlflow.db")
     return folder / "mlflow.db"
 
 
@@ -56,6 +115,8 @@ def store(tmp_path, empty_store_db) -> dict:
 
 @pytest.fixture
 def compose_cfg():
+    from rlbench.prepare.compose import compose_config
+
     def _compose(overrides: list[str]):
         return compose_config([o for o in overrides if not o.startswith("hydra.")])
 
@@ -63,6 +124,8 @@ def compose_cfg():
 
 
 def runs(uri: str, experiment: str = "test") -> list:
+    import mlflow
+
     mlflow.set_tracking_uri(uri)
     if mlflow.get_experiment_by_name(experiment) is None:
         return []
@@ -75,6 +138,46 @@ def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = 
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, **kw, check=False)
+
+
+@pytest.fixture
+def rlbench_main(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+    """`python -m rlbench ARGS` run as its main() in this process: the same command line check,
+    Hydra run or sweep, exit code (SystemExit) and output, without ~4 s of a new interpreter's
+    imports. For checks of what the command says and records; what only a process shows (its
+    exit status as the shell sees it, signals, a child left behind) stays with rlbench_cli in
+    the e2e tests. Hydra's singletons and the root logger's handlers are put back after."""
+    import copy
+    import logging
+
+    from hydra.core.singleton import Singleton
+
+    def _run(args: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
+        import rlbench.__main__ as entry
+
+        for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setattr(sys, "argv", [entry.__file__, *args])
+        state = copy.deepcopy(Singleton.get_state())
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        capsys.readouterr()
+        code = 0
+        try:
+            entry.main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else int(e.code is not None)
+        finally:
+            for handler in root.handlers:
+                if handler not in handlers:
+                    handler.close()
+            root.handlers[:] = handlers
+            root.setLevel(level)
+            Singleton.set_state(state)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["rlbench", *args], code, out.out, out.err)
+
+    return _run
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, what: str | Callable[[], str] = "the condition",

@@ -152,10 +152,10 @@ def test_a_task_that_ends_before_joining_fails_the_job_by_name_and_none_is_left(
                for j in tasks.jobs)
 
 
-def test_the_dry_run_prints_the_learners_and_the_actor_array_without_the_token(store, tmp_path):
+def test_the_dry_run_prints_the_learners_and_the_actor_array_without_the_token(store, tmp_path, rlbench_main):
     args = ["-m", "hydra/launcher=slurm", "actor_hosts=4", "env=cartpole", "actor_launch.partition=cpu",
             "actor_launch.mem_gb=8", "hydra.launcher.partition=gpu", "dry_run=true", *store["overrides"]]
-    out = rlbench_cli(args, timeout=60, extra_env={TOKEN_ENV: TOKEN})
+    out = rlbench_main(args, extra_env={TOKEN_ENV: TOKEN})
     assert out.returncode == 0, out.stderr[-2000:]
     learners, _, actors = out.stdout.partition("its actor array, 4 tasks")
     for line in ("--array=0-0%1", "--partition=gpu", "--gpus-per-node=1", "--job-name=rlbench"):
@@ -170,11 +170,11 @@ def test_the_dry_run_prints_the_learners_and_the_actor_array_without_the_token(s
     assert not (tmp_path / "multirun").exists() and runs(store["uri"]) == []  # nothing submitted, nothing recorded
 
 
-def test_a_dry_run_needs_the_slurm_launcher_and_a_sweep(store):
-    out = rlbench_cli(["-m", "hydra/launcher=local_submitit", "actor_hosts=1", "env=cartpole", "dry_run=true",
-                       *store["overrides"]], timeout=60)
+def test_a_dry_run_needs_the_slurm_launcher_and_a_sweep(store, rlbench_main):
+    out = rlbench_main(["-m", "hydra/launcher=local_submitit", "actor_hosts=1", "env=cartpole", "dry_run=true",
+                        *store["overrides"]])
     assert out.returncode == 2 and "dry_run=true: allowed with hydra/launcher=slurm only" in out.stderr
-    out = rlbench_cli(["actor_hosts=1", "env=cartpole", "dry_run=true", *store["overrides"]], timeout=60)
+    out = rlbench_main(["actor_hosts=1", "env=cartpole", "dry_run=true", *store["overrides"]])
     assert out.returncode == 2 and "dry_run=true prints the SLURM submission of a sweep" in out.stderr
 
 

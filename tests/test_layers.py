@@ -9,6 +9,7 @@ are not seen: the registry is the seam.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
@@ -72,7 +73,9 @@ def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
     return found - {name, ""}
 
 
+@functools.cache
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Parsed once per test process (~0.5 s): the tests below read it, none changes it."""
     files = module_files(package)
     return {name: imports_of(name, path, set(files)) for name, path in files.items()}
 

@@ -262,8 +262,8 @@ def test_validation_refuses_a_precision_this_cpu_lacks_before_any_job(compose_cf
         validate(compose_cfg(["env=cartpole", "precision=fp8"]))
 
 
-def test_the_command_refuses_it_with_exit_2_and_records_nothing(store):
-    out = rlbench_cli(["env=cartpole", "device=cpu", "precision=tf32", *store["overrides"]], timeout=120)
+def test_the_command_refuses_it_with_exit_2_and_records_nothing(store, rlbench_main):
+    out = rlbench_main(["env=cartpole", "device=cpu", "precision=tf32", *store["overrides"]])
     assert out.returncode == 2 and "\n  precision=tf32: TF32 is a CUDA tensor-core format; allowed on device " \
                                    "cpu: fp32" in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and runs(store["uri"]) == []

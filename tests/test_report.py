@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -40,12 +41,14 @@ def _metrics(fps, runtime, watts, sm, env=0.3, inf=0.6):
             "op_frac/learner/forward_backward": 0.6}
 
 
-@pytest.fixture
-def synthetic(store):
-    """A DGX-1-like actor sweep plus an SM point, one FAILED job and one planned job with no run."""
-    mlflow.set_tracking_uri(store["uri"])
-    client = mlflow.MlflowClient()
-    exp = client.create_experiment("test", artifact_location=str(store["db"].parent / "artifacts"))
+@pytest.fixture(scope="module")
+def synthetic_store(tmp_path_factory, empty_store_db):
+    """A DGX-1-like actor sweep plus an SM point, one FAILED job and one planned job with no run,
+    logged once per module (~40 MLflow writes, ~1.5 s) into a store the tests get a copy of."""
+    folder = tmp_path_factory.mktemp("synthetic")
+    shutil.copyfile(empty_store_db, folder / "mlflow.db")
+    client = mlflow.MlflowClient(f"sqlite:///{folder}/mlflow.db")
+    exp = client.create_experiment("test", artifact_location=str(folder / "artifacts"))
     parent = client.create_run(exp, run_name="actor sweep", tags={"rlbench.role": "sweep", **HOST}).info.run_id
     client.log_param(parent, "jobs", 6)
     ids = {}
@@ -61,6 +64,15 @@ def synthetic(store):
     rows += [[3, "actors=64", "FAILED", ids["failed"]], [4, "actors=128", "KILLED", None]]
     client.log_dict(parent, {"columns": ["job", "overrides", "status", "run_id"], "data": rows}, "summary.json")
     client.set_terminated(parent, "FAILED")
+    return folder / "mlflow.db", parent, ids
+
+
+@pytest.fixture
+def synthetic(store, synthetic_store):
+    """The synthetic sweep in this test's own store (a copy: a test may add runs), set as the tracking URI."""
+    db, parent, ids = synthetic_store
+    shutil.copyfile(db, store["db"])
+    mlflow.set_tracking_uri(store["uri"])
     return parent, ids
 
 
