@@ -41,6 +41,11 @@ def one_torch_thread_per_test_process():
     torch.set_num_threads(threads)
 
 
+def _registered(registry) -> tuple:
+    """(name, target) of every plugin a registry holds now (tests register their own)."""
+    return tuple((name, registry.target(name)) for name in registry)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def compose_each_command_line_once():
     """rlbench.prepare.compose.compose_config (which compose_checked, compose_job and the commands
@@ -52,16 +57,15 @@ def compose_each_command_line_once():
     raise every time: nothing is kept of a line that does not compose."""
     import copy
 
-    import rlbench.core.algorithms as algorithms
-    import rlbench.core.env_families as env_families
-    import rlbench.prepare.compose as compose
+    from rlbench.core import algorithms, env_families
+    from rlbench.prepare import compose
 
     composed: dict[tuple, object] = {}
     uncached = compose.compose_config
 
     def compose_config(overrides, hydra_node: bool = False):
-        key = (tuple(overrides), hydra_node, os.getcwd() if hydra_node else None, tuple(algorithms.ALGORITHMS.items()),
-               tuple(env_families.FAMILIES.items()))
+        key = (tuple(overrides), hydra_node, os.getcwd() if hydra_node else None, _registered(algorithms.ALGORITHMS),
+               _registered(env_families.FAMILIES))
         if key not in composed:
             composed[key] = uncached(overrides, hydra_node)
         return copy.deepcopy(composed[key])
