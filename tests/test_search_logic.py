@@ -198,6 +198,7 @@ def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_in
     cases = [(optuna.exceptions.ExperimentalWarning, "Argument ``heartbeat_interval`` is an experimental feature"),
              (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params to achieve low `target`"),
              (UserWarning, "Attempting to set identical low and high xlims makes transformation singular"),
+             (UserWarning, "Heartbeat of storage is supposed to be used with Study.optimize."),
              (UserWarning, "something else"), (FutureWarning, "a future change")]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -226,3 +227,19 @@ def test_a_trial_whose_worker_is_known_gone_is_failed_and_retried_at_once():
     (retry,) = [t for t in study.trials if t.state.name == "WAITING"]
     assert retry.params == study.trials[gone.number].params
     assert fail_gone_trials(study, numbers, s.retries) == 0  # already failed: nothing twice
+
+
+def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
+    """The installed Optuna's own storage (sqlite, heartbeats on): no deprecation, experimental or
+    heartbeat warning reaches the terminal (each Optuna release renames something here)."""
+    import warnings
+
+    from rlbench.search.study import claim_trial, fail_gone_trials, open_study
+
+    s = space(storage=f"sqlite:///{tmp_path}/study.db", retries=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study = open_study(s)
+        trial, _ = claim_trial(study, s, Lock())
+        assert fail_gone_trials(study, {trial.number}, s.retries) == 1
+    assert [f"{w.category.__name__}: {w.message}" for w in caught] == []

@@ -73,7 +73,18 @@ def quiet_optuna():
         warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes the importances",
                                 category=UserWarning)
         warnings.filterwarnings("ignore", message="Attempting to set identical low and high xlims", category=UserWarning)
+        # the workers ask and tell themselves (trials.py) and beat the heartbeat themselves (Heartbeat)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize",
+                                category=UserWarning)
         yield
+
+
+def retry_callback(retries: int):
+    """Optuna's retry of a stale or failed trial: optuna >= 4.9 names it
+    RetryHeartbeatStaleTrialCallback (the old name warns there)."""
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
+    with quiet_optuna():
+        return retry(max_retry=retries)
 
 
 def open_study(s: SearchConfig) -> optuna.Study:
@@ -86,7 +97,7 @@ def open_study(s: SearchConfig) -> optuna.Study:
         storage = optuna.storages.RDBStorage(
             s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
             engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
-            **{callback: optuna.storages.RetryFailedTrialCallback(max_retry=s.retries)},
+            **{callback: retry_callback(s.retries)},
         )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
     return optuna.create_study(study_name=s.study, storage=storage, load_if_exists=True, pruner=pruner,
@@ -120,7 +131,7 @@ def fail_gone_trials(study: optuna.Study, numbers: set[int], retries: int) -> in
     """Fail now the RUNNING trials whose worker is known gone (their runs were just closed
     KILLED at this start) and queue their retry, as the heartbeat's stale-trial callback would
     after its grace period; returns how many."""
-    storage, retry, failed = study._storage, optuna.storages.RetryFailedTrialCallback(max_retry=retries), 0
+    storage, retry, failed = study._storage, retry_callback(retries), 0
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         if t.number in numbers and storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL):
             with quiet_optuna():
@@ -156,7 +167,8 @@ def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
         if n["COMPLETE"] + n["RUNNING"] >= s.n_trials:
             return WAIT
         study.sampler = make_sampler(s, sum(n.values()))
-        trial = study.ask()  # pops a WAITING retry first, else a new trial
+        with quiet_optuna():
+            trial = study.ask()  # pops a WAITING retry first, else a new trial
         # its first heartbeat before the lock opens: a trial without one is never found stale,
         # so a worker dying right here would otherwise hold its slot forever
         study._storage.record_heartbeat(trial._trial_id)
