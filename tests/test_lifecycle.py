@@ -188,6 +188,29 @@ def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(stor
     assert run.info.status == "FAILED" and "config.yaml" in run.data.tags["error"]
 
 
+def test_a_sigterm_while_the_run_is_being_opened_ends_it_killed_and_names_it(store, compose_cfg, monkeypatch):
+    """The run exists (a sweep's summary can see it) before its params are written: a stop
+    there still ends it KILLED and puts it in the command's last line (CI saw it left out)."""
+    from rlbench.core.signals import JobKilled
+    from rlbench.prepare.validate import validate
+    from rlbench.tracking.record import JobRecord
+
+    cfg = compose_cfg(store["overrides"])
+    conf = validate(cfg)
+    opened = []
+
+    def stopped_while_writing(*a, **kw):
+        opened.append(mlflow.active_run().info.run_id)
+        raise JobKilled()
+
+    monkeypatch.setattr(mlflow, "log_params", stopped_while_writing)
+    with pytest.raises(JobKilled) as stop, JobRecord(cfg, conf.tracking, [], None):
+        pytest.fail("the body must not run")
+    (run_id,) = opened
+    assert stop.value.records == [("job run", run_id, "KILLED")]
+    assert mlflow.get_run(run_id).info.status == "KILLED"
+
+
 def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(monkeypatch):
     """Python runs the SIGTERM handler between any two bytecodes, finalizers included, where its
     JobKilled is printed and dropped (CI: inside SQLAlchemy's registry cleanup, and the job ran

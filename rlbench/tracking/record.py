@@ -117,6 +117,14 @@ class JobRecord:
             experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
             parent_run_id=self.tracking.parent_run_id, tags=owner_tags(),  # tells a killed job's run (orphans.py)
         )
+        try:  # the run exists from here: a stop or error before `with` takes over still ends it (__exit__)
+            self._write_start()
+        except BaseException as e:
+            if not self.__exit__(type(e), e, e.__traceback__):
+                raise
+        return self
+
+    def _write_start(self) -> None:
         self._last_beat = 0.0
         self.heartbeat()
         self._client = mlflow.MlflowClient()
@@ -127,7 +135,6 @@ class JobRecord:
         mlflow.set_tags({**host_tags(), **tags, **self.extra_tags, **self.tracking.tags})
         if self.dataset is not None:
             log_input(self.dataset)
-        return self
 
     @property
     def run_id(self) -> str:
