@@ -68,25 +68,36 @@ BAD = {
 }
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("bad", list(BAD))
-@pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
-def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun):
-    # In the multirun, the bad value sits in a later job: nothing may start before it is found.
+def _bad_args(bad: str, multirun: bool) -> list[str]:
+    """In the multirun, the bad value sits in a later job: nothing may start before it is found."""
     key = bad.split("=")[0]
     if multirun and "." not in key and key in ("actors", "sm_limit"):
-        args = ["-m", f"{key}=4,{bad.split('=')[1]}"]
-    elif multirun:
-        args = ["-m", "seed=1,2", bad]
-    else:
-        args = [bad]
+        return ["-m", f"{key}=4,{bad.split('=')[1]}"]
+    return ["-m", "seed=1,2", bad] if multirun else [bad]
+
+
+def _refused_fast(command, store, bad: str, multirun: bool) -> None:
     t0 = time.monotonic()
-    out = rlbench_cli(args + store["overrides"] + ["workload=smoke"], timeout=60)
+    out = command(_bad_args(bad, multirun) + store["overrides"] + ["workload=smoke"])
     assert out.returncode != 0
     for fragment in BAD[bad]:
         assert fragment in out.stderr + out.stdout, out.stderr
     assert time.monotonic() - t0 < 30
     assert not store["db"].exists() or runs(store["uri"]) == []
+
+
+@pytest.mark.parametrize("bad", list(BAD))
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
+def test_bad_input_exits_fast_with_message_and_no_run(store, bad, multirun, rlbench_main):
+    """The command's main() in this process: the same check, message and exit code as a shell's."""
+    _refused_fast(rlbench_main, store, bad, multirun)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "multirun"])
+def test_bad_input_exits_fast_from_a_shell_too(store, multirun):
+    """One refusal per mode as a new process: its exit status as the shell sees it."""
+    _refused_fast(lambda args: rlbench_cli(args, timeout=60), store, "actors=0", multirun)
 
 
 def test_replay_that_would_not_fit_in_free_memory_is_refused_with_the_numbers(compose_cfg):
