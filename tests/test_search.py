@@ -17,10 +17,11 @@ TINY = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_td
         "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
 
 
-def _search(store, tmp_path, n, *extra, timeout=600, base=TINY):
+def _search(store, tmp_path, n, *extra, timeout=600, base=TINY, command=None):
+    """The search as a new process, or through `command` (the rlbench_main fixture: in-process)."""
     storage = f"search.storage=sqlite:///{tmp_path}/optuna.db"
-    return rlbench_cli(["-m", "search=ratio", f"search.n_trials={n}", storage, *base, *extra, *store["overrides"]],
-                       timeout=timeout)
+    args = ["-m", "search=ratio", f"search.n_trials={n}", storage, *base, *extra, *store["overrides"]]
+    return command(args) if command else rlbench_cli(args, timeout=timeout)
 
 
 def _study(tmp_path):
@@ -53,11 +54,10 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
     assert {"trials.csv", "pareto_front.png"} <= arts
 
 
-@pytest.mark.e2e
-def test_an_objective_the_job_cannot_produce_is_refused_before_the_first_trial(store, tmp_path):
+def test_an_objective_the_job_cannot_produce_is_refused_before_the_first_trial(store, tmp_path, rlbench_main):
     """learner=false logs no learner_updates_per_s: every trial would FAIL; refused instead, naming it."""
     out = _search(store, tmp_path, 1, "search.objectives=[fps,learner_updates_per_s]",
-                  "search.directions=[maximize,maximize]", "learner=false", timeout=60)
+                  "search.directions=[maximize,maximize]", "learner=false", command=rlbench_main)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "'learner_updates_per_s' cannot be produced by this job on this host: learner=false runs no learner" \
         in out.stderr
@@ -109,11 +109,10 @@ def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
     assert states.count("COMPLETE") == 3 and states.count("FAIL") == 1
 
 
-@pytest.mark.e2e
-def test_out_of_range_space_is_refused_before_the_first_trial(store, tmp_path):
-    out = _search(store, tmp_path, 2, "search.actor_threads=[1,64]", timeout=60)
+def test_out_of_range_space_is_refused_before_the_first_trial(store, tmp_path, rlbench_main):
+    out = _search(store, tmp_path, 2, "search.actor_threads=[1,64]", command=rlbench_main)
     assert out.returncode == 2 and "search.actor_threads=[1, 64]" in out.stderr
-    out = _search(store, tmp_path, 2, "search.workers=4", timeout=60)
+    out = _search(store, tmp_path, 2, "search.workers=4", command=rlbench_main)
     assert out.returncode == 2 and "SQLite" in out.stderr
     assert runs(store["uri"]) == []
 

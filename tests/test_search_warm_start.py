@@ -150,13 +150,12 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     assert any(ln.startswith("model: prediction_error=") and "named on the parent run" in ln for ln in result["lines"])
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize(("extra", "says"), [
     (["search.warm_start_profile=" + "0" * 32], "search.warm_start_profile=" + "0" * 32 + ": --profile="),
     (["search.warm_start_profile=x", "search.warm_start_trials=9"], "search.warm_start_trials=9: allowed: an integer [1, search.n_trials=3]"),
 ])
-def test_a_bad_warm_start_is_refused_before_any_trial(store, tmp_path, extra, says):
-    out = _search(store, tmp_path, 3, *extra)
+def test_a_bad_warm_start_is_refused_before_any_trial(store, tmp_path, extra, says, rlbench_main):
+    out = _search(store, tmp_path, 3, *extra, command=rlbench_main)
     assert out.returncode == 2 and says in out.stderr, out.stderr[-2000:]
     with pytest.raises(KeyError):
         optuna.load_study(study_name="ratio", storage=f"sqlite:///{tmp_path}/optuna.db")

@@ -24,7 +24,7 @@ import pytest
 
 from rlbench.prepare import store_files
 from rlbench.prepare.preflight import PreflightError, check
-from tests.conftest import ROOT, rlbench_cli, runs
+from tests.conftest import ROOT, runs
 from tests.servers import free_port
 
 
@@ -255,8 +255,8 @@ def test_pipeline_refuses_a_garbage_store_before_its_sweep(garbage, capsys, monk
     assert err.startswith(f"pipelines/actor_sweep.py: tracking.uri=sqlite:///{garbage}: ") and "\n" not in err
 
 
-@pytest.mark.e2e
-def test_job_sweep_and_search_refuse_unusable_stores_in_seconds(garbage, tmp_path):
+def test_job_sweep_and_search_refuse_unusable_stores_in_seconds(garbage, tmp_path, rlbench_main):
+    """The command's main() in this process (the refusal, its one line and exit 2, as a shell sees them)."""
     base = ["env=cartpole", "algo=random", "workload=smoke", "tracking.experiment=t",
             f"hydra.run.dir={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/multirun"]
     cases = [([f"tracking.uri=sqlite:///{garbage}"], f"tracking.uri=sqlite:///{garbage}: ", "not an SQLite database"),
@@ -266,7 +266,7 @@ def test_job_sweep_and_search_refuse_unusable_stores_in_seconds(garbage, tmp_pat
               f"search.storage=sqlite:///{garbage}: ", "not an SQLite database")]
     for args, key, cause in cases:
         t0 = time.monotonic()
-        out = rlbench_cli([*args, *base], timeout=60)
+        out = rlbench_main([*args, *base])
         assert out.returncode == 2, out.stderr[-2000:]
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"rlbench: {key}") and cause in lines[0], out.stderr[-2000:]

@@ -101,11 +101,10 @@ def test_resume_skips_finished_jobs(store):
     assert sorted(k.name for k in read_sweep(parent.info.run_id).children) == ["seed=1", "seed=2", "seed=3"]
 
 
-@pytest.mark.e2e
-def test_out_of_range_limits_refused_before_job_0(store):
-    out = rlbench_cli(["-m", "sm_limit=1,64", *TINY, *store["overrides"]], timeout=60)
+def test_out_of_range_limits_refused_before_job_0(store, rlbench_main):
+    out = rlbench_main(["-m", "sm_limit=1,64", *TINY, *store["overrides"]])
     assert out.returncode == 2 and "sm_limit=64" in out.stderr and "no job started" in out.stderr
-    out = rlbench_cli(["-m", "actor_threads=1,999", *TINY, *store["overrides"]], timeout=60)
+    out = rlbench_main(["-m", "actor_threads=1,999", *TINY, *store["overrides"]])
     assert out.returncode == 2 and "actor_threads=999" in out.stderr
     assert runs(store["uri"]) == []
 

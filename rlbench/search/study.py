@@ -80,8 +80,8 @@ def quiet_optuna():
 
 
 def retry_callback(retries: int):
-    """Optuna's retry of a stale or failed trial: optuna >= 4.9 names it
-    RetryHeartbeatStaleTrialCallback (the old name warns there)."""
+    """Optuna's retry of a stale or failed trial, under the name this Optuna gives it
+    (RetryHeartbeatStaleTrialCallback from 4.9 on, RetryFailedTrialCallback before)."""
     retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
     with quiet_optuna():
         return retry(max_retry=retries)
