@@ -146,7 +146,18 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     assert parent.statuses == ["FINISHED"] and "trials.csv" in parent.files
     assert parent.tags()["best_actors"] == str(best.params["actors"]) and parent.tags()["best_trial"] == str(best.number)
     assert parent.metrics == {"best_fps": 100.0 * best.params["actors"]}
-    assert parent.note.startswith("**rlbench search** study `ratio` · 2 complete trials\n\nwarm start: 2 trial(s)")
+    lines = parent.note.splitlines()
+    assert lines[:2] == ["**rlbench search** study `ratio` · 2 complete trials", ""]
+    # as a sweep's parent: its links, then a row per trial linked to its run, numbers to 4 digits
+    assert lines[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
+    assert "[Pareto front](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/pareto_front.png" in lines[2]
+    assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
+    for t in study.trials:
+        knobs = " ".join(f"{k}={v}" for k, v in t.params.items())
+        row = (f"| [trial {t.number}: {knobs}](#/experiments/7/runs/{t.user_attrs['run_id']}?workflowType=machine_learning)"
+               f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured |  |")
+        assert row in lines, (row, lines)
+    assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
     assert f"recommended: actors={best.params['actors']} " in parent.note
     assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps"})]
 
@@ -175,6 +186,8 @@ def test_a_resumed_study_reopens_its_parent_and_a_new_one_opens_one():
     opened = study_parent(experiment, "ratio")
     assert experiment.opened == [("search", opened)] and opened.name == "study ratio"
     assert opened.tags() == {"rlbench.role": "study", "optuna_study": "ratio"} and opened.statuses == []
+    named = study_parent(FakeExperiment(), "ratio", "CartPole-v1 r2d2")  # the env and algorithm it runs
+    assert named.name == "study ratio CartPole-v1 r2d2"
 
 
 def test_the_warm_start_is_recorded_on_the_parent():

@@ -84,7 +84,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
         with quiet_optuna():
             optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        parent = study_parent(experiment, s.study)
+        parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}")
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
     print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"

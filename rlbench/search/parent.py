@@ -11,19 +11,22 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.search.study import complete, quiet_optuna
+from rlbench.tracking.parent_note import artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
+from rlbench.tracking.views import view_link
 
 log = logging.getLogger(__name__)
 
 
-def study_parent(experiment, study: str):
+def study_parent(experiment, study: str, what: str = ""):
     """The study's one parent run in the experiment (tracking.experiment.Experiment): found and
-    RUNNING again when the study resumes, else opened."""
+    RUNNING again when the study resumes, else opened, named by the study and `what` it runs
+    (its env and algorithm)."""
     parent = experiment.study_parent(study)
     if parent is None:
-        return experiment.open_parent(f"study {study}", "search", study_tags(study))
+        return experiment.open_parent(f"study {study} {what}".strip(), "search", study_tags(study))
     parent.reopen()
     return parent
 
@@ -71,7 +74,7 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: 
     front = study.best_trials
     best = recommend(front, list(s.directions))
     parent.set_tags({f"best_{k}": str(v) for k, v in best.params.items()}
-                    | {"best_cpu_gpu_ratio": str(best.user_attrs.get("cpu_gpu_ratio")), "best_trial": str(best.number),
+                    | {"best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")), "best_trial": str(best.number),
                        "pareto_front_trials": " ".join(str(t.number) for t in front)})
     parent.log_metrics({f"best_{n}": v for n, v in zip(names, best.values)})
     not_drawn = plots(study, labels, out_dir, parent, list(s.directions))
@@ -79,8 +82,35 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: 
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
     text = recommendation_text(best, front, labels)
     warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
-    parent.describe(search_note(study.study_name, len(done), text, warm))
+    parent.describe(search_note(study.study_name, len(done), text, warm,
+                                [*links(parent), "", *jobs_table(trial_rows(study), parent.experiment_id, labels)]))
     return text
+
+
+def _g4(v) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) else str(v)
+
+
+_STATUS = {"COMPLETE": "FINISHED", "FAIL": "FAILED", "PRUNED": "KILLED (pruned)", "RUNNING": "RUNNING",
+           "WAITING": "NOT STARTED"}
+
+
+def trial_rows(study: optuna.Study) -> list[dict]:
+    """A row per trial for the parent's jobs table: its knobs, its run, its headline numbers."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        knobs = " ".join(f"{k}={v}" for k, v in t.params.items())
+        rows.append({"name": f"trial {t.number}: {knobs}", "run_id": t.user_attrs.get("run_id"),
+                     "status": _STATUS[t.state.name], **t.user_attrs.get("headline", {})})
+    return rows
+
+
+def links(parent) -> list[str]:
+    """The description's first links: the trials' table and charts, the Pareto figure, trials.csv."""
+    exp, key = parent.experiment_id, f"rlbench-{parent.run_id}"
+    return [(f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
+             f"[Pareto front]({artifact_link(exp, parent.run_id, 'pareto_front.png')}) · "
+             f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})")]
 
 
 def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None) -> dict[str, str]:
@@ -116,8 +146,11 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
     return not_drawn
 
 
-def search_note(study_name: str, completed: int, recommendation: str, warm_start: str | None = None) -> str:
-    """The study parent's description (MLflow's note): the recommendation and its Pareto front,
-    and the warm start's line when the study began from a profile's predictions."""
+def search_note(study_name: str, completed: int, recommendation: str, warm_start: str | None = None,
+                table: list[str] = ()) -> str:
+    """The study parent's description (MLflow's note): its links and the trials' table (above
+    MLflow's fold), the warm start's line when the study began from a profile's predictions,
+    then the recommendation and its Pareto front."""
     return "\n".join([f"**rlbench search** study `{study_name}` · {completed} complete trials",
-                      *(["", warm_start] if warm_start else []), "", "```", recommendation, "```"])
+                      *(["", *table] if table else []), *(["", warm_start] if warm_start else []),
+                      "", "```", recommendation, "```"])

@@ -15,6 +15,7 @@ from rlbench.config.schema import SearchConfig
 from rlbench.core.signals import JobPruned
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
+from rlbench.tracking.parent_note import TABLE_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,13 @@ def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], p
         failures += not run_trial(launcher, study, trial, s, overrides)
 
 
+def headline(values: dict) -> dict:
+    """A trial job's headline numbers for the parent's jobs table (its finite ones) and its bound."""
+    out = {m: float(values[m]) for m in TABLE_METRICS
+           if isinstance(values.get(m), int | float) and math.isfinite(values[m])}
+    return out | ({"bound": str(values["bound"])} if values.get("bound") else {})
+
+
 def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, overrides: list[str]) -> bool:
     """One trial's job, heartbeating; tells the study its outcome. False when the trial FAILed."""
     print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}",
@@ -92,5 +100,6 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
         return False
     trial.set_user_attr("run_id", ret.return_value.get("run_id"))
     trial.set_user_attr("cpu_gpu_ratio", ret.return_value.get("cpu_gpu_ratio"))
+    trial.set_user_attr("headline", headline(ret.return_value))
     study.tell(trial, values)
     return True

@@ -82,10 +82,13 @@ def _cell(row: dict, metric: str) -> str:
     return "failed" if row.get("status") == "FAILED" else _fmt(v)
 
 
-def jobs_table(rows: list[dict], experiment_id: str) -> list[str]:
+def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = None) -> list[str]:
     """Markdown: a row per job (with repeats: per configuration, medians with their range),
-    each linked to its run page in the Model training view; headline numbers and the bound."""
-    head = ["| job | " + " | ".join(TABLE_METRICS) + " | bound |", "|---" * (len(TABLE_METRICS) + 2) + "|"]
+    each linked to its run page in the Model training view; headline numbers and the bound.
+    labels: metric names as shown (a search's "energy_per_task_j (estimate)"), by their name."""
+    shown = {label.split(" ")[0]: label for label in labels or []}
+    head = ["| job | " + " | ".join(shown.get(m, m) for m in TABLE_METRICS) + " | bound |",
+            "|---" * (len(TABLE_METRICS) + 2) + "|"]
     if repeated(rows):
         out = []
         for c in config_rows(rows, TABLE_METRICS):
