@@ -82,6 +82,20 @@ def test_close_releases_a_blocked_put_and_later_puts_are_dropped_and_counted():
     assert (q.dropped, q.put_total, q.size) == (4, 6, 2)
 
 
+def test_put_rings_the_learner_as_rows_go_in_before_it_waits_for_room():
+    q, blocked, rung = UnrollQueue(2), _Blocked(), []
+    q.on_put = lambda: rung.append(q.size)  # R2D2Learner sets its wakeup's ring
+    q.put(_unrolls(0, 1), np.zeros(1))
+    assert rung == [1]
+    putter = threading.Thread(target=q.put, args=(_unrolls(1, 3), np.zeros(3), blocked))
+    putter.start()
+    assert blocked.entered.wait(WAIT_S)
+    assert rung == [1, 2]  # the row that fit rang before the put waited: the learner takes from a full queue
+    q.take(2)
+    putter.join(WAIT_S)
+    assert not putter.is_alive() and rung == [1, 2, 2]
+
+
 def test_take_from_an_empty_queue_returns_nothing():
     seqs, prios = UnrollQueue(3).take(2)
     assert seqs is None and len(prios) == 0

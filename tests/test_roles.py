@@ -25,12 +25,16 @@ from rlbench.algo.vtrace.config import NetworkConfig as VTraceNetworkConfig
 from rlbench.algo.vtrace.network import VTraceNet
 from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.envs.vector import StepBatch
+from rlbench.prepare.plan import plan_job
+from rlbench.prepare.validate import validate
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.roles.runner import RoleFailed, run_roles
 from rlbench.telemetry.timing import OpTimer
+from rlbench.train.trainer import build_trainer
+from tests.conftest import wait_until
 
 WAIT_S = 5.0  # upper bound for any Event wait; the awaited things happen in milliseconds
 
@@ -418,6 +422,14 @@ def test_unroll_queue_without_keep_counts_and_drops():
         q.take(1)
 
 
+def test_unroll_queue_rings_after_each_put_it_keeps():
+    q, rung = UnrollQueue(capacity=10), []
+    q.on_put = lambda: rung.append(q.size)  # VTraceLearner sets its wakeup's ring
+    q.put(_unrolls(0, 2), version=0)
+    q.put(_unrolls(2, 1), version=0)
+    assert rung == [2, 3]
+
+
 def test_unroll_queue_is_full_at_capacity():
     q = UnrollQueue(capacity=3)
     q.put(_unrolls(0, 2), version=0)
@@ -499,9 +511,14 @@ class _Learner(LearnerLoop):
 
     def may_update(self) -> bool:
         self.polls += 1
-        if self.polls >= 4:
+        if self.polls >= 2:  # the loop's own look, then the wakeup's before it sleeps
             self.polled.set()
         return self.data is None or self.data.is_set()
+
+    def give(self) -> None:
+        """What a producer does: the data, then the ring."""
+        self.data.set()
+        self.wakeup.ring()
 
     def update(self) -> float:
         if self.fail:
@@ -513,22 +530,86 @@ class _Learner(LearnerLoop):
         return self.exhausted_after is not None and self.updates >= self.exhausted_after
 
 
-def test_learner_waits_in_op_wait_until_data_arrives():
-    data, stop = threading.Event(), threading.Event()
-    learner = _Learner(update_target=3, data=data)
+def _start(learner: LearnerLoop, stop: threading.Event) -> threading.Thread:
     thread = threading.Thread(target=learner.run, args=(stop,), daemon=True)
     thread.start()
+    return thread
+
+
+def test_an_idle_learner_blocks_in_op_wait_and_its_data_wakes_it_at_once():
+    """SEED's learner blocks in dequeue_many; a learner that polled (every 5 ms) would look
+    at may_update() about 60 times in the idle 0.3 s, and would not sleep 60 s on a ring."""
+    data, stop = threading.Event(), threading.Event()
+    learner = _Learner(update_target=3, data=data)
+    learner.stop_check_s = 60.0  # only a ring can wake it within the test
+    thread = _start(learner, stop)
     try:
         assert learner.polled.wait(WAIT_S)
-        assert learner.updates == 0 and not learner.finished.is_set()
-        assert learner.timer.counts["wait"] >= 3
-        data.set()
+        time.sleep(0.3)
+        assert (learner.polls, learner.updates, learner.timer.open[0]) == (2, 0, "wait")  # asleep, one wait
+        learner.wakeup.ring()  # a ring without data: one more look, back to sleep
+        wait_until(lambda: learner.polls == 3, WAIT_S, "the rung learner's look")
+        time.sleep(0.05)
+        assert learner.polls == 3 and not learner.finished.is_set()
+        t0 = time.perf_counter()
+        learner.give()
         assert learner.finished.wait(WAIT_S)
+        assert time.perf_counter() - t0 < 2.0  # the ring, not the 60 s check
     finally:
         stop.set()
+        learner.wakeup.ring()
         thread.join(WAIT_S)
     assert not thread.is_alive()
     assert (learner.updates, learner.last_loss) == (3, 1.5)
+    assert learner.timer.counts["wait"] == 1 and learner.timer.totals["wait"] >= 0.3  # the idle time is op wait
+
+
+def test_a_blocked_learner_sees_stop_within_its_check():
+    stop = threading.Event()
+    learner = _Learner(update_target=3, data=threading.Event())
+    learner.stop_check_s = 0.05
+    thread = _start(learner, stop)
+    assert learner.polled.wait(WAIT_S)
+    stop.set()  # nothing rings
+    thread.join(WAIT_S)
+    assert not thread.is_alive() and learner.finished.is_set() and learner.updates == 0
+
+
+def test_the_actors_end_wakes_a_learner_that_waits_for_it():
+    """The trainer hands the actors the learner's ring (build_trainer): a learner that may
+    update once the actors are done (R2D2 takes the queue's rest) does not wait for a poll."""
+    stop = threading.Event()
+    learner = _Learner(update_target=1, data=threading.Event())
+    learner.stop_check_s = 60.0
+    learner.may_update = lambda: learner.actors_done.is_set()
+    role = ActorRole(_FakeEnv(), _FakeInference(notify_after=10**9), num_actors=2, frame_target=6, seed=0,
+                     done=learner.actors_done, on_done=learner.wakeup.ring)
+    thread = _start(learner, stop)
+    try:
+        wait_until(lambda: learner.timer.open is not None, WAIT_S, "the learner asleep in op wait")
+        role.run(threading.Event())
+        assert learner.finished.wait(2.0) and learner.updates == 1
+    finally:
+        stop.set()
+        learner.wakeup.ring()
+        thread.join(WAIT_S)
+
+
+@pytest.mark.parametrize("overrides, source", [(["algo=r2d2_vector"], "queue"),  # SEED's unroll queue
+                                               (["algo=r2d2_vector", "algo.coupling=free_running"], "replay"),
+                                               (["algo=vtrace_vector"], "queue")])
+def test_a_jobs_learner_is_rung_by_what_it_waits_for(compose_cfg, overrides, source):
+    """build_trainer's wiring: the learner's data (its queue, or replay under the free couplings)
+    and the actors' end ring its wakeup."""
+    conf = validate(compose_cfg(["env=cartpole", "actors=2", "eval_envs=0", "telemetry.enabled=false", *overrides]))
+    trainer = build_trainer(plan_job(conf))
+    try:
+        learner = trainer.learner
+        ring = learner.wakeup.ring
+        assert trainer.actors.on_done == ring
+        assert (learner.queue.on_put if source == "queue" else learner.replay.on_insert) == ring
+    finally:
+        trainer.close()
 
 
 def test_learner_stops_at_its_update_target():

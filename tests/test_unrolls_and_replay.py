@@ -73,6 +73,14 @@ def test_replay_is_bounded_fifo():
     assert stored == [10, 20, 20]  # the oldest sequence was overwritten
 
 
+def test_replay_rings_after_each_insert():
+    rb, rung = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0), []
+    rb.on_insert = lambda: rung.append(rb.inserted)  # a free-coupling R2D2Learner sets its wakeup's ring
+    rb.insert(_seqs(2), np.ones(2))
+    rb.insert(_seqs(2), np.ones(2))
+    assert rung == [2, 4]
+
+
 def test_replay_samples_proportionally_and_weights_rare_samples_higher():
     rb = SequenceReplay.for_shapes(2, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=1.0, seed=0)
     rb.insert(_seqs(2), np.array([1.0, 9.0]))

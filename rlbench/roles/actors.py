@@ -23,7 +23,7 @@ class ActorRole:
 
     def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
                  frame_target: int, seed: int, eval_envs: int = 0, done: threading.Event | None = None,
-                 may_step=None, more_data=None, timer: OpTimer | None = None):
+                 may_step=None, more_data=None, timer: OpTimer | None = None, on_done=None):
         self.env, self.inference = env, inference
         self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
         self.frameskip = env.frameskip
@@ -39,6 +39,7 @@ class ActorRole:
         self.may_step = may_step  # the algorithm's flow control: actors wait while it returns False
         self.more_data = more_data  # the algorithm still needs unrolls past the frame target while it returns True
         self.done = done if done is not None else threading.Event()  # set when the actors stop
+        self.on_done = on_done  # called once `done` is set (the trainer rings the learner's wakeup)
         self.reports_disconnects = callable(getattr(env, "take_disconnected", None))
         self.disconnects = 0  # calls of take_disconnected that returned ids (one per leave seen between two recvs)
         self.lost_steps = 0  # training steps received from envs whose process left, in no emitted unroll
@@ -69,6 +70,8 @@ class ActorRole:
             self._account(batch)
         self.stepping_until = time.perf_counter()
         self.done.set()
+        if self.on_done is not None:
+            self.on_done()
 
     def stepping_s(self) -> float:
         """Seconds spent stepping (after the environments' first reset): fps = frames / this."""

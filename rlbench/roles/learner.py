@@ -1,13 +1,14 @@
 """The learner role's loop, shared by the algorithms' learners (rlbench/algo/<name>/learner.py).
 
 A learner subclasses `LearnerLoop` and gives `may_update()`, `update()` (returns its loss) and
-optionally `exhausted()` (no update will ever be possible again); the loop owns the counters
-the runner reads and the `finished` event. docs/algorithms.md.
+optionally `exhausted()`; until it may update, the loop sleeps on its `wakeup`, which whatever
+feeds it rings. The loop owns the counters the runner reads and `finished`. docs/algorithms.md.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import torch
 
@@ -15,8 +16,28 @@ from rlbench.telemetry.flops import FlopRate
 from rlbench.telemetry.timing import OpTimer
 
 
+class Wakeup:
+    """Where an idle learner sleeps (SEED RL's learner blocks in `dequeue_many`): whatever changes
+    what its `may_update()` or `exhausted()` reads (an unroll put into its queue or replay, the
+    actors done) rings it, so it wakes at once and not at the next poll."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+
+    def ring(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Sleep until `ready()` (checked under the lock `ring` takes, so no ring is missed) or
+        `timeout` seconds; returns `ready()`."""
+        with self._cond:
+            return self._cond.wait_for(ready, timeout)
+
+
 class LearnerLoop:
     name = "learner"
+    stop_check_s = 0.2  # nothing rings on the runner's `stop`: an idle learner looks at it this often
 
     def __init__(self, update_target: int, actors_done: threading.Event, timer: OpTimer | None = None):
         self.update_target = update_target  # the workload's learner_updates
@@ -27,6 +48,7 @@ class LearnerLoop:
         self.last_loss = float("nan")
         self.timer = timer or OpTimer("learner")  # the job's telemetry makes it (GPU spans, the timeline)
         self.flops = FlopRate()  # model FLOPs per update (counted once, torch's counter) and the updates' time
+        self.wakeup = Wakeup()  # a subclass has its data's producers ring it; the trainer rings it when the actors end
 
     def run(self, stop: threading.Event) -> None:
         self.intra_op_threads = torch.get_num_threads()  # what sm_limit granted on CPU, seen here
@@ -34,7 +56,8 @@ class LearnerLoop:
             while not stop.is_set() and self.updates < self.update_target and not self.exhausted():
                 if not self.may_update():
                     with self.timer.op("wait"):
-                        stop.wait(0.005)
+                        self.wakeup.wait_for(lambda: stop.is_set() or self.may_update() or self.exhausted(),
+                                             self.stop_check_s)
                     continue
                 self._update()
         finally:

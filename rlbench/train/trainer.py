@@ -133,8 +133,10 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
     parts = plan.build(ctx)
     inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
+    learner = parts.learner
     actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
-                       parts.may_step, parts.more_data, timer("actors"))
+                       parts.may_step, parts.more_data, timer("actors"),
+                       on_done=learner.wakeup.ring if learner is not None else None)  # it may update now
     return Trainer(env, parts, inference, actors, parts.learner, plan.device)
 
 

@@ -19,6 +19,7 @@ class Fifo:
         self.rewards: collections.deque = collections.deque()  # one mean reward per unroll
         self.put_total = 0
         self.lock = threading.Lock()
+        self.on_put = lambda: None  # the learner's wakeup rings here (LearnerLoop.wakeup)
 
 
 class RandomActs:
@@ -38,6 +39,7 @@ class RandomActs:
         with timer.op("queue_put"), self.fifo.lock:
             self.fifo.rewards.extend(np.asarray(seqs.reward, np.float64).mean(axis=1))
             self.fifo.put_total += len(seqs)
+        self.fifo.on_put()
 
 
 class MeanRewardLearner(LearnerLoop):
@@ -45,6 +47,7 @@ class MeanRewardLearner(LearnerLoop):
                  actors_done: threading.Event, timer: OpTimer | None = None):
         super().__init__(update_target, actors_done, timer)
         self.fifo, self.batch_size, self.update_s = fifo, batch_size, update_s
+        fifo.on_put = self.wakeup.ring  # what may_update() reads
 
     def may_update(self) -> bool:
         return len(self.fifo.rewards) >= self.batch_size

@@ -38,6 +38,11 @@ class R2D2Learner(LearnerLoop):
         self.optimizer = KerasAdam(net.parameters(), lr=algo.learning_rate, eps=algo.adam_eps)
         self.counts = (0, 0)  # (sequences inserted, sampled) as of the last update: window/replay_ratio
         self.first_counts: tuple[int, int] | None = None  # ... as of the first (after replay's warm-up fill)
+        # what may_update() reads grows in the queue (SEED's coupling) or, without one, in replay
+        if queue is not None:
+            queue.on_put = self.wakeup.ring
+        elif replay is not None:
+            replay.on_insert = self.wakeup.ring
 
     def run(self, stop: threading.Event) -> None:
         try:

@@ -36,6 +36,7 @@ class SequenceReplay:
         self.dropped = 0  # sampled rows overwritten while they were copied (dropped from their batch)
         self._rng = np.random.default_rng(seed)
         self.lock = threading.Lock()
+        self.on_insert = _nothing  # called after each insert (a free-coupling learner sets its wakeup's ring)
 
     @staticmethod
     def example(length, obs_shape, obs_dtype, num_actions, state_size, stack=1) -> Sequences:
@@ -76,6 +77,7 @@ class SequenceReplay:
             self._next = int((self._next + k) % self.capacity)
             self.size = min(self.size + k, self.capacity)
             self.inserted += k
+        self.on_insert()
 
     def _copy_in(self, field: str, slots: np.ndarray, values) -> None:
         if isinstance(values, list):  # rows of views (pieces in time order): copy straight in
@@ -110,3 +112,7 @@ class SequenceReplay:
         with self.lock:
             live = self._generation[slots] == generations
             self._priority[slots[live]] = np.maximum(priorities[live], 1e-6) ** self.alpha
+
+
+def _nothing() -> None:
+    pass

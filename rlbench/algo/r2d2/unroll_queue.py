@@ -25,6 +25,7 @@ class UnrollQueue:
         self.dropped = 0  # unrolls offered after the queue closed
         self.closed = False
         self._cond = threading.Condition()
+        self.on_put = _nothing  # called as rows come in (the learner sets its wakeup's ring)
 
     def put(self, seqs: Sequences, priorities: np.ndarray, blocked=contextlib.nullcontext) -> None:
         """Queue owned rows `seqs` in order, waiting for room as it appears (inside `blocked()`)."""
@@ -46,6 +47,7 @@ class UnrollQueue:
                 self._chunks.append((part, priorities[i : i + k]))
                 self.size += k
                 i += k
+                self.on_put()  # before a wait for room: the learner takes from a full queue
 
     def take(self, n: int) -> tuple[Sequences | None, np.ndarray]:
         """The oldest min(n, size) unrolls and their priorities (never waits: see `size`)."""
@@ -61,3 +63,7 @@ class UnrollQueue:
         with self._cond:
             self.closed = True
             self._cond.notify_all()
+
+
+def _nothing() -> None:
+    pass

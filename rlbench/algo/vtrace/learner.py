@@ -55,6 +55,8 @@ class VTraceLearner(LearnerLoop):
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, decay)
         self.lag_sum, self.lag_n = 0.0, 0
         self.last_terms: dict[str, float] = {}
+        if queue is not None:
+            queue.on_put = self.wakeup.ring  # what may_update() reads
 
     def may_update(self) -> bool:
         return self.queue.size >= self.algo.batch_size

@@ -22,6 +22,7 @@ class UnrollQueue:
         self.size = 0  # unrolls queued
         self.put_total = 0  # unrolls ever put
         self._lock = threading.Lock()
+        self.on_put = _nothing  # called after each put (the learner sets its wakeup's ring)
 
     def full(self) -> bool:
         return self.size >= self.capacity
@@ -35,6 +36,7 @@ class UnrollQueue:
             self._chunks.append((owned, np.full(len(owned), version)))
             self.size += len(owned)
             self.put_total += len(owned)
+        self.on_put()
 
     def take(self, n: int) -> tuple[Sequences, np.ndarray]:
         """The oldest n unrolls (batch-major) and the policy version each was acted with."""
@@ -46,3 +48,5 @@ class UnrollQueue:
         return rows
 
 
+def _nothing() -> None:
+    pass
