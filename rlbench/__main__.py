@@ -7,6 +7,7 @@ bad config to one message and exit 2 (docs/jobs.md, "Refused early").
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 from pathlib import Path
@@ -30,14 +31,32 @@ def _refuse(message: str) -> None:
     sys.exit(2)
 
 
+def fault_text(error: BaseException) -> str:
+    """The cause in one line: a full disk by name wherever it sits in the chain (MLflow wraps
+    SQLite's), else the error's first line."""
+    chain, e = [], error
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    full = [e for e in chain if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+            or "database or disk is full" in _first_line(e)]
+    if full:
+        return (f"the disk is full: the store or an artifact could not be written ({type(full[-1]).__name__}: "
+                f"{_first_line(full[-1])[:200]}); free space there and run it again")
+    return f"{type(error).__name__}: {_first_line(error)}"
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0]
+
+
 def _fail(error: Exception, log_file: Path) -> None:
     """A job that failed from a fault: its traceback to the job's log file, one line with the
     cause, the run and where the traceback is on stderr, exit 1 (its run ended FAILED)."""
     with open(log_file, "a") as f:
         traceback.print_exception(error, file=f)
-    cause = (str(error).strip().splitlines() or [""])[0]
     run = getattr(error, "run_id", None)
-    print(f"rlbench: the job failed: {type(error).__name__}: {cause}"
+    print(f"rlbench: the job failed: {fault_text(error)}"
           f"{f' (run {run} ended FAILED)' if run else ' (before its run started)'}; traceback in {log_file}",
           file=sys.stderr)
     sys.exit(1)

@@ -236,3 +236,40 @@ def test_a_single_job_that_fails_from_a_fault_is_one_line_naming_its_run_and_its
     assert f"(run {run.info.run_id} ended FAILED); traceback in " in line and run.info.status == "FAILED"
     log = Path(line.rpartition("traceback in ")[2])
     assert log.is_file() and "Traceback (most recent call last)" in log.read_text()
+
+
+@pytest.fixture
+def small_disk(tmp_path, empty_store_db):
+    """An 80 MiB tmpfs of the test's own holding a new store (skipped where this runner may not mount one)."""
+    import shutil
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(disk)], capture_output=True,
+                          text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"no small filesystem to fill: mount -t tmpfs failed here ({made.stderr.strip()[:200]})")
+    try:
+        shutil.copyfile(empty_store_db, disk / "mlflow.db")
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_during_a_job_is_one_line_and_its_run_never_reads_finished(small_disk, tmp_path):
+    """The store's disk fills once the job has logged frames (tests/full_disk.py): one line
+    naming the full disk and the run, exit 1, the run FAILED (the store still takes a status:
+    16 KiB are left), never FINISHED, and what was written before still readable."""
+    uri = f"sqlite:///{small_disk}/mlflow.db"
+    args = [str(small_disk), *CARTPOLE_TINY, "workload.frames=200000", "workload.learner_updates=20",
+            "progress=log", "tracking.log_every_s=1", "tracking.system_metrics=false", "eval_envs=0",
+            f"tracking.uri={uri}", f"tracking.artifact_location={tmp_path}/artifacts", "tracking.experiment=test",
+            f"hydra.run.dir={tmp_path}/out"]
+    out = _run(args, tmp_path, module="tests.full_disk", timeout=300)
+    (line,) = out.stderr.strip().splitlines()
+    (run,) = runs(uri)
+    assert out.returncode == 1 and line.startswith("rlbench: the job failed: the disk is full: ") and \
+        f"(run {run.info.run_id} ended FAILED); traceback in " in line, out.stderr[-3000:]
+    assert "database or disk is full" in line and "Traceback" not in out.stderr
+    (small_disk / "filler").unlink()
+    assert run.info.status == "FAILED" and run.data.params["env.id"] == "CartPole-v1" and run.data.metrics

@@ -240,3 +240,61 @@ def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(m
         Broken()
         assert printed == ["ValueError"]
     raise_pending()  # leaving the job forgets a SIGTERM that unwound it
+
+
+def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, compose_cfg, monkeypatch):
+    """A store that takes no more writes at the end (a full disk): the job is told its record is
+    incomplete and MLflow holds no active run, so its exit hook cannot end the run FINISHED
+    later; the run reads RUNNING until the next start closes it KILLED."""
+    import sqlite3
+
+    from rlbench.prepare.validate import validate
+    from rlbench.tracking.record import IncompleteRecord, JobRecord
+
+    cfg = compose_cfg(store["overrides"])
+    conf = validate(cfg)
+
+    def full(*a, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    ended = r"reads RUNNING: .* could not write its end \(OperationalError"
+    with pytest.raises(IncompleteRecord, match=ended), JobRecord(cfg, conf.tracking, [], None) as record:
+        monkeypatch.setattr(mlflow.MlflowClient, "set_terminated", full)
+    assert mlflow.active_run() is None
+    monkeypatch.undo()
+    assert mlflow.get_run(record.run_id).info.status == "RUNNING"
+
+
+def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_chain():
+    import errno
+    import sqlite3
+
+    from rlbench.__main__ import fault_text
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as e:
+            raise RuntimeError("(raised as a result of Query-invoked autoflush)\n... disk is full") from e
+    except RuntimeError as e:
+        wrapped = e
+    assert fault_text(wrapped).startswith("the disk is full: the store or an artifact could not be written "
+                                          "(OperationalError: database or disk is full)")
+    assert "(OSError: [Errno 28]" in fault_text(OSError(errno.ENOSPC, "No space left on device"))
+    assert fault_text(ValueError("boom\nthe rest")) == "ValueError: boom"
+
+
+def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_show(capsys):
+    import logging
+
+    from rlbench.tracking.store import mlflow_info_to_log_file
+
+    mlflow_info_to_log_file()
+    log = logging.getLogger("mlflow.store.db.utils")
+    try:
+        raise RuntimeError("database or disk is full")
+    except RuntimeError:
+        log.exception("SQLAlchemy database error. The following exception is caught.")
+    log.error("an error without a traceback")
+    err = capsys.readouterr().err
+    assert "an error without a traceback" in err and "SQLAlchemy database error" not in err and "Traceback" not in err

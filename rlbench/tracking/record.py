@@ -186,30 +186,53 @@ class JobRecord:
         self._lost[what] = f"{type(error).__name__}: {error}"[:300]
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        status = "FINISHED"
+        status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
         if exc is not None:
             try:
                 exc.run_id = self.run_id  # lets a sweep's summary name the failed run
             except AttributeError:
                 pass
-        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            status = "KILLED"
-            mlflow.set_tag("end_reason", "killed: " + (type(exc).__name__ if exc else "interrupt"))
+        if status == "KILLED":
             note_record(exc, "job run", self.run_id, status)
-        elif exc_type is not None:
-            status = "FAILED"
-            mlflow.set_tag("error", f"{exc_type.__name__}: {exc}"[:5000])
-            self._log_text("".join(traceback.format_exception(exc_type, exc, tb)), "traceback.txt")
-        self._log_artifacts()
+        self._write_end(status, exc_type, exc, tb)  # a write that fails is noted in _lost, never raised
         incomplete = IncompleteRecord(self.run_id, self._lost) if self._lost and status == "FINISHED" else None
         if incomplete is not None:
             status = "FAILED"
-            mlflow.set_tag("error", str(incomplete)[:5000])
-        mlflow.end_run(status=status)
-        log.info("MLflow run %s ended %s", self.run_id, status)
+            self._write("the error tag", lambda: mlflow.set_tag("error", str(incomplete)[:5000]))
+        ended = self._end(status)
+        if incomplete is None and ended is not None and exc_type is None:
+            incomplete = IncompleteRecord(self.run_id, {"its end": ended}, status="RUNNING")
         if incomplete is not None:
             raise incomplete
         return False
+
+    def _write_end(self, status: str, exc_type, exc, tb) -> None:
+        if status == "KILLED":
+            reason = "killed: " + (type(exc).__name__ if exc else "interrupt")
+            self._write("the end_reason tag", lambda: mlflow.set_tag("end_reason", reason))
+        elif status == "FAILED":
+            self._write("the error tag", lambda: mlflow.set_tag("error", f"{exc_type.__name__}: {exc}"[:5000]))
+            self._log_text("".join(traceback.format_exception(exc_type, exc, tb)), "traceback.txt")
+        self._log_artifacts()
+
+    def _write(self, what: str, write) -> None:
+        try:
+            write()
+        except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
+            self.lost(what, e)
+
+    def _end(self, status: str) -> str | None:
+        """End the run `status`; None, or why the store took no end. MLflow takes the run off its
+        active runs before writing, so its exit hook never ends it FINISHED: left RUNNING, the
+        next rlbench start closes it KILLED (tracking/orphans.py)."""
+        try:
+            mlflow.end_run(status=status)
+        except Exception as e:  # noqa: BLE001 - e.g. the store's disk is full
+            log.error("could not end MLflow run %s %s: %s; it reads RUNNING until the next rlbench start "
+                      "closes it KILLED", self.run_id, status, e)
+            return f"{type(e).__name__}: {e}"[:300]
+        log.info("MLflow run %s ended %s", self.run_id, status)
+        return None
 
     def _log_text(self, text: str, name: str) -> None:
         try:
@@ -234,7 +257,8 @@ class JobRecord:
 class IncompleteRecord(RuntimeError):
     """A job that ran to its end but whose record misses artifacts: its run ends FAILED, naming them."""
 
-    def __init__(self, run_id: str, lost: dict[str, str]):
-        super().__init__(f"run {run_id} ended FAILED: its record is incomplete: could not write "
+    def __init__(self, run_id: str, lost: dict[str, str], status: str = "FAILED"):
+        ended = "ended FAILED" if status == "FAILED" else f"reads {status}"
+        super().__init__(f"run {run_id} {ended}: its record is incomplete: could not write "
                          + "; ".join(f"{what} ({why})" for what, why in lost.items()))
         self.run_id, self.lost = run_id, dict(lost)

@@ -61,13 +61,20 @@ def _like(text: str) -> str:
     return text.split("'")[0].split('"')[0]
 
 
+def _no_traceback(record: logging.LogRecord) -> bool:
+    return not record.exc_info
+
+
 def mlflow_info_to_log_file() -> None:
-    """MLflow's INFO lines (tables created, system metrics started and stopped) go to the log
-    files the process has (Hydra's job log), not the terminal; its warnings still show there."""
+    """MLflow's INFO lines (tables created, system metrics started and stopped) and the
+    tracebacks it logs (e.g. each failed write to a full disk) go to the log files the process
+    has (Hydra's job log), not the terminal; its other warnings and errors still show there."""
     mlflow_log = logging.getLogger("mlflow")
     for handler in mlflow_log.handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
             handler.setLevel(logging.WARNING)
+            if _no_traceback not in handler.filters:
+                handler.addFilter(_no_traceback)
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and handler not in mlflow_log.handlers:
             mlflow_log.addHandler(handler)
