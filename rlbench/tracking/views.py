@@ -31,9 +31,10 @@ def _bar(metric: str) -> dict:
 
 def grouped(tag: str) -> dict:
     """MLflow's own "Group by" the run tag `tag`: a row per value (its runs' average), its runs
-    below it (a group is open unless `groupsExpanded` closes it), and the charts drawing each
-    group's average with its runs' min..max. Average, as MLflow 3.17 aggregates by min, average
-    or max only (no median); the report and summary give the medians."""
+    below it (a group is open unless `groupsExpanded` closes it), and the charts plotting each
+    group's average (a bar per group; MLflow draws a group's min..max band only on a metric's
+    history over steps). Average, as MLflow 3.17 aggregates by min, average or max only (no
+    median); the summary and the report give the medians and the spread."""
     return {"groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]},
             "groupsExpanded": {}, "useGroupedValuesInCharts": True}
 
