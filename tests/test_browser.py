@@ -14,6 +14,7 @@ import pytest
 
 from rlbench.report.__main__ import main as report_main
 from rlbench.tracking.store import ui_runs_url
+from rlbench.tracking.views import REPEAT_GROUP, SHARE_PREFIX, grouped
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable, rlbench_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.e2e]
@@ -111,6 +112,12 @@ def first_chart_title() -> str:
             "?.innerText.trim().split('\\n')[0]")
 
 
+def group_rows() -> str:
+    """JS: the runs table's group rows ("Group: <value>"), each once."""
+    return ("[...new Set([...document.querySelectorAll('body *')].filter(e => !e.children.length)"
+            ".map(e => e.textContent.trim()).filter(t => t.startsWith('Group: ')))].sort()")
+
+
 def in_model_training_view() -> str:
     """JS: the page is in MLflow's "Model training" view (the GenAI one lists "Evaluation runs")."""
     return "!!document.body && /Runs/.test(document.body.innerText) && !/Evaluation runs/.test(document.body.innerText)"
@@ -184,4 +191,29 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser fi
     browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
                      what="operations.png drawn (the viewer shows it from a blob: URL)")
     browser.screenshot(SHOTS / "6_job_operations.png")
+    grouped_view(browser, uri, exp, pid, table)
     print("screenshots:", *sorted(str(p) for p in SHOTS.glob("*.png")), sep="\n  ")
+
+
+def grouped_view(browser, uri: str, exp: str, pid: str, table: str) -> None:
+    """The sweep's address as a sweep with repeats stores it (rlbench/sweeps/sweep.py sweep_view):
+    its view grouped by the runs' tag `repeat_group`, here each job its own configuration (the
+    tag the sweep gives a repeat, set by this test on this 2-job sweep): MLflow's table shows a
+    group row per configuration with its runs open below it, and the chart view draws the groups."""
+    client = mlflow.MlflowClient(uri)
+    kids = client.search_runs([exp], f"tags.mlflow.parentRunId = '{pid}'")
+    for kid in kids:
+        client.set_tag(kid.info.run_id, REPEAT_GROUP, kid.info.run_name)
+    key = f"{SHARE_PREFIX}rlbench-{pid}"
+    state = json.loads(client.get_experiment(exp).tags[key]) | grouped(REPEAT_GROUP)
+    client.set_experiment_tag(exp, key, json.dumps(state))
+    browser.navigate(table)
+    want = ["Group: actors=2", "Group: actors=4"]
+    browser.wait_for(f"JSON.stringify({group_rows()}) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
+                     what=f"group rows {want}")
+    browser.wait_for("['actors=2', 'actors=4'].every(n => document.body.innerText.split('\\n')"
+                     ".some(line => line.trim() === n))", what="each group's run below it (the groups open)")
+    browser.screenshot(SHOTS / "1c_runs_table_grouped.png")
+    browser.navigate(table + "&compareRunsMode=CHART")
+    browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first grouped chart")
+    browser.screenshot(SHOTS / "1d_runs_charts_grouped.png")

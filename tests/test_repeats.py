@@ -1,6 +1,7 @@
 """repeats=N: the grid's expansion and its refusals, the median and spread per configuration,
 and a verdict that never separates configurations by less than the measured spread."""
 
+import json
 import re
 import statistics
 from types import SimpleNamespace
@@ -274,3 +275,9 @@ def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration
     medians = {g: statistics.median(k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g)
                for g in ("actors=2", "actors=4")}
     assert parent.data.metrics["best/runtime_s"] == pytest.approx(min(medians.values()), rel=1e-5)
+    view = mlflow.MlflowClient().get_experiment(parent.info.experiment_id).tags[
+        f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"]  # the address the sweep prints
+    state = json.loads(view)
+    assert state["groupBy"] == {"aggregateFunction": "average",
+                                "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
+    assert "params.`actors`" in state["selectedColumns"] and "params.`seed`" not in state["selectedColumns"]

@@ -120,7 +120,7 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
                               "jobs_finished": 2.0, "jobs_failed": 0.0}  # energy: not measured, left out
     assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
     assert "Best (shortest task): job 1 `actors=4`" in parent.note
-    assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"})]
+    assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None)]
     out = capsys.readouterr().out
     assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
     assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty
@@ -165,12 +165,13 @@ def test_resume_skips_the_jobs_whose_config_already_finished():
 def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configuration_table():
     jobs = [["actors=2", "seed=1"], ["actors=2", "seed=2"], ["actors=4", "seed=1"], ["actors=4", "seed=2"]]
     launcher = Launcher()
-    rows, _, parent = sweep(jobs, launcher, grid=SimpleNamespace(repeats=2, repeat=[0, 1, 0, 1]))
+    rows, experiment, parent = sweep(jobs, launcher, grid=SimpleNamespace(repeats=2, repeat=[0, 1, 0, 1]))
     assert parent.name == "sweep actors=2,4 repeats=2" and parent.params["repeats"] == 2
     assert launcher.launched[3][-3:] == ["++tracking.tags.repeat=1", "++tracking.tags.repeats=2",
                                          "++tracking.tags.repeat_group='actors=4'"]
     assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
     assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+    assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group")  # no seed knob
 
 
 def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():

@@ -164,6 +164,21 @@ def test_the_runs_table_view_shows_the_knobs_and_headline_numbers_and_says_what_
     measured = view_state("f", [], {"runtime_s", "task_fps", "fps", "energy_per_task_j"})
     assert "metrics.`energy_per_task_j`" in measured["selectedColumns"]
     assert [c["type"] for c in measured["compareRunCharts"]] == ["BAR"] * 4  # no knobs: no parallel coordinates
+    assert not {"groupBy", "groupsExpanded", "useGroupedValuesInCharts"} & state.keys()  # no repeats: ungrouped
+
+
+def test_with_repeats_the_runs_table_view_groups_the_runs_by_configuration():
+    """MLflow 3.17's "Group by" in a shared view (its ExperimentPageUIState `groupBy`, a
+    RunsGroupByConfig): a row per `repeat_group` with its runs' average, the runs open below it,
+    the charts drawing the groups; the rest of the view as without repeats."""
+    from rlbench.tracking.views import view_state
+
+    plain = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"})
+    state = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"}, group_by_tag="repeat_group")
+    assert state["groupBy"] == {"aggregateFunction": "average",
+                                "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
+    assert state["groupsExpanded"] == {} and state["useGroupedValuesInCharts"] is True
+    assert {k: v for k, v in state.items() if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts")} == plain
 
 
 def test_knobs_are_the_swept_overrides_as_param_names():

@@ -96,8 +96,9 @@ class FakeExperiment:
     def study_parent(self, study: str) -> FakeParent | None:
         return self.found.get(study)
 
-    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str]) -> str:
+    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
+                        group_by_tag: str | None = None) -> str:
         if self.view_error is not None:
             raise self.view_error
-        self.views.append((parent_id, knobs, measured))
+        self.views.append((parent_id, knobs, measured, group_by_tag))
         return f"rlbench-{parent_id}"

@@ -29,7 +29,7 @@ from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
 from rlbench.tracking.unmeasured import explain, unmeasured_of
-from rlbench.tracking.views import BOUND_TAG, HEADLINE, knobs_of
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, knobs_of
 
 log = logging.getLogger(__name__)
 
@@ -164,9 +164,13 @@ def record_summary(parent: ParentRun, rows: list[dict], status: str) -> None:
 
 
 def sweep_view(experiment: Experiment, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
-    """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored)."""
+    """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored);
+    with repeats, grouped by configuration (the tag `repeat_group`), its knobs less the repeats'
+    seed (each job's last override), which an aggregate row would only average."""
+    group = REPEAT_GROUP if repeated(rows) else None
     try:
-        return experiment.share_runs_view(parent, knobs_of(jobs, param_names(confs[0])), measured_headline(rows))
+        knobs = knobs_of([job[:-1] for job in jobs] if group else jobs, param_names(confs[0]))
+        return experiment.share_runs_view(parent, knobs, measured_headline(rows), group)
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not store the runs table's view: %s", e)
         return None
@@ -226,7 +230,7 @@ def repeat_overrides(grid, config_names: list[str]) -> dict[int, list[str]]:
     if grid is None or grid.repeats == 1:
         return {}
     return {i: [f"++tracking.tags.repeat={k}", f"++tracking.tags.repeats={grid.repeats}",
-                f"++tracking.tags.repeat_group={_quoted(config_names[i])}"] for i, k in enumerate(grid.repeat)}
+                f"++tracking.tags.{REPEAT_GROUP}={_quoted(config_names[i])}"] for i, k in enumerate(grid.repeat)}
 
 
 def _quoted(text: str) -> str:

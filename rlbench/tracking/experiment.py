@@ -51,6 +51,8 @@ class Experiment:
         found = study_parent(study, self.id)
         return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
 
-    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str]) -> str:
-        """The runs table's view of the parent's children (its knobs and headline numbers); its key."""
-        return runs_view(self.id, parent_id, knobs, measured)
+    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
+                        group_by_tag: str | None = None) -> str:
+        """The runs table's view of the parent's children (its knobs and headline numbers; grouped
+        by the tag `group_by_tag` if given); its key."""
+        return runs_view(self.id, parent_id, knobs, measured, group_by_tag)

@@ -17,6 +17,7 @@ HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline
 BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
 VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
+REPEAT_GROUP = "repeat_group"  # the tag naming the configuration a repeat runs (rlbench/sweeps/sweep.py)
 
 
 def _col(kind: str, key: str) -> str:
@@ -28,12 +29,24 @@ def _bar(metric: str) -> dict:
             "isGenerated": False, "deleted": False, "runsCountToCompare": 100}
 
 
-def view_state(search_filter: str, knobs: list[str], measured: set[str], parallel: bool = True) -> dict:
+def grouped(tag: str) -> dict:
+    """MLflow's own "Group by" the run tag `tag`: a row per value (its runs' average), its runs
+    below it (a group is open unless `groupsExpanded` closes it), and the charts plotting each
+    group's average (a bar per group; MLflow draws a group's min..max band only on a metric's
+    history over steps). Average, as MLflow 3.17 aggregates by min, average or max only (no
+    median); the summary and the report give the medians and the spread."""
+    return {"groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]},
+            "groupsExpanded": {}, "useGroupedValuesInCharts": True}
+
+
+def view_state(search_filter: str, knobs: list[str], measured: set[str], parallel: bool = True,
+               group_by_tag: str | None = None) -> dict:
     """The runs table filtered by `search_filter`, sorted by runtime_s (shortest task first), with
     the columns: the swept `knobs` (params), the headline metrics (a tag column reading "not
     measured ..." for a headline metric no job logged), the bound; the chart view's first
     section: a bar per headline metric, then (`parallel`: several runs) the knobs and rates in
-    parallel coordinates."""
+    parallel coordinates. With `group_by_tag` (a sweep's repeats), the runs grouped by that tag
+    (`grouped`), so that configurations compare by their aggregate and spread."""
     metrics = [m for m in HEADLINE if m in measured]
     columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
                + [_col("tags", m) for m in HEADLINE if m not in measured] + [_col("tags", BOUND_TAG)])
@@ -43,12 +56,13 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
                        "isGenerated": False, "deleted": False, "runsCountToCompare": 100, "showAllRuns": True,
                        "selectedParams": list(knobs),
                        "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured]})
-    return {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
-            "selectedColumns": columns, "columnOrder": columns,
-            "columnWidths": {_col("tags", m): 300 for m in HEADLINE if m not in measured} | {_col("tags", BOUND_TAG): 170},
-            "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
-            "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
-                                    "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
+    state = {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
+             "selectedColumns": columns, "columnOrder": columns,
+             "columnWidths": {_col("tags", m): 300 for m in HEADLINE if m not in measured} | {_col("tags", BOUND_TAG): 170},
+             "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
+             "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
+                                     "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
+    return (state | grouped(group_by_tag)) if group_by_tag else state
 
 
 def not_measured(metric: str, reasons: dict[str, str]) -> str:
@@ -83,10 +97,12 @@ def job_view(experiment_id: str, run_id: str, knobs: list[str], measured: set[st
     return view_link(experiment_id, key, chart=True)
 
 
-def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str]) -> str:
-    """A sweep's or search's jobs (the parent's children) as a shared view; returns its key."""
+def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str],
+              group_by_tag: str | None = None) -> str:
+    """A sweep's or search's jobs (the parent's children) as a shared view, grouped by
+    `group_by_tag` if given (view_state); returns its key."""
     return share_view(experiment_id, f"rlbench-{parent_id}",
-                      view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured))
+                      view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured, group_by_tag=group_by_tag))
 
 
 def _param_of(key: str, params: set[str]) -> str | None:
