@@ -15,7 +15,7 @@ from rlbench.tracking.parent_note import artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
-from rlbench.tracking.views import view_link
+from rlbench.tracking.views import runs_view_key, view_link
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def trial_rows(study: optuna.Study) -> list[dict]:
 
 def links(parent) -> list[str]:
     """The description's first links: the trials' table and charts, the Pareto figure, trials.csv."""
-    exp, key = parent.experiment_id, f"rlbench-{parent.run_id}"
+    exp, key = parent.experiment_id, runs_view_key(parent.run_id)
     return [(f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
              f"[Pareto front]({artifact_link(exp, parent.run_id, 'pareto_front.png')}) · "
              f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})")]

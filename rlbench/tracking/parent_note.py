@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from rlbench.core.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
-from rlbench.tracking.views import VIEW, view_link
+from rlbench.tracking.views import VIEW, runs_view_key, view_link
 
 REPORT_MARK = "#### Report"
 SUMMARY_METRICS = ("runtime_s", "fps", "energy_per_task_j", "cpu_gpu_ratio")
@@ -68,7 +68,7 @@ def run_link(experiment_id: str, run_id: str) -> str:
 def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
     """The description's first links: the jobs' table and charts (rlbench/tracking/views.py),
     the report (or how to make it), summary.csv."""
-    key = f"rlbench-{parent_id}"
+    key = runs_view_key(parent_id)
     made = (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})" if report
             else f"report: `python -m rlbench.report --sweep {parent_id}`")
     return (f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"

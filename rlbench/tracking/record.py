@@ -255,7 +255,8 @@ class JobRecord:
 
 
 class IncompleteRecord(RuntimeError):
-    """A job that ran to its end but whose record misses artifacts: its run ends FAILED, naming them."""
+    """A job that ran to its end but whose record misses artifacts (its run ends FAILED, naming
+    them) or whose end the store did not take (its run reads RUNNING: `status`)."""
 
     def __init__(self, run_id: str, lost: dict[str, str], status: str = "FAILED"):
         ended = "ended FAILED" if status == "FAILED" else f"reads {status}"

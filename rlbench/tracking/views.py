@@ -97,11 +97,16 @@ def job_view(experiment_id: str, run_id: str, knobs: list[str], measured: set[st
     return view_link(experiment_id, key, chart=True)
 
 
+def runs_view_key(parent_id: str) -> str:
+    """The shared view's key of a sweep's or search's jobs (runs_view), which links name."""
+    return f"rlbench-{parent_id}"
+
+
 def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str],
               group_by_tag: str | None = None) -> str:
     """A sweep's or search's jobs (the parent's children) as a shared view, grouped by
     `group_by_tag` if given (view_state); returns its key."""
-    return share_view(experiment_id, f"rlbench-{parent_id}",
+    return share_view(experiment_id, runs_view_key(parent_id),
                       view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured, group_by_tag=group_by_tag))
 
 
