@@ -230,3 +230,16 @@ def test_mlflows_info_lines_go_to_the_jobs_log_file_not_the_terminal(tmp_path):
     assert terminal.getvalue() == "a warning still shows\n"
     assert (tmp_path / "job.log").read_text().splitlines() == ["Creating initial MLflow database tables...",
                                                                  "a warning still shows"]
+
+
+def test_a_parents_metrics_are_rounded_as_a_jobs(store):
+    """best/* and best_<objective> read as the jobs' values do: 6 significant digits."""
+    import mlflow
+
+    from rlbench.tracking.parent import ParentRun
+
+    client = mlflow.MlflowClient(store["uri"])
+    mlflow.set_tracking_uri(store["uri"])
+    run = client.create_run(client.create_experiment("p")).info.run_id
+    ParentRun(run, "0", "study").log_metrics({"best_runtime_s": 1.3946178919977683})
+    assert client.get_run(run).data.metrics == {"best_runtime_s": 1.39462}

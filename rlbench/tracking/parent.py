@@ -20,6 +20,7 @@ from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.readers import read_run
+from rlbench.tracking.record import rounded
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's description of a run
 SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweeps/sweep.py sweep_key): a resumed sweep continues its parent
@@ -60,7 +61,7 @@ class ParentRun:
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
         now = int(time.time() * 1000)
-        self._client.log_batch(self.run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
+        self._client.log_batch(self.run_id, metrics=[Metric(k, rounded(v), now, 0) for k, v in metrics.items()])  # as a job's
 
     def log_text(self, text: str, path: str) -> None:
         self._client.log_text(self.run_id, text, path)
