@@ -144,3 +144,33 @@ def test_a_cuda_device_this_host_lacks_is_refused_naming_it(compose_cfg, monkeyp
     with pytest.raises(ConfigError, match=r"device=cuda:1: this host has 1 CUDA device\(s\); allowed: auto or cpu, "
                                           r"or cuda:0..cuda:0"):
         validate(compose_cfg(["device=cuda:1"]))
+
+
+@pytest.mark.parametrize("line", [
+    ["env=cartpole", "actors=3", "workload.frames=5000"],
+    ["actors=3", "env=cartpole", "algo=vtrace", "algo.learning_rate=0.001"],
+    ["env=breakout", "env.stack=2", "+tracking.tags={a: b}", "tracking.experiment=x"],
+    ["workload=smoke", "telemetry.cpu_tdp_w=null", "env.id=pong", "~eval_epsilon"],
+])
+def test_the_tests_compose_cache_gives_what_hydra_composes(line):
+    """conftest composes a line's config groups once and sets its values after, as Hydra does:
+    the config must be the one Hydra composes from the whole line, struct flag included."""
+    from omegaconf import OmegaConf
+
+    from rlbench.prepare import compose
+
+    fast, whole = compose.compose_config(line), compose.compose_config.uncached(line)
+    assert OmegaConf.to_yaml(fast) == OmegaConf.to_yaml(whole)
+    assert OmegaConf.is_struct(fast) and OmegaConf.is_struct(whole)
+
+
+@pytest.mark.parametrize("line", [["env=cartpole", "actorz=3"], ["actors=abc", "env=cartpole"],
+                                  ["env=nosuch", "actors=3"], ["+actors=3"]])
+def test_the_tests_compose_cache_refuses_what_hydra_refuses(line):
+    from rlbench.prepare import compose
+
+    with pytest.raises(Exception) as fast:
+        compose.compose_config(line)
+    with pytest.raises(Exception) as whole:
+        compose.compose_config.uncached(line)
+    assert (type(fast.value), str(fast.value)) == (type(whole.value), str(whole.value))
