@@ -108,10 +108,11 @@ def wait_for_health(url: str, proc: subprocess.Popen, log: Path, deadline_s: flo
 
 
 class MlflowServer:
-    """`mlflow server` with its backend store in PostgreSQL and proxied artifacts in a temp folder."""
+    """`mlflow server` with its backend store in PostgreSQL and proxied artifacts in a temp folder;
+    with `app_name`, served as that `mlflow.app` entry point (`--app-name`)."""
 
-    def __init__(self, backend_store_uri: str, root: Path):
-        self.backend, self.root, self.port = backend_store_uri, root, free_port()
+    def __init__(self, backend_store_uri: str, root: Path, app_name: str | None = None):
+        self.backend, self.root, self.port, self.app_name = backend_store_uri, root, free_port(), app_name
         self.url = f"http://127.0.0.1:{self.port}"
         self.artifacts, self.log = root / "artifacts", root / "mlflow-server.log"
         self.proc: subprocess.Popen | None = None
@@ -119,7 +120,7 @@ class MlflowServer:
     def start(self, deadline_s: float = 180) -> MlflowServer:
         cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend,
                "--artifacts-destination", self.artifacts.as_uri(), "--host", "127.0.0.1",
-               "--port", str(self.port), "--workers", "1"]
+               "--port", str(self.port), "--workers", "1", *(["--app-name", self.app_name] if self.app_name else [])]
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.log, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,

@@ -6,14 +6,17 @@ $RLBENCH_TEST_ARTIFACTS/browser/ when that is set); CI keeps them as test artifa
 
 import json
 import os
+import re
 import shutil
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import mlflow
 import pytest
 
 from rlbench.report.__main__ import main as report_main
-from rlbench.tracking.store import ui_runs_url
+from rlbench.tracking.store import ui_hint, ui_runs_url
+from rlbench.tracking.ui_app import VIEW_KEY
 from rlbench.tracking.views import REPEAT_GROUP, SHARE_PREFIX, grouped
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable, rlbench_cli
 
@@ -67,7 +70,19 @@ def moved_sweep(store, tmp_path):
 
 
 @pytest.fixture
-def ui(moved_sweep, tmp_path, monkeypatch):
+def printed_app():
+    """The `--app-name` of the command a sweep prints to start its store's UI (None: none),
+    checked to be installed before the sweep runs."""
+    found = re.search(r"--app-name (\S+)", ui_hint("sqlite:///mlruns/mlflow.db", "1", "rlbench-x"))
+    app = found.group(1) if found else None
+    if app and not entry_points(group="mlflow.app", name=app):
+        _unavailable(f"no mlflow.app entry point {app!r} in this Python: pip install -e . (pyproject.toml registers it)")
+    return app
+
+
+@pytest.fixture
+def ui(printed_app, moved_sweep, tmp_path, monkeypatch):
+    """The UI served as the printed start command serves it (its `--app-name`)."""
     from tests.servers import MlflowServer, Unavailable
 
     # the UI alone: no job runner (MLflow 3 starts a pool of job-worker processes by default,
@@ -75,7 +90,7 @@ def ui(moved_sweep, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
-        server = MlflowServer(moved_sweep[0], tmp_path / "ui").start(deadline_s=120)
+        server = MlflowServer(moved_sweep[0], tmp_path / "ui", app_name=printed_app).start(deadline_s=120)
     except (Unavailable, OSError) as e:
         _unavailable(f"mlflow server did not start: {e}")
     yield server
@@ -123,7 +138,7 @@ def in_model_training_view() -> str:
     return "!!document.body && /Runs/.test(document.body.innerText) && !/Evaluation runs/.test(document.body.innerText)"
 
 
-def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser first: no chromium, no sweep
+def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui):  # browser, app first: none, no sweep
     uri, parent = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
     kids = mlflow.search_runs([exp], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{pid}'")
@@ -139,6 +154,7 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, moved_sweep, ui):  # browser fi
         browser.wait_for_text(text)
     browser.wait_for(in_model_training_view(), what="the Model training view")
     browser.screenshot(SHOTS / "1_runs_table.png")
+    mlflow_links_stay_in_model_training(browser, exp, pid, min(kids, key=lambda k: k.info.run_name))
     browser.navigate(table + "&compareRunsMode=CHART")  # its chart view: the headline numbers as bars first
     browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first chart")
     browser.screenshot(SHOTS / "1b_runs_charts.png")
@@ -217,3 +233,44 @@ def grouped_view(browser, uri: str, exp: str, pid: str, table: str) -> None:
     browser.navigate(table + "&compareRunsMode=CHART")
     browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first grouped chart")
     browser.screenshot(SHOTS / "1d_runs_charts_grouped.png")
+
+
+def anchor(condition: str) -> str:
+    """JS: the page's first link `a` meeting `condition`."""
+    return f"[...document.querySelectorAll('a')].find(a => {condition})"
+
+
+def click(browser, link: str, what: str) -> str:
+    """Click the link `link` (JS) as a user does (MLflow's router follows it); its href."""
+    href = browser.evaluate(f"(() => {{ const a = {link}; a?.click(); return a?.getAttribute('href') }})()")
+    assert href, f"no {what} link on the page: {browser.text()[:1500]}"
+    return href
+
+
+def arrive(browser, hash_end: str, text: str, shot: str) -> None:
+    """Wait for the page at an address ending `hash_end` showing `text`, then for the Model training view."""
+    browser.wait_for(f"location.hash.split('?')[0].endsWith({json.dumps(hash_end)}) && "
+                     f"document.body.innerText.includes({json.dumps(text)})", what=f"{text!r} at ...{hash_end}")
+    browser.wait_for(in_model_training_view(), what=f"the Model training view at {browser.evaluate('location.href')}")
+    browser.screenshot(SHOTS / shot)
+
+
+def mlflow_links_stay_in_model_training(browser, exp: str, pid: str, job) -> None:
+    """From the printed address, in this fresh profile: MLflow's own links, which carry no
+    `workflowType` (a run's name in its table; on the run page the breadcrumb to the experiment
+    and the parent run), open in the Model training view: the view the UI app (its --app-name)
+    records for a browser that never chose one."""
+    name, run = job.info.run_name, job.info.run_id
+    href = click(browser, anchor(f"a.innerText.trim() === {json.dumps(name)}"), f"run name {name!r}")
+    assert "workflowType" not in href, href  # MLflow's link: the view is not in the address
+    arrive(browser, f"/runs/{run}", "Parent run", "1e_run_name_clicked.png")
+    assert browser.evaluate(f"localStorage.getItem({json.dumps(VIEW_KEY)})") == '"machine_learning"'
+    experiment = mlflow.get_experiment(exp).name
+    crumb = anchor(f"a.innerText.trim() === {json.dumps(experiment)} && "
+                   f"(a.getAttribute('href') || '').startsWith('#/experiments/{exp}/')")
+    click(browser, crumb, f"breadcrumb {experiment!r}")
+    arrive(browser, f"/experiments/{exp}/runs", "matching runs", "1f_breadcrumb_clicked.png")
+    browser.evaluate("history.back()")
+    arrive(browser, f"/runs/{run}", "Parent run", "1g_run_page_again.png")
+    click(browser, anchor(f"(a.getAttribute('href') || '').endsWith('/runs/{pid}')"), "parent run")
+    arrive(browser, f"/runs/{pid}", "rlbench sweep", "1h_parent_clicked.png")

@@ -6,6 +6,7 @@ what it carries, so this is end to end."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -41,6 +42,10 @@ def _built_and_installed(tmp_path: Path) -> Path:
 def test_an_installed_wheel_composes_a_job_and_an_actor_outside_the_clone(tmp_path):
     site = _built_and_installed(tmp_path)
     assert not (site / "rlbench" / "conf").is_symlink() and (site / "rlbench" / "conf" / "config.yaml").is_file()
+    (dist,) = importlib.metadata.distributions(path=[str(site)])  # the plugins MLflow finds in an install
+    assert {(e.group, e.name): e.value for e in dist.entry_points if e.group.startswith("mlflow.")} == {
+        ("mlflow.app", "rlbench"): "rlbench.tracking.ui_app:create_app",  # mlflow ui --app-name rlbench
+        ("mlflow.artifact_repository", "rlbench-store"): "rlbench.tracking.artifacts:StoreRelativeArtifactRepository"}
     probe = ("import rlbench; from rlbench.prepare.compose import CONF_DIR, compose_job; "
              "c = compose_job(['env=pong', 'actors=8'], host=False); "
              "print(rlbench.__file__, CONF_DIR, c.env.id, c.actors)")

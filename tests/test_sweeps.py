@@ -186,11 +186,12 @@ def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
     url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "rlbench-ab12")
     assert url == "http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=rlbench-ab12&workflowType=machine_learning"
     assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
-    assert ui_hint("sqlite:///x.db", "7", "ab12").endswith("(start it: mlflow ui --backend-store-uri sqlite:///x.db)")
+    assert ui_hint("sqlite:///x.db", "7", "ab12").endswith(
+        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db)")
     assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")
     other = ui_hint("sqlite:///x.db", "7", "ab12", 5123)  # tracking.ui_port: the address and the command agree
     assert other.startswith("MLflow UI: http://127.0.0.1:5123/#/experiments/7/runs?") and other.endswith(
-        "(start it: mlflow ui --backend-store-uri sqlite:///x.db --port 5123)")
+        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db --port 5123)")
 
 
 def test_top_level_runs_of_the_same_overrides_get_unique_names(store):

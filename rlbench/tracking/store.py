@@ -28,6 +28,7 @@ from rlbench.config.schema import TrackingConfig
 from rlbench.tracking import artifacts
 from rlbench.tracking.artifacts import SCHEME, store_root
 from rlbench.tracking.orphans import close_orphans
+from rlbench.tracking.ui_app import APP_NAME
 from rlbench.tracking.views import view_link
 
 log = logging.getLogger(__name__)
@@ -284,9 +285,16 @@ def ui_runs_url(uri: str, experiment_id: str, view_key: str, port: int = 5000) -
     return f"{base}/{view_link(experiment_id, view_key)}"
 
 
+def ui_command(uri: str, port: int = 5000) -> str:
+    """The command that serves a local store's UI on `port`: MLflow's UI as rlbench's `mlflow.app`
+    (rlbench/tracking/ui_app.py: every page in the "Model training" view for a browser that never
+    chose one)."""
+    flag = "" if port == 5000 else f" --port {port}"
+    return f"mlflow ui --app-name {APP_NAME} --backend-store-uri {uri}{flag}"
+
+
 def ui_hint(uri: str, experiment_id: str, view_key: str, port: int = 5000) -> str:
     """The line a sweep or a search prints at its end: the URL, and how to start the UI for a
     local store on the same port (tracking.ui_port sets both)."""
-    flag = "" if port == 5000 else f" --port {port}"
-    start = "" if uri.startswith(("http://", "https://")) else f" (start it: mlflow ui --backend-store-uri {uri}{flag})"
+    start = "" if uri.startswith(("http://", "https://")) else f" (start it: {ui_command(uri, port)})"
     return f"MLflow UI: {ui_runs_url(uri, experiment_id, view_key, port)}{start}"

@@ -1,0 +1,63 @@
+"""`mlflow ui --app-name rlbench` (the `mlflow.app` entry point in pyproject.toml): MLflow's own UI
+whose index page first stores "Model training" as the view of a browser that has chosen none
+(localStorage `mlflow.workflowType_v1`), so that MLflow's own links, which carry no
+`workflowType`, open there too; a choice made on the sidebar's switch stays. What decides the
+view in MLflow 3.17 and what cannot be reached: docs/metrics.md, "In the MLflow UI".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+APP_NAME = "rlbench"  # the entry point's name (pyproject.toml): `mlflow ui --app-name rlbench`
+VIEW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
+MODEL_TRAINING = "machine_learning"  # the switch's value for "Model training" (GenAI: "genai")
+
+
+def seed_script(key: str = VIEW_KEY, view: str = MODEL_TRAINING) -> str:
+    """A script that stores `view` under `key` in a browser whose localStorage has nothing there
+    (a browser without localStorage, such as a sandboxed frame, is left alone)."""
+    k, v = json.dumps(key), json.dumps(json.dumps(view))  # the UI stores the JSON of the value
+    return f"<script>try {{ if (localStorage.getItem({k}) === null) localStorage.setItem({k}, {v}) }} catch (e) {{}}</script>"
+
+
+def with_seed(index_html: str) -> str:
+    """MLflow's index.html with the seed script first in its <head>: it runs before the bundle
+    (a deferred script) reads the choice."""
+    head = index_html.find("<head>")
+    if head < 0:
+        raise ValueError("MLflow's index.html has no <head>: this MLflow's page is not the one rlbench's UI app knows")
+    cut = head + len("<head>")
+    return index_html[:cut] + seed_script() + index_html[cut:]
+
+
+def seed_index(app) -> None:
+    """Replace the Flask app's index view (endpoint `serve`) by one serving the seeded page;
+    without a built UI (a source install of MLflow) MLflow's own view answers."""
+    from flask import Response
+
+    original = app.view_functions["serve"]
+    index = Path(app.static_folder) / "index.html"
+
+    def serve():
+        if not index.is_file():
+            return original()
+        return Response(with_seed(index.read_text(encoding="utf-8")), mimetype="text/html")
+
+    app.view_functions["serve"] = serve
+
+
+def create_app(app=None):
+    """The `mlflow.app` factory `rlbench`: MLflow's Flask app with its index page seeded, wrapped
+    in MLflow's FastAPI app where uvicorn serves it (`mlflow ui`'s default), as basic-auth does."""
+    from mlflow.environment_variables import _MLFLOW_SGI_NAME
+    from mlflow.server import app as mlflow_app
+
+    app = mlflow_app if app is None else app
+    seed_index(app)
+    if _MLFLOW_SGI_NAME.get() == "uvicorn":
+        from mlflow.server.fastapi_app import create_fastapi_app
+
+        return create_fastapi_app(app)
+    return app

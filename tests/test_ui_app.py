@@ -1,0 +1,89 @@
+"""rlbench's `mlflow.app` (rlbench/tracking/ui_app.py): MLflow's index page with the script that
+records "Model training" for a browser that never chose a view, the key it writes being the one
+the installed MLflow's bundle reads, and the entry point `mlflow ui --app-name rlbench` finds.
+The browser test (tests/test_browser.py) follows MLflow's own links in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rlbench.tracking.ui_app import APP_NAME, MODEL_TRAINING, VIEW_KEY, create_app, seed_script, with_seed
+from tests.conftest import ROOT
+
+MLFLOW_INDEX = '<!doctype html><html lang="en"><head><meta charset="utf-8"/><script defer="defer" src="main.js"></script>'
+
+
+def mlflow_build() -> Path:
+    import mlflow
+
+    return Path(mlflow.__file__).parent / "server" / "js" / "build"
+
+
+def test_the_seed_goes_first_in_the_head_and_writes_only_where_nothing_was_chosen():
+    script = seed_script()
+    before, after = MLFLOW_INDEX.split("<head>")
+    assert with_seed(MLFLOW_INDEX) == f"{before}<head>{script}{after}"  # before the bundle reads the choice
+    assert f"if (localStorage.getItem({json.dumps(VIEW_KEY)}) === null)" in script  # a user's choice stays
+    stored = re.search(r"setItem\(\"[^\"]+\", (\".*?\")\)", script).group(1)
+    assert json.loads(json.loads(stored)) == MODEL_TRAINING  # the JSON of the value, as the UI's hook stores it
+
+
+def test_a_page_without_head_is_refused_by_name():
+    with pytest.raises(ValueError, match="no <head>"):
+        with_seed("<html><body></body></html>")
+
+
+def test_the_installed_mlflow_reads_the_key_the_seed_writes():
+    """What the seed relies on in MLflow's bundle: the view's hook keeps the choice under
+    useLocalStorage("mlflow.workflowType", version 1), stored as `<key>_v<version>`, and
+    "machine_learning" is the Model training view. A newer MLflow that changes one fails here."""
+    (main,) = (mlflow_build() / "static" / "js").glob("main.*.js")
+    bundle = main.read_text(encoding="utf-8")
+    key, version = VIEW_KEY.rsplit("_v", 1)
+    assert f'key:"{key}",version:{version}' in bundle
+    assert re.search(r"=\((\w),(\w)\)=>`\$\{\1\}_v\$\{\2\}`", bundle), "useLocalStorage no longer stores <key>_v<n>"
+    assert f'MACHINE_LEARNING="{MODEL_TRAINING}"' in bundle
+    index = (mlflow_build() / "index.html").read_text(encoding="utf-8")
+    assert with_seed(index).index("<script>") < with_seed(index).index('<script defer="defer"')
+
+
+def _flask_like_mlflow(static: Path):
+    from flask import Flask
+
+    app = Flask("mlflow-like", static_folder=str(static))
+    app.add_url_rule("/", "serve", lambda: "no index.html")  # MLflow's endpoint name for its index page
+    return app
+
+
+def test_create_app_serves_the_seeded_index_and_the_original_without_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("_MLFLOW_SGI_NAME", raising=False)  # waitress / gunicorn: the Flask app itself
+    (tmp_path / "index.html").write_text(MLFLOW_INDEX)
+    app = _flask_like_mlflow(tmp_path)
+    assert create_app(app) is app
+    page = app.test_client().get("/")
+    assert page.status_code == 200 and page.mimetype == "text/html" and page.text == with_seed(MLFLOW_INDEX)
+    (tmp_path / "index.html").unlink()
+    assert app.test_client().get("/").text == "no index.html"  # a source install of MLflow: its own answer
+
+
+def test_under_uvicorn_create_app_returns_mlflows_fastapi_app_around_the_flask_app(tmp_path, monkeypatch):
+    from fastapi import FastAPI
+
+    monkeypatch.setenv("_MLFLOW_SGI_NAME", "uvicorn")  # what `mlflow ui` exports to its workers by default
+    flask_app = _flask_like_mlflow(tmp_path)
+    served = create_app(flask_app)
+    assert isinstance(served, FastAPI)
+    assert served.routes[-1].app.app is flask_app  # mounted at "/", behind MLflow's own FastAPI routes
+
+
+def test_pyproject_registers_the_app_under_the_name_the_ui_command_uses():
+    from rlbench.tracking.store import ui_command
+
+    apps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mlflow.app"]
+    assert apps == {APP_NAME: "rlbench.tracking.ui_app:create_app"}
+    assert ui_command("sqlite:///mlruns/mlflow.db") == "mlflow ui --app-name rlbench --backend-store-uri sqlite:///mlruns/mlflow.db"
