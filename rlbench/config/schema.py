@@ -187,12 +187,31 @@ GROUP_SCHEMAS = {
 }
 
 
+_stored: list[tuple] = []  # the schemas register_configs stored last: (algorithm, Schema)... (family, Schema)...
+
+
+def _schemas() -> tuple:
+    return (tuple((name, config_module(name).Schema) for name in ALGORITHMS),
+            tuple((name, envs.family(name).Schema) for name in envs.FAMILIES))
+
+
+def _still_stored(cs: ConfigStore, schemas: tuple) -> bool:
+    """The ConfigStore holds what register_configs stored last, for these same schemas (Hydra's
+    singletons may have been reset since, e.g. by a test putting their state back)."""
+    repo = cs.repo.get("schema", {})
+    return (_stored == [schemas] and "schema.yaml" in cs.repo
+            and all(f"{name}.yaml" in repo.get("algo", {}) for name, _ in schemas[0])
+            and all(f"{name}.yaml" in repo.get("env", {}) for name, _ in schemas[1]))
+
+
 def register_configs() -> None:
     """Store the schemas: config.yaml extends `schema`; conf/<group>/*.yaml extend
     `schema/<group>: base` (kept out of the group itself, so it is no selectable option),
-    conf/algo/*.yaml `schema/algo: <algorithm>`, conf/env/*.yaml `schema/env: <family>`."""
-    cs = ConfigStore.instance()
-
+    conf/algo/*.yaml `schema/algo: <algorithm>`, conf/env/*.yaml `schema/env: <family>`.
+    Once per process for the same registered schemas (storing them all takes ~60 ms)."""
+    cs, schemas = ConfigStore.instance(), _schemas()
+    if _still_stored(cs, schemas):
+        return
     cs.store(name="schema", node=Config)
     for group, node in GROUP_SCHEMAS.items():
         cs.store(group=f"schema/{group}", name="base", node=node)
@@ -204,3 +223,4 @@ def register_configs() -> None:
         cs.store(group="schema/env", name=name, node=envs.family(name).Schema)
         if name not in envs.BUILT_IN:
             cs.store(group="env", name=name, node=envs.family(name).Schema)
+    _stored[:] = [schemas]

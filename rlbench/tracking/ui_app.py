@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from flask import Response
+
 APP_NAME = "rlbench"  # the entry point's name (pyproject.toml): `mlflow ui --app-name rlbench`
 VIEW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
 MODEL_TRAINING = "machine_learning"  # the switch's value for "Model training" (GenAI: "genai")
@@ -35,8 +37,6 @@ def with_seed(index_html: str) -> str:
 def seed_index(app) -> None:
     """Replace the Flask app's index view (endpoint `serve`) by one serving the seeded page;
     without a built UI (a source install of MLflow) MLflow's own view answers."""
-    from flask import Response
-
     original = app.view_functions["serve"]
     index = Path(app.static_folder) / "index.html"
 
@@ -51,13 +51,13 @@ def seed_index(app) -> None:
 def create_app(app=None):
     """The `mlflow.app` factory `rlbench`: MLflow's Flask app with its index page seeded, wrapped
     in MLflow's FastAPI app where uvicorn serves it (`mlflow ui`'s default), as basic-auth does."""
-    from mlflow.environment_variables import _MLFLOW_SGI_NAME
-    from mlflow.server import app as mlflow_app
+    from mlflow.environment_variables import _MLFLOW_SGI_NAME  # mlflow: only the UI loads it, not store.py's APP_NAME
+    from mlflow.server import app as mlflow_app  # mlflow: builds MLflow's Flask app, for the UI alone
 
     app = mlflow_app if app is None else app
     seed_index(app)
     if _MLFLOW_SGI_NAME.get() == "uvicorn":
-        from mlflow.server.fastapi_app import create_fastapi_app
+        from mlflow.server.fastapi_app import create_fastapi_app  # mlflow: the uvicorn app, for the UI alone
 
         return create_fastapi_app(app)
     return app
