@@ -1,13 +1,15 @@
 """The MLflow UI as a user sees it, in headless Chromium (DevTools protocol, tests/cdp.py):
-a tiny real sweep and its report, in a store that was moved after it was written, served by
-`mlflow server` on 127.0.0.1. Screenshots go to test-artifacts/browser/ (the folder
-$RLBENCH_TEST_ARTIFACTS/browser/ when that is set); CI keeps them as test artifacts.
+a tiny real sweep with repeats and its report, and a search, in a store that was moved after
+it was written, served by `mlflow server` on 127.0.0.1. Screenshots go to
+test-artifacts/browser/ (the folder $RLBENCH_TEST_ARTIFACTS/browser/ when that is set); CI
+keeps them as test artifacts.
 """
 
 import json
 import os
 import re
 import shutil
+import statistics
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -15,10 +17,12 @@ import mlflow
 import pytest
 
 from rlbench.report.__main__ import main as report_main
+from rlbench.report.figures import actor_scaling
 from rlbench.tracking.store import ui_hint, ui_runs_url
+from rlbench.tracking.study_records import load_parent
 from rlbench.tracking.ui_app import VIEW_KEY
-from rlbench.tracking.views import REPEAT_GROUP, SHARE_PREFIX, grouped
-from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable, rlbench_cli
+from rlbench.tracking.views import VERDICT_TAG
+from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.e2e]
 SHOTS = Path(os.environ.get("RLBENCH_TEST_ARTIFACTS") or ROOT / "test-artifacts") / "browser"
@@ -48,25 +52,31 @@ def browser():
 
 
 @pytest.fixture
-def moved_sweep(store, tmp_path):
-    """A 2-job sweep and its report, written in one folder and then moved to another."""
+def moved_sweep(store, tmp_path, rlbench_main):
+    """A sweep of 2 configurations x 2 repeats and its report, and a 1-trial search, written in
+    one folder and then moved to another; both commands run in this process (rlbench_main: one
+    interpreter's imports for both)."""
     first = tmp_path / "first" / "mlruns"
     first.mkdir(parents=True)
     shutil.copyfile(store["db"], first / "mlflow.db")
+    uri = f"sqlite:///{first}/mlflow.db"
     overrides = [o for o in store["overrides"] if not o.startswith(("tracking.uri", "tracking.artifact_location"))]
     # sm_limit=1: one torch thread for learner and inference; on a busy 2-core host the default
     # (all cores) makes the same 3000 frames take 30 s instead of 2 s
-    out = rlbench_cli(["-m", "actors=2,4", *CARTPOLE_TINY, "sm_limit=1", "progress=log",
-                       "telemetry.rate_hz=2", f"tracking.uri=sqlite:///{first}/mlflow.db", *overrides], timeout=300)
+    tiny = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", f"tracking.uri={uri}", *overrides]
+    out = rlbench_main(["-m", "actors=2,4", "repeats=2", "sm_limit=1", *tiny])
     assert out.returncode == 0, out.stderr[-2000:]
-    uri = f"sqlite:///{first}/mlflow.db"
+    out = rlbench_main(["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
+                        "search.actors=[2,2]", "search.actor_threads=[1,1]", "search.sm_limit=[1,1]", *tiny])
+    assert out.returncode == 0, out.stderr[-2000:]
     mlflow.set_tracking_uri(uri)
-    parent = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                filter_string="tags.`rlbench.role` = 'sweep'")[0]
+    parent, search = (mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                         filter_string=f"tags.`rlbench.role` = '{role}'")[0] for role in ("sweep", "study"))
     assert report_main(["--sweep", parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "r")]) == 0
     moved = tmp_path / "moved"
     shutil.move(str(tmp_path / "first"), str(moved))
-    return f"sqlite:///{moved}/mlruns/mlflow.db", parent
+    mlflow.set_tracking_uri(f"sqlite:///{moved}/mlruns/mlflow.db")  # the test reads the record where it now is
+    return f"sqlite:///{moved}/mlruns/mlflow.db", parent, search
 
 
 @pytest.fixture
@@ -139,21 +149,25 @@ def in_model_training_view() -> str:
 
 
 def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui):  # browser, app first: none, no sweep
-    uri, parent = moved_sweep
+    uri, parent, search = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
     kids = mlflow.search_runs([exp], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{pid}'")
-    assert sorted(k.info.run_name for k in kids) == ["actors=2", "actors=4"]
+    assert sorted(k.info.run_name for k in kids) == ["actors=2 seed=1", "actors=2 seed=10001", "actors=4 seed=1",
+                                                     "actors=4 seed=10001"]
     run_page = f"{ui.url}/#/experiments/{exp}/runs/{{}}?workflowType=machine_learning"
 
     # the address the sweep prints: its jobs with their knob and headline numbers as columns,
-    # shortest task first, without touching "Columns"
+    # shortest task first, grouped by configuration, without touching "Columns"
     table = ui_runs_url(uri, exp, f"rlbench-{pid}").replace("http://127.0.0.1:5000", ui.url)
     browser.navigate(table)
-    for text in ("actors=2", "actors=4", "runtime_s", "task_fps", "fps", "energy_per_task_j", "bound",
+    for text in ("actors=2", "actors=4", "runtime_s", "task_fps", "fps", "verdict", "energy_per_task_j",
                  "not measured: "):
         browser.wait_for_text(text)
     browser.wait_for(in_model_training_view(), what="the Model training view")
+    grouped_rows(browser, kids)
     browser.screenshot(SHOTS / "1_runs_table.png")
+    browser.evaluate(scroll_right())  # the grid draws the columns in sight: `bound` is past 1400 px
+    browser.wait_for_text("bound")
     mlflow_links_stay_in_model_training(browser, exp, pid, min(kids, key=lambda k: k.info.run_name))
     browser.navigate(table + "&compareRunsMode=CHART")  # its chart view: the headline numbers as bars first
     browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first chart")
@@ -186,7 +200,7 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.wait_for("/knee[^\\n]*task/.test(document.body?.innerText || '')", frames=True,
                      what="the report's verdict judging the knee on the task's time")
     browser.screenshot(SHOTS / "3_report_artifact.png")
-    browser.evaluate_in_frames("scrollTo(0, document.images[0].getBoundingClientRect().top + scrollY - 200)")
+    figure_3_from_medians(browser, pid, kids)
     browser.screenshot(SHOTS / "4_report_figure.png")
 
     # a job's page: its description says what fps and task_fps are and links its headline
@@ -207,32 +221,24 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
                      what="operations.png drawn (the viewer shows it from a blob: URL)")
     browser.screenshot(SHOTS / "6_job_operations.png")
-    grouped_view(browser, uri, exp, pid, table)
+    search_page(browser, run_page, search)
     print("screenshots:", *sorted(str(p) for p in SHOTS.glob("*.png")), sep="\n  ")
 
 
-def grouped_view(browser, uri: str, exp: str, pid: str, table: str) -> None:
-    """The sweep's address as a sweep with repeats stores it (rlbench/sweeps/sweep.py sweep_view):
-    its view grouped by the runs' tag `repeat_group`, here each job its own configuration (the
-    tag the sweep gives a repeat, set by this test on this 2-job sweep): MLflow's table shows a
-    group row per configuration with its runs open below it, and the chart view draws the groups."""
-    client = mlflow.MlflowClient(uri)
-    kids = client.search_runs([exp], f"tags.mlflow.parentRunId = '{pid}'")
-    for kid in kids:
-        client.set_tag(kid.info.run_id, REPEAT_GROUP, kid.info.run_name)
-    key = f"{SHARE_PREFIX}rlbench-{pid}"
-    state = json.loads(client.get_experiment(exp).tags[key]) | grouped(REPEAT_GROUP)
-    client.set_experiment_tag(exp, key, json.dumps(state))
-    browser.navigate(table)
+def grouped_rows(browser, kids: list) -> None:
+    """The sweep's repeats as its view stores them (rlbench/sweeps/sweep.py sweep_view): grouped
+    by the runs' tag `repeat_group`, a group row per configuration with its runs open below it,
+    each run showing the verdict the sweep tagged it with (`best` on the best configuration's)."""
     want = ["Group: actors=2", "Group: actors=4"]
     browser.wait_for(f"JSON.stringify({group_rows()}) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
                      what=f"group rows {want}")
-    browser.wait_for("['actors=2', 'actors=4'].every(n => document.body.innerText.split('\\n')"
-                     ".some(line => line.trim() === n))", what="each group's run below it (the groups open)")
-    browser.screenshot(SHOTS / "1c_runs_table_grouped.png")
-    browser.navigate(table + "&compareRunsMode=CHART")
-    browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first grouped chart")
-    browser.screenshot(SHOTS / "1d_runs_charts_grouped.png")
+    names = sorted(k.info.run_name for k in kids)
+    browser.wait_for(f"{json.dumps(names)}.every(n => document.body.innerText.split('\\n')"
+                     ".some(line => line.trim() === n))", what="each group's runs below it (the groups open)")
+    verdicts = sorted({k.data.tags[VERDICT_TAG] for k in kids})
+    assert "best" in verdicts and len(verdicts) == 2, verdicts  # one per configuration
+    browser.wait_for(f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 2)",
+                     what=f"each configuration's verdict {verdicts} on its 2 runs")
 
 
 def anchor(condition: str) -> str:
@@ -274,3 +280,71 @@ def mlflow_links_stay_in_model_training(browser, exp: str, pid: str, job) -> Non
     arrive(browser, f"/runs/{run}", "Parent run", "1g_run_page_again.png")
     click(browser, anchor(f"(a.getAttribute('href') || '').endsWith('/runs/{pid}')"), "parent run")
     arrive(browser, f"/runs/{pid}", "rlbench sweep", "1h_parent_clicked.png")
+
+
+def scroll_right() -> str:
+    """JS: every horizontally scrolled box of the page (the runs table's) scrolled to its right end."""
+    return ("[...document.querySelectorAll('body *')].filter(e => e.scrollWidth > e.clientWidth + 1 && "
+            "['auto', 'scroll'].includes(getComputedStyle(e).overflowX)).forEach(e => { e.scrollLeft = e.scrollWidth; "
+            "e.dispatchEvent(new Event('scroll')) })")
+
+
+def cells_reading() -> str:
+    """JS: a function counting the table's cells whose text is exactly `v`."""
+    return "(v => [...document.querySelectorAll('[role=gridcell]')].filter(c => c.innerText.trim() === v).length)"
+
+
+def figure_3_from_medians(browser, pid: str, kids: list) -> None:
+    """The report's Figure 3 is shown, and drawn (its data, read from the figure the report draws
+    from the store: rlbench/report/figures.py actor_scaling) through each configuration's median
+    runtime_s, normalised to the fewest actors' median, with its min..max as a bar."""
+    browser.wait_for("[...document.images].some(i => i.alt === 'fig3_actor_scaling' && i.complete && i.naturalWidth > 0)",
+                     frames=True, what="Figure 3 drawn in the report")
+    browser.evaluate_in_frames("scrollTo(0, document.querySelector('img[alt=fig3_actor_scaling]')"
+                               ".getBoundingClientRect().top + scrollY - 200)")
+    runtimes = {a: [k.data.metrics["runtime_s"] for k in kids if k.data.params["actors"] == str(a)] for a in (2, 4)}
+    base = statistics.median(runtimes[2])
+    want = [(a, statistics.median(r) / base, min(r) / base, max(r) / base) for a, r in runtimes.items()]
+    fig = actor_scaling(load_parent(pid)).fig
+    line = next(x for ax in fig.axes for x in ax.get_lines() if x.get_gid() == "runtime_s|all jobs")
+    (bars,) = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "runtime_s|all jobs|range"]
+    drawn = [(x, y, seg[0][1], seg[1][1]) for x, y, seg in zip(line.get_xdata(), line.get_ydata(), bars.get_segments())]
+    assert drawn == pytest.approx(want, rel=1e-4), (drawn, want)
+
+
+def search_page(browser, run_page: str, search) -> None:
+    """The search parent's page (rlbench/search/parent.py search_note): its links above the
+    description's fold (the trials' runs view and charts, the Pareto figure, trials.csv), each
+    to its place, and its jobs table: a row per trial, linked to the trial's run."""
+    sid = search.info.run_id
+    browser.navigate(run_page.format(sid))
+    browser.wait_for("document.body && /Description\\s+rlbench search/.test(document.body.innerText)",
+                     what="a description starting with 'rlbench search'")
+    view, artifact = f"runs?viewStateShareKey=rlbench-{sid}&workflowType=machine_learning", f"/runs/{sid}/artifactPath/"
+    want = {"Jobs table": view, "Charts": f"{view}&compareRunsMode=CHART",
+            "Pareto front": f"{artifact}pareto_front.png?workflowType=machine_learning",
+            "trials.csv": f"{artifact}trials.csv?workflowType=machine_learning"}
+    hrefs = {}
+    for link, target in want.items():
+        browser.wait_for(above_the_fold(link), what=f"the search's '{link}' link above 'Show more'")
+        hrefs[link] = browser.evaluate(f"[...document.querySelectorAll('a')].find(a => a.textContent === "
+                                       f"{json.dumps(link)}).href")
+        assert hrefs[link].endswith(target), (link, hrefs[link])
+    (trial,) = mlflow.search_runs([search.info.experiment_id], output_format="list",
+                                  filter_string=f"tags.mlflow.parentRunId = '{sid}'")
+    rows = browser.wait_for(f"({trial_cells()}).length > 0 && ({trial_cells()})", what="the jobs table's rows")
+    assert [(t.split(":")[0], f"/runs/{trial.info.run_id}?" in href) for t, href in rows] == [("trial 0", True)], rows
+    browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
+    browser.wait_for_text("bound")  # the table's last column, unfolded
+    browser.screenshot(SHOTS / "7_search_parent.png")
+    browser.navigate(hrefs["Pareto front"])
+    browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth > 0)",
+                     what="the Pareto figure drawn in the artifact viewer")
+    browser.screenshot(SHOTS / "7b_search_pareto.png")
+
+
+def trial_cells() -> str:
+    """JS: [text, link] of the first cell of each row of the description's jobs table (its header `job`)."""
+    return ("[...document.querySelectorAll('table')].filter(t => t.querySelector('th')?.innerText.trim() === 'job')"
+            ".flatMap(t => [...t.querySelectorAll('tbody tr')]).map(r => [r.cells[0].innerText.trim(),"
+            " r.cells[0].querySelector('a')?.href || ''])")

@@ -16,7 +16,7 @@ from rlbench.prepare.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, re
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
 from rlbench.report.verdict import knee, recommend
-from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note
+from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
 
@@ -168,6 +168,27 @@ def test_single_runs_say_the_spread_is_unknown():
         sweep_note("s", rows, "FINISHED", "1", "p" * 32)
 
 
+def test_each_finished_job_is_tagged_with_its_configurations_verdict():
+    """The tag `verdict` the runs table shows (rlbench/sweeps/sweep.py mark_verdicts): each
+    finished job of the best configuration `best`, the others beyond the spread `slower`; a
+    failed job (e) none."""
+    slower = "slower than best: +56.4 s > spread 5.2 s"  # 129.2 s (128.0..130.4) vs 72.8 s (70.1..75.3)
+    assert verdicts(ROWS) == {"a" * 32: slower, "b" * 32: "best", "c" * 32: slower, "d" * 32: "best",
+                              "f" * 32: "best"}
+    tied = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
+            for r in ROWS]  # as best_row's rivals: actors=4 74.2 s within the spread of actors=40's 72.8 s
+    assert verdicts(tied)["a" * 32] == verdicts(tied)["c" * 32] == \
+        "not told apart from best (difference 1.4 s < spread 5.2 s)"
+    assert verdicts(tied)["b" * 32] == "best"
+
+
+def test_single_runs_verdicts_say_the_spread_is_unknown():
+    single = [dict(r, config=r["name"]) for r in ROWS[:2]]
+    assert verdicts(single) == {"a" * 32: "+57.6 s vs best (spread unknown)", "b" * 32: "best (spread unknown)"}
+    assert verdicts(single[1:]) == {"b" * 32: "best"}  # one configuration: best, with nothing to compare
+    assert verdicts([ROWS[4], dict(ROWS[1], run_id=None)]) == {}  # failed, or no run to tag
+
+
 # --- the verdict ---
 
 def test_the_knee_is_not_placed_by_a_difference_within_the_spread():
@@ -281,3 +302,11 @@ def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration
     assert state["groupBy"] == {"aggregateFunction": "average",
                                 "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
     assert "params.`actors`" in state["selectedColumns"] and "params.`seed`" not in state["selectedColumns"]
+    assert next(c for c in state["selectedColumns"] if c.startswith("tags.")) == "tags.`verdict`"
+    # each run tagged with its configuration's verdict: by the medians, against the wider range
+    times = {g: [k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g] for g in medians}
+    best = min(medians, key=medians.get)
+    diff, width = max(medians.values()) - medians[best], max(max(t) - min(t) for t in times.values())
+    other = "not told apart from best (difference " if diff <= width else "slower than best: +"
+    assert {k.data.tags["verdict"].startswith("best" if k.data.tags["repeat_group"] == best else other)
+            for k in kids} == {True}, [k.data.tags["verdict"] for k in kids]

@@ -159,7 +159,7 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
         assert row in lines, (row, lines)
     assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
     assert f"recommended: actors={best.params['actors']} " in parent.note
-    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps"}, None)]
+    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps"}, None, ())]
 
 
 def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):

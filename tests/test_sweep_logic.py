@@ -120,7 +120,9 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
                               "jobs_finished": 2.0, "jobs_failed": 0.0}  # energy: not measured, left out
     assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
     assert "Best (shortest task): job 1 `actors=4`" in parent.note
-    assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None)]
+    assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None, ("verdict",))]
+    assert experiment.run_tags == {"run-2": {"verdict": "+25.0 s vs best (spread unknown)"},
+                                   "run-4": {"verdict": "best (spread unknown)"}}
     out = capsys.readouterr().out
     assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
     assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty
@@ -149,10 +151,14 @@ def test_resume_skips_the_jobs_whose_config_already_finished():
     jobs = [["actors=2"], ["actors=4"], ["actors=8"]]
     confs = [Conf(actors_of(j), resume=True) for j in jobs]
     done = [RunRecord("r0", "", "7", "FINISHED", metrics={"runtime_s": 9.0}, tags={"config_hash": config_hash(confs[0])}),
-            RunRecord("r1", "", "7", "FINISHED", params={"config_hash": config_hash(confs[1])})]  # an older run: a param
+            RunRecord("r1", "", "7", "FINISHED", params={"config_hash": config_hash(confs[1])},  # an older run: a param
+                      tags={"mlflow.parentRunId": "another sweep"})]
     launcher = Launcher()
-    rows, _, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
+    rows, experiment, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
     assert [actors_of(o) for o in launcher.launched] == [8]
+    # judged over every job; another sweep's child keeps that sweep's verdict
+    assert experiment.run_tags == {"r0": {"verdict": "best (spread unknown)"},
+                                   "run-8": {"verdict": "+3.5 s vs best (spread unknown)"}}
     # the jobs not rerun are the sweep's all the same: their earlier runs, with their numbers
     assert [(r["status"], r["run_id"]) for r in rows] == [("FINISHED", "r0"), ("FINISHED", "r1"), ("FINISHED", "run-8")]
     assert rows[0]["runtime_s"] == 9.0 and parent.tables["summary.json"]["run_id"] == ["r0", "r1", "run-8"]
@@ -171,7 +177,9 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
                                          "++tracking.tags.repeat_group='actors=4'"]
     assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
     assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
-    assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group")  # no seed knob
+    assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group", ("verdict",))  # no seed knob
+    assert experiment.run_tags == {"run-2": {"verdict": "slower than best: +25.0 s > spread 0.0 s"},
+                                   "run-4": {"verdict": "best"}}
 
 
 def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():

@@ -181,6 +181,20 @@ def test_with_repeats_the_runs_table_view_groups_the_runs_by_configuration():
     assert {k: v for k, v in state.items() if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts")} == plain
 
 
+def test_a_sweeps_view_shows_its_jobs_verdicts_as_the_first_tag_column_grouped_or_not():
+    """A sweep's view (rlbench/sweeps/sweep.py sweep_view) adds the tag `verdict` (best, not
+    told apart from best, slower) first of the tag columns (MLflow shows params, metrics, then
+    tags: the first tag column is in sight at 1400 px), wide enough for its sentence."""
+    from rlbench.tracking.views import view_state
+
+    for group in (None, "repeat_group"):
+        state = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"}, group_by_tag=group, tags=("verdict",))
+        assert state["selectedColumns"] == state["columnOrder"] == [
+            "params.`actors`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`",
+            "tags.`verdict`", "tags.`energy_per_task_j`", "tags.`bound`"]
+        assert state["columnWidths"]["tags.`verdict`"] == 300
+
+
 def test_knobs_are_the_swept_overrides_as_param_names():
     from rlbench.tracking.views import knobs_of, view_link
 

@@ -66,6 +66,7 @@ class FakeExperiment:
         self.gone = dict(gone or {})  # run id -> (study, trial number) of runs a gone process left RUNNING
         self.finished, self.found, self.taken, self.view_error = list(finished or []), dict(found or {}), taken, view_error
         self.opened, self.views, self.stale_marked = [], [], 0
+        self.run_tags: dict[str, dict[str, str]] = {}  # run id -> the tags tag_runs set on it
 
     def open(self, tracking):
         self.tracking = tracking
@@ -97,8 +98,12 @@ class FakeExperiment:
         return self.found.get(study)
 
     def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
-                        group_by_tag: str | None = None) -> str:
+                        group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
         if self.view_error is not None:
             raise self.view_error
-        self.views.append((parent_id, knobs, measured, group_by_tag))
+        self.views.append((parent_id, knobs, measured, group_by_tag, tags))
         return f"rlbench-{parent_id}"
+
+    def tag_runs(self, tags: dict[str, dict[str, str]]) -> None:
+        for run_id, values in tags.items():
+            self.run_tags.setdefault(run_id, {}).update(values)

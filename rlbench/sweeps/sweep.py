@@ -24,12 +24,12 @@ from rlbench.core.repeats import STAT_METRICS, Spread, config_rows, repeated
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
-from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note
+from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
 from rlbench.tracking.unmeasured import explain, unmeasured_of
-from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, knobs_of
+from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TAG, knobs_of
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def resumed_row(index: int, job: list[str], run: RunRecord, name: str, config: s
     """The row of a job resume=true did not rerun: its earlier FINISHED run, with its numbers."""
     row = job_row(index, job, None, name, config, repeat)
     return (row | {"status": "FINISHED", "run_id": run.run_id, "resumed": True, "unmeasured": unmeasured_of(run.tags),
-                   "bound": run.tags.get(BOUND_TAG)}
+                   "bound": run.tags.get(BOUND_TAG), "parent_run": run.tags.get("mlflow.parentRunId")}
             | {k: run.metrics.get(k) for k in _VALUES if k != "run_id"})
 
 
@@ -163,14 +163,25 @@ def record_summary(parent: ParentRun, rows: list[dict], status: str) -> None:
     parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id))
 
 
+def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict]) -> None:
+    """Each finished job of the sweep tagged VERDICT_TAG (parent_note.verdicts), judged over
+    all its jobs; a job resume=true took from another sweep (its run is that sweep's child)
+    keeps that sweep's. A warning if the tags cannot be written: the jobs' record stands."""
+    mine = {r["run_id"] for r in rows if r.get("parent_run") in (None, parent)}
+    try:
+        experiment.tag_runs({run: {VERDICT_TAG: text} for run, text in verdicts(rows).items() if run in mine})
+    except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
+        log.warning("could not tag the jobs' verdicts: %s", e)
+
+
 def sweep_view(experiment: Experiment, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
-    """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored);
-    with repeats, grouped by configuration (the tag `repeat_group`), its knobs less the repeats'
+    """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored),
+    with the jobs' verdicts as a column (mark_verdicts); with repeats, grouped by configuration (the tag `repeat_group`), its knobs less the repeats'
     seed (each job's last override), which an aggregate row would only average."""
     group = REPEAT_GROUP if repeated(rows) else None
     try:
         knobs = knobs_of([job[:-1] for job in jobs] if group else jobs, param_names(confs[0]))
-        return experiment.share_runs_view(parent, knobs, measured_headline(rows), group)
+        return experiment.share_runs_view(parent, knobs, measured_headline(rows), group, (VERDICT_TAG,))
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not store the runs table's view: %s", e)
         return None
@@ -316,6 +327,7 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
     def close(status: str) -> None:
         ordered = [rows[i] for i in sorted(rows)]
         record_summary(parent, ordered, status)
+        mark_verdicts(experiment, parent.run_id, ordered)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
         per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
                       f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")

@@ -2,10 +2,12 @@
 
 `Experiment(tracking)` opens it (not where its artifacts cannot be written: `unwritable`) and
 offers stale runs closed, the FINISHED runs, a resumed sweep's parent, a free run name, a parent
-run and the runs table's view. Sweep and search take it as `store=`, so tests pass a fake. docs/metrics.md.
+run, the runs table's view and tags set on runs. Sweep and search take it as `store=`, so tests pass a fake. docs/metrics.md.
 """
 
 from __future__ import annotations
+
+import mlflow
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.parent import ParentRun, open_parent
@@ -52,7 +54,14 @@ class Experiment:
         return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
 
     def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
-                        group_by_tag: str | None = None) -> str:
-        """The runs table's view of the parent's children (its knobs and headline numbers; grouped
-        by the tag `group_by_tag` if given); its key."""
-        return runs_view(self.id, parent_id, knobs, measured, group_by_tag)
+                        group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
+        """The runs table's view of the parent's children (its knobs and headline numbers, then the
+        tag columns `tags`; grouped by the tag `group_by_tag` if given); its key."""
+        return runs_view(self.id, parent_id, knobs, measured, group_by_tag, tags)
+
+    def tag_runs(self, tags: dict[str, dict[str, str]]) -> None:
+        """Set tags on runs: run id -> {tag: value} (a sweep's verdict on its jobs)."""
+        client = mlflow.MlflowClient()
+        for run_id, values in tags.items():
+            for key, value in values.items():
+                client.set_tag(run_id, key, value)

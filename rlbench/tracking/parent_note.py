@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from rlbench.core.repeats import SINGLE_RUN, best_config, config_key, config_rows, repeated, rivals
+from rlbench.core.repeats import SINGLE_RUN, best_config, config_key, config_rows, pair_spread, repeated, rivals
 from rlbench.tracking.views import VIEW, runs_view_key, view_link
 
 REPORT_MARK = "#### Report"
@@ -35,6 +35,37 @@ def best_row(rows: list[dict]) -> dict | None:
              "runs": best["runs"], "finished": best["finished"], "jobs": best["jobs"],
              "spread": {m: best[m] for m in SUMMARY_METRICS}, "rivals": rivals(configs, best)}
             | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS})
+
+
+def verdicts(rows: list[dict]) -> dict[str, str]:
+    """The tag VERDICT_TAG (tracking/views.py) of each finished job with a run, by run id, as
+    best_row judges by the median runtime_s: `best`; `not told apart from best (difference 0.3 s
+    < spread 0.5 s)`; `slower than best: +2.0 s > spread 0.5 s`; where the spread is unknown
+    (single runs) `+2.0 s vs best (spread unknown)` and the best `best (spread unknown)`."""
+    configs = config_rows(rows, ("runtime_s",))
+    best = best_config(configs)
+    if best is None:
+        return {}
+    tied = dict(rivals(configs, best))
+    by_config = {c["config"]: c for c in configs}
+    return {r["run_id"]: _verdict(by_config[config_key(r)], best, configs, tied) for r in rows
+            if r.get("status") == "FINISHED" and r.get("run_id")}
+
+
+def _verdict(c: dict, best: dict, configs: list[dict], tied: dict[str, str]) -> str:
+    """One configuration's verdict against the best (verdicts)."""
+    if c is best:
+        unknown = any(pair_spread(best["runtime_s"], o["runtime_s"]) is None for o in configs
+                      if o is not best and o["runtime_s"] is not None)
+        return "best (spread unknown)" if unknown else "best"
+    if c["config"] in tied:
+        return f"not told apart from best ({tied[c['config']].removeprefix('cannot tell apart: ')})"
+    if c["runtime_s"] is None:
+        return "no runtime_s recorded"
+    diff, width = c["runtime_s"].median - best["runtime_s"].median, pair_spread(best["runtime_s"], c["runtime_s"])
+    if width is None:
+        return f"+{diff:.1f} s vs best (spread unknown)"
+    return f"slower than best: +{diff:.1f} s > spread {width:.1f} s"
 
 
 def summary_metrics(rows: list[dict]) -> dict[str, float]:

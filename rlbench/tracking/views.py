@@ -18,6 +18,7 @@ BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.b
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
 VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 REPEAT_GROUP = "repeat_group"  # the tag naming the configuration a repeat runs (rlbench/sweeps/sweep.py)
+VERDICT_TAG = "verdict"  # a sweep's job: best, not told apart from best, or slower (tracking/parent_note.py verdicts)
 
 
 def _col(kind: str, key: str) -> str:
@@ -40,16 +41,17 @@ def grouped(tag: str) -> dict:
 
 
 def view_state(search_filter: str, knobs: list[str], measured: set[str], parallel: bool = True,
-               group_by_tag: str | None = None) -> dict:
+               group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> dict:
     """The runs table filtered by `search_filter`, sorted by runtime_s (shortest task first), with
     the columns: the swept `knobs` (params), the headline metrics (a tag column reading "not
-    measured ..." for a headline metric no job logged), the bound; the chart view's first
-    section: a bar per headline metric, then (`parallel`: several runs) the knobs and rates in
-    parallel coordinates. With `group_by_tag` (a sweep's repeats), the runs grouped by that tag
+    measured ..." for a headline metric no job logged), the bound; the run tags `tags` (a sweep's
+    VERDICT_TAG) first of the tag columns, in sight; the chart view's first section: a bar per headline metric, then
+    (`parallel`: several runs) the knobs and rates in parallel coordinates. With `group_by_tag` (a sweep's repeats), the runs grouped by that tag
     (`grouped`), so that configurations compare by their aggregate and spread."""
     metrics = [m for m in HEADLINE if m in measured]
+    unmeasured = [m for m in HEADLINE if m not in measured]
     columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
-               + [_col("tags", m) for m in HEADLINE if m not in measured] + [_col("tags", BOUND_TAG)])
+               + [_col("tags", t) for t in (*tags, *unmeasured, BOUND_TAG)])  # the UI shows params, metrics, tags
     charts = [_bar(m) for m in metrics]
     if knobs and parallel:  # the last axis is the colour scale: the task's time
         charts.append({"type": "PARALLEL", "uuid": "rlbench-parallel", "metricSectionId": "rlbench-headline",
@@ -58,7 +60,7 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
                        "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured]})
     state = {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
              "selectedColumns": columns, "columnOrder": columns,
-             "columnWidths": {_col("tags", m): 300 for m in HEADLINE if m not in measured} | {_col("tags", BOUND_TAG): 170},
+             "columnWidths": {_col("tags", t): 300 for t in (*unmeasured, *tags)} | {_col("tags", BOUND_TAG): 170},
              "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
              "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
                                      "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
@@ -103,11 +105,11 @@ def runs_view_key(parent_id: str) -> str:
 
 
 def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str],
-              group_by_tag: str | None = None) -> str:
+              group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
     """A sweep's or search's jobs (the parent's children) as a shared view, grouped by
-    `group_by_tag` if given (view_state); returns its key."""
-    return share_view(experiment_id, runs_view_key(parent_id),
-                      view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured, group_by_tag=group_by_tag))
+    `group_by_tag` if given, with the tag columns `tags` (view_state); returns its key."""
+    state = view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured, group_by_tag=group_by_tag, tags=tags)
+    return share_view(experiment_id, runs_view_key(parent_id), state)
 
 
 def _param_of(key: str, params: set[str]) -> str | None:
