@@ -61,7 +61,7 @@ def precheck(argv: list[str]) -> str | None:
     problem = mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
     if problem is None:  # a single run's values too, so that Hydra makes no output folder for a refused one
         try:
-            validate(compose_checked(overrides))
+            validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
         except ConfigError as e:
             return str(e)
     return problem
