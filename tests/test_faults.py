@@ -212,17 +212,6 @@ def test_an_artifact_location_that_cannot_be_written_is_refused_before_any_run(s
     assert runs(store["uri"]) == []
 
 
-def test_two_jobs_at_once_into_one_sqlite_store_are_both_recorded(store, tmp_path):
-    jobs = [_start([*TINY, f"seed={s}", *store["overrides"], f"hydra.run.dir={tmp_path}/out{s}"], tmp_path)
-            for s in (1, 2)]
-    for job in jobs:
-        _, err = job.communicate(timeout=180)
-        assert job.returncode == 0, err[-3000:]
-    done = runs(store["uri"])
-    assert sorted(r.info.status for r in done) == ["FINISHED", "FINISHED"]
-    assert all("config.yaml" in {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)} for r in done)
-
-
 @pytest.mark.e2e
 def test_a_single_job_that_fails_from_a_fault_is_one_line_naming_its_run_and_its_log(store):
     """No traceback chain through Hydra on the terminal: the cause, the run (ended FAILED) and
