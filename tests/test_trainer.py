@@ -71,6 +71,9 @@ def _assert_drawn_comparably(client, run, final):
         steps = [p.step for p in client.get_metric_history(rid, key)]
         assert steps == sorted(set(steps)) and steps[-1] <= last, (key, steps)
     assert client.get_metric_history(rid, "learner_updates")[-1].step == last
+    elapsed = client.get_metric_history(rid, "task_elapsed_s")  # the window charts' x axis: a tick's seconds
+    assert elapsed and [p.step for p in elapsed] == [int(p.value) for p in elapsed]
+    assert {p.step for p in client.get_metric_history(rid, "window/fps")} <= {p.step for p in elapsed}
     tags = run.data.tags
     assert tags["bound"].split()[0] in ("environment", "inference", "learner", "waiting"), tags["bound"]
     assert tags["energy_per_task_j"].startswith("not measured: ")  # no NVML, no RAPL on CI
