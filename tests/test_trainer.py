@@ -80,6 +80,8 @@ def _assert_drawn_comparably(client, run, final):
     view = json.loads(mlflow.get_experiment(run.info.experiment_id).tags[f"mlflow.sharedViewState.rlbench-job-{rid}"])
     assert view["searchFilter"] == f"attributes.run_id = '{rid}'"
     assert [c["metricKey"] for c in view["compareRunCharts"][:3]] == ["runtime_s", "task_fps", "fps"]
+    assert {c["metricKey"]: c["selectedXAxisMetricKey"] for c in view["compareRunCharts"] if c["type"] == "LINE"
+            and not c.get("deleted")}["window/fps"] == "task_elapsed_s"
     assert f"viewStateShareKey=rlbench-job-{rid}" in tags["mlflow.note.content"]
 
 
