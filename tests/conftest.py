@@ -325,3 +325,9 @@ def server_store(mlflow_server, tmp_path, request) -> dict:
             f"hydra.sweep.dir={tmp_path}/multirun",
         ],
     }
+
+
+def plain_table(markdown: str) -> str:
+    """A description's markdown tables as they read (rlbench/tracking/parent_note.py table_row):
+    the cells' margins out, their non-breaking spaces as spaces."""
+    return markdown.replace("&nbsp;", "").replace("\u00a0", " ")

@@ -148,6 +148,53 @@ def in_model_training_view() -> str:
     return "!!document.body && /Runs/.test(document.body.innerText) && !/Evaluation runs/.test(document.body.innerText)"
 
 
+def card_titles() -> str:
+    """JS: the titles of the chart view's cards drawn now (MLflow draws a section's cards once it scrolls into view)."""
+    return ("[...document.querySelectorAll('[data-testid=experiment-view-compare-runs-card]')]"
+            ".map(c => c.innerText.trim().split('\\n')[0])")
+
+
+def table_unfolded_and_padded() -> str:
+    """JS: the description's table has rows one line tall and cells that begin and end with two
+    non-breaking spaces and hold no other space (rlbench/tracking/parent_note.py table_row)."""
+    return ("(() => { const t = [...document.querySelectorAll('table')].find(t => t.innerText.includes('runtime_s')); "
+            "if (!t) return false; const line = parseFloat(getComputedStyle(t.querySelector('td')).lineHeight) || 21; "
+            "return [...t.querySelectorAll('tr')].every(r => r.getBoundingClientRect().height < 1.6 * line) && "
+            "[...t.querySelectorAll('td, th')].every(c => { const x = c.textContent; "
+            "return x.startsWith('\\u00a0\\u00a0') && x.endsWith('\\u00a0\\u00a0') && !x.includes(' ') }) })()")
+
+
+def constant_finals(client, kids) -> set[str]:
+    """The metrics each job logged once (a final value), alike in all: the charts give them no card."""
+    first, *others = (k.data.metrics for k in kids)
+    return {m for m, v in first.items() if all(o.get(m) == v for o in others) and not m.startswith(("runtime_s", "op_frac/"))
+            and all(len(client.get_metric_history(k.info.run_id, m)) == 1 for k in kids)}
+
+
+def charts_read(browser, kids) -> None:
+    """The sweep's chart view in a page tall enough to draw every card (MLflow draws a card once
+    it is in view): no card for a metric alike in every job, one operation-share chart per role,
+    the window series drawn over `task_elapsed_s` (the x axis's title)."""
+    constants = constant_finals(mlflow.MlflowClient(), kids)
+    assert {"sm_total", "actor_threads_used"} <= constants, constants  # one host, one thread each
+    roles = sorted({m.split("/")[1] for m in kids[0].data.metrics if m.startswith("op_frac/")})
+    browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=9000, deviceScaleFactor=1, mobile=False)
+    try:
+        ops = f"({card_titles()}).filter(t => t.startsWith('op_frac/')).map(t => t.split('/')[1]).sort()"
+        browser.wait_for(f"JSON.stringify({ops}) === {json.dumps(json.dumps(roles, separators=(',', ':')))} && "
+                         f"({card_titles()}).includes('window/fps') && ({card_titles()}).includes('loss')",
+                         what=f"one operation-share chart per role {roles}, window/fps and MLflow's own cards")
+        seen = set(browser.evaluate(card_titles()))
+        assert not constants & seen, constants & seen
+        card = card_titles().replace(".map(c => c.innerText.trim().split('\\n')[0])",
+                                     ".find(c => c.innerText.trim().split('\\n')[0] === 'window/fps')")
+        browser.wait_for(f"({card})?.querySelector('.xtitle')?.textContent === 'task_elapsed_s'",
+                         what="window/fps drawn over task_elapsed_s")
+        browser.screenshot(SHOTS / "1c_runs_charts_all.png")
+    finally:
+        browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=1000, deviceScaleFactor=1, mobile=False)
+
+
 def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui):  # browser, app first: none, no sweep
     uri, parent, search = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
@@ -172,6 +219,7 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.navigate(table + "&compareRunsMode=CHART")  # its chart view: the headline numbers as bars first
     browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the first chart")
     browser.screenshot(SHOTS / "1b_runs_charts.png")
+    charts_read(browser, kids)
 
     # the parent's page: its description (the note the sweep and the report wrote) and its metrics
     browser.navigate(run_page.format(pid))
@@ -182,6 +230,7 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
     for text in ("energy_per_task_j", "bound", "knee"):  # the jobs' table, the report's verdict
         browser.wait_for_text(text)
+    browser.wait_for(table_unfolded_and_padded(), what="the jobs' table: each cell one line, with its margins")
     want = ["best/fps", "best/runtime_s", "jobs_finished"]
     browser.wait_for(f"{json.dumps(want)}.every(m => ({metric_names_shown()}).includes(m))",
                      what=f"metrics {want} in the metrics table")

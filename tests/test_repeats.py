@@ -18,7 +18,7 @@ from rlbench.report.html import config_table
 from rlbench.report.verdict import knee, recommend
 from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.study_records import JobRun, Study
-from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, plain_table, rlbench_cli, runs
 
 
 def _sweeper(config: dict | None = None, params: dict | None = None):
@@ -140,7 +140,7 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     assert best["name"] == "actors=40" and best["runtime_s"] == 72.8 and best["jobs"] == [1, 3, 5]
     m = summary_metrics(ROWS)
     assert m["best/runtime_s"] == 72.8 and m["best/fps"] == 3393.0 and m["jobs_failed"] == 1
-    note = sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32)
+    note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32))
     assert "Best (shortest median task): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
     assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
     assert "Not told apart" not in note  # 129.2 s vs 72.8 s: far beyond either range

@@ -343,6 +343,16 @@ def test_runner_logs_no_tick_once_every_role_has_finished():
     assert ticks == [False]
 
 
+def test_runner_ticks_carry_the_seconds_since_the_task_started_and_their_whole_second_as_step():
+    """The step is the tick's whole seconds and `task_elapsed_s` the same seconds unrounded: the
+    chart view draws the window/* series over it (rlbench/tracking/views.py window_cards)."""
+    ticks = []
+    run_roles(_FakeTrainer([_TimedRole("actors", 1.6)]), lambda metrics, step: ticks.append((metrics, step)), tick_s=0.5)
+    assert len(ticks) >= 1 and [step for _, step in ticks] == sorted(step for _, step in ticks)
+    for metrics, step in ticks:
+        assert metrics["fps"] == 0.0 and step == int(metrics["task_elapsed_s"]) and metrics["task_elapsed_s"] >= 0.5
+
+
 def test_runner_runtime_is_when_the_last_role_ended_not_the_next_tick():
     """runtime_s once waited for the next tick: a 0.05 s task measured tick_s (5 s) here."""
     trainer = _FakeTrainer([_TimedRole("actors", 0.0), _TimedRole("learner", 0.05)])

@@ -18,6 +18,7 @@ from rlbench.search.parent import study_parent
 from rlbench.search.space import SearchError
 from rlbench.search.trials import trial_overrides
 from rlbench.search.warm_start import record
+from tests.conftest import plain_table
 from tests.tracking_fake import FakeExperiment, FakeParent
 
 URI = "file:///nowhere"
@@ -146,7 +147,7 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     assert parent.statuses == ["FINISHED"] and "trials.csv" in parent.files
     assert parent.tags()["best_actors"] == str(best.params["actors"]) and parent.tags()["best_trial"] == str(best.number)
     assert parent.metrics == {"best_fps": 100.0 * best.params["actors"]}
-    lines = parent.note.splitlines()
+    lines = plain_table(parent.note).splitlines()
     assert lines[:2] == ["**rlbench search** study `ratio` · 2 complete trials", ""]
     # as a sweep's parent: its links, then a row per trial linked to its run, numbers to 4 digits
     assert lines[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)

@@ -10,6 +10,7 @@ from rlbench.sweeps.sweep import sweep_name, sweep_tracking
 from rlbench.tracking.parent_note import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
 from rlbench.tracking.record import params_and_tags, rounded
 from rlbench.tracking.unmeasured import format_unmeasured, parse_unmeasured, unmeasured_of
+from tests.conftest import plain_table
 
 
 def test_rounded_keeps_integers_and_six_significant_digits():
@@ -60,7 +61,7 @@ def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
 
 def test_the_note_opens_with_its_links_and_the_jobs_table_and_the_report_fills_its_section():
     note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
-    first = note.split("\n")
+    first = plain_table(note).split("\n")
     assert first[0] == "**rlbench sweep** sweep actors=2,4,8 · FAILED · 3 jobs: 2 finished, 1 failed"
     assert first[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
     assert "[Charts](" in first[2] and "report: `python -m rlbench.report --sweep " + "p" * 32 in first[2]

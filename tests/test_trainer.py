@@ -71,12 +71,17 @@ def _assert_drawn_comparably(client, run, final):
         steps = [p.step for p in client.get_metric_history(rid, key)]
         assert steps == sorted(set(steps)) and steps[-1] <= last, (key, steps)
     assert client.get_metric_history(rid, "learner_updates")[-1].step == last
+    elapsed = client.get_metric_history(rid, "task_elapsed_s")  # the window charts' x axis: a tick's seconds
+    assert elapsed and [p.step for p in elapsed] == [int(p.value) for p in elapsed]
+    assert {p.step for p in client.get_metric_history(rid, "window/fps")} <= {p.step for p in elapsed}
     tags = run.data.tags
     assert tags["bound"].split()[0] in ("environment", "inference", "learner", "waiting"), tags["bound"]
     assert tags["energy_per_task_j"].startswith("not measured: ")  # no NVML, no RAPL on CI
     view = json.loads(mlflow.get_experiment(run.info.experiment_id).tags[f"mlflow.sharedViewState.rlbench-job-{rid}"])
     assert view["searchFilter"] == f"attributes.run_id = '{rid}'"
     assert [c["metricKey"] for c in view["compareRunCharts"][:3]] == ["runtime_s", "task_fps", "fps"]
+    assert {c["metricKey"]: c["selectedXAxisMetricKey"] for c in view["compareRunCharts"] if c["type"] == "LINE"
+            and not c.get("deleted")}["window/fps"] == "task_elapsed_s"
     assert f"viewStateShareKey=rlbench-job-{rid}" in tags["mlflow.note.content"]
 
 

@@ -11,6 +11,8 @@ import os
 import re
 from dataclasses import dataclass
 
+TASK_ELAPSED = "task_elapsed_s"  # a tick's seconds since the task started (rlbench/roles/runner.py)
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -29,6 +31,8 @@ _TRAINING = [
     Metric("window/sps", "agent steps / s", "tick", "window/fps / frameskip"),
     Metric("window/learner_updates_per_s", "updates / s", "tick", "updates in the window / its length, while the "
            "learner runs"),
+    Metric("task_elapsed_s", "s", "tick", "seconds since the task started at the tick (its step, unrounded): the x "
+           "axis of the chart view's window/* charts"),
     Metric("actors_done_s", "s", "final", "when the actors finished stepping, since the task started"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rlbench.core.metrics import TASK_ELAPSED
 from rlbench.core.signals import raise_pending
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ class Window:
 
 def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0, max_runtime_s: float = 0.0,
               scope=contextlib.nullcontext) -> dict:
-    """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started);
+    """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started; the
+    metrics carry those seconds unrounded as `task_elapsed_s`, the window charts' x axis);
     returns trainer.final_metrics: what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
     role ended (not at the next tick: with tracking.log_every_s=30 a task that ends at 18 s
     would read 30 s)."""
@@ -92,7 +94,7 @@ def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0
             if now < next_tick:
                 continue  # a role ended mid-window; the others tick on schedule
             next_tick = max(next_tick + tick_s, now + tick_s)  # ticks >= tick_s apart: one per whole-second step
-            on_tick(trainer.step_metrics(window, now), int(now - t0))
+            on_tick(trainer.step_metrics(window, now) | {TASK_ELAPSED: now - t0}, int(now - t0))
     finally:
         stop.set()
         for th in threads:

@@ -113,12 +113,23 @@ def _cell(row: dict, metric: str) -> str:
     return "failed" if row.get("status") == "FAILED" else _fmt(v)
 
 
+PAD = "&nbsp;&nbsp;"  # a cell's margin: MLflow's description draws a table without any (its sanitizer drops style)
+
+
+def table_row(cells: list[str]) -> str:
+    """A markdown table row as MLflow's description draws it readably: each cell kept on one line
+    (its spaces non-breaking, U+00A0) between two non-breaking spaces of margin each side (as
+    entities: the table parser trims whitespace characters at a cell's edges)."""
+    return "| " + " | ".join(f"{PAD}{c.replace(' ', chr(0xA0))}{PAD}" for c in cells) + " |"
+
+
 def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = None) -> list[str]:
     """Markdown: a row per job (with repeats: per configuration, medians with their range),
-    each linked to its run page in the Model training view; headline numbers and the bound.
+    each linked to its run page in the Model training view; headline numbers and the bound;
+    cells unwrapped and padded (table_row).
     labels: metric names as shown (a search's "energy_per_task_j (estimate)"), by their name."""
     shown = {label.split(" ")[0]: label for label in labels or []}
-    head = ["| job | " + " | ".join(shown.get(m, m) for m in TABLE_METRICS) + " | bound |",
+    head = [table_row(["job", *(shown.get(m, m) for m in TABLE_METRICS), "bound"]),
             "|---" * (len(TABLE_METRICS) + 2) + "|"]
     if repeated(rows):
         out = []
@@ -127,13 +138,13 @@ def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = 
             name = f"`{c['config']}` " + " ".join(f"[{i + 1}]({run_link(experiment_id, r['run_id'])})"
                                                   for i, r in enumerate(runs))
             bounds = sorted({r.get("bound") for r in runs if r.get("bound")})
-            out.append(f"| {name} | " + " | ".join(_cell(c, m) for m in TABLE_METRICS) + f" | {'; '.join(bounds)} |")
+            out.append(table_row([name, *(_cell(c, m) for m in TABLE_METRICS), "; ".join(bounds)]))
         return head + out
     out = []
     for r in rows:
         name = r.get("name") or r.get("overrides") or "(defaults)"
         name = f"[{name}]({run_link(experiment_id, r['run_id'])})" if r.get("run_id") else name
-        out.append(f"| {name} | " + " | ".join(_cell(r, m) for m in TABLE_METRICS) + f" | {r.get('bound') or ''} |")
+        out.append(table_row([name, *(_cell(r, m) for m in TABLE_METRICS), r.get("bound") or ""]))
     return head + out
 
 

@@ -8,11 +8,15 @@ link can set in MLflow 3.17: docs/metrics.md, "In the MLflow UI".
 from __future__ import annotations
 
 import json
+import logging
 import urllib.parse
 
+from rlbench.core.metrics import TASK_ELAPSED
 from rlbench.tracking.unmeasured import DERIVED
 
+log = logging.getLogger(__name__)
 SHARE_PREFIX = "mlflow.sharedViewState."
+TAG_LIMIT = 20_000  # MLflow 3.17's longest experiment tag value (MAX_EXPERIMENT_TAG_VAL_LENGTH)
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
 BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
@@ -67,6 +71,84 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
     return (state | grouped(group_by_tag)) if group_by_tag else state
 
 
+OP_FRAC, WINDOW = "op_frac/", "window/"  # the operation shares and the windowed rates: their own sections
+OP_SECTION = "op_frac: each role's operations, shares of its wall time (a group of bars per run, the table's first on top)"
+Latest = dict[str, tuple[float, int]]  # a run's metrics: key -> (last value, its step)
+
+
+def same_everywhere(latest: list[Latest]) -> set[str]:
+    """The metrics that every one of (at least two) runs logged with one last value, at any step:
+    the candidates for a constant (a series among them has one value only if its history says so)."""
+    if len(latest) < 2:
+        return set()
+    return {k for k in set.intersection(*(set(r) for r in latest)) if len({r[k][0] for r in latest}) == 1}
+
+
+def _card(kind: str, key: str, section: str, **config) -> dict:
+    return {"type": kind, "uuid": f"rlbench-{kind.lower()}-{key}", "metricKey": key, "metricSectionId": section,
+            "isGenerated": False, "deleted": False, "runsCountToCompare": 100} | config
+
+
+def _section(uuid: str, name: str, **layout) -> dict:
+    return {"uuid": uuid, "name": name, "display": True, "isReordered": True, "deleted": False,
+            "isGenerated": False} | layout
+
+
+def _op_layout(ops: list[dict], runs: int) -> dict:
+    """The operation shares' section: a chart per row (`columns`), as tall (`cardHeight`, px) as
+    its bars need (one per operation and run), within 360..900."""
+    bars = runs * max(len(c["selectedMetricKeys"]) for c in ops)
+    return {"columns": 1, "cardHeight": min(900, max(360, 120 + 14 * bars))}
+
+
+def op_share_cards(keys: set[str]) -> list[dict]:
+    """One bar chart per role of its operations' shares (`op_frac/<role>/<op>`), all on its one
+    axis: MLflow's BAR card with `selectedMetricKeys` draws a bar per operation and run, grouped."""
+    roles: dict[str, list[str]] = {}
+    for k in sorted(k for k in keys if k.startswith(OP_FRAC) and k.count("/") == 2):
+        roles.setdefault(k.split("/")[1], []).append(k)
+    return [_card("BAR", ops[0], "rlbench-op-frac", selectedMetricKeys=ops, uuid=f"rlbench-op-frac-{role}",
+                  displayName=f"{OP_FRAC}{role}: share of the role's wall time per operation")
+            for role, ops in roles.items()]
+
+
+def window_cards(keys: set[str]) -> list[dict]:
+    """A line chart per `window/*` series over the seconds since the task started: its x axis the
+    metric `task_elapsed_s` (logged at each tick with the same step), which names the axis."""
+    return [_card("LINE", k, "rlbench-window", xAxisKey="metric", selectedXAxisMetricKey=TASK_ELAPSED,
+                  useGlobalXaxisKey=False, scaleType="linear", xAxisScaleType="linear", lineSmoothness=0,
+                  useGlobalLineSmoothing=False, range={}, displayPoints=True)
+            for k in sorted(keys) if k.startswith(WINDOW)]
+
+
+def chart_sections(keys: set[str], constant: set[str], runs: int = 1) -> tuple[list[dict], list[dict]]:
+    """The chart view's cards and sections after the headline, for `runs` runs that logged `keys`: the
+    operation shares per role, the window series on seconds; and a deleted card (MLflow
+    generates a card for every metric without one, `deleted` or not) for each `constant` metric,
+    each operation share (drawn in its role's chart) and the x axis `task_elapsed_s`."""
+    shown = keys - constant
+    ops, windows = op_share_cards(keys), window_cards(shown)
+    hidden = sorted((constant | {k for k in keys if k.startswith(OP_FRAC)} | ({TASK_ELAPSED} & keys)) - set(HEADLINE))
+    cards = ops + windows + [{"type": "BAR", "uuid": f"rlbench-hidden-{k}", "metricKey": k, "deleted": True}
+                             for k in hidden]
+    sections = ([_section("rlbench-op-frac", OP_SECTION, **_op_layout(ops, runs))] if ops else []) + (
+        [_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else [])
+    return cards, sections
+
+
+def with_charts(state: dict, keys: set[str], constant: set[str], runs: int = 1) -> dict:
+    """`state` (view_state) with chart_sections after its headline; `state` alone (and a warning)
+    where that would not fit in an experiment tag (MLflow: 20,000 characters)."""
+    cards, sections = chart_sections(keys, constant, runs)
+    charted = state | {"compareRunCharts": state["compareRunCharts"] + cards,
+                       "compareRunSections": state["compareRunSections"] + sections}
+    if len(_json(charted)) <= TAG_LIMIT:
+        return charted
+    log.warning("the chart view's sections left out: %d characters, over an experiment tag's %d", len(_json(charted)),
+                TAG_LIMIT)
+    return state
+
+
 def not_measured(metric: str, reasons: dict[str, str]) -> str:
     """The tag a job writes for a headline metric it could not measure: the reasons of what it
     derives from first (what a column of ~45 characters shows), its own last."""
@@ -76,11 +158,33 @@ def not_measured(metric: str, reasons: dict[str, str]) -> str:
     return f"{NOT_MEASURED}: " + ("; ".join(parts + ([own] if own else [])) or "no value recorded")
 
 
+def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], set[str], int]:
+    """What the runs `search_filter` selects logged, from the current tracking store: the metric
+    keys, those with one value in every run (at least two runs; a series only if every point of
+    every run's history has it), and the number of runs."""
+    import mlflow  # lazy: keeps mlflow off the start
+
+    client = mlflow.MlflowClient()
+    runs = client.search_runs([experiment_id], search_filter, max_results=1000)
+    latest = [{m.key: (m.value, m.step) for m in r.data.to_proto().metrics} for r in runs]
+    constant = {k for k in same_everywhere(latest)
+                if all(r[k][1] == 0 for r in latest) or _one_value(client, [r.info.run_id for r in runs], k)}
+    return {k for r in latest for k in r}, constant, len(runs)
+
+
+def _one_value(client, run_ids: list[str], key: str) -> bool:
+    return len({p.value for run_id in run_ids for p in client.get_metric_history(run_id, key)}) == 1
+
+
+def _json(state: dict) -> str:
+    return json.dumps(state, separators=(",", ":"))
+
+
 def share_view(experiment_id: str, key: str, state: dict) -> str:
     """Store the view as the experiment's shared view `key` (in the current tracking store); returns the key."""
     import mlflow  # lazy: keeps mlflow off the start
 
-    mlflow.MlflowClient().set_experiment_tag(experiment_id, SHARE_PREFIX + key, json.dumps(state, separators=(",", ":")))
+    mlflow.MlflowClient().set_experiment_tag(experiment_id, SHARE_PREFIX + key, _json(state))
     return key
 
 
@@ -94,8 +198,9 @@ def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
 
 def job_view(experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
     """A job's own chart view (its headline numbers first); returns its relative link."""
-    key = share_view(experiment_id, f"rlbench-job-{run_id}",
-                     view_state(f"attributes.run_id = '{run_id}'", knobs, measured, parallel=False))
+    search_filter = f"attributes.run_id = '{run_id}'"
+    key = share_view(experiment_id, f"rlbench-job-{run_id}", with_charts(
+        view_state(search_filter, knobs, measured, parallel=False), *logged_metrics(experiment_id, search_filter)))
     return view_link(experiment_id, key, chart=True)
 
 
@@ -108,8 +213,9 @@ def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: se
               group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
     """A sweep's or search's jobs (the parent's children) as a shared view, grouped by
     `group_by_tag` if given, with the tag columns `tags` (view_state); returns its key."""
-    state = view_state(f"tags.mlflow.parentRunId = '{parent_id}'", knobs, measured, group_by_tag=group_by_tag, tags=tags)
-    return share_view(experiment_id, runs_view_key(parent_id), state)
+    search_filter = f"tags.mlflow.parentRunId = '{parent_id}'"
+    state = view_state(search_filter, knobs, measured, group_by_tag=group_by_tag, tags=tags)
+    return share_view(experiment_id, runs_view_key(parent_id), with_charts(state, *logged_metrics(experiment_id, search_filter)))
 
 
 def _param_of(key: str, params: set[str]) -> str | None:
