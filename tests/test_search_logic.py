@@ -14,7 +14,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from rlbench.config.schema import SearchConfig, TrackingConfig
 from rlbench.core.signals import JobPruned
 from rlbench.search import run_study, run_trials
-from rlbench.search.parent import study_parent
+from rlbench.search.parent import study_params, study_parent
 from rlbench.search.space import SearchError
 from rlbench.search.trials import trial_overrides
 from rlbench.search.warm_start import record
@@ -189,6 +189,20 @@ def test_a_resumed_study_reopens_its_parent_and_a_new_one_opens_one():
     assert opened.tags() == {"rlbench.role": "study", "optuna_study": "ratio"} and opened.statuses == []
     named = study_parent(FakeExperiment(), "ratio", "CartPole-v1 r2d2")  # the env and algorithm it runs
     assert named.name == "study ratio CartPole-v1 r2d2"
+
+
+def test_a_new_study_parent_records_what_it_searches_as_its_parameters():
+    """Not "Parameters (0)": the line each trial runs, the trials, the space and the seed; a
+    resumed parent keeps those it was opened with (MLflow's params cannot change)."""
+    from rlbench.config.schema import SearchConfig
+
+    s = SearchConfig(n_trials=5, actors=[2, 8], seed=3)
+    params = study_params(s, ["env=cartpole", "workload=smoke"])
+    opened = study_parent(FakeExperiment(), "ratio", "CartPole-v1 r2d2", params)
+    assert opened.params == {"job": "env=cartpole workload=smoke", "n_trials": 5, "sampler_seed": 3,
+                             "space": "actors=[2, 8] actor_threads=[1, 2] sm_limit=[1, 2]"}
+    found = FakeParent(name="study ratio")
+    assert study_parent(FakeExperiment(found={"ratio": found}), "ratio", "", params).params == {}
 
 
 def test_the_warm_start_is_recorded_on_the_parent():

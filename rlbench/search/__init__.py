@@ -18,7 +18,7 @@ from rlbench.core.resources import ComputeLimit, resolve_device
 from rlbench.prepare.grid import expand_jobs, validate_jobs
 from rlbench.prepare.preflight import masked, preflight_or_exit
 from rlbench.prepare.validate import validate
-from rlbench.search.parent import recommend, report, study_parent
+from rlbench.search.parent import recommend, report, study_params, study_parent
 from rlbench.search.space import (
     SearchError,
     check_space,
@@ -84,7 +84,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
         with quiet_optuna():
             optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}")
+        parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}", study_params(s, jobs[0]))
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
     print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"

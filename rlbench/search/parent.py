@@ -20,13 +20,20 @@ from rlbench.tracking.views import runs_view_key, view_link
 log = logging.getLogger(__name__)
 
 
-def study_parent(experiment, study: str, what: str = ""):
+def study_params(s, job: list[str]) -> dict:
+    """What a new study's parent records as its parameters, as a sweep's records its grid: the
+    line every trial runs, the trials asked for, the space, the sampler's seed."""
+    return {"job": " ".join(job)[:6000] or "(none)", "n_trials": s.n_trials, "sampler_seed": s.seed,
+            "space": f"actors={list(s.actors)} actor_threads={list(s.actor_threads)} sm_limit={list(s.sm_limit)}"}
+
+
+def study_parent(experiment, study: str, what: str = "", params: dict | None = None):
     """The study's one parent run in the experiment (tracking.experiment.Experiment): found and
-    RUNNING again when the study resumes, else opened, named by the study and `what` it runs
-    (its env and algorithm)."""
+    RUNNING again when the study resumes (its parameters are those it was opened with), else
+    opened with `params`, named by the study and `what` it runs (its env and algorithm)."""
     parent = experiment.study_parent(study)
     if parent is None:
-        return experiment.open_parent(f"study {study} {what}".strip(), "search", study_tags(study))
+        return experiment.open_parent(f"study {study} {what}".strip(), "search", study_tags(study), params)
     parent.reopen()
     return parent
 
