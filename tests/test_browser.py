@@ -393,7 +393,8 @@ def search_page(browser, run_page: str, search) -> None:
 
 
 def trial_cells() -> str:
-    """JS: [text, link] of the first cell of each row of the description's jobs table (its header `job`)."""
+    """JS: [text, link] of the first cell of each row of the description's jobs table (its header `job`),
+    its non-breaking spaces read as spaces (parent_note.table_row)."""
     return ("[...document.querySelectorAll('table')].filter(t => t.querySelector('th')?.innerText.trim() === 'job')"
-            ".flatMap(t => [...t.querySelectorAll('tbody tr')]).map(r => [r.cells[0].innerText.trim(),"
+            ".flatMap(t => [...t.querySelectorAll('tbody tr')]).map(r => [r.cells[0].innerText.replace(/\\u00a0/g, ' ').trim(),"
             " r.cells[0].querySelector('a')?.href || ''])")
