@@ -4,6 +4,7 @@ V-trace FIFO, the actors' flow control and the learner loop."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import types
@@ -27,6 +28,7 @@ from rlbench.algo.vtrace.queue import UnrollQueue
 from rlbench.envs.vector import StepBatch
 from rlbench.prepare.plan import plan_job
 from rlbench.prepare.validate import validate
+from rlbench.roles import runner
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
@@ -362,6 +364,23 @@ def test_runner_times_out_and_stops_every_role():
     assert all(r.returned.is_set() for r in roles)
     assert [r.saw_stop for r in roles] == [True, True]
     assert trainer.final_calls == []
+
+
+def test_a_stopped_runner_waits_role_stop_s_for_a_busy_role_and_names_it(monkeypatch, caplog):
+    """A role inside an operation it cannot leave (ale-py resetting its emulators: seconds on a
+    loaded host) once held a SIGTERM's stop until it returned (the join waited up to 120 s)."""
+    monkeypatch.setattr(runner, "ROLE_STOP_S", 0.3)
+    busy, waiting = _TimedRole("actors", 3.0), _WaitingRole("learner")
+
+    def stopped(metrics, step):
+        raise KeyboardInterrupt  # as JobKilled does
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt), caplog.at_level(logging.WARNING, logger=runner.__name__):
+        run_roles(_FakeTrainer([busy, waiting]), stopped, tick_s=0.01)
+    assert time.perf_counter() - t0 < 1.5
+    assert waiting.returned.is_set() and busy.stop_seen is None  # the busy one still runs
+    assert "role 'actors' (in threading.py:" in caplog.text and "had not stopped 0.3 s after the stop" in caplog.text
 
 
 # --- V-trace's FIFO of unrolls ----------------------------------------------------------------
