@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rlbench.config.rules import ConfigError
 from rlbench.config.schema import register_configs
 from rlbench.core.resources import ResourceError
-from rlbench.core.signals import stopped
+from rlbench.core.signals import exit_stopped
 from rlbench.prepare.command_line import mode_problem, precheck
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.plan import placement_for
@@ -93,8 +93,7 @@ def main() -> None:
     try:
         _entry()
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
-
-        sys.exit(stopped(e))
+        exit_stopped(e)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
 import psutil
 import pytest
 
+from rlbench.core.signals import STOP_BOUND_S
 from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -202,6 +204,45 @@ def test_sigterm_while_many_atari_envs_are_created_stops_at_once(store, tmp_path
     assert job.returncode in (143, -signal.SIGTERM)  # its handler, or SIGTERM's default action during creation
     _next_start(store["uri"])
     assert [r.info.status for r in runs(store["uri"])] == ["KILLED"]
+
+
+@contextmanager
+def _cpus_busy(n: int):
+    """`n` processes that spin at normal priority, killed on the way out."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.5)  # spinning
+        yield
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+
+
+def test_sigterm_to_a_busy_pong_job_on_a_loaded_host_exits_within_its_bound(store, tmp_path):
+    """Seen with the host busy: over 5 s and no line before an outer timeout (quiet: 2.3 s). The
+    runner waited for ale-py's reset, the stopped job drew its telemetry chart and Python's
+    finalization ran 7-18 s beside ale-py's threads; now STOP_BOUND_S (docs/jobs.md). The load:
+    4 spinning processes per CPU, from the SIGTERM on (2 per CPU: 8.1 s unfixed on a quiet host,
+    just over the bound; 4: 16.7 s unfixed, 1.1 s fixed)."""
+    job = _start(["env=pong", "workload=smoke", "workload.frames=2000000", "actors=4", "progress=log",
+                  *store["overrides"]], tmp_path)
+    log = tmp_path / "out" / "__main__.log"
+    wait_until(lambda: job.poll() is not None or (log.exists() and "frames" in log.read_text()), 300,
+               "the job logging progress", poll_s=0.2)
+    assert job.poll() is None, job.communicate()[1][-2000:]
+    family = job.children(recursive=True)
+    with _cpus_busy(4 * os.cpu_count()):
+        t0 = time.monotonic()
+        code, err = _stop(job, signal.SIGTERM)
+        took = time.monotonic() - t0
+    (run,) = runs(store["uri"])
+    assert took < STOP_BOUND_S and code == 143 and "Traceback" not in err, (took, err[-3000:])
+    assert err.strip().splitlines()[-1] == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
+    assert run.info.status == "KILLED"
+    assert not [p for p in family if p.is_running()]
+    drawn = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "telemetry")}
+    assert drawn == {"telemetry/telemetry.csv", "telemetry/trace.json"}  # no chart drawn while stopping
 
 
 def test_an_artifact_location_that_cannot_be_written_is_refused_before_any_run(store, tmp_path):

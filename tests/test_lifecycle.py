@@ -14,6 +14,7 @@ import pytest
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.orphans import owner_tags
+from tests.conftest import ROOT
 
 
 def _tracking(store, experiment: str = "test", **kw) -> TrackingConfig:
@@ -143,6 +144,26 @@ def test_sigterm_takes_its_default_action_while_native_code_creates_envs():
         with sigterm_ends_at_once():
             assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
         assert signal.getsignal(signal.SIGTERM) is handler
+
+
+def test_a_job_whose_clean_up_outlasts_its_stop_bound_exits_143_at_the_bound_naming_where():
+    """The backstop: a stopped job whose clean-up does not end (a store write waiting on a lock)
+    still exits 143 once `exit_within_s` has passed since the SIGTERM, with its one line."""
+    code = ("import time\nfrom rlbench.core.signals import sigterm_raises\n"
+            "with sigterm_raises(exit_within_s=1.0):\n    print('ready', flush=True)\n    try:\n"
+            "        time.sleep(60)\n    finally:\n        time.sleep(60)  # a clean-up that never ends\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and 1.0 <= time.monotonic() - t0 < 5.0, err
+    assert err == ("rlbench: stopped by SIGTERM: the job had not ended 1 s after the signal (main thread in <string>:8 "
+                   "<module>): exited there; a run it left RUNNING is closed KILLED by the next rlbench start\n")
 
 
 def test_an_artifact_location_that_cannot_be_written_is_named_before_any_run(store, tmp_path):

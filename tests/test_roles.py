@@ -4,6 +4,7 @@ V-trace FIFO, the actors' flow control and the learner loop."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import types
@@ -24,9 +25,11 @@ from rlbench.algo.vtrace.acting import SoftmaxSample
 from rlbench.algo.vtrace.config import NetworkConfig as VTraceNetworkConfig
 from rlbench.algo.vtrace.network import VTraceNet
 from rlbench.algo.vtrace.queue import UnrollQueue
+from rlbench.core.signals import JobPruned
 from rlbench.envs.vector import StepBatch
 from rlbench.prepare.plan import plan_job
 from rlbench.prepare.validate import validate
+from rlbench.roles import runner
 from rlbench.roles.actors import ActorRole
 from rlbench.roles.contract import SharedNet
 from rlbench.roles.inference import InferenceServer
@@ -372,6 +375,39 @@ def test_runner_times_out_and_stops_every_role():
     assert all(r.returned.is_set() for r in roles)
     assert [r.saw_stop for r in roles] == [True, True]
     assert trainer.final_calls == []
+
+
+def test_a_stopped_runner_waits_role_stop_s_for_a_busy_role_and_names_it(monkeypatch, caplog):
+    """A role inside an operation it cannot leave (ale-py resetting its emulators: seconds on a
+    loaded host) once held a SIGTERM's stop until it returned (the join waited up to 120 s)."""
+    monkeypatch.setattr(runner, "ROLE_STOP_S", 0.3)
+    busy, waiting = _TimedRole("actors", 3.0), _WaitingRole("learner")
+
+    def stopped(metrics, step):
+        raise KeyboardInterrupt  # as JobKilled does
+
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt), caplog.at_level(logging.WARNING, logger=runner.__name__):
+        run_roles(_FakeTrainer([busy, waiting]), stopped, tick_s=0.01)
+    assert time.perf_counter() - t0 < 1.5
+    assert waiting.returned.is_set() and busy.stop_seen is None  # the busy one still runs
+    assert "role 'actors' (in threading.py:" in caplog.text and "had not stopped 0.3 s after the stop" in caplog.text
+
+
+@pytest.mark.parametrize("end", ["pruned", "timeout"])
+def test_a_runner_ended_otherwise_than_by_a_signal_waits_for_every_role(monkeypatch, end):
+    """A pruned trial or a job past its time limit may be followed by the next job in this process
+    (a search's): its roles must not run on beside it, so only a signal's stop is bounded."""
+    monkeypatch.setattr(runner, "ROLE_STOP_S", 0.05)
+    busy = _TimedRole("actors", 0.6)
+
+    def pruned(metrics, step):
+        raise JobPruned()
+
+    with pytest.raises(JobPruned if end == "pruned" else TimeoutError):
+        run_roles(_FakeTrainer([busy, _WaitingRole("learner")]), pruned if end == "pruned" else lambda m, s: None,
+                  tick_s=0.01, max_runtime_s=0.0 if end == "pruned" else 0.05)
+    assert busy.stop_seen is True  # it returned (after the stop) before run_roles did
 
 
 # --- V-trace's FIFO of unrolls ----------------------------------------------------------------

@@ -7,10 +7,18 @@ the exit code (143, 130). Light on purpose. docs/jobs.md, "Stopping a job".
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+import time
+
+# A single job's process ends at most this long after a SIGTERM, recorded or not (`_exit_late`).
+# Its stop takes ROLE_STOP_S (rlbench/roles/runner.py) for the roles, then the record's last
+# writes; measured on a loaded 2-core host: docs/jobs.md, "Stopping a job".
+STOP_BOUND_S = 8.0
 
 
 class JobKilled(KeyboardInterrupt):
@@ -25,15 +33,19 @@ class JobPruned(KeyboardInterrupt):
     """Raised by a search's pruner from a job's tick: the job stops early and ends KILLED."""
 
 
-@contextmanager
-def sigterm_raises():
-    """In the main thread, turn SIGTERM into JobKilled so the job ends KILLED and cleans up."""
+@contextlib.contextmanager
+def sigterm_raises(exit_within_s: float | None = None):
+    """In the main thread, turn SIGTERM into JobKilled so the job ends KILLED and cleans up.
+    exit_within_s: the process ends that long after the first SIGTERM, however far the clean-up
+    got (`_exit_late`: its line names where it was)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def _handler(signum, frame):
         error = JobKilled(signum)
+        if exit_within_s is not None and not _pending:  # not again for a second SIGTERM
+            threading.Thread(target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True).start()
         _pending[:] = [error]
         raise error
 
@@ -66,7 +78,7 @@ def raise_pending() -> None:
         raise _pending.pop()
 
 
-@contextmanager
+@contextlib.contextmanager
 def sigterm_ends_at_once():
     """While native code holds the interpreter for long (ale-py creating hundreds of envs: seconds),
     no Python handler can run, so a SIGTERM would wait for it: here SIGTERM takes its default
@@ -82,6 +94,49 @@ def sigterm_ends_at_once():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _exit_late(error: JobKilled, after_s: float) -> None:
+    """The stop's backstop (a daemon thread): `after_s` after the SIGTERM, if the process still
+    runs (e.g. a store write that waits on a lock or a server), kill its child processes (actor
+    processes), print the command's line with where the main thread was and exit 143 without
+    further clean-up. A run not yet ended KILLED reads RUNNING until the next rlbench start
+    closes it KILLED (tracking/orphans.py)."""
+    import psutil  # lazy: this module stays light
+
+    time.sleep(after_s)
+    late = (f"the job had not ended {after_s:g} s after the signal (main thread in {where(threading.main_thread())}): "
+            "exited there; a run it left RUNNING is closed KILLED by the next rlbench start")
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    exit_stopped(error, late=late, wait=False)
+
+
+def exit_stopped(error: KeyboardInterrupt, command: str = "rlbench", late: str = "", wait: bool = True) -> None:
+    """Print the stopped command's line (`stopped`) and end the process with its code at once,
+    skipping Python's finalization, which can take seconds on a loaded host (a full garbage
+    collection while ale-py's threads still reset emulators); all is recorded by then. Once per
+    process: with wait=False (the backstop) it returns where the main thread is already ending it,
+    and flushes nothing a blocked main thread may hold (the log handlers write each record)."""
+    if not _ending.acquire(blocking=wait):
+        return
+    code = stopped(error, command, late)
+    if wait:
+        logging.shutdown()
+        sys.stdout.flush()
+    os._exit(code)
+
+
+_ending = threading.Lock()
+
+
+def where(thread: threading.Thread) -> str:
+    """The innermost Python frame `thread` runs: file:line function."""
+    frame = sys._current_frames().get(thread.ident)
+    if frame is None:
+        return "no Python frame"
+    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+
+
 def note_record(error: BaseException, what: str, run_id: str, status: str) -> None:
     """Note on a stopping exception that `what` (a job's run, a sweep's parent) ended `status`."""
     try:
@@ -90,12 +145,14 @@ def note_record(error: BaseException, what: str, run_id: str, status: str) -> No
         pass
 
 
-def stopped(error: KeyboardInterrupt, command: str = "rlbench") -> int:
+def stopped(error: KeyboardInterrupt, command: str = "rlbench", late: str = "") -> int:
     """Print the one line a stopped command ends with (what was stopped, what each run it
-    recorded ended as) and return its exit code: 128 + the signal's number."""
+    recorded ended as; `late`: why it ended before its clean-up did) and return its exit code:
+    128 + the signal's number."""
     signum = getattr(error, "signum", signal.SIGINT)
     name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
     records = getattr(error, "records", [])
     said = "; ".join(f"{what} {run_id} recorded as {status}" for what, run_id, status in records)
-    print(f"{command}: stopped by {name}: {said or 'nothing was recorded'}", file=sys.stderr, flush=True)
+    said = "; ".join(filter(None, [said, late])) or "nothing was recorded"
+    print(f"{command}: stopped by {name}: {said}", file=sys.stderr, flush=True)
     return 128 + signum

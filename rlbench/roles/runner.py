@@ -2,7 +2,8 @@
 
 The main thread's loop: every tick it samples the roles' counters for the trainer's tick,
 re-raises the first role failure and enforces the workload's time limit; however it leaves
-(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins every role thread. docs/jobs.md.
+(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins the role threads: for at most
+ROLE_STOP_S after a signal, logging any still running by name and where. docs/jobs.md, "Stopping a job".
 """
 
 from __future__ import annotations
@@ -15,9 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rlbench.core.metrics import TASK_ELAPSED
-from rlbench.core.signals import raise_pending
+from rlbench.core.signals import JobPruned, raise_pending, where
 
 log = logging.getLogger(__name__)
+
+# How long the runner waits for the role threads once a signal (SIGTERM, Ctrl-C) stops them: the
+# process ends next. A role looks at the stop event between two of its operations; one inside
+# native code (ale-py resetting dozens of emulators: 6 s on a loaded 2-core host; a learner
+# update) cannot be interrupted. Its daemon thread is named in the log and ends with the process.
+ROLE_STOP_S = 2.0
+# Any other end (the task done, a role failed, the time limit, a pruned trial) waits for every
+# role up to this long: the process may run the next job of a search, which must not share
+# the CPU with this one's roles, and the final metrics read the roles' counters once they stopped.
+ROLE_JOIN_S = 120.0
 
 
 class RoleFailed(RuntimeError):
@@ -79,6 +90,7 @@ def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0
     window, next_tick = Window(t0), t0 + tick_s
     for th in threads:
         th.start()
+    signalled = False
     try:
         while True:
             woken.wait(max(next_tick - time.perf_counter(), 0.0))
@@ -95,12 +107,26 @@ def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0
                 continue  # a role ended mid-window; the others tick on schedule
             next_tick = max(next_tick + tick_s, now + tick_s)  # ticks >= tick_s apart: one per whole-second step
             on_tick(trainer.step_metrics(window, now) | {TASK_ELAPSED: now - t0}, int(now - t0))
+    except KeyboardInterrupt as e:
+        signalled = not isinstance(e, JobPruned)
+        raise
     finally:
         stop.set()
-        for th in threads:
-            th.join(timeout=120)
+        _join(threads, ROLE_STOP_S if signalled else ROLE_JOIN_S)
     runtime = max(th.ended_at for th in threads) - t0
     return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
+
+
+def _join(threads: list[RoleThread], within_s: float) -> None:
+    """Join the stopped role threads, all together for at most `within_s`; log those still running."""
+    deadline = time.monotonic() + within_s
+    for th in threads:
+        th.join(max(deadline - time.monotonic(), 0.0))
+    late = [f"'{th.name}' (in {where(th)})" for th in threads if th.is_alive()]
+    if late:
+        log.warning("role %s had not stopped %g s after the stop: not waited for (it ends after its current "
+                    "operation, or with the process)",
+                    ", ".join(late), within_s)
 
 
 def _raise_role_error(threads) -> None:

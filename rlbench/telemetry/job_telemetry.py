@@ -155,11 +155,11 @@ class JobTelemetry(JobObserver):
 
     def artifacts(self, out_dir: Path, plot: bool = True) -> list[Path]:
         """telemetry.csv (every sample) and telemetry.png (see rlbench.telemetry.charts.timeline)."""
-        from rlbench.telemetry.charts.timeline import plot_timeline  # lazy: keeps matplotlib off the start
-
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = [self.sampler.to_csv(out_dir / "telemetry.csv")]
         if plot:
+            from rlbench.telemetry.charts.timeline import plot_timeline  # lazy: matplotlib takes seconds to import
+
             paths.append(plot_timeline(self.sampler.rows(), self.op_ticks, out_dir / "telemetry.png"))
         if self.cfg.trace_window_s:
             end = self._trace_end or time.perf_counter()

@@ -16,7 +16,7 @@ from rlbench.config.rules import ConfigError
 from rlbench.config.schema import Config
 from rlbench.core.observers import JobObserver
 from rlbench.core.progress import Progress
-from rlbench.core.signals import sigterm_raises
+from rlbench.core.signals import STOP_BOUND_S, sigterm_raises
 from rlbench.prepare import preflight
 from rlbench.prepare.plan import JobPlan, Placement, plan_job
 from rlbench.prepare.validate import validate
@@ -58,8 +58,9 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
     if single:
         mark_stale_runs(conf.tracking)
     tags = plan.tags() | {"config_hash": config_hash(conf)}
-    with sigterm_raises(), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags,
-                                     env_dataset(conf.env, plan.family)) as record:
+    bound = STOP_BOUND_S if single else None  # a single job ends this long after a SIGTERM; a sweep's, its sweep
+    with sigterm_raises(bound), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags,
+                                          env_dataset(conf.env, plan.family)) as record:
         start = plan.grant_metrics()
         record.log_metrics(start, step=0)  # at the start: a failed job has them too
         _log_start(record.run_id, plan, start)

@@ -103,7 +103,7 @@ class RecordObserver(JobObserver):
         self.record.log_series("episode_return", self.returns[False])
         self.record.log_series("eval_return", self.returns[True])
         if self.telemetry is not None and self.telemetry.started_at is not None:
-            self._log_telemetry_files()
+            self._log_telemetry_files(plot=self.conf.telemetry.plot and not isinstance(error, KeyboardInterrupt))
 
     def _log_final(self, final: dict) -> str:
         """The final values where MLflow draws them comparably: a value only the end knows at
@@ -153,12 +153,14 @@ class RecordObserver(JobObserver):
             except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
                 self.record.lost(name, e)
 
-    def _log_telemetry_files(self) -> None:
-        """telemetry.csv, .png and trace.json into the run (also for a failed job); one that cannot
-        be written is noted as lost (a finished job then ends FAILED), never masking a failure."""
+    def _log_telemetry_files(self, plot: bool) -> None:
+        """telemetry.csv, .png and trace.json into the run (also for a failed job; a stopped job
+        draws no .png: matplotlib takes seconds on a loaded host, its csv holds the same samples);
+        one that cannot be written is noted as lost (a finished job then ends FAILED), never
+        masking a failure."""
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = (self.output_dir or Path(tmp)) / "telemetry"
-                self.record.log_artifacts(self.telemetry.artifacts(folder, self.conf.telemetry.plot), "telemetry")
+                self.record.log_artifacts(self.telemetry.artifacts(folder, plot), "telemetry")
         except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
             self.record.lost("telemetry/ (telemetry.csv, telemetry.png, trace.json)", e)
