@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+import psutil
+
 # A single job's process ends at most this long after a SIGTERM, recorded or not (`_exit_late`).
 # Its stop takes ROLE_STOP_S (rlbench/roles/runner.py) for the roles, then the record's last
 # writes; measured on a loaded 2-core host: docs/jobs.md, "Stopping a job".
@@ -100,8 +102,6 @@ def _exit_late(error: JobKilled, after_s: float) -> None:
     processes), print the command's line with where the main thread was and exit 143 without
     further clean-up. A run not yet ended KILLED reads RUNNING until the next rlbench start
     closes it KILLED (tracking/orphans.py)."""
-    import psutil  # lazy: this module stays light
-
     time.sleep(after_s)
     late = (f"the job had not ended {after_s:g} s after the signal (main thread in {where(threading.main_thread())}): "
             "exited there; a run it left RUNNING is closed KILLED by the next rlbench start")

@@ -1,9 +1,8 @@
 """The runner: starts the role threads, watches them, hands each tick's metrics on.
 
-The main thread's loop: every tick it samples the roles' counters for the trainer's tick,
-re-raises the first role failure and enforces the workload's time limit; however it leaves
-(done, error, Ctrl-C, SIGTERM), it sets the stop event and joins the role threads: for at most
-ROLE_STOP_S after a signal, logging any still running by name and where. docs/jobs.md, "Stopping a job".
+Every tick the main thread samples the roles' counters, re-raises the first role failure and
+enforces the time limit; however it leaves, it sets the stop event and joins the role threads
+(after a signal for at most ROLE_STOP_S, naming any still running). docs/jobs.md, "Stopping a job".
 """
 
 from __future__ import annotations
