@@ -150,7 +150,7 @@ def test_a_job_whose_clean_up_outlasts_its_stop_bound_exits_143_at_the_bound_nam
     """The backstop: a stopped job whose clean-up does not end (a store write waiting on a lock)
     still exits 143 once `exit_within_s` has passed since the SIGTERM, with its one line."""
     code = ("import time\nfrom rlbench.core.signals import sigterm_raises\n"
-            "with sigterm_raises(exit_within_s=1.0):\n    print('ready', flush=True)\n    try:\n"
+            "with sigterm_raises(exit_within_s=1.0):\n    try:\n        print('ready', flush=True)\n"
             "        time.sleep(60)\n    finally:\n        time.sleep(60)  # a clean-up that never ends\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
