@@ -6,7 +6,7 @@ import time
 import mlflow
 import pytest
 
-from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs, sigterm_once_running
+from tests.conftest import CARTPOLE_TINY, plain_table, rlbench_cli, runs, sigterm_once_running
 
 TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
 
@@ -56,7 +56,7 @@ def _assert_parent_is_a_starting_point(parent, kids):
     assert m["jobs_finished"] == 3 and m["jobs_failed"] == 0
     assert m["best/runtime_s"] == best.data.metrics["runtime_s"] and m["best/fps"] == best.data.metrics["fps"]
     assert not [k for k in m if k.startswith("jobs/")]  # per job: the description's table
-    note = tags["mlflow.note.content"]
+    note = plain_table(tags["mlflow.note.content"])  # the jobs table as it reads
     assert note.startswith("**rlbench sweep** sweep seed=1,2,3") and f"`{best.info.run_name}`" in note
     assert "[Jobs table](#/experiments/" in note and all(k.info.run_id in note for k in kids)
     for k in kids:  # each job's row: its numbers and its bound
