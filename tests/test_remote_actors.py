@@ -25,6 +25,13 @@ pytestmark = pytest.mark.e2e
 EXIT_S = 10  # the job closing ends every actor process within this
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """In the actor's child before it runs: SIGINT at its default, as a process started from a
+    terminal has it. A suite started as a background job (`pytest ... &` in a script) runs with
+    SIGINT ignored, which a child inherits; Python then installs no KeyboardInterrupt for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def actors():
     """start(server, envs, *overrides, token=None) -> a running actor process; all are reaped."""
@@ -36,7 +43,8 @@ def actors():
         if token is not None:
             env["RLBENCH_ACTOR_TOKEN"] = token
         p = psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
-                         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=_sigint_as_from_a_terminal)
         started.append(p)
         return p
 
