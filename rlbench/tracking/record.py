@@ -235,10 +235,7 @@ class JobRecord:
         return None
 
     def _log_text(self, text: str, name: str) -> None:
-        try:
-            mlflow.log_text(text, name)
-        except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
-            self.lost(name, e)
+        self._write(name, lambda: mlflow.log_text(text, name))
 
     def _log_artifacts(self) -> None:
         self._log_text(OmegaConf.to_yaml(self.cfg, resolve=True), "config.yaml")

@@ -29,11 +29,6 @@ def _col(kind: str, key: str) -> str:
     return f"{kind}.`{key}`"  # the UI's canonical column key
 
 
-def _bar(metric: str) -> dict:
-    return {"type": "BAR", "uuid": f"rlbench-bar-{metric}", "metricKey": metric, "metricSectionId": "rlbench-headline",
-            "isGenerated": False, "deleted": False, "runsCountToCompare": 100}
-
-
 def grouped(tag: str) -> dict:
     """MLflow's own "Group by" the run tag `tag`: a row per value (its runs' average), its runs
     below it (a group is open unless `groupsExpanded` closes it), and the charts plotting each
@@ -56,7 +51,7 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
     unmeasured = [m for m in HEADLINE if m not in measured]
     columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
                + [_col("tags", t) for t in (*tags, *unmeasured, BOUND_TAG)])  # the UI shows params, metrics, tags
-    charts = [_bar(m) for m in metrics]
+    charts = [_card("BAR", m, "rlbench-headline") for m in metrics]
     if knobs and parallel:  # the last axis is the colour scale: the task's time
         charts.append({"type": "PARALLEL", "uuid": "rlbench-parallel", "metricSectionId": "rlbench-headline",
                        "isGenerated": False, "deleted": False, "runsCountToCompare": 100, "showAllRuns": True,
@@ -66,8 +61,7 @@ def view_state(search_filter: str, knobs: list[str], measured: set[str], paralle
              "selectedColumns": columns, "columnOrder": columns,
              "columnWidths": {_col("tags", t): 300 for t in (*unmeasured, *tags)} | {_col("tags", BOUND_TAG): 170},
              "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
-             "compareRunSections": [{"uuid": "rlbench-headline", "name": "rlbench headline: the task's time and rates",
-                                     "display": True, "isReordered": True, "deleted": False, "isGenerated": False}]}
+             "compareRunSections": [_section("rlbench-headline", "rlbench headline: the task's time and rates")]}
     return (state | grouped(group_by_tag)) if group_by_tag else state
 
 

@@ -137,7 +137,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
                        parts.may_step, parts.more_data, timer("actors"),
                        on_done=learner.wakeup.ring if learner is not None else None)  # it may update now
-    return Trainer(env, parts, inference, actors, parts.learner, plan.device)
+    return Trainer(env, parts, inference, actors, learner, plan.device)
 
 
 def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer) -> dict:

@@ -36,7 +36,7 @@ class SequenceReplay:
         self.dropped = 0  # sampled rows overwritten while they were copied (dropped from their batch)
         self._rng = np.random.default_rng(seed)
         self.lock = threading.Lock()
-        self.on_insert = _nothing  # called after each insert (a free-coupling learner sets its wakeup's ring)
+        self.on_insert = lambda: None  # called after each insert (a free-coupling learner sets its wakeup's ring)
 
     @staticmethod
     def example(length, obs_shape, obs_dtype, num_actions, state_size, stack=1) -> Sequences:
@@ -112,7 +112,3 @@ class SequenceReplay:
         with self.lock:
             live = self._generation[slots] == generations
             self._priority[slots[live]] = np.maximum(priorities[live], 1e-6) ** self.alpha
-
-
-def _nothing() -> None:
-    pass

@@ -25,7 +25,7 @@ class UnrollQueue:
         self.dropped = 0  # unrolls offered after the queue closed
         self.closed = False
         self._cond = threading.Condition()
-        self.on_put = _nothing  # called as rows come in (the learner sets its wakeup's ring)
+        self.on_put = lambda: None  # called as rows come in (the learner sets its wakeup's ring)
 
     def put(self, seqs: Sequences, priorities: np.ndarray, blocked=contextlib.nullcontext) -> None:
         """Queue owned rows `seqs` in order, waiting for room as it appears (inside `blocked()`)."""
@@ -63,7 +63,3 @@ class UnrollQueue:
         with self._cond:
             self.closed = True
             self._cond.notify_all()
-
-
-def _nothing() -> None:
-    pass

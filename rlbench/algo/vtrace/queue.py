@@ -22,7 +22,7 @@ class UnrollQueue:
         self.size = 0  # unrolls queued
         self.put_total = 0  # unrolls ever put
         self._lock = threading.Lock()
-        self.on_put = _nothing  # called after each put (the learner sets its wakeup's ring)
+        self.on_put = lambda: None  # called after each put (the learner sets its wakeup's ring)
 
     def full(self) -> bool:
         return self.size >= self.capacity
@@ -46,7 +46,3 @@ class UnrollQueue:
             rows = pop_rows(self._chunks, n)
             self.size -= n
         return rows
-
-
-def _nothing() -> None:
-    pass
