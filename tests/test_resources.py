@@ -7,7 +7,14 @@ from typing import ClassVar
 import pytest
 import torch
 
-from rlbench.core.resources import ComputeLimit, ResourceError, cpu_gpu_ratio, granted_sms, usable_cpus
+from rlbench.core.resources import (
+    ComputeLimit,
+    ResourceError,
+    cpu_gpu_ratio,
+    granted_sms,
+    in_autograd_thread,
+    usable_cpus,
+)
 from rlbench.roles.runner import RoleThread
 
 
@@ -15,7 +22,14 @@ class FakeGreenContext:
     created: ClassVar[list] = []
 
     def __init__(self, num_sms, device_id):
-        self.num_sms, self.device_id, self.stack = num_sms, device_id, 0
+        self.num_sms, self.device_id, self.stacks = num_sms, device_id, {}  # thread id -> pushes (CUDA's, per thread)
+
+    @property
+    def stack(self) -> int:
+        return sum(self.stacks.values())
+
+    def here(self) -> int:
+        return self.stacks.get(threading.get_ident(), 0)
 
     @classmethod
     def create(cls, num_sms=None, device_id=None, **kw):
@@ -25,10 +39,11 @@ class FakeGreenContext:
         return ctx
 
     def set_context(self):
-        self.stack += 1
+        self.stacks[threading.get_ident()] = self.here() + 1
 
     def pop_context(self):
-        self.stack -= 1
+        assert self.here() > 0, "popped in a thread where it is not current"
+        self.stacks[threading.get_ident()] = self.here() - 1
 
 
 class FakeCuda:
@@ -59,8 +74,11 @@ class FakeCuda:
 
 def fake_torch(sms=132, major=9, initialized=False):
     props = SimpleNamespace(multi_processor_count=sms, major=major, name="Fake H100")
+    # autograd is torch's own, its tensors on the CPU: there the backward runs in the calling
+    # thread, which stands for the CUDA device's autograd thread
     return SimpleNamespace(cuda=FakeCuda(props, initialized), get_num_threads=torch.get_num_threads,
-                           set_num_threads=torch.set_num_threads)
+                           set_num_threads=torch.set_num_threads, autograd=torch.autograd,
+                           zeros=lambda *shape, device=None, **kw: torch.zeros(*shape, **kw))
 
 
 def limit(sm_limit, backend="green_context", torch_mod=None, **kw):
@@ -112,14 +130,38 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
         name = "learner"
 
         def run(self, stop):
-            seen.append(FakeGreenContext.created[-1].stack)
+            seen.append(FakeGreenContext.created[-1].here())
 
     with limit_:
+        ctx = FakeGreenContext.created[-1]
+        assert ctx.here() == 1, "current in the thread where autograd runs the device's backward"
         th = RoleThread(Role(), threading.Event(), limit_.thread_scope)
         th.start()
         th.join()
-    assert seen == [1] and FakeGreenContext.created[-1].stack == 0
-    assert FakeGreenContext.created[-1].num_sms == 16
+    assert seen == [1] and ctx.stack == 0, "popped in every thread it was made current in"
+    assert ctx.num_sms == 16
+
+
+def test_in_autograd_thread_calls_once_from_a_backward_node():
+    nodes = []
+    in_autograd_thread(torch, torch.device("cpu"), lambda: nodes.append(torch._C._current_autograd_node()))
+    assert len(nodes) == 1 and nodes[0] is not None
+
+
+def test_a_failed_jobs_sticky_cuda_error_is_not_replaced_on_exit(monkeypatch):
+    import torch.cuda.green_contexts as gc
+
+    monkeypatch.setattr(gc, "GreenContext", FakeGreenContext)
+
+    def sticky():
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    limit_ = limit(16)
+    with pytest.raises(ValueError, match="the job's own"), limit_:
+        FakeGreenContext.created[-1].pop_context = sticky
+        raise ValueError("the job's own error")
+    with pytest.raises(RuntimeError, match="device-side assert"), limit(16):  # with no error of its own, told
+        FakeGreenContext.created[-1].pop_context = sticky
 
 
 def test_sm_limit_above_the_gpu_is_refused():

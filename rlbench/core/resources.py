@@ -145,6 +145,34 @@ def mps_daemon_reachable(env: dict | None = None) -> tuple[bool, str]:
     return False, f"no MPS control daemon: {control} does not exist (start nvidia-cuda-mps-control -d)"
 
 
+def in_autograd_thread(torch_mod, device, fn) -> None:
+    """Calls `fn()` in the thread where torch's autograd runs `device`'s backward ops.
+
+    Autograd runs a CUDA device's backward ops in its own engine thread, not in the thread that
+    calls backward(). A green context is current per thread, so the learner's backward would
+    run outside the job's green context: on every SM, and on the primary context's null stream,
+    which torch takes for the green context's (both are its stream 0), so nothing orders the
+    two and the caching allocator hands memory still in use from one to the other (seen on an
+    H200: index-out-of-bounds asserts in inference after two updates). A backward through a node
+    whose backward calls `fn` runs `fn` in that thread (`set_context` there before the roles
+    start, `pop_context` after they end). docs/jobs.md, "SM limits"."""
+
+    class _Call(torch_mod.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            fn()
+            return grad
+
+    x = torch_mod.zeros(1, device=device, requires_grad=True)
+    _Call.apply(x).sum().backward()
+    if getattr(device, "type", str(device)) == "cuda":
+        torch_mod.cuda.synchronize()
+
+
 class ComputeLimit:
     """Applies `sm_limit` for one job; use as a context manager around the job.
 
@@ -209,6 +237,7 @@ class ComputeLimit:
             # one torch warns "no primary context" (seen on an H100) and makes it itself.
             self.torch.cuda.synchronize(index)
             self._ctx = GreenContext.create(num_sms=g.requested, device_id=index)
+            in_autograd_thread(self.torch, self.device, self._ctx.set_context)
         return self
 
     def _refuse_initialised(self) -> None:
@@ -222,6 +251,12 @@ class ComputeLimit:
     def __exit__(self, *exc) -> None:
         if self._saved_threads is not None:
             self.torch.set_num_threads(self._saved_threads)
+        if self._ctx is not None:
+            try:
+                in_autograd_thread(self.torch, self.device, self._ctx.pop_context)
+            except Exception:
+                if exc[0] is None:
+                    raise
         if self.grant.backend == "mps":
             self.env.pop("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", None)
 
