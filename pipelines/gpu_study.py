@@ -356,7 +356,8 @@ class Run:
         self.troubles += len(cut)
         if not kept:
             return None
-        sweep = run_sweep([*self.common, *axis(kept)], timeout_s=max(1.0, self.left_s()))
+        folder = f"hydra.sweep.dir={self.args.out}/multirun/{stage}"  # one per stage: job 0 of each is not overwritten
+        sweep = run_sweep([*self.common, folder, *axis(kept)], timeout_s=max(1.0, self.left_s()))
         if sweep.stopped:
             self.events.append(f"stopped at the budget ({STAGES[stage]}) after {sweep.seconds:.0f} s; "
                                "its finished jobs kept")
@@ -468,7 +469,7 @@ def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: 
                                                "notes": predict.notes}, indent=2))
     experiment = f"{EXPERIMENT}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
     common = merge(base, [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={experiment}",
-                          "progress=log", f"hydra.sweep.dir={out}/multirun"])
+                          "progress=log"])
     r = Run(args, host, plan, predict, common, sms, f"{' '.join(base)}, {plan.frames} frames per job", experiment, t0)
     from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 

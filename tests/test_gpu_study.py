@@ -295,6 +295,7 @@ def test_the_rehearsal_runs_the_whole_study_with_the_gpu_fakes_and_brings_its_re
     assert s["precision_ratio"]["value"] > 0 and s["knee"]["text"]
     assert "# GPU study on" in (out / "summary.md").read_text() and (out / "report" / "report.html").is_file()
     assert json.loads((out / "plan.json").read_text())["frames"] == 1500
+    assert all((out / "multirun" / st / "0").is_dir() for st in ("actors", "sms", "precision")), "a stage's jobs lost"
     mlflow.set_tracking_uri(f"sqlite:///{out}/mlruns/mlflow.db")  # the portable form: artifacts beside it
     exp = mlflow.get_experiment_by_name(s["run"]["experiment"])
     assert exp.artifact_location == f"rlbench-store:/{exp.name}" and (out / "mlruns" / exp.name).is_dir()
