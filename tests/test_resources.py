@@ -142,6 +142,16 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
     assert ctx.num_sms == 16
 
 
+def test_a_second_green_context_job_in_the_process_is_refused(monkeypatch):
+    import torch.cuda.green_contexts as gc
+
+    monkeypatch.setattr(gc, "GreenContext", FakeGreenContext)
+    with limit(16), pytest.raises(ResourceError, match="sm_limit=32 .* another job of this process"), limit(32):
+        pass
+    with limit(32):  # the first one left: allowed again
+        assert FakeGreenContext.created[-1].here() == 1
+
+
 def test_in_autograd_thread_calls_once_from_a_backward_node():
     nodes = []
     in_autograd_thread(torch, torch.device("cpu"), lambda: nodes.append(torch._C._current_autograd_node()))

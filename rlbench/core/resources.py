@@ -145,6 +145,9 @@ def mps_daemon_reachable(env: dict | None = None) -> tuple[bool, str]:
     return False, f"no MPS control daemon: {control} does not exist (start nvidia-cuda-mps-control -d)"
 
 
+_green_jobs: set[int] = set()  # the ComputeLimits of this process inside a green context (at most one)
+
+
 def in_autograd_thread(torch_mod, device, fn) -> None:
     """Calls `fn()` in the thread where torch's autograd runs `device`'s backward ops.
 
@@ -232,12 +235,16 @@ class ComputeLimit:
         elif g.backend == "green_context":
             from torch.cuda.green_contexts import GreenContext  # lazy: keeps torch off the start
 
+            if _green_jobs:  # the autograd thread it enters is the process's one
+                raise ResourceError(f"sm_limit={self.sm_limit} (sm_backend=green_context): another job of this "
+                                    "process holds a green context; allowed: one such job at a time per process")
             index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
             # The device's primary context first: a green context is carved from it, and without
             # one torch warns "no primary context" (seen on an H100) and makes it itself.
             self.torch.cuda.synchronize(index)
             self._ctx = GreenContext.create(num_sms=g.requested, device_id=index)
             in_autograd_thread(self.torch, self.device, self._ctx.set_context)
+            _green_jobs.add(id(self))
         return self
 
     def _refuse_initialised(self) -> None:
@@ -252,6 +259,7 @@ class ComputeLimit:
         if self._saved_threads is not None:
             self.torch.set_num_threads(self._saved_threads)
         if self._ctx is not None:
+            _green_jobs.discard(id(self))
             try:
                 in_autograd_thread(self.torch, self.device, self._ctx.pop_context)
             except Exception:
