@@ -146,7 +146,9 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
     from rlbench.train.job import run_job
     from tests.test_trainer import CONTRACT
 
-    cfg = compose_cfg(["workload=smoke", "actors=4", "actor_procs=2", "progress=log", *store["overrides"]])
+    # the contract, not the learner: a small R2D2 (batch 8, LSTM 32); the smoke task's frames end an episode
+    cfg = compose_cfg(["workload=smoke", "algo.batch_size=8", "algo.min_replay=10",
+                       "algo.network.lstm_hidden=32", "actors=4", "actor_procs=2", "progress=log", *store["overrides"]])
     run_job(cfg, overrides=["actor_procs=2"])
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED"
