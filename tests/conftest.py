@@ -89,7 +89,46 @@ def compose_each_command_line_once():
     compose_config.uncached = uncached
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compose, "compose_config", compose_config)
+        _hydra_loads_once(patch, copy.deepcopy)
         yield
+
+
+def _hydra_loads_once(patch: pytest.MonkeyPatch, deepcopy) -> None:
+    """Hydra's own composition (its run and multirun in the commands' in-process `main()`, each
+    sweep job's config) kept per test process as compose_config above: a copy of a line already
+    composed (Hydra's run sets its node on the copy). The key holds what Hydra reads besides
+    conf/: the line, the mode, the working directory, the search path, the job's name, the
+    version base, the environment (less pytest's own) and the registered plugins."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.utils import JobRuntime
+    from hydra.types import RunMode
+
+    from rlbench.core import algorithms, env_families
+
+    loaded: dict[tuple, object] = {}
+    uncached = ConfigLoaderImpl.load_configuration
+
+    def load_configuration(self, config_name, overrides, run_mode: RunMode, from_shell=True,
+                           validate_sweep_overrides=True):
+        from hydra import version
+
+        env = tuple(sorted((k, v) for k, v in os.environ.items() if not k.startswith("PYTEST_")))
+        key = (config_name, tuple(overrides), run_mode, from_shell, validate_sweep_overrides, os.getcwd(),
+               str(self.config_search_path), _job_name(JobRuntime),
+               version.getbase(), env, _registered(algorithms.ALGORITHMS), _registered(env_families.FAMILIES))
+        if key not in loaded:
+            loaded[key] = uncached(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
+        return deepcopy(loaded[key])
+
+    load_configuration.uncached = uncached
+    patch.setattr(ConfigLoaderImpl, "load_configuration", load_configuration)
+
+
+def _job_name(job_runtime) -> str | None:
+    try:
+        return job_runtime.instance().get("name")
+    except KeyError:  # no job named yet in this process
+        return None
 
 
 def _groups_and_values(overrides: list[str]) -> tuple[list[str], list] | None:

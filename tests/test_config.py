@@ -174,3 +174,23 @@ def test_the_tests_compose_cache_refuses_what_hydra_refuses(line):
     with pytest.raises(Exception) as whole:
         compose.compose_config.uncached(line)
     assert (type(fast.value), str(fast.value)) == (type(whole.value), str(whole.value))
+
+
+def test_the_tests_hydra_cache_gives_a_fresh_copy_equal_to_what_hydra_composes():
+    from hydra import initialize_config_dir
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from rlbench.prepare.compose import CONF_DIR
+
+    line = ["env=cartpole", "actors=3"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        first = loader.load_configuration("config", line, RunMode.RUN)
+        first.actors = 99  # as Hydra's run sets its node on what it got
+        again = loader.load_configuration("config", line, RunMode.RUN)
+        hydras = ConfigLoaderImpl.load_configuration.uncached(loader, "config", line, RunMode.RUN)
+    assert again.actors == 3
+    assert OmegaConf.to_container(again) == OmegaConf.to_container(hydras)
