@@ -149,6 +149,9 @@ def test_study_rule_on_a_dgx1_like_host():
     assert "does not hold" in study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 150.0)])
     assert "no job ran at ratio >= 1" in study_rule(40, 80, "SM", [(0.5, 100.0)])
     assert "not evaluated" in study_rule(None, 80, "SM", [])
+    assert "spread" not in text  # medians of repeats: said as measured
+    assert study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 150.0)], single_run=True).endswith(
+        "(the rule does not hold here); single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
 
 
 def test_pareto_front():

@@ -52,8 +52,9 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     rec = recommend(candidates, tolerance, ratios=not study.without_gpu)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
+    single = all(c.get("runtime_spread") is None for c in candidates)
     rule = NO_GPU_RATIO if study.without_gpu else study_rule(threads, _int(max(units)) if units else None,
-                                                              study.compute_unit, timed)
+                                                              study.compute_unit, timed, single)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
                 for j in study.not_finished]
     onoff = on_off_policy(algorithm_shares(study))

@@ -138,11 +138,12 @@ NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads p
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
-               jobs: list[tuple[float, float]]) -> str:
+               jobs: list[tuple[float, float]], single_run: bool = False) -> str:
     """The study argues RL systems want CPU threads / SMs >= 1 (its 40-SM job, ratio 1, took
     only 6% longer than with all 80 SMs). For this host: its ratio with every unit, how many
     units the rule says are enough, and how much longer the best swept job at ratio >= 1
-    took than the fastest. jobs: (cpu_gpu_ratio, runtime_s) of the finished jobs."""
+    took than the fastest. jobs: (cpu_gpu_ratio, runtime_s) of the finished jobs (medians of
+    repeats); single_run: each configuration ran once, so the verdict is said without a spread."""
     if not hardware_threads or not units_total:
         return "study's rule (ratio >= 1): not evaluated (host threads or compute units unknown)"
     host_ratio = hardware_threads / units_total
@@ -157,7 +158,8 @@ def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
         return text + f"; no job ran at ratio >= 1 (sweep sm_limit <= {hardware_threads} to test it)"
     slower = min(at_one) / best - 1
     return text + (f"; measured: the best job at ratio >= 1 took {slower:+.0%} longer than the fastest "
-                   + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)"))
+                   + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)")
+                   + (f"; {SINGLE_RUN}" if single_run else ""))
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
