@@ -1,5 +1,6 @@
 """Resource limits: CPU intra-op threads, green contexts and MPS (with fakes), the ratio."""
 
+import contextlib
 import threading
 from types import SimpleNamespace
 from typing import ClassVar
@@ -78,6 +79,7 @@ def fake_torch(sms=132, major=9, initialized=False):
     # thread, which stands for the CUDA device's autograd thread
     return SimpleNamespace(cuda=FakeCuda(props, initialized), get_num_threads=torch.get_num_threads,
                            set_num_threads=torch.set_num_threads, autograd=torch.autograd,
+                           inference_mode=torch.inference_mode, enable_grad=torch.enable_grad,
                            zeros=lambda *shape, device=None, **kw: torch.zeros(*shape, **kw))
 
 
@@ -152,9 +154,11 @@ def test_a_second_green_context_job_in_the_process_is_refused(monkeypatch):
         assert FakeGreenContext.created[-1].here() == 1
 
 
-def test_in_autograd_thread_calls_once_from_a_backward_node():
+@pytest.mark.parametrize("mode", [contextlib.nullcontext, torch.no_grad, torch.inference_mode])
+def test_in_autograd_thread_calls_once_from_a_backward_node(mode):
     nodes = []
-    in_autograd_thread(torch, torch.device("cpu"), lambda: nodes.append(torch._C._current_autograd_node()))
+    with mode():  # a limit entered inside no_grad or inference_mode still reaches the thread
+        in_autograd_thread(torch, torch.device("cpu"), lambda: nodes.append(torch._C._current_autograd_node()))
     assert len(nodes) == 1 and nodes[0] is not None
 
 

@@ -170,8 +170,9 @@ def in_autograd_thread(torch_mod, device, fn) -> None:
             fn()
             return grad
 
-    x = torch_mod.zeros(1, device=device, requires_grad=True)
-    _Call.apply(x).sum().backward()
+    with torch_mod.inference_mode(False), torch_mod.enable_grad():  # entered inside no_grad too
+        x = torch_mod.zeros(1, device=device, requires_grad=True)
+        _Call.apply(x).sum().backward()
     if getattr(device, "type", str(device)) == "cuda":
         torch_mod.cuda.synchronize()
 
