@@ -158,7 +158,7 @@ def in_autograd_thread(torch_mod, device, fn) -> None:
     two and the caching allocator hands memory still in use from one to the other (seen on an
     H200: index-out-of-bounds asserts in inference after two updates). A backward through a node
     whose backward calls `fn` runs `fn` in that thread (`set_context` there before the roles
-    start, `pop_context` after they end). docs/jobs.md, "SM limits"."""
+    start, `pop_context` after they end). docs/jobs.md, "The compute grant"."""
 
     class _Call(torch_mod.autograd.Function):
         @staticmethod
