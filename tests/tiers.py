@@ -36,4 +36,4 @@ def pytest_load_initial_conftests(early_config, parser, args: list[str]) -> None
     new = fast_tier_args(args, cores, importlib.util.find_spec("xdist") is not None)
     if new != args:
         args[:] = new
-        print(f"fast tier: {shlex.join(PARALLEL)} ({cores} cores; docs/testing.md)")
+        print(f"fast tier: {shlex.join(PARALLEL)} ({cores} cores; docs/testing.md)", flush=True)
