@@ -14,6 +14,7 @@ import pytest
 
 FAST_TIER = "not e2e"
 PARALLEL = ["-n", "auto", "--dist", "loadfile"]
+NOTE = pytest.StashKey[str]()
 
 
 def fast_tier_args(args: list[str], cores: int, have_xdist: bool) -> list[str]:
@@ -36,4 +37,12 @@ def pytest_load_initial_conftests(early_config, parser, args: list[str]) -> None
     new = fast_tier_args(args, cores, importlib.util.find_spec("xdist") is not None)
     if new != args:
         args[:] = new
-        print(f"fast tier: {shlex.join(PARALLEL)} ({cores} cores; docs/testing.md)", flush=True)
+        early_config.stash[NOTE] = f"fast tier: {shlex.join(PARALLEL)} ({cores} cores; docs/testing.md)"
+
+
+def pytest_sessionstart(session) -> None:
+    """The note first, through pytest's own writer (output is captured while args are read)."""
+    note = session.config.stash.get(NOTE, None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if note and reporter is not None:
+        reporter.write_line(note)
