@@ -23,6 +23,20 @@ sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The whole fast tier on a worker per core (tests/tiers.py), set before pytest-xdist reads -n."""
+    from tests.tiers import parallel_fast_tier
+
+    parallel_fast_tier(config)
+
+
+def pytest_sessionstart(session):
+    from tests.tiers import say_parallel
+
+    say_parallel(session)
+
 # A seconds-long CartPole job (the smoke workload's 40000 frames take ~25 s of CartPole on 2 cores):
 # 3000 frames, the learner starts after 16 sequences and makes 2 updates.
 CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
