@@ -240,35 +240,36 @@ def runs(uri: str, experiment: str = "test") -> list:
 
 def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, module: str = "rlbench",
                 **kw) -> subprocess.CompletedProcess:
-    """`python -m rlbench ARGS` (or `module`, a wrapper such as tests.bf16_cpu) from the clone."""
+    """`python -m rlbench ARGS` (or `module`, a wrapper such as tests.full_disk) from the clone."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env, **kw, check=False)
 
 
-@pytest.fixture
-def rlbench_main(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProcess]:
+def main_in_process(args: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
     """`python -m rlbench ARGS` run as its main() in this process: the same command line check,
-    Hydra run or sweep, exit code (SystemExit) and output, without ~4 s of a new interpreter's
-    imports. For checks of what the command says and records; what only a process shows (its
-    exit status as the shell sees it, signals, a child left behind) stays with rlbench_cli in
-    the e2e tests. Hydra's singletons and the root logger's handlers are put back after."""
+    Hydra run or sweep, exit code (SystemExit) and output, without ~10 s of a new interpreter's
+    imports and first composes. For checks of what the command says and records; what only a
+    process shows (its exit status as the shell sees it, signals, a child left behind, warnings
+    printed to the terminal) stays with rlbench_cli. The environment, sys.argv, Hydra's
+    singletons and the root logger's handlers are put back after."""
     import copy
+    import io
     import logging
 
     from hydra.core.singleton import Singleton
 
-    def _run(args: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
-        import rlbench.__main__ as entry
+    import rlbench.__main__ as entry
 
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    state = copy.deepcopy(Singleton.get_state())
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
-            monkeypatch.setenv(name, value)
-        monkeypatch.setattr(sys, "argv", [entry.__file__, *args])
-        state = copy.deepcopy(Singleton.get_state())
-        root = logging.getLogger()
-        handlers, level = root.handlers[:], root.level
-        capsys.readouterr()
-        code = 0
+            patch.setenv(name, value)
+        patch.setattr(sys, "argv", [entry.__file__, *args])
         try:
             entry.main()
         except SystemExit as e:
@@ -280,10 +281,13 @@ def rlbench_main(capsys, monkeypatch) -> Callable[..., subprocess.CompletedProce
             root.handlers[:] = handlers
             root.setLevel(level)
             Singleton.set_state(state)
-        out = capsys.readouterr()
-        return subprocess.CompletedProcess(["rlbench", *args], code, out.out, out.err)
+    return subprocess.CompletedProcess(["rlbench", *args], code, out.getvalue(), err.getvalue())
 
-    return _run
+
+@pytest.fixture
+def rlbench_main() -> Callable[..., subprocess.CompletedProcess]:
+    """main_in_process, as a fixture."""
+    return main_in_process
 
 
 def wait_until(predicate: Callable[[], object], timeout_s: float, what: str | Callable[[], str] = "the condition",

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from rlbench.core.signals import STOP_BOUND_S
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
+from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 
 pytestmark = pytest.mark.e2e
 TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
@@ -135,7 +135,7 @@ def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_ev
     sweep = _start([*args, "workload.frames=20000"], tmp_path)  # long enough to be caught in its second job
     second = _when_running(sweep, store, lambda r: r.info.run_name == "seed=2", timeout=180)
     _stop(sweep, signal.SIGKILL)
-    out = _run([*args, "workload.frames=20000", "resume=true"], tmp_path, timeout=300)
+    out = main_in_process([*args, "workload.frames=20000", "resume=true"])  # the kill above is the process's part
     assert out.returncode == 0, out.stderr[-3000:]
     parent_id = second.data.tags["mlflow.parentRunId"]
     assert f"resume: continuing parent run {parent_id}" in out.stdout

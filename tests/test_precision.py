@@ -24,7 +24,7 @@ from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.telemetry.flops import FlopRate
 from rlbench.tracking.store import config_hash
-from tests.conftest import CARTPOLE_TINY, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, main_in_process, runs
 
 DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 N = 4  # training envs
@@ -359,12 +359,12 @@ def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, t
     from rlbench.tracking.study_records import load_parent
     from tests.bf16_cpu import cpu_flags
 
-    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", cpu_flags)  # the profiles below run in this process
+    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", cpu_flags)  # the sweep and the profiles run in this process
     peak = measure.gemm_peak  # their GEMM peak small: bf16 emulated on a CPU without it takes minutes at 2048
     monkeypatch.setattr(measure, "gemm_peak", lambda precision, device, n=None, repeats=5: peak(precision, device, 256, 2))
     args = ["-m", "precision=fp32,bf16", *CARTPOLE_TINY, "workload.learner_updates=3", "actors=2", "progress=log",
             *store["overrides"]]
-    out = rlbench_cli(args, timeout=300, module="tests.bf16_cpu")  # any CPU: this tests the record, not the CPU
+    out = main_in_process(args)  # any CPU: this tests the record, not the CPU
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]

@@ -15,7 +15,7 @@ from rlbench.predict.curves import Profile
 from rlbench.predict.jobs import Machine, predict_job
 from rlbench.predict.report import saturation
 from rlbench.predict.rpc import fit_rpc
-from tests.conftest import rlbench_cli
+from tests.conftest import main_in_process
 
 # per message: the actor's side 100 us, the server's 50 us, 7000 bytes per frame up
 REMOTE = {"actor_s": (100e-6, 0.0), "server_s": (50e-6, 0.0), "bytes_up": (0.0, 7000.0)}
@@ -190,8 +190,8 @@ def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_
     from rlbench.predict.curves import load_profile
     from rlbench.tracking.profiles import write_profile
 
-    out = rlbench_cli(["-m", "env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2",
-                       "progress=log", *store["overrides"]], timeout=300)
+    out = main_in_process(["-m", "env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2",
+                           "progress=log", *store["overrides"]])
     assert out.returncode == 0, out.stderr[-3000:]
     parent = re.search(r"\[rlbench sweep\] parent run ([0-9a-f]+)", out.stdout).group(1)
     profile = write_profile(TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"), "p", TAGS,

@@ -18,7 +18,7 @@ from rlbench.report.html import config_table
 from rlbench.report.verdict import knee, recommend
 from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.study_records import JobRun, Study
-from tests.conftest import CARTPOLE_TINY, plain_table, rlbench_cli, runs
+from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_cli, runs
 
 
 def _sweeper(config: dict | None = None, params: dict | None = None):
@@ -275,8 +275,8 @@ def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
 
 @pytest.mark.e2e
 def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration(store):
-    out = rlbench_cli(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
-                       *store["overrides"]], timeout=600)
+    out = main_in_process(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
+                           *store["overrides"]])
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]

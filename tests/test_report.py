@@ -16,7 +16,7 @@ from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
 from rlbench.report.__main__ import main as report_main
 from rlbench.tracking.study_records import JobRun, Study
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli
+from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
 
@@ -180,10 +180,10 @@ def tiny_sweep(tmp_path_factory):
     """A real 2x2 sweep (actors x sm_limit) of seconds-long CartPole jobs."""
     tmp = tmp_path_factory.mktemp("sweep")
     uri = f"sqlite:///{tmp}/mlflow.db"
-    out = rlbench_cli(["-m", "actors=2,4", "sm_limit=1,2", *CARTPOLE_TINY, "progress=log", "eval_envs=0",
-                       "telemetry.rate_hz=2", f"tracking.uri={uri}", f"tracking.artifact_location={tmp}/artifacts",
-                       "tracking.experiment=test", "tracking.system_metrics=false", f"hydra.sweep.dir={tmp}/multirun"],
-                      timeout=300)
+    out = main_in_process(["-m", "actors=2,4", "sm_limit=1,2", *CARTPOLE_TINY, "progress=log", "eval_envs=0",
+                           "telemetry.rate_hz=2", f"tracking.uri={uri}", f"tracking.artifact_location={tmp}/artifacts",
+                           "tracking.experiment=test", "tracking.system_metrics=false",
+                           f"hydra.sweep.dir={tmp}/multirun"])
     assert out.returncode == 0, out.stderr[-3000:]
     parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
     return uri, parent, tmp
@@ -228,15 +228,16 @@ def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(ti
 
 
 @pytest.mark.e2e
-def test_report_cli_refuses_a_job_run_and_an_unknown_id(tiny_sweep):
+def test_report_cli_refuses_a_job_run_and_an_unknown_id(tiny_sweep, capsys):
+    """The report's main() in this process: the process's own exit status is the run above's."""
     uri, parent, _ = tiny_sweep
     mlflow.set_tracking_uri(uri)
     job = next(r for r in mlflow.search_runs(experiment_names=["test"], output_format="list")
                if r.data.tags.get("mlflow.parentRunId") == parent)
     for run_id, says in ((job.info.run_id, "has no child runs"), ("0" * 32, "no such run")):
-        out = subprocess.run([sys.executable, "-m", "rlbench.report", "--sweep", run_id, "--tracking-uri", uri,
-                              "--no-log", "--out", "/tmp/never"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-        assert out.returncode == 2 and says in out.stderr, out.stderr[-2000:]
+        code = report_main(["--sweep", run_id, "--tracking-uri", uri, "--no-log", "--out", "/tmp/never"])
+        err = capsys.readouterr().err
+        assert code == 2 and says in err, err[-2000:]
 
 
 def test_report_of_a_server_that_is_down_says_so_at_once(capsys):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from rlbench.prepare.preflight import PreflightError, check, masked
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
+from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 from tests.servers import PG_PASSWORD, free_port
 
 # The tiniest real jobs. One intra-op thread each (sm_limit=1): several jobs share this host's
@@ -80,7 +80,7 @@ def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tm
     args = ["-m", "hydra/launcher=slurm", "experiment=actor_sweep", "hydra.launcher.partition=debug",
             "hydra.launcher.mem_gb=32", "hydra.launcher.timeout_min=30", "env=cartpole", "workload=smoke",
             *store["overrides"]]
-    out = rlbench_cli(args, timeout=120, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    out = main_in_process(args, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})  # submitit runs sbatch
     assert out.returncode != 0 and "no cluster (test stand-in)" in out.stderr
     script = (tmp_path / "job.sh").read_text()
     for line in ("--array=0-7%8", "--partition=debug", "--cpus-per-task=16", "--gpus-per-node=1", "--mem=32GB",
@@ -249,7 +249,7 @@ def test_tracking_server_down_no_job_started(tmp_path):
               f"hydra.run.dir={tmp_path}/out"]
     for args in (["-m", "seed=1,2", *common], ["-m", *SEARCH[:-1], f"search.storage=sqlite:///{tmp_path}/o.db", *common],
                  common):
-        out = rlbench_cli(args, timeout=120)
+        out = main_in_process(args)
         assert out.returncode == 2, out.stderr[-2000:]
         assert masked(down) in out.stderr and "not reachable" in out.stderr and "pw-xyz" not in out.stderr
         assert out.stderr.startswith(f"rlbench: tracking.uri={masked(down)}: MLflow tracking server not reachable: "
@@ -262,7 +262,7 @@ def test_tracking_server_down_no_job_started(tmp_path):
 @pytest.mark.integration
 def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.url("no_such_db")
-    out = rlbench_cli(["-m", *SEARCH, f"search.storage={storage}", *server_store["overrides"]], timeout=120)
+    out = main_in_process(["-m", *SEARCH, f"search.storage={storage}", *server_store["overrides"]])
     assert out.returncode == 2, out.stderr[-2000:]
     assert masked(storage) in out.stderr and PG_PASSWORD not in out.stderr and '"no_such_db" does not exist' in out.stderr
     assert runs(mlflow_server.url, server_store["experiment"]) == []

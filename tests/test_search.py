@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from rlbench.search import objective_values, recommend
-from tests.conftest import CARTPOLE_TINY, ROOT, rlbench_cli, runs, wait_until
+from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 
 TINY = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
         "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
@@ -68,9 +68,10 @@ def test_an_objective_the_job_cannot_produce_is_refused_before_the_first_trial(s
 def test_failing_trials_are_fail_and_the_study_completes(store, tmp_path):
     # a job that raises (time limit) is FAIL
     out = _search(store, tmp_path, 1, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
-                  "workload.max_runtime_s=0.001", "search.max_failures=1")
+                  "workload.max_runtime_s=0.001", "search.max_failures=1", command=main_in_process)
     assert out.returncode != 0
-    out = _search(store, tmp_path, 2, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second")
+    out = _search(store, tmp_path, 2, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
+                  command=main_in_process)
     assert out.returncode == 0, out.stderr[-2000:]
     second = optuna.load_study(study_name="second", storage=f"sqlite:///{tmp_path}/optuna.db")
     assert _states(second) == ["COMPLETE", "COMPLETE", "FAIL"]
@@ -185,11 +186,12 @@ def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
 @pytest.mark.e2e
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
-                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000")
+                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000",
+                  command=main_in_process)
     assert out.returncode == 0, out.stderr[-3000:]
     states = _states(_study(tmp_path))
     assert states.count("COMPLETE") == 3 and "FAIL" not in states
     killed = [r for r in runs(store["uri"]) if r.info.status == "KILLED"]
     assert len(killed) == states.count("PRUNED")  # a pruned trial's run ends KILLED, never FINISHED
-    out = _search(store, tmp_path, 3, "search.pruning=true", timeout=60)  # two objectives
+    out = _search(store, tmp_path, 3, "search.pruning=true", command=main_in_process)  # two objectives
     assert out.returncode == 2 and "needs one objective" in out.stderr

@@ -12,7 +12,7 @@ import pytest
 from rlbench.config.schema import SearchConfig
 from rlbench.search.space import suggest
 from rlbench.search.warm_start import candidates, enqueue, predict_candidates, ranked
-from tests.conftest import CARTPOLE_TINY, runs
+from tests.conftest import CARTPOLE_TINY, main_in_process, runs
 from tests.test_predict_jobs import prof
 from tests.test_search import _search, _study
 
@@ -124,7 +124,8 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
                          *CARTPOLE_TINY, "eval_envs=0"]) == 0
     mlflow.set_tracking_uri(store["uri"])
     (profile,) = [r.info.run_id for r in mlflow.search_runs(experiment_names=["rlbench-profiles"], output_format="list")]
-    out = _search(store, tmp_path, 3, f"search.warm_start_profile={profile}", "search.warm_start_trials=2")
+    out = _search(store, tmp_path, 3, f"search.warm_start_profile={profile}", "search.warm_start_trials=2",
+                  command=main_in_process)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "warm start: 2 trial(s) enqueued from profile" in out.stdout
     study = _study(tmp_path)
@@ -140,7 +141,8 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     assert [dict(t.params) for t in warm] == [{k: r[k] for k in ("actors", "actor_threads", "sm_limit")} for r in rows]
     assert [r["trial"] for r in rows] == [0, 1] and all(r["predicted_fps"] > 0 and r["predicted_bound"] for r in rows)
     assert [t.user_attrs["predicted_fps"] for t in warm] == pytest.approx([r["predicted_fps"] for r in rows])
-    out = _search(store, tmp_path, 4, f"search.warm_start_profile={profile}", "search.warm_start_trials=2")
+    out = _search(store, tmp_path, 4, f"search.warm_start_profile={profile}", "search.warm_start_trials=2",
+                  command=main_in_process)
     assert out.returncode == 0 and "warm start" not in out.stdout  # resumed: nothing enqueued again
     assert len([t for t in _study(tmp_path).trials if t.user_attrs.get("warm_start")]) == 2
     from rlbench.report import build_report, load_parent

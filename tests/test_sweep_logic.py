@@ -236,3 +236,21 @@ def test_the_parent_life_ends_it_however_its_body_or_its_record_goes():
     with pytest.raises(OSError):
         live(parent, lambda: "FINISHED", broken_close)
     assert closed == ["FAILED", "FAILED"] and parent.statuses == ["FAILED", "FAILED", "FINISHED"]
+
+
+def test_the_basic_launcher_is_told_after_hydra_scans_its_plugins_again():
+    """Hydra's plugin scan executes basic_launcher's module again (each main() in one process):
+    its new class, a subclass of the old one, and no other launcher."""
+    import importlib.util
+
+    from hydra._internal.core_plugins import basic_launcher
+
+    from rlbench.prepare.grid import in_process
+
+    old = basic_launcher.BasicLauncher
+    spec = importlib.util.find_spec(basic_launcher.__name__)
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)  # as Hydra's scanner does
+    assert again.BasicLauncher is not old and not isinstance(again.BasicLauncher(), old)
+    assert in_process(again.BasicLauncher()) and in_process(old()) and in_process(Basic(interrupt_at=9))
+    assert not in_process(Launcher())

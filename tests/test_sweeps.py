@@ -6,7 +6,7 @@ import time
 import mlflow
 import pytest
 
-from tests.conftest import CARTPOLE_TINY, plain_table, rlbench_cli, runs, sigterm_once_running
+from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_cli, runs, sigterm_once_running
 
 TINY = [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2"]
 
@@ -22,8 +22,8 @@ def _parents(all_runs):
 @pytest.mark.e2e
 def test_multirun_gives_parent_and_finished_children(store):
     # An exported MLFLOW_RUN_ID must not make the jobs resume some other run.
-    out = rlbench_cli(["-m", "seed=1,2,3", *TINY, *store["overrides"]], timeout=300,
-                      extra_env={"MLFLOW_RUN_ID": "0123456789abcdef0123456789abcdef"})
+    out = main_in_process(["-m", "seed=1,2,3", *TINY, *store["overrides"]],
+                          extra_env={"MLFLOW_RUN_ID": "0123456789abcdef0123456789abcdef"})
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = _parents(all_runs)
@@ -71,7 +71,7 @@ def test_one_failing_job_does_not_stop_the_others(store):
     # seed=2's job gets a time limit it cannot meet: it fails at run time, after validation.
     args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.learner_updates=20",
             *store["overrides"]]
-    out = rlbench_cli(args, timeout=600)
+    out = main_in_process(args)
     assert out.returncode != 0
     all_runs = runs(store["uri"])
     (parent,) = _parents(all_runs)
@@ -87,8 +87,8 @@ def test_one_failing_job_does_not_stop_the_others(store):
 @pytest.mark.e2e
 def test_resume_skips_finished_jobs(store):
     args = ["-m", "seed=1,2", *TINY, *store["overrides"]]
-    assert rlbench_cli(args, timeout=300).returncode == 0
-    out = rlbench_cli(["-m", "seed=1,2,3", "resume=true", *TINY, *store["overrides"]], timeout=300)
+    assert main_in_process(args).returncode == 0
+    out = main_in_process(["-m", "seed=1,2,3", "resume=true", *TINY, *store["overrides"]])
     assert out.returncode == 0, out.stderr[-2000:]
     kids = [r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") != "sweep"]
     assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]  # 1 and 2 not rerun

@@ -25,6 +25,16 @@ from rlbench.prepare.validate import validate
 SEED_STRIDE = 10_000
 
 
+BASIC_LAUNCHER = ("hydra._internal.core_plugins.basic_launcher", "BasicLauncher")
+
+
+def in_process(launcher) -> bool:
+    """Whether `launcher` runs the jobs in this process, one at a time: Hydra's basic launcher
+    or a subclass. Told by name: Hydra's plugin scan executes that module again at each scan (each
+    main() in one process), so an imported class is not the one a later scan instantiates."""
+    return any((c.__module__, c.__qualname__) == BASIC_LAUNCHER for c in type(launcher).__mro__)
+
+
 @dataclass
 class Grid:
     """A sweep's jobs, and for each the configuration it repeats and which repeat it is."""

@@ -12,10 +12,9 @@ import tempfile
 from pathlib import Path
 
 import optuna
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
 from rlbench.core.resources import ComputeLimit, resolve_device
-from rlbench.prepare.grid import expand_jobs, validate_jobs
+from rlbench.prepare.grid import expand_jobs, in_process, validate_jobs
 from rlbench.prepare.preflight import masked, preflight_or_exit
 from rlbench.prepare.validate import validate
 from rlbench.search.parent import recommend, report, study_params, study_parent
@@ -60,14 +59,14 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     conf = validate_jobs(sweeper, jobs)[0]
     s = conf.search
 
-    in_process = isinstance(sweeper.launcher, BasicLauncher)
+    jobs_here = in_process(sweeper.launcher)
     meters = host_meters()
     if not s.objectives:  # the defaults: the task's time, and its energy where a job here gets it
         s.objectives, s.directions, left_out = default_objectives(conf, meters)
         if left_out:
             print(f"[rlbench search] {left_out}", flush=True)
     _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf, meters)
-            + ([] if in_process or not s.pruning else
+            + ([] if jobs_here or not s.pruning else
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
     preflight_or_exit(conf.tracking.uri, s.storage)

@@ -17,10 +17,10 @@ import os
 import sys
 import uuid
 
-from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobStatus
 
 from rlbench.core.repeats import STAT_METRICS, Spread, config_rows, repeated
+from rlbench.prepare.grid import in_process
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
@@ -255,7 +255,7 @@ def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list
     extra: more overrides per job index (its repeat tags); started(index): told as each job starts."""
     total, extra = len(names), extra or {}
     tagged = [(i, job, job + child_overrides(tracking, parent, names[i]) + extra.get(i, [])) for i, job in todo]
-    if isinstance(launcher, BasicLauncher):
+    if in_process(launcher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
                   flush=True)
