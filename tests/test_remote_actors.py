@@ -5,6 +5,7 @@ actor SIGKILLed mid-run and a new one rejoining. Every process is reaped after e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,11 +26,20 @@ pytestmark = pytest.mark.e2e
 EXIT_S = 10  # the job closing ends every actor process within this
 
 
-def _sigint_as_from_a_terminal() -> None:
-    """In the actor's child before it runs: SIGINT at its default, as a process started from a
-    terminal has it. A suite started as a background job (`pytest ... &` in a script) runs with
-    SIGINT ignored, which a child inherits; Python then installs no KeyboardInterrupt for it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+@contextlib.contextmanager
+def _sigint_as_from_a_terminal():
+    """Start children with SIGINT at its default, as from a terminal. A suite started as a
+    background job runs with SIGINT ignored, which a child inherits (Python then installs no
+    KeyboardInterrupt). Not a preexec_fn: that forks instead of vfork, and gRPC's fork handlers
+    abort the child while this process's server threads are busy (docs/testing.md)."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture
@@ -42,9 +52,9 @@ def actors():
         env.pop("RLBENCH_ACTOR_TOKEN", None)
         if token is not None:
             env["RLBENCH_ACTOR_TOKEN"] = token
-        p = psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
-                         cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         preexec_fn=_sigint_as_from_a_terminal)
+        with _sigint_as_from_a_terminal():
+            p = psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs),
+                              *overrides], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         started.append(p)
         return p
 
@@ -76,6 +86,12 @@ def _drive(remote: RemoteEnvs, batch, steps: int, rng: np.random.Generator) -> l
         batch = remote.recv()
         batches.append(batch)
     return batches
+
+
+def _outputs(procs) -> str:
+    """Each ended actor's exit code and stderr: what a test that waited in vain shows."""
+    return "; ".join(f"pid {p.pid}: exit {p.poll()}: {p.communicate()[1].strip()[-2000:]}" if p.poll() is not None
+                     else f"pid {p.pid}: running" for p in procs)
 
 
 def _close_and_wait(remote: RemoteEnvs, procs) -> list[tuple[int, str]]:
@@ -200,14 +216,18 @@ def test_a_killed_actor_leaves_the_batching_and_a_new_one_rejoins_its_range(acto
         victim.kill()
         victim.wait(timeout=10)
         lost = np.zeros(0)
+        deadline = time.monotonic() + 60
         while not lost.size:  # recv goes on with the other actor; the loss is reported once
+            assert time.monotonic() < deadline, _outputs(procs)
             batch = _drive(remote, batch, 1, rng)[-1]
             lost = remote.take_disconnected()
         assert lost.tolist() == [0, 1] and remote.counts["disconnects"] == 1
         batch = _drive(remote, batch, 3, rng)[-1]
         assert batch.env_ids.tolist() == [2, 3] and remote.take_disconnected().size == 0
         procs.append(actors(remote.address, 2, "env=cartpole"))
-        while 0 not in batch.env_ids:
+        deadline = time.monotonic() + 60
+        while 0 not in batch.env_ids:  # the new actor joins within its start (a few seconds)
+            assert time.monotonic() < deadline, _outputs(procs)
             batch = _drive(remote, batch, 1, rng)[-1]
         first = batch.env_ids < 2
         assert batch.done[first].all() and sorted(batch.env_ids.tolist()) == [0, 1, 2, 3]
