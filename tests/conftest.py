@@ -26,10 +26,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """The whole fast tier on a worker per core (tests/tiers.py), set before pytest-xdist reads -n."""
-    from tests.tiers import parallel_fast_tier
+    """The whole suite and the fast tier on a worker per core (tests/tiers.py), set before
+    pytest-xdist reads -n."""
+    from tests.tiers import parallel_tiers
 
-    parallel_fast_tier(config)
+    parallel_tiers(config)
+
+
+@pytest.hookimpl(trylast=True)  # after -m's deselection
+def pytest_collection_modifyitems(config, items):
+    """A worker's collection, longest files first: the order pytest-xdist hands the files out."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from tests.tiers import by_weight
+
+        items[:] = by_weight(items)
 
 
 def pytest_sessionstart(session):
