@@ -88,10 +88,17 @@ def _drive(remote: RemoteEnvs, batch, steps: int, rng: np.random.Generator) -> l
     return batches
 
 
-def _outputs(procs) -> str:
-    """Each ended actor's exit code and stderr: what a test that waited in vain shows."""
-    return "; ".join(f"pid {p.pid}: exit {p.poll()}: {p.communicate()[1].strip()[-2000:]}" if p.poll() is not None
-                     else f"pid {p.pid}: running" for p in procs)
+def _drive_until(remote: RemoteEnvs, batch, rng: np.random.Generator, procs, reached, timeout_s: float = 60):
+    """One step at a time until `reached(batch)` gives something other than None: (batch, that).
+    Past `timeout_s`, fails with each ended actor's exit code and stderr."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        batch = _drive(remote, batch, 1, rng)[-1]
+        if (value := reached(batch)) is not None:
+            return batch, value
+        assert time.monotonic() < deadline, "; ".join(
+            f"pid {p.pid}: exit {p.poll()}: {p.communicate()[1].strip()[-2000:]}" if p.poll() is not None
+            else f"pid {p.pid}: running" for p in procs)
 
 
 def _close_and_wait(remote: RemoteEnvs, procs) -> list[tuple[int, str]]:
@@ -215,20 +222,13 @@ def test_a_killed_actor_leaves_the_batching_and_a_new_one_rejoins_its_range(acto
         victim = next(p for p in procs if p.pid == remote.actors()[0]["pid"])  # holds ids 0, 1
         victim.kill()
         victim.wait(timeout=10)
-        lost = np.zeros(0)
-        deadline = time.monotonic() + 60
-        while not lost.size:  # recv goes on with the other actor; the loss is reported once
-            assert time.monotonic() < deadline, _outputs(procs)
-            batch = _drive(remote, batch, 1, rng)[-1]
-            lost = remote.take_disconnected()
+        # recv goes on with the other actor; the loss is reported once
+        batch, lost = _drive_until(remote, batch, rng, procs, lambda _: d if (d := remote.take_disconnected()).size else None)
         assert lost.tolist() == [0, 1] and remote.counts["disconnects"] == 1
         batch = _drive(remote, batch, 3, rng)[-1]
         assert batch.env_ids.tolist() == [2, 3] and remote.take_disconnected().size == 0
         procs.append(actors(remote.address, 2, "env=cartpole"))
-        deadline = time.monotonic() + 60
-        while 0 not in batch.env_ids:  # the new actor joins within its start (a few seconds)
-            assert time.monotonic() < deadline, _outputs(procs)
-            batch = _drive(remote, batch, 1, rng)[-1]
+        batch, _ = _drive_until(remote, batch, rng, procs, lambda b: b if 0 in b.env_ids else None)  # the new one joined
         first = batch.env_ids < 2
         assert batch.done[first].all() and sorted(batch.env_ids.tolist()) == [0, 1, 2, 3]
         assert remote.counts["rejoins"] == 1 and remote.counts["joins"] == 3
