@@ -122,9 +122,12 @@ class MlflowServer:
                "--artifacts-destination", self.artifacts.as_uri(), "--host", "127.0.0.1",
                "--port", str(self.port), "--workers", "1", *(["--app-name", self.app_name] if self.app_name else [])]
         self.root.mkdir(parents=True, exist_ok=True)
+        # the store and the UI alone: no job runner (MLflow 3 starts a pool of job-worker
+        # processes by default, about 45 CPU-seconds on a 2-core host) and no usage telemetry
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
         with open(self.log, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-                                         start_new_session=True)
+                                         start_new_session=True, env=env)
         try:
             wait_for_health(self.url, self.proc, self.log, deadline_s)
         except Unavailable:

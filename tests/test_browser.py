@@ -91,14 +91,10 @@ def printed_app():
 
 
 @pytest.fixture
-def ui(printed_app, moved_sweep, tmp_path, monkeypatch):
+def ui(printed_app, moved_sweep, tmp_path):
     """The UI served as the printed start command serves it (its `--app-name`)."""
     from tests.servers import MlflowServer, Unavailable
 
-    # the UI alone: no job runner (MLflow 3 starts a pool of job-worker processes by default,
-    # seconds of CPU on a 2-core host) and no usage telemetry
-    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         server = MlflowServer(moved_sweep[0], tmp_path / "ui", app_name=printed_app).start(deadline_s=120)
     except (Unavailable, OSError) as e:
