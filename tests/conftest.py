@@ -57,15 +57,12 @@ CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "work
 def one_torch_thread_per_test_process():
     """Each test process computes on one intra-op thread: the tests' nets are tiny, and on 2
     cores shared by two pytest workers (or another job) torch's threads only contend (an LSTM
-    step takes ~10x longer). The processes the tests start inherit OMP_NUM_THREADS=1, torch's
-    default there; a job's sm_limit still sets its own (tests/test_resources.py)."""
+    step takes ~10x longer). Jobs the tests start as processes keep torch's default."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OMP_NUM_THREADS", "1")
-        yield
+    yield
     torch.set_num_threads(threads)
 
 
