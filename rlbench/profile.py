@@ -23,6 +23,7 @@ from rlbench.predict.measure import corun, env_curve, fit_inference, inference_c
 from rlbench.predict.rpc import ROW_KEYS, fit_rpc, rpc_cost
 from rlbench.prepare.compose import compose_job
 from rlbench.prepare.preflight import PreflightError, check, masked
+from rlbench.telemetry.charts.layout import tight_layout
 
 PROG = "rlbench.profile"  # the refusals' prefix: `rlbench.profile: --flag=value: ... allowed: ...`
 
@@ -153,7 +154,7 @@ def figure(curves: dict, path: Path) -> Path:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     ax_upd.grid(alpha=0.3)
-    fig.tight_layout()
+    tight_layout(fig)
     fig.savefig(path, dpi=90)
     return path
 

@@ -77,3 +77,32 @@ def test_legend_names_each_op_once_and_percentages_sit_on_wide_segments_only():
 def test_png_is_900_px_wide(tmp_path):
     path = plot_op_breakdown(op_breakdown_rows(METRICS), tmp_path / "operations.png", "time per operation, job")
     assert path.exists() and matplotlib.image.imread(path).shape[1] == 900
+
+
+def test_the_shared_tight_layout_saves_the_same_png_bytes_without_the_extra_draw(monkeypatch):
+    """rlbench/telemetry/charts/layout.py: no layout engine is left, so savefig draws once, and
+    the PNG is byte for byte the one matplotlib's own tight_layout gives."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    from rlbench.telemetry.charts import operations
+    from rlbench.telemetry.charts.layout import tight_layout
+
+    def png(ours: bool) -> tuple[bytes, int]:
+        if not ours:  # matplotlib's own, which leaves its placeholder engine behind
+            monkeypatch.setattr(operations, "tight_layout", lambda fig, **kw: fig.tight_layout(**kw))
+        fig = op_breakdown_figure(op_breakdown_rows(METRICS), "a job")
+        draws = []
+        monkeypatch.setattr(Figure, "draw", lambda self, renderer, _d=Figure.draw: draws.append(1) or _d(self, renderer))
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        monkeypatch.undo()
+        return buf.getvalue(), len(draws)
+
+    (ours, our_draws), (theirs, their_draws) = png(True), png(False)
+    assert ours == theirs and (our_draws, their_draws) == (1, 2)
+    fig = Figure()
+    fig.subplots()
+    tight_layout(fig)
+    assert fig.get_layout_engine() is None

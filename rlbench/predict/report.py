@@ -7,6 +7,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from rlbench.telemetry.charts.layout import tight_layout
+
 GRID_COLUMNS = ("actors", "actor_threads", "sm_limit", "inference_batch", "precision", "cpu_gpu_ratio", "fps",
                 "learner_updates_per_s", "runtime_s", "bound")
 
@@ -105,7 +107,7 @@ def grid_figure(preds, best, names: str, path: Path) -> Path:
     fig.suptitle(_wrap(f"Predicted (not measured) with {names}; a line through the best configuration at each x, "
                        f"a dot per configuration.{energy}", 130),
                  fontsize=9)
-    fig.tight_layout()
+    tight_layout(fig)
     fig.savefig(path, dpi=90)
     return path
 
@@ -133,7 +135,7 @@ def validation_figure(checked, names: str, error: float, path: Path | None = Non
     legend = ", ".join(f"{short[k]} = {k}" for k in varying)
     fig.suptitle(_wrap(f"prediction_error={error:.4f} (larger median abs. % error of fps and runtime_s); "
                        f"labels: {legend}; {names}"), fontsize=9)
-    fig.tight_layout()
+    tight_layout(fig)
     if path is not None:
         fig.savefig(path, dpi=90)
     return fig

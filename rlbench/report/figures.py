@@ -22,6 +22,7 @@ from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import learner_ceiling_fps, pareto
 from rlbench.report.verdict import on_off_policy as compare
 from rlbench.telemetry.charts.colours import op_colour
+from rlbench.telemetry.charts.layout import tight_layout
 from rlbench.telemetry.charts.operations import legend_below, op_handles
 from rlbench.tracking.study_records import JobRun, Study
 
@@ -106,7 +107,7 @@ def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: l
     fig.text(0.01, PAD / 2 / height, foot, fontsize=FOOT_SIZE, va="bottom")
     if box:
         box.set_bbox_to_anchor((0.5, foot_in / height), transform=fig.transFigure)
-    fig.tight_layout(rect=(0, (foot_in + legend_in) / height, 1, 1 - head_in / height))
+    tight_layout(fig, rect=(0, (foot_in + legend_in) / height, 1, 1 - head_in / height))
     return drawn
 
 

@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 
 from rlbench.core.metrics import OPS, OTHER
 from rlbench.telemetry.charts.colours import op_colour
+from rlbench.telemetry.charts.layout import tight_layout
 
 COLUMNS = ("role", "op", "fraction", "seconds")
 LABEL_MIN = 0.05        # segments at least this share of the bar get their percentage written on them
@@ -115,7 +116,7 @@ def op_breakdown_figure(rows: list[dict], title: str) -> Figure:
     box = legend_below(fig, op_handles([r["op"] for r in rows])) if rows else None
     legend_in = box.get_window_extent(fig.canvas.get_renderer()).height / DPI + 0.1 if box else 0.0
     fig.set_size_inches(WIDTH_IN, fig.get_figheight() + legend_in)
-    fig.tight_layout(rect=(0, legend_in / fig.get_figheight(), 1, 1))
+    tight_layout(fig, rect=(0, legend_in / fig.get_figheight(), 1, 1))
     return fig
 
 

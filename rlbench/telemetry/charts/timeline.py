@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rlbench.telemetry.charts.colours import op_colour
+from rlbench.telemetry.charts.layout import tight_layout
 from rlbench.telemetry.sources import plugged
 
 
@@ -82,7 +83,7 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     for ax in (ax_p, ax_u, *ax_ops):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
+    tight_layout(fig)
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
