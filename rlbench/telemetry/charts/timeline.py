@@ -8,10 +8,8 @@ from __future__ import annotations
 from itertools import pairwise
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.layout import tight_layout
@@ -50,7 +48,9 @@ def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[fl
 
 def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     t0 = rows[0]["t"] if rows else (op_ticks[0][0] if op_ticks else 0.0)
-    fig, (ax_p, ax_u, *ax_ops) = plt.subplots(4, 1, figsize=(10, 10), sharex=True)
+    fig = Figure(figsize=(10, 10))  # no pyplot: no global figure list, and the caller's backend stays
+    FigureCanvasAgg(fig)
+    ax_p, ax_u, *ax_ops = fig.subplots(4, 1, sharex=True)
     gpu_keys = sorted({k for r in rows for k in r if k.startswith("gpu") and k.endswith("_power_w")})
     for k in gpu_keys:
         ax_p.plot(*_series(rows, k, t0), label=f"{k[:-8]} power (NVML)")
@@ -85,5 +85,4 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
             ax.legend(loc="upper right", fontsize="small")
     tight_layout(fig)
     fig.savefig(path, dpi=80)
-    plt.close(fig)
     return path
