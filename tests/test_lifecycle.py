@@ -263,6 +263,38 @@ def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(m
     raise_pending()  # leaving the job forgets a SIGTERM that unwound it
 
 
+def test_a_sigterm_inside_a_store_query_is_raised_where_the_store_call_returns(store, monkeypatch):
+    """A JobKilled raised inside a query leaves sqlite's statement open (its traceback holds the
+    cursor), and the read lock made every later write wait 20 s and fail "database is locked"
+    (CI: a SIGTERM'd sweep that never ended). The handler lets the store call finish and raises
+    the JobKilled to its caller; the store is left unlocked."""
+    import sqlite3
+
+    from sqlalchemy.engine import default
+
+    from rlbench.core.signals import JobKilled, sigterm_raises
+
+    mlflow.set_tracking_uri(store["uri"])
+    run_id = mlflow.MlflowClient().create_run(_experiment("test")).info.run_id
+    execute, signalled = default.DefaultDialect.do_execute, []
+
+    def signal_after_a_query(self, cursor, statement, parameters, context=None):
+        execute(self, cursor, statement, parameters, context)
+        if statement.lstrip().upper().startswith("SELECT") and not signalled:
+            signalled.append(statement)
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here, inside the query's frames
+
+    monkeypatch.setattr(default.DefaultDialect, "do_execute", signal_after_a_query)
+    with sigterm_raises(), pytest.raises(JobKilled):
+        mlflow.MlflowClient().set_tag(run_id, "written", "whole")
+    monkeypatch.undo()
+    assert signalled and sys.getprofile() is None
+    assert mlflow.get_run(run_id).data.tags["written"] == "whole"  # the store call ran to its end
+    locked = sqlite3.connect(store["db"], timeout=0.5)
+    locked.execute("BEGIN EXCLUSIVE")  # raises "database is locked" while a read is left open
+    locked.rollback()
+
+
 def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, compose_cfg, monkeypatch):
     """A store that takes no more writes at the end (a full disk): the job is told its record is
     incomplete and MLflow holds no active run, so its exit hook cannot end the run FINISHED

@@ -44,10 +44,22 @@ def sigterm_raises(exit_within_s: float | None = None):
         yield
         return
 
+    deadline: list[threading.Thread] = []
+    deferred: list[JobKilled] = []
+
     def _handler(signum, frame):
+        if deferred:  # the first SIGTERM waits for a store call to return; this one adds nothing
+            return
         error = JobKilled(signum)
-        if exit_within_s is not None and not _pending:  # not again for a second SIGTERM
-            threading.Thread(target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True).start()
+        if exit_within_s is not None and not deadline:  # not again for a second SIGTERM
+            deadline.append(threading.Thread(target=_exit_late, args=(error, exit_within_s),
+                                             name="sigterm-deadline", daemon=True))
+            deadline[0].start()
+        store = _outermost_store_frame(frame)
+        if store is not None:  # raised where that call returns: see _raise_on_return
+            deferred.append(error)
+            _raise_on_return(store, error, deferred.clear)
+            return
         _pending[:] = [error]
         raise error
 
@@ -71,6 +83,44 @@ def sigterm_raises(exit_within_s: float | None = None):
 # inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending),
 # and sigterm_raises keeps Python from printing the dropped one's traceback.
 _pending: list[JobKilled] = []
+
+
+# Store code (MLflow's client and stores, SQLAlchemy, sqlite3) that a JobKilled must not
+# interrupt: raised inside a query, it leaves sqlite's statement open, kept alive by the
+# exception's traceback, and its read lock makes every later write of the process (the run's
+# end as KILLED) wait 20 s and fail with "database is locked". docs/jobs.md, "Stopping a job".
+STORE_CODE = frozenset({"mlflow", "sqlalchemy", "sqlite3", "alembic"})
+
+
+def _outermost_store_frame(frame):
+    """The outermost STORE_CODE frame between `frame`, the top of the stack, and rlbench's
+    first frame under it (the caller a JobKilled is raised to), or None."""
+    outermost = None
+    while frame is not None:
+        package = frame.f_globals.get("__name__", "").partition(".")[0]
+        if package == "rlbench":
+            break
+        if package in STORE_CODE:
+            outermost = frame
+        frame = frame.f_back
+    return outermost
+
+
+def _raise_on_return(target, error: JobKilled, on_raise) -> None:
+    """Raise `error` in the main thread as `target` (the outermost store call) returns, to its
+    caller: a profile function, set for the main thread (the signal handler's) until then."""
+    previous = sys.getprofile()
+
+    def _profile(frame, event, arg):
+        if previous is not None:
+            previous(frame, event, arg)
+        if frame is target and event == "return":
+            sys.setprofile(previous)
+            on_raise()
+            _pending[:] = [error]
+            raise error  # propagates from the returning call into its caller
+
+    sys.setprofile(_profile)
 
 
 def raise_pending() -> None:
