@@ -156,27 +156,20 @@ def _job_name(job_runtime) -> str | None:
 
 
 def _groups_and_values(overrides: list[str]) -> tuple[list[str], list] | None:
-    """The overrides Hydra composes a config from (config groups: `env=cartpole`) and those it
-    sets on the composed config after (values: `actors=3`), split as Hydra's defaults list splits
-    them (hydra/_internal/defaults_list.py, `Overrides`); None for a line this split does not
-    cover (a sweep, a Hydra override, one that does not parse): that line is composed whole."""
+    """The line split as the product's sweep splits a job (rlbench/prepare/grid.py,
+    `groups_and_values`); None for a line that split does not cover here (a sweep, a Hydra
+    override, one that does not parse): that line is composed whole."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
 
     from rlbench.prepare.compose import CONF_DIR
+    from rlbench.prepare.grid import groups_and_values
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException:
-        return None
-    if any(o.is_sweep_override() or o.is_hydra_override() for o in parsed):
-        return None
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        repo = GlobalHydra.instance().config_loader().repository
-        group = [repo.group_exists(o.key_or_group) and not isinstance(o.value(), dict) for o in parsed]
-    return [o.input_line for o, g in zip(parsed, group) if g], [o for o, g in zip(parsed, group) if not g]
+        split = groups_and_values(GlobalHydra.instance().config_loader().repository, overrides)
+    hydras = split and any(o.is_hydra_override() for o in OverridesParser.create().parse_overrides(split[0]))
+    return None if hydras else split
 
 
 def _apply_values(values: list, cfg) -> None:

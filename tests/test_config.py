@@ -176,6 +176,44 @@ def test_the_tests_compose_cache_refuses_what_hydra_refuses(line):
     assert (type(fast.value), str(fast.value)) == (type(whole.value), str(whole.value))
 
 
+def test_a_grids_jobs_compose_as_hydras_launcher_composes_them_their_groups_once(monkeypatch):
+    """JobComposer (validate_jobs) composes a job from its groups' composition with its values set
+    after; each job's config equals Hydra's whole composition of it (less the node that lists the
+    job's own overrides), the groups are composed once per line of groups, and a value that does
+    not apply is composed whole, so the error is Hydra's own."""
+    from hydra import initialize_config_dir
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from rlbench.config.schema import register_configs
+    from rlbench.prepare.compose import CONF_DIR
+    from rlbench.prepare.grid import JobComposer
+
+    register_configs()
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", ConfigLoaderImpl.load_configuration.uncached)
+    jobs = [["env=cartpole", "actors=3"], ["env=cartpole", "actors=5", "~eval_envs", "+tracking.tags.k=v"], ["env=pong", "actors=3"],
+            ["actors=7", "algo=vtrace", "algo.unroll_length=9", "hydra.job.chdir=false"], ["env=cartpole", "actors=4"]]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = loader.load_configuration("config", ["hydra.job.chdir=false"], RunMode.MULTIRUN)
+        compose = JobComposer(loader, master)
+        wholes = []
+        monkeypatch.setattr(compose, "whole", lambda job: wholes.append(job) or JobComposer.whole(compose, job))
+        for job in jobs:
+            mine, hydras = (OmegaConf.to_container(c) for c in (compose(job), JobComposer.whole(compose, job)))
+            for cfg in (mine, hydras):
+                del cfg["hydra"]["overrides"], cfg["hydra"]["job"]["override_dirname"]
+            assert mine == hydras, job
+        assert wholes == [["env=cartpole"], ["env=pong"], ["algo=vtrace", "hydra.job.chdir=false"]]
+        wholes.clear()
+        with pytest.raises(HydraException, match="actors=abc"):
+            compose(["env=cartpole", "actors=abc"])
+        assert wholes == [["env=cartpole", "actors=abc"]]
+
+
 def test_the_tests_hydra_cache_gives_a_fresh_copy_equal_to_what_hydra_composes():
     from hydra import initialize_config_dir
     from hydra._internal.config_loader_impl import ConfigLoaderImpl

@@ -7,6 +7,7 @@ docs/jobs.md, "Refused early".
 
 from __future__ import annotations
 
+import copy
 import itertools
 import sys
 from dataclasses import dataclass
@@ -118,15 +119,55 @@ def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
     return plan(sweeper, arguments).jobs
 
 
+def groups_and_values(repository, overrides: list[str]) -> tuple[list[str], list] | None:
+    """`overrides` split as Hydra's defaults list splits them (hydra/_internal/defaults_list.py):
+    those it composes the config from (config groups, `env=pong`; Hydra's own, `hydra.*`) and the
+    parsed ones it sets on the composed config after (values, `actors=4`). None for a line that
+    does not parse or holds a sweep: that line is composed whole."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:
+        return None
+    if any(o.is_sweep_override() for o in parsed):
+        return None
+    group = [o.is_hydra_override() or (repository.group_exists(o.key_or_group) and not isinstance(o.value(), dict))
+             for o in parsed]
+    return [o.input_line for o, g in zip(parsed, group) if g], [o for o, g in zip(parsed, group) if not g]
+
+
+class JobComposer:
+    """Each job's config as Hydra's launcher composes it, the grid's jobs that pick the same
+    config groups composed once: a job is its groups' composition with its values set by Hydra's
+    own step (`_apply_overrides_to_config`), as `_load_configuration_impl` sets them. A 40-job
+    grid is refused in 6 s, not 15 (docs/jobs.md, "Refused early"). A job whose values do not
+    apply is composed whole, so Hydra's own error names it."""
+
+    def __init__(self, loader, master_config):
+        self.loader, self.master, self.composed = loader, master_config, {}
+
+    def whole(self, job: list[str]):
+        return self.loader.load_sweep_config(master_config=self.master, sweep_overrides=job)
+
+    def __call__(self, job: list[str]):
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+        split = groups_and_values(self.loader.repository, job)
+        if split is None:
+            return self.whole(job)
+        groups, values = split
+        if tuple(groups) not in self.composed:
+            self.composed[tuple(groups)] = self.whole(groups)
+        cfg = copy.deepcopy(self.composed[tuple(groups)])
+        try:
+            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        except (HydraException, OmegaConfBaseException):
+            return self.whole(job)
+        return cfg
+
+
 def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
     """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
-
-
-    loader, confs, problems = sweeper.hydra_context.config_loader, [], []
-
-    def compose(job: list[str]):
-        return loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=job)
-
+    compose, confs, problems = JobComposer(sweeper.hydra_context.config_loader, sweeper.config), [], []
     for job in jobs:
         try:
             confs.append(validate(compose(job)))
