@@ -12,6 +12,7 @@ import itertools
 import sys
 from dataclasses import dataclass
 
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
@@ -149,8 +150,6 @@ class JobComposer:
         return self.loader.load_sweep_config(master_config=self.master, sweep_overrides=job)
 
     def __call__(self, job: list[str]):
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
-
         split = groups_and_values(self.loader.repository, job)
         if split is None:
             return self.whole(job)
