@@ -212,3 +212,31 @@ def test_degraded_gpu_tags_the_run_and_keeps_what_was_measured(monkeypatch):
     assert metrics["energy_gpu_j"] == 50.0 and metrics["perf_per_watt"] == pytest.approx(2.0)
     assert metrics["joules_per_mframe"] == pytest.approx(50.0)
     assert "energy_cpu_j" not in metrics and tags["null/energy_cpu_j"]
+
+
+def test_the_timeline_covers_the_task_from_its_start_to_its_end_not_only_its_ticks(monkeypatch):
+    """Op totals are remembered at the task's start and end as well as each 1 Hz tick: a learner
+    that works only after the last tick (a short job's) still shows on the timeline."""
+    import time
+
+    from rlbench.config.schema import TelemetryConfig
+    from rlbench.telemetry import job_telemetry
+    from rlbench.telemetry.charts.timeline import op_shares
+    from rlbench.telemetry.timing import OpTimer
+
+    actors, learner = OpTimer("actors"), OpTimer("learner")
+    trainer = type("Trainer", (), {"timers": lambda self: [actors, learner], "op_walls": lambda self: {}})()
+    jt = job_telemetry.JobTelemetry(TelemetryConfig(), torch.device("cpu"))
+    monkeypatch.setattr(jt.sampler, "start", lambda: None)
+    monkeypatch.setattr(jt.sampler, "summary", lambda: {k: None for k in job_telemetry.SUMMARY_KEYS})
+    jt.started(trainer)
+    with actors.op("env_step"):
+        time.sleep(0.02)
+    jt.tick_values(trainer)  # the only tick; the learner starts after it
+    with learner.op("forward_backward"):
+        time.sleep(0.05)
+    jt.final_values({"fps": 1.0, "frames": 1, "runtime_s": 0.1}, trainer)
+    times, actor_shares = op_shares(jt.op_ticks, "actors")
+    assert len(times) == 2 and actor_shares["env_step"][0] > 0.5  # from the start to the tick
+    _, learner_shares = op_shares(jt.op_ticks, "learner")
+    assert learner_shares["forward_backward"][-1] > 0.5  # from the tick to the end

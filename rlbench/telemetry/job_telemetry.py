@@ -80,6 +80,8 @@ class JobTelemetry(JobObserver):
                 r.t0 = self._t0
         self.sampler.start()
         self.started_at = time.monotonic()
+        if trainer is not None:  # the timeline's first second: from the task's start, not its first tick
+            self._op_tick(trainer.timers())
 
     def tick_values(self, trainer) -> dict:
         return self.power_tick(trainer.timers())
@@ -89,12 +91,17 @@ class JobTelemetry(JobObserver):
         self._trace_end = time.perf_counter()
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
+        self._op_tick(trainer.timers())  # the timeline's last second: up to the task's end
         return self.final(final, trainer.timers(), trainer.op_walls())
+
+    def _op_tick(self, timers: list[OpTimer]) -> None:
+        """Remember each role's op totals now, for the timeline (charts/timeline.py, op_shares)."""
+        now = time.perf_counter()  # the timers' clock; an open operation counts up to now
+        self.op_ticks.append((time.monotonic(), {t.role: t.snapshot(now) for t in timers}))
 
     def power_tick(self, timers: list[OpTimer]) -> dict:
         """1 Hz step metrics from the newest sample; remembers op totals for the plot."""
-        now = time.perf_counter()  # the timers' clock; an open operation counts up to now
-        self.op_ticks.append((time.monotonic(), {t.role: t.snapshot(now) for t in timers}))
+        self._op_tick(timers)
         row = self.sampler.latest()
         if row is None:
             return {}
