@@ -356,6 +356,32 @@ def test_runner_ticks_carry_the_seconds_since_the_task_started_and_their_whole_s
         assert metrics["fps"] == 0.0 and step == int(metrics["task_elapsed_s"]) and metrics["task_elapsed_s"] >= 0.5
 
 
+def test_windowed_fps_is_logged_only_for_windows_the_actors_stepped_throughout():
+    """The window the envs' first reset ends in counted its reset as stepping time: a loaded CI
+    host logged window/fps 0 there (the reset ended just before the tick). Its rate is over the
+    part after the reset, logged where that is at least half the window; none once the actors
+    are done."""
+    from rlbench.roles.runner import Window
+    from rlbench.train.trainer import Trainer
+
+    actors = types.SimpleNamespace(steps=0, frameskip=4, frames=0, stepping_since=None, done=threading.Event(),
+                                   fault_metrics=dict)
+    trainer = types.SimpleNamespace(actors=actors, learner=None, updates=lambda: 0,
+                                    parts=types.SimpleNamespace(metrics=lambda final: {}),
+                                    inference=types.SimpleNamespace(stats=dict))
+    def fps(window, now, stepping_since, steps):
+        actors.stepping_since, actors.steps = stepping_since, steps
+        return Trainer.step_metrics(trainer, window, now).get("window/fps")
+
+    window = Window(0.0)
+    logged = [fps(window, now, since, steps) for now, since, steps in
+              ((1.0, None, 0), (2.0, 1.6, 0), (3.0, 1.6, 50), (4.0, 1.6, 150))]
+    assert logged == [None, None, 200.0, 400.0]  # the reset ended at 1.6 s: 0.4 s of its window stepped
+    assert fps(Window(0.0), 1.0, 0.25, 30) == pytest.approx(30 * 4 / 0.75)  # 0.75 s of it stepped
+    actors.done.set()
+    assert fps(window, 5.0, 1.6, 250) is None
+
+
 def test_runner_runtime_is_when_the_last_role_ended_not_the_next_tick():
     """runtime_s once waited for the next tick: a 0.05 s task measured tick_s (5 s) here."""
     trainer = _FakeTrainer([_TimedRole("actors", 0.0), _TimedRole("learner", 0.05)])

@@ -27,7 +27,7 @@ _TRAINING = [
     Metric("sps", "agent steps / s", "final", "fps / frameskip"),
     Metric("task_fps", "env frames / s", "final", "the task rate: frames / runtime_s (includes the learner's tail)"),
     Metric("learner_updates_per_s", "updates / s", "final", "learner updates / the learner's wall time"),
-    Metric("window/fps", "env frames / s", "tick", "frames in the tick's window / its length, while the actors step"),
+    Metric("window/fps", "env frames / s", "tick", "frames in the tick's window / the part of it the actors stepped (at least half)"),
     Metric("window/sps", "agent steps / s", "tick", "window/fps / frameskip"),
     Metric("window/learner_updates_per_s", "updates / s", "tick", "updates in the window / its length, while the "
            "learner runs"),

@@ -51,6 +51,7 @@ class Trainer:
         return self.learner.updates if self.learner is not None else 0
 
     def step_metrics(self, window: Window, now: float) -> dict:
+        since = window.t  # the window's start
         rates = window.rates(now, {"steps": self.actors.steps, "updates": self.updates()})
         m = {
             "frames": self.actors.frames,
@@ -59,9 +60,13 @@ class Trainer:
             **self.inference.stats(),
             **self.actors.fault_metrics(),
         }
-        # windowed rates only while they are true: the actors stepping, the learner running
-        if self.actors.stepping_since is not None and not self.actors.done.is_set():
-            m |= {"window/fps": rates["steps"] * self.actors.frameskip, "window/sps": rates["steps"]}
+        # windowed rates only while they are true: over the part of the window the actors stepped
+        # (after their first reset), where that is at least half of it; the learner running
+        stepping, length = self.actors.stepping_since, now - since
+        span = now - max(since, stepping) if stepping is not None else 0.0
+        if span > 0 and span >= length / 2 and not self.actors.done.is_set():
+            sps = rates["steps"] * length / span
+            m |= {"window/fps": sps * self.actors.frameskip, "window/sps": sps}
         if self.learner is not None and not self.learner.finished.is_set():
             m["window/learner_updates_per_s"] = rates["updates"]
         if self.learner is not None and self.learner.updates:
