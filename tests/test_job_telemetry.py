@@ -221,7 +221,7 @@ def test_the_timeline_covers_the_task_from_its_start_to_its_end_not_only_its_tic
 
     from rlbench.config.schema import TelemetryConfig
     from rlbench.telemetry import job_telemetry
-    from rlbench.telemetry.charts.timeline import op_shares
+    from rlbench.telemetry.charts.timeline import op_shares, op_steps
     from rlbench.telemetry.timing import OpTimer
 
     actors, learner = OpTimer("actors"), OpTimer("learner")
@@ -240,3 +240,5 @@ def test_the_timeline_covers_the_task_from_its_start_to_its_end_not_only_its_tic
     assert len(times) == 2 and actor_shares["env_step"][0] > 0.5  # from the start to the tick
     _, learner_shares = op_shares(jt.op_ticks, "learner")
     assert learner_shares["forward_backward"][-1] > 0.5  # from the tick to the end
+    x, drawn = op_steps(jt.op_ticks, "actors")  # drawn from the task's start: step="pre" needs its left edge
+    assert x == [jt.op_ticks[0][0], *times] and drawn["env_step"][:2] == [actor_shares["env_step"][0]] * 2

@@ -46,6 +46,15 @@ def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[fl
     return times, shares
 
 
+def op_steps(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[float]]]:
+    """op_shares as a step="pre" stackplot draws them: each share spans (the tick before, its
+    tick], so x starts at the first op tick (the task's start) and each series repeats its first."""
+    times, shares = op_shares(op_ticks, role)
+    if not times or not shares:
+        return [], {}
+    return [op_ticks[0][0], *times], {op: [s[0], *s] for op, s in shares.items()}
+
+
 def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     t0 = rows[0]["t"] if rows else (op_ticks[0][0] if op_ticks else 0.0)
     fig = Figure(figsize=(10, 10))  # no pyplot: no global figure list, and the caller's backend stays
@@ -72,10 +81,10 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     ax_u.set_ylabel("fraction")
     ax_u.set_ylim(0, 1.05)
     for ax, role in zip(ax_ops, ("actors", "learner")):
-        times, shares = op_shares(op_ticks, role)
-        if times and shares:
+        x, shares = op_steps(op_ticks, role)
+        if shares:
             ops = list(shares)
-            ax.stackplot([t - t0 for t in times], *shares.values(), labels=ops, colors=[op_colour(op) for op in ops],
+            ax.stackplot([t - t0 for t in x], *shares.values(), labels=ops, colors=[op_colour(op) for op in ops],
                          alpha=0.8, step="pre")
         ax.set_ylabel(f"{role}\nshare of time")
         ax.set_ylim(0, 1.05)
