@@ -139,9 +139,9 @@ def groups_and_values(repository, overrides: list[str]) -> tuple[list[str], list
 class JobComposer:
     """Each job's config as Hydra's launcher composes it, the grid's jobs that pick the same
     config groups composed once: a job is its groups' composition with its values set by Hydra's
-    own step (`_apply_overrides_to_config`), as `_load_configuration_impl` sets them. A 40-job
-    grid is refused in 6 s, not 15 (docs/jobs.md, "Refused early"). A job whose values do not
-    apply is composed whole, so Hydra's own error names it."""
+    own step (Hydra 1.3's `_apply_overrides_to_config`, as `_load_configuration_impl` sets them;
+    tests/test_config.py pins the equality). A 40-job grid is refused in 8 s, not 15 (docs/jobs.md,
+    "Refused early"). A job whose values do not apply is composed whole: Hydra's own error."""
 
     def __init__(self, loader, master_config):
         self.loader, self.master, self.composed = loader, master_config, {}
