@@ -44,17 +44,16 @@ def sigterm_raises(exit_within_s: float | None = None):
         yield
         return
 
-    deadline: list[threading.Thread] = []
+    deadline_started: list[bool] = []  # the backstop runs once, from the first SIGTERM
     deferred: list[JobKilled] = []
 
     def _handler(signum, frame):
         if deferred:  # the first SIGTERM waits for a store call to return; this one adds nothing
             return
         error = JobKilled(signum)
-        if exit_within_s is not None and not deadline:  # not again for a second SIGTERM
-            deadline.append(threading.Thread(target=_exit_late, args=(error, exit_within_s),
-                                             name="sigterm-deadline", daemon=True))
-            deadline[0].start()
+        if exit_within_s is not None and not deadline_started:
+            deadline_started.append(True)
+            threading.Thread(target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True).start()
         store = _outermost_store_frame(frame)
         if store is not None:  # raised where that call returns: see _raise_on_return
             deferred.append(error)

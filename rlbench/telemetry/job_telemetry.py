@@ -91,8 +91,9 @@ class JobTelemetry(JobObserver):
         self._trace_end = time.perf_counter()
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
-        self._op_tick(trainer.timers())  # the timeline's last second: up to the task's end
-        return self.final(final, trainer.timers(), trainer.op_walls())
+        timers = trainer.timers()
+        self._op_tick(timers)  # the timeline's last second: up to the task's end
+        return self.final(final, timers, trainer.op_walls())
 
     def _op_tick(self, timers: list[OpTimer]) -> None:
         """Remember each role's op totals now, for the timeline (charts/timeline.py, op_shares)."""
