@@ -263,11 +263,12 @@ def test_a_sigterm_a_finalizer_swallowed_is_raised_again_by_the_jobs_main_loop(m
     raise_pending()  # leaving the job forgets a SIGTERM that unwound it
 
 
-def test_a_sigterm_inside_a_store_query_is_raised_where_the_store_call_returns(store, monkeypatch):
-    """A JobKilled raised inside a query leaves sqlite's statement open (its traceback holds the
-    cursor), and the read lock made every later write wait 20 s and fail "database is locked"
-    (CI: a SIGTERM'd sweep that never ended). The handler lets the store call finish and raises
-    the JobKilled to its caller; the store is left unlocked."""
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_inside_a_store_query_is_raised_where_the_store_call_returns(store, monkeypatch, signum):
+    """A JobKilled (SIGTERM) or KeyboardInterrupt (Ctrl-C) raised inside a query leaves sqlite's
+    statement open (its traceback holds the cursor), and the read lock made every later write
+    wait 20 s and fail "database is locked" (CI: a SIGTERM'd sweep that never ended). The
+    handler lets the store call finish and raises to its caller; the store is left unlocked."""
     import sqlite3
 
     from sqlalchemy.engine import default
@@ -282,17 +283,47 @@ def test_a_sigterm_inside_a_store_query_is_raised_where_the_store_call_returns(s
         execute(self, cursor, statement, parameters, context)
         if statement.lstrip().upper().startswith("SELECT") and not signalled:
             signalled.append(statement)
-            signal.raise_signal(signal.SIGTERM)  # the handler runs here, inside the query's frames
+            signal.raise_signal(signum)  # the handler runs here, inside the query's frames
 
     monkeypatch.setattr(default.DefaultDialect, "do_execute", signal_after_a_query)
-    with sigterm_raises(), pytest.raises(JobKilled):
+    with sigterm_raises(), pytest.raises(KeyboardInterrupt) as raised:
         mlflow.MlflowClient().set_tag(run_id, "written", "whole")
     monkeypatch.undo()
+    assert isinstance(raised.value, JobKilled) == (signum == signal.SIGTERM)
     assert signalled and sys.getprofile() is None
     assert mlflow.get_run(run_id).data.tags["written"] == "whole"  # the store call ran to its end
     locked = sqlite3.connect(store["db"], timeout=0.5)
     locked.execute("BEGIN EXCLUSIVE")  # raises "database is locked" while a read is left open
     locked.rollback()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
+
+
+def test_ctrl_c_pressed_again_while_a_store_call_finishes_stops_there_at_once(store, monkeypatch):
+    """A store call that hangs (a lock, a server) holds the first Ctrl-C back; the second stops
+    the command at once where it is, as Python's own handler would, and nothing is raised later."""
+    from sqlalchemy.engine import default
+
+    from rlbench.core.signals import sigterm_raises
+
+    mlflow.set_tracking_uri(store["uri"])
+    run_id = mlflow.MlflowClient().create_run(_experiment("test")).info.run_id
+    execute, pressed = default.DefaultDialect.do_execute, []
+
+    def pressed_twice_in_a_query(self, cursor, statement, parameters, context=None):
+        if statement.lstrip().upper().startswith("SELECT") and not pressed:
+            pressed.append(statement)
+            signal.raise_signal(signal.SIGINT)  # held back until the store call returns
+            assert sys.getprofile() is not None
+            signal.raise_signal(signal.SIGINT)  # raised here
+        execute(self, cursor, statement, parameters, context)
+
+    monkeypatch.setattr(default.DefaultDialect, "do_execute", pressed_twice_in_a_query)
+    with sigterm_raises(), pytest.raises(KeyboardInterrupt) as raised:
+        mlflow.MlflowClient().set_tag(run_id, "written", "whole")
+    monkeypatch.undo()
+    assert [e.name for e in raised.traceback][-2:] == ["pressed_twice_in_a_query", "_on_sigint"]
+    assert sys.getprofile() is None
+    assert "written" not in mlflow.get_run(run_id).data.tags
 
 
 def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, compose_cfg, monkeypatch):

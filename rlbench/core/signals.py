@@ -37,7 +37,8 @@ class JobPruned(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def sigterm_raises(exit_within_s: float | None = None):
-    """In the main thread, turn SIGTERM into JobKilled so the job ends KILLED and cleans up.
+    """In the main thread, turn SIGTERM into JobKilled so the job ends KILLED and cleans up; neither
+    it nor Ctrl-C's KeyboardInterrupt cuts a store call short (`_outermost_store_frame`).
     exit_within_s: the process ends that long after the first SIGTERM, however far the clean-up
     got (`_exit_late`: its line names where it was)."""
     if threading.current_thread() is not threading.main_thread():
@@ -45,43 +46,59 @@ def sigterm_raises(exit_within_s: float | None = None):
         return
 
     deadline_started: list[bool] = []  # the backstop runs once, from the first SIGTERM
-    deferred: list[JobKilled] = []
+    deferred: list = []  # (error, cancel) while a stop waits for a store call to return
 
-    def _handler(signum, frame):
-        if deferred:  # the first SIGTERM waits for a store call to return; this one adds nothing
+    def _stop(error: KeyboardInterrupt, frame) -> None:
+        store = _outermost_store_frame(frame)
+        if store is not None:  # raised where that call returns: see _raise_on_return
+            deferred.append((error, _raise_on_return(store, error, deferred.clear)))
+            return
+        _pending[:] = [error]
+        raise error
+
+    def _on_sigterm(signum, frame):
+        if deferred:  # the first stop waits for a store call to return; this one adds nothing
             return
         error = JobKilled(signum)
         if exit_within_s is not None and not deadline_started:
             deadline_started.append(True)
             threading.Thread(target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True).start()
-        store = _outermost_store_frame(frame)
-        if store is not None:  # raised where that call returns: see _raise_on_return
-            deferred.append(error)
-            _raise_on_return(store, error, deferred.clear)
-            return
-        _pending[:] = [error]
-        raise error
+        _stop(error, frame)
+
+    def _on_sigint(signum, frame):
+        if deferred:  # Ctrl-C again while a store call finishes (or hangs): stop here, as Python would
+            error, cancel = deferred.pop()
+            cancel()
+            _pending[:] = [error]
+            raise error
+        _stop(KeyboardInterrupt(), frame)
 
     def _unraisable(unraisable):  # a finalizer swallowed it: raise_pending raises it again, so no traceback
-        if not isinstance(unraisable.exc_value, JobKilled):
+        if not (isinstance(unraisable.exc_value, JobKilled) or unraisable.exc_value in _pending):
             hook(unraisable)
 
-    previous, hook = signal.signal(signal.SIGTERM, _handler), sys.unraisablehook
+    previous, hook = signal.signal(signal.SIGTERM, _on_sigterm), sys.unraisablehook
+    # Ctrl-C only where Python's own handler has it: a SIGINT that started ignored stays ignored
+    sigint = signal.getsignal(signal.SIGINT)
+    if sigint is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     sys.unraisablehook = _unraisable
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if sigint is signal.default_int_handler:
+            signal.signal(signal.SIGINT, sigint)
         sys.unraisablehook = hook
         _pending.clear()
 
 
-# The JobKilled the SIGTERM handler last raised. Python runs a handler between any two
-# bytecodes of the main thread, finalizers and weakref callbacks included, and there an
-# exception is printed ("Exception ignored in ...") and dropped, and the job goes on (e.g.
-# inside SQLAlchemy's registry cleanup). The job's main loop raises it again (raise_pending),
-# and sigterm_raises keeps Python from printing the dropped one's traceback.
-_pending: list[JobKilled] = []
+# The stop (JobKilled, or Ctrl-C's KeyboardInterrupt) a handler last raised. Python runs a
+# handler between any two bytecodes of the main thread, finalizers and weakref callbacks
+# included, and there an exception is printed ("Exception ignored in ...") and dropped, and the
+# job goes on (e.g. inside SQLAlchemy's registry cleanup). The job's main loop raises it again
+# (raise_pending), and sigterm_raises keeps Python from printing the dropped one's traceback.
+_pending: list[KeyboardInterrupt] = []
 
 
 # Store code (MLflow's client and stores, SQLAlchemy, sqlite3) that a JobKilled must not
@@ -105,9 +122,10 @@ def _outermost_store_frame(frame):
     return outermost
 
 
-def _raise_on_return(target, error: JobKilled, on_raise) -> None:
+def _raise_on_return(target, error: KeyboardInterrupt, on_raise):
     """Raise `error` in the main thread as `target` (the outermost store call) returns, to its
-    caller: a profile function, set for the main thread (the signal handler's) until then."""
+    caller: a profile function, set for the main thread (the signal handler's) until then.
+    Returns the function that takes that profile function off again."""
     previous = sys.getprofile()
 
     def _profile(frame, event, arg):
@@ -120,6 +138,7 @@ def _raise_on_return(target, error: JobKilled, on_raise) -> None:
             raise error  # propagates from the returning call into its caller
 
     sys.setprofile(_profile)
+    return lambda: sys.setprofile(previous)
 
 
 def raise_pending() -> None:
