@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,8 @@ ProcKey = tuple[int, float]
 class CpuSample:
     """System and process-tree utilisation since the previous sample."""
 
-    per_core: tuple[float, ...] = ()  # system busy fraction of each hardware thread
-    util: float | None = None  # mean of per_core
+    per_core: tuple[float | None, ...] = ()  # system busy fraction of each hardware thread
+    util: float | None = None  # mean of per_core's known values
     proc_util: float | None = None  # process tree, fraction of all hardware threads
     proc_cores_busy: float | None = None  # process tree, in hardware threads kept busy
 
@@ -40,6 +40,22 @@ def tree_utilisation(cpu_delta_s: float, wall_s: float, n_threads: int | None) -
         return None, None
     cores = cpu_delta_s / wall_s
     return (cores / n_threads if n_threads else None), cores
+
+
+# Linux counts guest time in user and nice too (psutil's _cpu_tot_time leaves it out so).
+_GUEST = ("guest", "guest_nice")
+
+
+def core_busy(prev: Sequence[Any], cur: Sequence[Any]) -> tuple[float | None, ...]:
+    """Each core's busy fraction between two `psutil.cpu_times(percpu=True)` snapshots: all but
+    idle and iowait, over all; None for a core whose counters did not advance (unknown)."""
+    out: list[float | None] = []
+    for before, after in zip(prev, cur):
+        delta = {k: max(v - getattr(before, k), 0.0) for k, v in after._asdict().items() if k not in _GUEST}
+        total = sum(delta.values())
+        idle = delta.get("idle", 0.0) + delta.get("iowait", 0.0)
+        out.append((total - idle) / total if total > 0 else None)
+    return tuple(out)
 
 
 def _load_psutil() -> Any:
@@ -64,7 +80,9 @@ class CpuSource:
         self._children: list = []
         self._children_at: float | None = None
         self.n_threads: int | None = self._ps.cpu_count(logical=True)
-        self._ps.cpu_percent(percpu=True)  # prime: the next call measures from here
+        # per-core times of our own: psutil's cpu_percent keeps one baseline per calling thread,
+        # and the first sample of a thread (the sampler's) measured nothing and read 0
+        self._prev_cores = self._ps.cpu_times(percpu=True)
         self._prev_tree = self._tree_times()
         self._prev_t = clock()
 
@@ -95,10 +113,12 @@ class CpuSource:
 
     def sample(self) -> CpuSample:
         """Utilisation since the previous sample (or since construction)."""
-        per_core = tuple(p / 100.0 for p in self._ps.cpu_percent(percpu=True))
+        times = self._ps.cpu_times(percpu=True)
+        per_core, self._prev_cores = core_busy(self._prev_cores, times), times
         tree, now = self._tree_times(), self._clock()
         delta = tree_cpu_delta(self._prev_tree, tree)
         frac, cores = tree_utilisation(delta, now - self._prev_t, self.n_threads)
         self._prev_tree, self._prev_t = tree, now
-        util = sum(per_core) / len(per_core) if per_core else None
+        known = [u for u in per_core if u is not None]
+        util = sum(known) / len(known) if known else None
         return CpuSample(per_core, util, frac, cores)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import math
 import string
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -284,6 +284,9 @@ class FakeProcess:
         yield
 
 
+SCPUTIMES = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+
+
 class FakePsutil:
     """psutil stand-in: one process tree and a script of per-core percentages."""
 
@@ -292,7 +295,13 @@ class FakePsutil:
 
     def __init__(self, root: FakeProcess, n_threads: int | None = 4) -> None:
         self.root, self.n_threads = root, n_threads
-        self.percpu: list[float] = [0.0] * (n_threads or 1)
+        self.cores = [SCPUTIMES(*[0.0] * len(SCPUTIMES._fields)) for _ in range(n_threads or 1)]
+
+    def run_cores(self, busy: list[float], seconds: float, guest: float = 0.0) -> None:
+        """Each core busy for its fraction of `seconds` (user time, `guest` of it also counted
+        as guest, as Linux does), idle the rest."""
+        self.cores = [c._replace(user=c.user + b * seconds, guest=c.guest + guest * b * seconds,
+                                 idle=c.idle + (1 - b) * seconds) for c, b in zip(self.cores, busy)]
 
     def Process(self, pid: int) -> FakeProcess:
         return self.root
@@ -300,9 +309,9 @@ class FakePsutil:
     def cpu_count(self, logical: bool = True) -> int | None:
         return self.n_threads
 
-    def cpu_percent(self, percpu: bool = False) -> list[float]:
+    def cpu_times(self, percpu: bool = False) -> list:
         assert percpu
-        return list(self.percpu)
+        return list(self.cores)
 
 
 class FakeClock:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import namedtuple
 
 import pytest
 
-from rlbench.telemetry.cpu import CHILDREN_TTL_S, CpuSource, tree_cpu_delta, tree_utilisation
+from rlbench.telemetry.cpu import CHILDREN_TTL_S, CpuSource, core_busy, tree_cpu_delta, tree_utilisation
 
 from .fakes import FakeClock, FakeProcess, FakePsutil
 
@@ -30,19 +32,44 @@ def test_tree_utilisation_hand_values() -> None:
     assert tree_utilisation(1.0, 0.0, 8) == (None, None)
 
 
+def test_core_busy_hand_values() -> None:
+    """All but idle and iowait over all, guest time counted once (Linux has it in user too),
+    a counter that went back as 0, and a core whose counters did not move unknown (None)."""
+    t = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+    before = [t(10, 0, 5, 80, 5, 0, 0, 0, 0, 0), t(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), t(3, 0, 0, 3, 0, 0, 0, 0, 0, 0)]
+    after = [t(13, 0, 6, 84, 7, 0, 0, 0, 2, 0), t(1, 1, 1, 1, 1, 1, 1, 1, 1, 1), t(2, 0, 0, 5, 0, 0, 0, 0, 0, 0)]
+    # core 0: user +3 (2 of it guest), system +1, idle +4, iowait +2: busy 4 of 10
+    assert core_busy(before, after) == (pytest.approx(0.4), None, 0.0)
+
+
+def test_samples_from_another_thread_measure_from_the_previous_sample() -> None:
+    """psutil's cpu_percent keeps one baseline per calling thread: the telemetry thread's first
+    sample after one in the main thread measured nothing and read 0 on every core."""
+    src = CpuSource()
+    src.sample()  # the main thread (a job's first row)
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        pass
+    samples: list = []
+    worker = threading.Thread(target=lambda: samples.append(src.sample()))
+    worker.start()
+    worker.join()
+    assert max(samples[0].per_core) > 0.2, samples[0]  # this thread kept a core busy
+
+
 def test_cpu_source_on_fake_psutil() -> None:
     child = FakeProcess(pid=11, created=2.0, user=1.0)
     root = FakeProcess(pid=10, created=1.0, user=2.0, system=1.0, kids=[child])
     ps, clock = FakePsutil(root, n_threads=4), FakeClock(100.0)
     src = CpuSource(psutil_module=ps, pid=10, clock=clock)
-    ps.percpu = [100.0, 50.0, 0.0, 10.0]
+    ps.run_cores([1.0, 0.5, 0.0, 0.1], 2.0)
     root.user += 1.0  # +1.0
     child.system += 0.5  # +0.5
     grandchild = FakeProcess(pid=12, created=3.0, user=0.5)  # born in the interval
     child.kids.append(grandchild)
     clock.advance(CHILDREN_TTL_S)  # the tree is listed again: the grandchild counts
     s = src.sample()
-    assert s.per_core == (1.0, 0.5, 0.0, 0.1)
+    assert s.per_core == pytest.approx((1.0, 0.5, 0.0, 0.1))
     assert s.util == pytest.approx(0.4)
     assert s.proc_cores_busy == pytest.approx(2.0 / CHILDREN_TTL_S)
     assert s.proc_util == pytest.approx(0.5 / CHILDREN_TTL_S)

@@ -228,7 +228,7 @@ def test_cpu_source_on_fake_psutil_through_sampler() -> None:
     root = FakeProcess(pid=1, created=0.0)
     ps, clock = FakePsutil(root, n_threads=2), FakeClock()
     sampler = TelemetrySampler(nvml=None, rapl=None, cpu=CpuSource(ps, pid=1, clock=clock), clock=clock)
-    ps.percpu = [100.0, 0.0]
+    ps.run_cores([1.0, 0.0], 0.5)
     root.user += 0.5
     clock.advance(0.5)
     sampler.sample_now()
