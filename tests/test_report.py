@@ -99,6 +99,9 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     # No job measured CPU energy: its series is left out, and the foot says so once, not a zero.
     assert "Not measured in any job: task_fps, power_cpu_w_avg, energy_cpu_j (not logged)" in " ".join(footer.split())
     assert not _lines(fig3, "energy_cpu_j|") and not _lines(fig3, "power_cpu_w_avg|")
+    # The SM point (sm_limit=40, one actor count) is its own baseline: not a line, named at the foot.
+    assert not [g for g in _lines(fig3, "") if g.endswith("sm_limit=40")]
+    assert "not drawn, at one actor count only: sm_limit=40" in footer
 
 
 def test_figure4_slowdown_against_the_most_units(synthetic):
@@ -107,6 +110,9 @@ def test_figure4_slowdown_against_the_most_units(synthetic):
     curves = _lines(fig4, "slowdown")
     assert curves["slowdown_vs_sm_granted|actors=40"] == ([40.0, 80.0], pytest.approx([117 / 110, 1.0]))
     assert curves["slowdown_vs_cpu_gpu_ratio|actors=40"] == ([0.5, 1.0], pytest.approx([1.0, 117 / 110]))
+    assert set(curves) == {"slowdown_vs_sm_granted|actors=40", "slowdown_vs_cpu_gpu_ratio|actors=40"}
+    footer = " ".join(t.get_text() for t in fig4.fig.texts)  # actors 4 and 256 ran with all units only
+    assert "not drawn, at one unit count only: actors=4; actors=256" in footer
 
 
 def test_a_study_is_built_from_the_tracking_ports_plain_records():

@@ -85,7 +85,7 @@ def _footer_text(study: Study, note: str, width: int) -> str:
     left_out = [f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})"
                                            if j.error else "") for j in study.not_finished]
     left_out += study.missing
-    lines = [note, study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
+    lines = [*note.splitlines(), study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
@@ -144,6 +144,15 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
             plot_ranges(ax, have, name, f"{metric}|{g}")
 
 
+def scaling_series(groups: dict[str, list[JobRun]], x_key: str, what: str) -> tuple[dict[str, list[JobRun]], str]:
+    """The series with two or more values of `x_key` (a line that can show scaling), and the
+    foot's line naming the others: a single configuration is its own baseline (e.g. the GPU
+    study's SM limits, each run at one actor count, in Figure 3)."""
+    kept = {g: js for g, js in groups.items() if len({j.knob(x_key) for j in js}) >= 2}
+    left = [g for g in groups if g not in kept]
+    return kept, f"not drawn, at one {what} only: {'; '.join(left)}" if left else ""
+
+
 def _log2_axis(ax, values) -> None:
     """Log-2 x axis labelled with the swept values themselves (4, 40, 256, ...)."""
     ax.set_xscale("log", base=2)
@@ -190,10 +199,10 @@ def actor_scaling(study: Study) -> Drawn:
     and energy per task vs actors. A panel or series no job measured is left out, and the
     figure's foot names it once with the reasons (never_measured)."""
     name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
-    groups = series(study.finished, "actors", "actors")
+    groups, single = scaling_series(series(study.finished, "actors", "actors"), "actors", "actor count")
     jobs = [j for js in groups.values() for j in js]
-    if len({j.actors for j in jobs}) < 2:
-        return Drawn(name, title, None, "needs finished jobs at two or more actor counts")
+    if not groups:
+        return Drawn(name, title, None, "needs finished jobs at two or more actor counts (the other knobs fixed)")
     panels = actor_panels(study)
     absent = never_measured(jobs, [m for _, metrics in panels for m, _, _ in metrics])
     shown = [(y, kept) for y, metrics in panels if (kept := [m for m in metrics if m[0] not in absent])]
@@ -206,15 +215,15 @@ def actor_scaling(study: Study) -> Drawn:
         fig.delaxes(ax)
     line = one_line(absent)
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; {TASK}"
-    return _finish(Drawn(name, title, fig, line), study, sub, note=line)
+    return _finish(Drawn(name, title, fig, line), study, sub, note="\n".join(filter(None, [line, single])))
 
 
 def sm_scaling(study: Study) -> Drawn:
     """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio (not without
     a GPU: the verdict says why), fixed actors."""
     name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
-    groups = series(study.finished, "sm_granted", "sm_limit")
-    if not any(len({j.knob("sm_granted") for j in js}) >= 2 for js in groups.values()):
+    groups, single = scaling_series(series(study.finished, "sm_granted", "sm_limit"), "sm_granted", "unit count")
+    if not groups:
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
     panels = [("sm_granted", f"granted {study.compute_unit}s"),
               ("cpu_gpu_ratio", "CPU/GPU ratio (actor threads / units)")][:1 if study.without_gpu else 2]
@@ -232,7 +241,7 @@ def sm_scaling(study: Study) -> Drawn:
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
         ax.legend(fontsize=LEGEND_SIZE)
         ax.grid(alpha=0.3)
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=single)
 
 
 def _role_ops(jobs: list[JobRun], role: str) -> list[str]:
