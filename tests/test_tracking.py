@@ -150,6 +150,34 @@ def test_logging_a_dataset_another_writer_just_created_retries(monkeypatch):
         record.log_input(object())
 
 
+def test_a_parent_tag_another_writer_just_created_is_written_again(monkeypatch):
+    """Two search workers close one study together and both write its description: the
+    server inserted the tag twice and the loser failed on tag_pk (CI: PostgreSQL
+    UniqueViolation, the worker exited 1). The second write updates the row; other errors raise."""
+    from mlflow.exceptions import MlflowException
+
+    from rlbench.tracking.parent import NOTE_TAG, ParentRun
+
+    parent, calls = ParentRun("p" * 32, "1", "study"), []
+
+    def set_tag(run_id, key, value):
+        calls.append(key)
+        if len(calls) == 1:
+            raise MlflowException('BAD_REQUEST: (psycopg.errors.UniqueViolation) duplicate key value violates '
+                                  'unique constraint "tag_pk"')
+
+    monkeypatch.setattr(parent._client, "set_tag", set_tag)
+    parent.describe("the note")
+    assert calls == [NOTE_TAG, NOTE_TAG]
+
+    def broken(run_id, key, value):
+        raise MlflowException("RESOURCE_DOES_NOT_EXIST: run not found")
+
+    monkeypatch.setattr(parent._client, "set_tag", broken)
+    with pytest.raises(MlflowException, match="run not found"):
+        parent.set_tags({"a": "b"})
+
+
 def test_the_runs_table_view_shows_the_knobs_and_headline_numbers_and_says_what_was_not_measured():
     from rlbench.tracking.views import view_state
 

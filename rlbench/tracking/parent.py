@@ -20,7 +20,7 @@ from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.readers import read_run
-from rlbench.tracking.record import rounded
+from rlbench.tracking.record import created_meanwhile, rounded
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's description of a run
 SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweeps/sweep.py sweep_key): a resumed sweep continues its parent
@@ -46,6 +46,17 @@ class ParentRun:
 
     def set_tags(self, tags: dict[str, str]) -> None:
         for key, value in tags.items():
+            self._set_tag(key, value)
+
+    def _set_tag(self, key: str, value: str) -> None:
+        """Two writers of one parent (a search's workers closing the study together) can both
+        create a tag: the server inserts it twice and the second insert fails on the tag's key
+        (PostgreSQL's UniqueViolation). The tag exists then, and writing it again updates it."""
+        try:
+            self._client.set_tag(self.run_id, key, value)
+        except mlflow.exceptions.MlflowException as e:
+            if not created_meanwhile(e):
+                raise
             self._client.set_tag(self.run_id, key, value)
 
     def tags(self) -> dict[str, str]:
@@ -54,7 +65,7 @@ class ParentRun:
 
     def describe(self, text: str) -> None:
         """Its description (MLflow's note, markdown)."""
-        self._client.set_tag(self.run_id, NOTE_TAG, text)
+        self._set_tag(NOTE_TAG, text)
 
     def description(self) -> str | None:
         return self.tags().get(NOTE_TAG)

@@ -76,6 +76,13 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     return params, tags
 
 
+def created_meanwhile(error: Exception) -> bool:
+    """A store's refusal of a row another writer inserted first: its unique key taken
+    (PostgreSQL's UniqueViolation "duplicate key", SQLite's "UNIQUE constraint failed")."""
+    text = str(error).lower()
+    return "duplicate key" in text or "unique constraint" in text
+
+
 def log_input(dataset, tries: int = 3) -> None:
     """The job's env as its MLflow input. Two writers logging the same new dataset at once (a
     search's workers against one server) can both find it missing and both insert it: the
@@ -85,8 +92,7 @@ def log_input(dataset, tries: int = 3) -> None:
             mlflow.log_input(dataset, context="environment")
             return
         except MlflowException as e:
-            text = str(e).lower()
-            if attempt == tries - 1 or not ("duplicate key" in text or "unique constraint" in text):
+            if attempt == tries - 1 or not created_meanwhile(e):
                 raise
             time.sleep(0.2 * (attempt + 1))
 
