@@ -209,6 +209,12 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.wait_for(in_model_training_view(), what="the Model training view")
     grouped_rows(browser, kids)
     browser.screenshot(SHOTS / "1_runs_table.png")
+    browser.call("Page.reload")  # MLflow wrote the facets into the address: the view comes back all the same
+    grouped_rows(browser, kids)
+    click(browser, anchor("a.innerText.trim() === 'actors=2 seed=1'"), "a run's")
+    browser.wait_for("/\\/runs\\/[0-9a-f]{32}/.test(location.hash)", what="the run's page")
+    browser.evaluate("history.back()")  # Back onto the printed view
+    grouped_rows(browser, kids)
     browser.evaluate(scroll_right())  # the grid draws the columns in sight: `bound` is past 1400 px
     browser.wait_for_text("bound")
     mlflow_links_stay_in_model_training(browser, exp, pid, min(kids, key=lambda k: k.info.run_name))
