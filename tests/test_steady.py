@@ -72,9 +72,10 @@ def test_unmeasured_power_is_null_with_the_reason_never_zero():
     assert nulls[st.FRAMES_PER_J] == "no NVML; no RAPL"
 
 
-def trainer(first_step, first_update, actors_done, learner_done, learner=True):
+def trainer(first_step, first_update, actors_done, learner_done, learner=True, updates=10):
     actors = SimpleNamespace(first_step_at=first_step, stepping_until=actors_done)
-    loop = SimpleNamespace(first_update_at=first_update, finished_at=learner_done) if learner else None
+    loop = SimpleNamespace(first_update_at=first_update, finished_at=learner_done, update_target=updates) \
+        if learner else None
     return SimpleNamespace(started=100.0, actors=actors, learner=loop)
 
 
@@ -82,6 +83,7 @@ def test_the_warm_up_ends_with_the_later_of_first_step_and_first_update_the_stea
     assert steady_span(trainer(101.0, 103.0, 110.0, 112.0), 12.5) == (3.0, 10.0, "")
     assert steady_span(trainer(104.0, 103.0, 110.0, 108.0), 12.5) == (4.0, 8.0, "")  # the learner done first
     assert steady_span(trainer(101.0, None, 110.0, None, learner=False), 10.5) == (1.0, 10.0, "")  # algo=random
+    assert steady_span(trainer(101.0, None, 110.0, 100.1, updates=0), 10.5) == (1.0, 10.0, "")  # learner_updates=0
     warm, until, why = steady_span(trainer(101.0, None, 110.0, 110.5), 10.5)
     assert warm is None and until == 10.0 and why == "no steady state: the learner made no update"
 

@@ -18,10 +18,13 @@ def steady_span(trainer, runtime_s: float) -> tuple[float | None, float, str]:
     """(end of the warm-up, end of the steady state), in seconds since the task started, and why
     the warm-up never ended (for None). The warm-up: the envs made and reset, the actors' first
     step (central inference's first forward: the device's warm-up) and the learner's first
-    update; the steady state ends when the first role is done (the learner's tail follows)."""
+    update (none without updates to make); the steady state ends when the first role is done
+    (the learner's tail follows)."""
     t0, actors, learner = trainer.started, trainer.actors, trainer.learner
     if t0 is None:
         return None, runtime_s, "no steady state: the task's start was not recorded"
+    if learner is not None and not learner.update_target:  # workload.learner_updates=0: the actors alone
+        learner = None
     marks = [actors.first_step_at] + ([learner.first_update_at] if learner is not None else [])
     ends = [t for t in (actors.stepping_until, learner.finished_at if learner is not None else None) if t is not None]
     until = min(ends) - t0 if ends else runtime_s
