@@ -101,6 +101,23 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
     assert final["op_frac/inference/queue_full_wait"] > 0  # inference, and so the actors, blocked on a full queue
     updates_s = final["runtime_s"] / final["learner_updates"]  # each update moves 8 unrolls; the queue holds 100
     assert final["runtime_s"] - final["actors_done_s"] <= (1 + 100 / 8) * updates_s * 3, final
+    _assert_steady_rates(run, final)
+
+
+def _assert_steady_rates(run, final):
+    """steady/*: the median of the window/fps ticks after the warm-up and before the actors were
+    done (rlbench/core/steady.py): inside their range, fewer windows than the ticks, no power here."""
+    from rlbench.tracking.unmeasured import unmeasured_of
+
+    m, client = run.data.metrics, mlflow.MlflowClient()
+    window = [p.value for p in client.get_metric_history(run.info.run_id, "window/fps")]
+    assert 3 <= m["steady/windows"] < len(window) and m["steady/s"] >= m["steady/windows"] * 0.99, (m, window)
+    assert min(window) <= m["steady/fps_min"] <= m["steady/fps"] <= m["steady/fps_max"] <= max(window)
+    assert m["steady/s"] < final["actors_done_s"] and m["steady/learner_updates_per_s"] > 0
+    assert [p.step for p in client.get_metric_history(run.info.run_id, "steady/fps")] == [0]
+    reasons = unmeasured_of(run.data.tags)  # no NVML, no RAPL on CI: named with the reason, never 0
+    assert {"steady/power_gpu_w", "steady/power_cpu_w", "steady/frames_per_j"} <= set(reasons) and \
+        "steady/power_gpu_w" not in m
 
 
 @pytest.mark.e2e

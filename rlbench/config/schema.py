@@ -48,6 +48,7 @@ class TrackingConfig:
     experiment: str = "rlbench"  # the presets in conf/tracking/ make it one experiment per env
     run_name: Optional[str] = None  # null = made from the overrides
     log_every_s: float = 1.0  # period of step metrics, >= 1: their step is whole seconds since the task started
+    steady_min_windows: int = 3  # fewest steady windows (ticks after the warm-up, before a role is done) for steady/*
     system_metrics: bool = True  # MLflow's own system-metrics sampler (UI's system tab)
     parent_run_id: Optional[str] = None  # set by the sweep for its jobs; null = a top-level run
     tags: Dict[str, str] = field(default_factory=dict)  # extra run tags (a search's study and trial)

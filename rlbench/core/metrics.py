@@ -34,6 +34,19 @@ _TRAINING = [
     Metric("task_elapsed_s", "s", "tick", "seconds since the task started at the tick (its step, unrounded): the x "
            "axis of the chart view's window/* charts"),
     Metric("actors_done_s", "s", "final", "when the actors finished stepping, since the task started"),
+    Metric("steady/fps", "env frames / s", "final", "the median window/fps of the steady windows (after the "
+           "warm-up, before the first role is done)"),
+    Metric("steady/fps_min", "env frames / s", "final", "the lowest window/fps of the steady windows"),
+    Metric("steady/fps_max", "env frames / s", "final", "the highest window/fps of the steady windows"),
+    Metric("steady/windows", "count", "final", "the steady windows counted (fewer than tracking.steady_min_windows: "
+           "no steady rate, the reason in unmeasured)"),
+    Metric("steady/s", "s", "final", "seconds the steady windows cover"),
+    Metric("steady/learner_updates_per_s", "updates / s", "final", "the median window/learner_updates_per_s of the "
+           "steady windows"),
+    Metric("steady/power_gpu_w", "W", "final", "the median power_gpu_w tick of the steady windows"),
+    Metric("steady/power_cpu_w", "W", "final", "the median power_cpu_w tick of the steady windows (RAPL)"),
+    Metric("steady/frames_per_j", "env frames / J", "final", "the steady windows' frames / the measured sources' "
+           "energy over them"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),

@@ -77,6 +77,9 @@ def _rules(c: Config, host: bool = True) -> Rules:
                  f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)"),
         "tracking.log_every_s": ((lambda v: v >= 1),
                                  "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)"),
+        "tracking.steady_min_windows": ((lambda v: v >= 1),
+                                        ("an integer >= 1 (the fewest tick windows after the warm-up and before a "
+                                         "role is done that the steady/* rates are the median of)")),
         "tracking.ui_port": ((lambda v: 1 <= v <= 65535), "a TCP port in [1, 65535] (mlflow ui --port)"),
         "tracking.stale_after_s": ((lambda v: v > beat),
                                    (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "

@@ -36,6 +36,7 @@ class ActorRole:
         self.timer = timer or OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
+        self.first_step_at: float | None = None  # perf_counter after the first step (its inference forward included)
         self.may_step = may_step  # the algorithm's flow control: actors wait while it returns False
         self.more_data = more_data  # the algorithm still needs unrolls past the frame target while it returns True
         self.done = done if done is not None else threading.Event()  # set when the actors stop
@@ -68,6 +69,8 @@ class ActorRole:
             if gone is not None and len(gone):
                 self._forget(gone)
             self._account(batch)
+            if self.first_step_at is None:
+                self.first_step_at = time.perf_counter()
         self.stepping_until = time.perf_counter()
         self.done.set()
         if self.on_done is not None:

@@ -8,6 +8,7 @@ feeds it rings. The loop owns the counters the runner reads and `finished`. docs
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import torch
@@ -44,6 +45,8 @@ class LearnerLoop:
         self.actors_done = actors_done
         self.updates = 0
         self.finished = threading.Event()  # set when the learner leaves run(), for any reason
+        self.first_update_at: float | None = None  # perf_counter when the first update ended (the steady rates' warm-up)
+        self.finished_at: float | None = None  # perf_counter when it left run()
         self.intra_op_threads: int | None = None
         self.last_loss = float("nan")
         self.timer = timer or OpTimer("learner")  # the job's telemetry makes it (GPU spans, the timeline)
@@ -61,6 +64,7 @@ class LearnerLoop:
                     continue
                 self._update()
         finally:
+            self.finished_at = time.perf_counter()
             self.finished.set()
 
     def _update(self) -> None:
@@ -70,6 +74,8 @@ class LearnerLoop:
         with self.flops.call(0) as call:
             self.last_loss = self.update()
             call.items = self.updates - before
+        if self.first_update_at is None and self.updates > before:
+            self.first_update_at = time.perf_counter()
 
     def efficiency(self) -> tuple[dict, dict]:
         """(metrics, null reasons): learner_tflops, the updates' achieved model FLOP/s."""

@@ -26,6 +26,7 @@ from rlbench.tracking.dataset import env_dataset
 from rlbench.tracking.record import JobRecord
 from rlbench.tracking.store import artifact_problem, config_hash, mark_stale_runs, open_experiment
 from rlbench.train.recording import RecordObserver
+from rlbench.train.steady import SteadyRates
 from rlbench.train.trainer import train
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,8 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         telemetry = JobTelemetry(conf.telemetry, plan.device) if conf.telemetry.enabled else None
         recorder = RecordObserver(record, conf, overrides or [], output_dir, start, telemetry)
         progress = Progress(conf.workload.frames, plan.learner_updates, conf.progress)
-        observers = [recorder, telemetry, progress, TickHook(on_tick) if on_tick else None]
+        steady = SteadyRates(conf.tracking.steady_min_windows, telemetry)
+        observers = [recorder, telemetry, steady, progress, TickHook(on_tick) if on_tick else None]
         final = train(plan, observers, telemetry.timer if telemetry is not None else OpTimer)
         final |= {"bound": recorder.bound, "run_id": record.run_id,
                   "unmeasured": dict(record.unmeasured)}  # the sweep's table says why a value is missing

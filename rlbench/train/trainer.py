@@ -34,6 +34,7 @@ class Trainer:
     learner: LearnerLoop | None
     device: torch.device
     role_walls: dict = field(default_factory=dict)  # role -> thread wall seconds, set at the end
+    started: float | None = None  # perf_counter when the task started, set at the end (the steady rates' origin)
 
     def roles(self) -> list:
         return [self.actors] + ([self.learner] if self.learner is not None else [])
@@ -77,6 +78,7 @@ class Trainer:
     def final_metrics(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
         """started: perf_counter when the task started (for actors_done_s)."""
         self.role_walls = dict(role_wall_s)
+        self.started = started
         actor_s = max(self.actors.stepping_s(), 1e-9)
         learner_s = role_wall_s.get("learner", 0.0)
         m = {
