@@ -1,9 +1,8 @@
 """The verdict rule, written once: the best configuration and those not told apart from it.
 
-Configurations compare by the median of one metric (COMPARED: runtime_s by default); the noise
-floor is the largest ratio between two repeats of one configuration, less 1 (at least the set
-minimum); another configuration is told apart only by a relative difference above it. Pure
-functions over numbers: the terminal, the parent's note, the tags, summary and report call it.
+By the median of one metric (COMPARED; runtime_s by default). The noise floor: the largest
+ratio between two repeats of one configuration, less 1 (at least the set minimum); only a
+relative difference above it tells two apart. Every place that judges calls it: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -110,14 +109,25 @@ def settings(tags: Mapping[str, str]) -> tuple[str, float]:
     return (metric if metric in COMPARED else DEFAULT_METRIC), floor_min
 
 
-def compare(best: str, name: str, medians: Mapping[str, Spread], floor: float | None, sense: str) -> Comparison:
+def compare(ref: str, name: str, medians: Mapping[str, Spread], floor: float | None, sense: str) -> Comparison:
     """`actors=4 is 41.0% faster than actors=2; noise floor 8.0%: told apart` (or `not told
-    apart`, or with the floor unknown, says so)."""
-    d = difference(medians[best].median, medians[name].median)
+    apart`, or with the floor unknown, says so); `ref` is the best or another pick."""
+    a, b = medians[ref].median, medians[name].median
+    d = difference(a, b)
     told = None if floor is None else d > floor
-    head = f"{best} is {d:.1%} faster than {name}" if d > 0 else f"{best} and {name} have the same median"
+    faster = (a < b) if sense == "lower" else (a > b)
+    head = (f"{ref} is {d:.1%} {'faster' if faster else 'slower'} than {name}" if d > 0
+            else f"{ref} and {name} have the same median")
     tail = UNKNOWN_FLOOR if floor is None else f"noise floor {floor:.1%}: {'told apart' if told else 'not told apart'}"
     return Comparison(name, d, told, f"{head}; {tail}")
+
+
+def against(v: Verdict, ref: str) -> tuple[Comparison, ...]:
+    """`ref`'s comparisons with every other configuration by v's medians and noise floor (a
+    pick other than the best: the report's recommendation, which may trade time for energy)."""
+    if ref not in v.medians:
+        return ()
+    return tuple(compare(ref, n, v.medians, v.floor, COMPARED[v.metric]) for n in v.medians if n != ref)
 
 
 def answer(v: Verdict) -> str:
