@@ -66,33 +66,42 @@ class RecordingLauncher:
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result)
 
 
-def _sweep(store) -> None:
+def _sweep(store, floor_min: float) -> None:
     """The sweep `actors=2,4,8 repeats=3` with RecordingLauncher into the real store."""
     tracking = TrackingConfig(uri=store["uri"], experiment="test", artifact_location=str(store["db"].parent / "art"))
     jobs = [[f"actors={a}", f"seed={1 + k}"] for k in range(3) for a in (2, 4, 8)]
     grid = SimpleNamespace(repeats=3, repeat=[k for k in range(3) for _ in (2, 4, 8)])
     sweeper = SimpleNamespace(launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(
         runtime=SimpleNamespace(choices={}))))
-    run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, [Conf(int(j[0][7:]), tracking) for j in jobs], grid,
-              store=Experiment)
+    confs = [Conf(int(j[0][7:]), tracking, verdict=VerdictConfig(noise_floor_min=floor_min)) for j in jobs]
+    run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
 
 
-def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_path, capsys):
-    _sweep(store)
+ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison
+    0.0: (("actors=4", "actors=8"), "noise floor 7.9%",
+          "not told apart from actors=8 (2.0% slower): noise floor 7.9%", "noise floor 7.9%: told apart"),
+    0.5: (("actors=4", "actors=2", "actors=8"), "noise floor 50.0%",
+          "not told apart from actors=2 (41.0% slower), actors=8 (2.0% slower): noise floor 50.0%",
+          "noise floor 50.0%: not told apart"),
+}
+
+
+@pytest.mark.parametrize("floor_min", ONE_FLOOR)
+def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_path, capsys, floor_min):
+    _sweep(store, floor_min)
     out = capsys.readouterr().out
     parent_id = re.search(r"parent run (\w{32})", out)[1]
-    expected = judge({f"actors={a}": [rounded(t) for t in ts] for a, ts in TIMES.items()})
-    best_set, floor = ("actors=4", "actors=8"), "noise floor 7.9%"
-    assert expected.best_set == best_set and expected.floor_text() == floor  # what the fixture means
+    best_set, floor, tied, versus_2 = ONE_FLOOR[floor_min]
+    expected = judge({f"actors={a}": [rounded(t) for t in ts] for a, ts in TIMES.items()}, floor_min=floor_min)
+    assert (expected.best_set, expected.floor_text()) == (best_set, floor)  # what the fixture means
     # the terminal: the answer, its comparisons and the next command, last
-    answer = ("Verdict: Best by median runtime_s: actors=4; not told apart from actors=8 (2.0% slower): "
-              "noise floor 7.9%")
+    answer = f"Verdict: Best by median runtime_s: actors=4; {tied}"
     assert f"[rlbench sweep] {answer}" in out
     assert out.strip().splitlines()[-1].startswith(f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent_id}")
     client = mlflow.MlflowClient(store["uri"])
     parent = client.get_run(parent_id)
     note = parent.data.tags["mlflow.note.content"]
-    assert answer in note and "- actors=4 is 41.0% faster than actors=2; noise floor 7.9%: told apart" in note
+    assert answer in note and f"- actors=4 is 41.0% faster than actors=2; {versus_2}" in note
     # the jobs' tags and summary.json: the best set's runs say so, with the same floor
     kids = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")
     tags = {k.data.tags["repeat_group"]: k.data.tags["verdict"] for k in kids}
@@ -106,7 +115,7 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     assert f"  verdict: {answer.removeprefix('Verdict: ')}" in said
     found = json.loads((tmp_path / "r" / "findings.json").read_text())
     assert tuple(found["verdict"]["best_set"]) == best_set and found["verdict"]["floor_text"] == floor
-    assert found["recommendation"]["tied"] == ["actors=8"] and floor in found["recommendation"]["text"]
+    assert found["recommendation"]["tied"] == sorted(best_set[1:]) and floor in found["recommendation"]["text"]
     assert f"- verdict: {answer.removeprefix('Verdict: ')}" in client.get_run(parent_id).data.tags["mlflow.note.content"]
 
 
