@@ -17,9 +17,11 @@ from hydra.core.utils import JobReturn, JobStatus
 from rlbench.config.schema import TrackingConfig, VerdictConfig
 from rlbench.core.verdict import judge
 from rlbench.report.__main__ import main as report_main
+from rlbench.report.figures import actor_scaling
 from rlbench.sweeps.sweep import run_sweep
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.record import rounded
+from rlbench.tracking.study_records import load_parent
 from tests.conftest import main_in_process
 
 # runtime_s of each repeat: actors=4 best, actors=8 within the floor (10.2 vs 10.0 s: 2.0% <
@@ -117,6 +119,8 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     assert tuple(found["verdict"]["best_set"]) == best_set and found["verdict"]["floor_text"] == floor
     assert found["recommendation"]["tied"] == sorted(best_set[1:]) and floor in found["recommendation"]["text"]
     assert f"- verdict: {answer.removeprefix('Verdict: ')}" in client.get_run(parent_id).data.tags["mlflow.note.content"]
+    foot = " ".join(t.get_text().replace("\n", " ") for t in actor_scaling(load_parent(parent_id)).fig.texts)
+    assert answer.removeprefix("Verdict: ") in foot  # the report's figures say it too
 
 
 def _best_set(labels: dict[str, str]) -> tuple[str, ...]:
