@@ -1,8 +1,8 @@
 """The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
 
 `knee`, `bottleneck`, `recommend`, `study_rule`, `pareto`, `actor_saturation` and the others;
-with repeats, medians per configuration, and no configuration called faster than another by a
-difference within the measured spread. The rules: docs/metrics.md, "The report, inside".
+with repeats, medians per configuration, told apart only by the one verdict rule
+(rlbench/core/verdict.py). The rules: docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations

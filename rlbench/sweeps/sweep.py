@@ -199,9 +199,10 @@ def verdict_settings(confs: list) -> tuple[str, float]:
 
 
 def report_command(parent_id: str, uri: str) -> str:
-    """The command that writes this sweep's report (python -m rlbench.report)."""
-    default = os.environ.get("MLFLOW_TRACKING_URI") or TrackingConfig().uri  # what the report reads unless told
-    store = "" if uri == default else f" --tracking-uri '{uri}'"
+    """The command that writes this sweep's report (python -m rlbench.report), naming the store
+    unless it is the default one (MLflow exports the process's own as MLFLOW_TRACKING_URI, so
+    that variable does not tell what the user's shell holds)."""
+    store = "" if uri == TrackingConfig().uri else f" --tracking-uri '{uri}'"
     return f"python -m rlbench.report --sweep {parent_id}{store}"
 
 
