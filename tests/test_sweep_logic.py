@@ -184,6 +184,7 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
                                          "++tracking.tags.repeat_group='actors=4'"]
     assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
     assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+    assert parent.texts["summary_configs.csv"].splitlines()[2].endswith(",best; noise floor 0.0%")
     assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group", ("verdict",))  # no seed knob
     assert experiment.run_tags == {"run-2": {"verdict": "slower than best: 100.0% slower; noise floor 0.0%"},
                                    "run-4": {"verdict": "best; noise floor 0.0%"}}

@@ -124,10 +124,12 @@ def config_summary_text(rows: list[dict]) -> str:
 
 
 def configs_csv(rows: list[dict]) -> str:
-    """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n."""
+    """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n; last
+    its verdict (its finished jobs' `verdict`, with_verdicts)."""
     buf = io.StringIO()
     head = ["config", "runs", "finished", "status", "jobs"] + [f"{m}{s}" for m in STAT_METRICS
-                                                               for s in ("", "_min", "_max", "_n")]
+                                                               for s in ("", "_min", "_max", "_n")] + ["verdict"]
+    said = {config_key(r): r["verdict"] for r in rows if r.get("verdict")}
     writer = csv.writer(buf)
     writer.writerow(head)
     for c in config_rows(rows):
@@ -135,7 +137,7 @@ def configs_csv(rows: list[dict]) -> str:
         for m in STAT_METRICS:
             v = c[m]
             cells += [rounded(v.median), rounded(v.low), rounded(v.high), v.n] if v is not None else ["", "", "", 0]
-        writer.writerow(cells)
+        writer.writerow(cells + [said.get(c["config"], "")])
     return buf.getvalue()
 
 
