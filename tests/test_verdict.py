@@ -115,6 +115,7 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     assert report_main(["--sweep", parent_id, "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
     said = capsys.readouterr().out
     assert f"  verdict: {answer.removeprefix('Verdict: ')}" in said
+    assert f"  compared: actors=4 is 41.0% faster than actors=2; {versus_2}" in said
     found = json.loads((tmp_path / "r" / "findings.json").read_text())
     assert tuple(found["verdict"]["best_set"]) == best_set and found["verdict"]["floor_text"] == floor
     assert found["recommendation"]["tied"] == sorted(best_set[1:]) and floor in found["recommendation"]["text"]

@@ -180,7 +180,7 @@ def verdict_lines(f: dict) -> list[str]:
     """The verdict in plain sentences, in the order a reader asks: the answer (rlbench/core/verdict.py)
     and its comparisons first."""
     v = f.get("verdict")
-    lines = [f"verdict: {v['answer']}", *(f"- {c['text']}" for c in v["comparisons"])] if v else []
+    lines = [f"verdict: {v['answer']}", *(f"compared: {c['text']}" for c in v["comparisons"])] if v else []
     lines += [f"knee ({k}): {kn['text']}" for k, kn in f["knee"].items()] or [
         "knee: not computed (fewer than two finished actor counts in every series)"]
     lines += [f"bound ({name}): {b['text']}" for name, b in f.get("bound_per_config", f["bottleneck"]).items()]
