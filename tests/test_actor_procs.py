@@ -111,7 +111,7 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
     """Runs recorded before actor_procs existed are still found by resume=true."""
     conf = validate(compose_cfg(["env=cartpole"]), host=False)
     d = dataclasses.asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "actor_procs", "actor_hosts", "actor_launch",
+    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict", "actor_procs", "actor_hosts", "actor_launch",
                 "actor_server", "precision"):
         d.pop(key)
     import hashlib

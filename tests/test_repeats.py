@@ -11,12 +11,13 @@ import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import OmegaConf
 
-from rlbench.core.repeats import Spread, cannot_tell, config_rows, pair_spread, repeated, spread
+from rlbench.core.repeats import Spread, config_rows, repeated, spread
+from rlbench.core.verdict import UNKNOWN_FLOOR, difference, judge, noise_floor
 from rlbench.prepare.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
 from rlbench.report.verdict import knee, recommend
-from rlbench.tracking.parent_note import best_row, summary_metrics, sweep_note, verdicts
+from rlbench.tracking.parent_note import answer_lines, best_row, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_cli, runs
 
@@ -104,11 +105,25 @@ def test_spread_median_range_and_count():
     assert spread([None]) is None
 
 
-def test_two_configurations_are_told_apart_only_beyond_the_wider_range():
+def test_the_noise_floor_is_the_largest_ratio_between_two_repeats():
     a, b = spread([70.0, 72.0, 74.0]), spread([71.0, 73.3, 71.5])
-    assert pair_spread(a, b) == 4.0 and pair_spread(spread([1.0]), spread([2.0])) is None
-    assert cannot_tell(72.0, 71.5, 4.0) == "cannot tell apart: difference 0.5 s < spread 4.0 s"
-    assert cannot_tell(72.0, 60.0, 4.0) is None and cannot_tell(72.0, 71.0, None) is None
+    assert noise_floor([a, b]) == pytest.approx(74.0 / 70.0 - 1) and noise_floor([spread([1.0])]) is None
+    assert difference(72.0, 71.5) == difference(71.5, 72.0) == pytest.approx(72.0 / 71.5 - 1)
+    v = judge({"a": [70.0, 72.0, 74.0], "b": [71.0, 73.3, 71.5]})
+    assert (v.best, v.tied, v.floor_text()) == ("b", ("a",), "noise floor 5.7%")
+    assert v.comparisons[0].text == "b is 0.7% faster than a; noise floor 5.7%: not told apart"
+    assert judge({"a": [70.0, 72.0, 74.0], "b": [80.0]}).comparisons[0].told_apart is True  # 11.1% > 5.7%
+    assert judge({"a": [70.0, 72.0, 74.0], "b": [71.0, 73.3]}, floor_min=0.2).floor == 0.2  # at least the minimum
+    assert judge({"a": [10.0], "b": [12.0]}, "fps").best == "b"  # a rate: the higher is better
+
+
+def test_single_runs_leave_the_floor_unknown_whatever_the_minimum():
+    v = judge({"a": [10.0], "b": [12.0]}, floor_min=0.5)
+    assert v.floor is None and v.tied == () and v.comparisons[0].told_apart is None
+    assert v.answer() == f"Best by median runtime_s: a; {UNKNOWN_FLOOR}" and "repeats=3" in UNKNOWN_FLOOR
+    assert judge({"a": [None, float("nan"), 0.0]}).best is None  # nothing positive to compare
+    with pytest.raises(ValueError, match="allowed: runtime_s, task_fps, fps"):
+        judge({"a": [1.0]}, "energy_per_task_j")
 
 
 ROWS = [  # 2 configurations x 3 repeats, interleaved as the sweep runs them; one run failed
@@ -141,97 +156,97 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     m = summary_metrics(ROWS)
     assert m["best/runtime_s"] == 72.8 and m["best/fps"] == 3393.0 and m["jobs_failed"] == 1
     note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32))
-    assert "Best (shortest median task): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
+    assert "Best (median runtime_s): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
     assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
-    assert "Not told apart" not in note  # 129.2 s vs 72.8 s: far beyond either range
+    # 129.2 s vs 72.8 s: 77.5% apart; the floor is actors=40's 75.3 / 70.1 - 1
+    assert "- actors=40 is 77.5% faster than actors=4; noise floor 7.4%: told apart" in note
+    assert ("Verdict: Best by median runtime_s: actors=40; told apart from every other configuration: at least "
+            "77.5% faster than actors=4 (noise floor 7.4%)") in note
+
+
+TIED = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
+        for r in ROWS]  # actors=4 now 74.2 s (73.0..75.4): 1.9% slower than actors=40, within its 7.4%
 
 
 def test_the_parent_says_when_the_best_cannot_be_told_apart():
-    rows = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
-            for r in ROWS]  # actors=4 now 74.2 s (73.0..75.4): within the spread of actors=40's 72.8 s
-    best = best_row(rows)
-    assert best["name"] == "actors=40"
-    assert best["rivals"] == [("actors=4", "cannot tell apart: difference 1.4 s < spread 5.2 s")]
-    assert "Not told apart from it: `actors=4` (cannot tell apart: difference 1.4 s < spread 5.2 s)" in \
-        sweep_note("s", rows, "FINISHED", "1", "p" * 32)
-    from rlbench.tracking.parent_note import answer_lines
-
-    answer = answer_lines(rows)  # the terminal's last lines before the address: plain text
-    assert answer[0].startswith("Best (shortest median task): actors=40 (3 of 3 runs finished): runtime_s 72.8")
-    assert answer[1:] == ["Not told apart from it: actors=4 (cannot tell apart: difference 1.4 s < spread 5.2 s)"]
+    assert best_row(TIED)["name"] == "actors=40" and best_row(TIED)["verdict"].tied == ("actors=4",)
+    assert "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart" in \
+        sweep_note("s", TIED, "FINISHED", "1", "p" * 32)
+    answer = answer_lines(TIED)  # the terminal's last lines before the next command: plain text
+    assert answer[0].startswith("Best (median runtime_s): actors=40 (3 of 3 runs finished): runtime_s 72.8")
+    assert answer[1:] == [("Verdict: Best by median runtime_s: actors=40; not told apart from actors=4 (1.9% slower): "
+                           "noise floor 7.4%"), "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart"]
 
 
 def test_single_runs_say_the_spread_is_unknown():
     rows = [dict(r, config=r["name"]) for r in ROWS[:2]]
-    assert best_row(rows)["job"] == 1 and best_row(rows)["rivals"] == []
-    assert "single run per configuration: the spread is unknown; rerun with repeats=3 to tell" in \
+    assert best_row(rows)["job"] == 1 and best_row(rows)["verdict"].tied == ()
+    assert f"Verdict: Best by median runtime_s: actors=40 seed=1; {UNKNOWN_FLOOR}" in \
         sweep_note("s", rows, "FINISHED", "1", "p" * 32)
 
 
 def test_each_finished_job_is_tagged_with_its_configurations_verdict():
     """The tag `verdict` the runs table shows (rlbench/sweeps/sweep.py mark_verdicts): each
-    finished job of the best configuration `best`, the others beyond the spread `slower`; a
-    failed job (e) none."""
-    slower = "slower than best: +56.4 s > spread 5.2 s"  # 129.2 s (128.0..130.4) vs 72.8 s (70.1..75.3)
-    assert verdicts(ROWS) == {"a" * 32: slower, "b" * 32: "best", "c" * 32: slower, "d" * 32: "best",
-                              "f" * 32: "best"}
-    tied = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
-            for r in ROWS]  # as best_row's rivals: actors=4 74.2 s within the spread of actors=40's 72.8 s
-    assert verdicts(tied)["a" * 32] == verdicts(tied)["c" * 32] == \
-        "not told apart from best (difference 1.4 s < spread 5.2 s)"
-    assert verdicts(tied)["b" * 32] == "best"
+    finished job of the best configuration `best`, the others beyond the noise floor `slower`;
+    a failed job (e) none."""
+    slower, best = "slower than best: 77.5% slower; noise floor 7.4%", "best; noise floor 7.4%"
+    assert verdicts(ROWS) == {"a" * 32: slower, "b" * 32: best, "c" * 32: slower, "d" * 32: best, "f" * 32: best}
+    assert verdicts(TIED)["a" * 32] == verdicts(TIED)["c" * 32] == \
+        "not told apart from best: 1.9% slower; noise floor 7.4%"
+    assert verdicts(TIED)["b" * 32] == best
 
 
 def test_single_runs_verdicts_say_the_spread_is_unknown():
     single = [dict(r, config=r["name"]) for r in ROWS[:2]]
-    assert verdicts(single) == {"a" * 32: "+57.6 s vs best (spread unknown)", "b" * 32: "best (spread unknown)"}
+    assert verdicts(single) == {"a" * 32: "79.1% slower than best; noise floor unknown",
+                                "b" * 32: "best; noise floor unknown"}
     assert verdicts(single[1:]) == {"b" * 32: "best"}  # one configuration: best, with nothing to compare
     assert verdicts([ROWS[4], dict(ROWS[1], run_id=None)]) == {}  # failed, or no run to tag
 
 
 # --- the verdict ---
 
-def test_the_knee_is_not_placed_by_a_difference_within_the_spread():
-    # 4 -> 40 shortens the task 44%, measurably; 40 -> 256 by 12%, above the 10% threshold but
-    # within 40's range (10 s): the knee stays at 40 and says why.
-    k = knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, {4: 2.0, 40: 10.0, 256: 3.0})
-    assert (k.actors, k.reached, k.spread) == (40, True, 10.0)
-    assert "no larger actor count shortens the task measurably (12.5% shorter, within the spread)" in k.text
-    assert "(cannot tell apart: difference 10.0 s = spread 10.0 s)" in k.text
-    assert "single run" not in k.text
-    # the same medians with tight ranges: 256 is measurably 12.5% faster, no knee in the range
-    assert not knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, {4: 2.0, 40: 2.0, 256: 3.0}).reached
+def test_the_knee_is_not_placed_by_a_difference_within_the_noise_floor():
+    # 4 -> 40 shortens the task 44%, measurably; 40 -> 256 by 12.5%, above the 10% threshold but
+    # a difference of 14.3% within a floor of 15%: the knee stays at 40 and says why.
+    k = knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, 0.15)
+    assert (k.actors, k.reached, k.spread) == (40, True, 0.15)
+    assert "no larger actor count shortens the task measurably (12.5% shorter, within the noise floor)" in k.text
+    assert "(not told apart: 14.3% difference, noise floor 15.0%)" in k.text and "unknown" not in k.text
+    # the same medians with a floor of 10%: 256 is measurably faster, no knee in the range
+    assert not knee({4: 130.0, 40: 80.0, 256: 70.0}, 0.10, None, 0.10).reached
 
 
-def test_a_slower_larger_count_within_the_spread_is_said_to_be_indistinguishable():
-    k = knee({40: 72.8, 256: 74.0}, 0.10, {40: 3393.0, 256: 3401.0}, {40: 5.2, 256: 2.0})
+def test_a_slower_larger_count_within_the_floor_is_said_to_be_indistinguishable():
+    k = knee({40: 72.8, 256: 74.0}, 0.10, {40: 3393.0, 256: 3401.0}, 0.074)
     assert k.actors == 40 and k.text.endswith(
-        "at 256 actors: actors' fps +0.2%, task +1.6% (cannot tell apart: difference 1.2 s < spread 5.2 s)")
+        "at 256 actors: actors' fps +0.2%, task +1.6% (not told apart: 1.6% difference, noise floor 7.4%)")
 
 
 def test_the_knee_with_single_runs_says_the_spread_is_unknown():
     k = knee({4: 73.8, 40: 72.8}, 0.10)
-    assert k.actors == 4 and k.spread is None
-    assert k.text.endswith("single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+    assert k.actors == 4 and k.spread is None and k.text.endswith(UNKNOWN_FLOOR)
 
 
-def _candidate(name, runtime, spread_s, runs=3):
-    return {"name": name, "ratio": 0.5, "runtime_s": runtime, "fps": 1000.0, "energy_j": None,
-            "runtime_spread": spread_s, "runs": runs}
+def _candidate(name, runs):
+    s = spread(runs)
+    return {"name": name, "ratio": 0.5, "runtime_s": s.median, "fps": 1000.0, "energy_j": None,
+            "runtime_spread": s.width, "runs": s.n, "runtime_runs": runs}
 
 
 def test_the_recommendation_names_what_it_cannot_tell_apart():
-    rec = recommend([_candidate("actors=4", 71.8, 2.3), _candidate("actors=40", 72.8, 1.1),
-                     _candidate("actors=256", 86.1, 1.5)])
-    assert rec.name == "actors=4" and rec.tied == ["actors=40"] and rec.runtime_spread == 2.3 and rec.runs == 3
-    assert "task in 71.8 s (median of 3 runs, spread 2.3 s)" in rec.text
-    assert rec.text.endswith("; actors=40 (72.8 s): cannot tell apart: difference 1.0 s < spread 2.3 s")
+    rec = recommend([_candidate("actors=4", [70.6, 71.8, 72.9]), _candidate("actors=40", [72.2, 72.8, 73.3]),
+                     _candidate("actors=256", [85.4, 86.1, 86.9])])  # floor: 72.9 / 70.6 - 1 = 3.3%
+    assert rec.name == "actors=4" and rec.tied == ["actors=40"] and rec.runs == 3
+    assert rec.noise_floor == pytest.approx(72.9 / 70.6 - 1)
+    assert "task in 71.8 s (median of 3 runs; noise floor 3.3%)" in rec.text
+    assert rec.text.endswith("; actors=4 is 1.4% faster than actors=40; noise floor 3.3%: not told apart")
 
 
 def test_the_recommendation_on_single_runs_says_the_spread_is_unknown():
-    rec = recommend([_candidate("actors=4", 71.8, None, 1), _candidate("actors=40", 72.8, None, 1)])
+    rec = recommend([_candidate("actors=4", [71.8]), _candidate("actors=40", [72.8])])
     assert rec.name == "actors=4" and rec.tied == [] and "median of" not in rec.text
-    assert rec.text.endswith("; single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+    assert rec.text.endswith(f"; {UNKNOWN_FLOOR}")
 
 
 # --- the report on repeated runs ---
@@ -252,9 +267,10 @@ def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spr
                                                              "spread": pytest.approx(5.2)}
     rec = f["recommendation"]
     assert rec["name"] == "actors=40" and rec["runs"] == 3 and rec["tied"] == ["actors=4"]
-    assert "actors=4 (73.0 s): cannot tell apart: difference 0.2 s < spread 5.2 s" in rec["text"]
+    assert "actors=40 is 0.3% faster than actors=4; noise floor 7.4%: not told apart" in rec["text"]
+    assert f["verdict"]["best_set"] == ["actors=40", "actors=4"] and f["verdict"]["floor_text"] == "noise floor 7.4%"
     (k,) = f["knee"].values()
-    assert k["actors"] == 4 and k["runs"][40]["n"] == 3 and "cannot tell apart" in k["text"]
+    assert k["actors"] == 4 and k["runs"][40]["n"] == 3 and "not told apart" in k["text"]
     page = config_table(f["configurations"])
     assert "<td>actors=40</td><td>72.8 (70.1..75.3, n=3)</td>" in page and "<h2>Configurations</h2>" in page
     assert config_table({"a": {"runtime_s": {"median": 1.0, "low": 1.0, "high": 1.0, "n": 1}}}) == ""
@@ -303,10 +319,7 @@ def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration
                                 "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
     assert "params.`actors`" in state["selectedColumns"] and "params.`seed`" not in state["selectedColumns"]
     assert next(c for c in state["selectedColumns"] if c.startswith("tags.")) == "tags.`verdict`"
-    # each run tagged with its configuration's verdict: by the medians, against the wider range
-    times = {g: [k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g] for g in medians}
-    best = min(medians, key=medians.get)
-    diff, width = max(medians.values()) - medians[best], max(max(t) - min(t) for t in times.values())
-    other = "not told apart from best (difference " if diff <= width else "slower than best: +"
-    assert {k.data.tags["verdict"].startswith("best" if k.data.tags["repeat_group"] == best else other)
-            for k in kids} == {True}, [k.data.tags["verdict"] for k in kids]
+    # each run tagged with its configuration's verdict: the one rule over the runs' logged values
+    v = judge({g: [k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g] for g in medians})
+    assert [k.data.tags["verdict"] for k in kids] == [v.label(k.data.tags["repeat_group"]) for k in kids]
+    assert v.label(v.best).startswith("best; noise floor ")

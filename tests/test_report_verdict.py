@@ -42,8 +42,8 @@ def test_a_knee_where_more_actors_only_slow_the_task_says_so():
     k = knee({40: 72.8, 256: 86.1}, share=0.10, fps={40: 3393.0, 256: 3401.0})  # the main command on 2 cores
     assert k.actors == 40 and "no larger actor count shortens the task" in k.text
     # no claim about the learner; one run each: the spread is unknown, and the text says so
-    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%; single run per configuration: "
-                           "the spread is unknown; rerun with repeats=3 to tell")
+    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%; noise floor unknown: one run per "
+                           "configuration; rerun with repeats=3 to tell")
 
 
 def test_knee_share_is_configurable():
@@ -131,7 +131,7 @@ def test_recommend_names_what_differs_when_every_job_has_the_same_ratio():
     rec = recommend(jobs)
     assert rec.text.startswith("algo=vtrace: task in 67.0 s") and "CPU/GPU ratio 1 (" not in rec.text
     assert rec.text.endswith("every job ran at CPU/GPU ratio 1, so this comparison picks no ratio; "
-                             "single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+                             "noise floor unknown: one run per configuration; rerun with repeats=3 to tell")
 
 
 def test_recommend_without_a_gpu_names_no_ratio():
@@ -151,7 +151,7 @@ def test_study_rule_on_a_dgx1_like_host():
     assert "not evaluated" in study_rule(None, 80, "SM", [])
     assert "spread" not in text  # medians of repeats: said as measured
     assert study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 150.0)], single_run=True).endswith(
-        "(the rule does not hold here); single run per configuration: the spread is unknown; rerun with repeats=3 to tell")
+        "(the rule does not hold here); noise floor unknown: one run per configuration; rerun with repeats=3 to tell")
 
 
 def test_pareto_front():

@@ -119,17 +119,24 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
     assert parent.metrics == {"best/runtime_s": 25.0, "best/fps": 40.0, "best/cpu_gpu_ratio": 2.0,
                               "jobs_finished": 2.0, "jobs_failed": 0.0}  # energy: not measured, left out
     assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
-    assert "Best (shortest task): job 1 `actors=4`" in parent.note
+    assert "Best (runtime_s): job 1 `actors=4`" in parent.note
     assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None, ("verdict",))]
-    assert experiment.run_tags == {"run-2": {"verdict": "+25.0 s vs best (spread unknown)"},
-                                   "run-4": {"verdict": "best (spread unknown)"}}
+    tags = {"run-2": "100.0% slower than best; noise floor unknown", "run-4": "best; noise floor unknown"}
+    assert experiment.run_tags == {run: {"verdict": text} for run, text in tags.items()}
+    assert summary["verdict"] == [tags["run-2"], tags["run-4"]]  # summary.json says what the tags say
+    assert parent.tags()["verdict_metric"] == "runtime_s" and parent.tags()["verdict_noise_floor_min"] == "0.0"
     out = capsys.readouterr().out
     assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
     assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty
     assert f"viewStateShareKey=rlbench-{parent.run_id}" in out
-    last = out.strip().splitlines()[-2:]  # the terminal ends with the answer, then where to look
-    assert last[0].startswith("[rlbench sweep] Best (shortest task): job 1 actors=4 (")
-    assert last[1].startswith("[rlbench sweep] MLflow UI: http://127.0.0.1:5000/")
+    last = out.strip().splitlines()[-5:]  # where to look, the answer in words, then the next command
+    assert last[0].startswith("[rlbench sweep] MLflow UI: http://127.0.0.1:5000/")
+    assert last[1] == "[rlbench sweep] Best (runtime_s): job 1 actors=4"
+    assert last[2] == ("[rlbench sweep] Verdict: Best by median runtime_s: actors=4; noise floor unknown: one run per "
+                       "configuration; rerun with repeats=3 to tell")
+    assert last[3] == ("[rlbench sweep] - actors=4 is 100.0% faster than actors=2; noise floor unknown: one run per "
+                       "configuration; rerun with repeats=3 to tell")
+    assert last[4] == f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent.run_id} --tracking-uri '{URI}'"
 
 
 def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):
@@ -157,8 +164,8 @@ def test_resume_skips_the_jobs_whose_config_already_finished():
     rows, experiment, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
     assert [actors_of(o) for o in launcher.launched] == [8]
     # judged over every job; another sweep's child keeps that sweep's verdict
-    assert experiment.run_tags == {"r0": {"verdict": "best (spread unknown)"},
-                                   "run-8": {"verdict": "+3.5 s vs best (spread unknown)"}}
+    assert experiment.run_tags == {"r0": {"verdict": "best; noise floor unknown"},
+                                   "run-8": {"verdict": "38.9% slower than best; noise floor unknown"}}
     # the jobs not rerun are the sweep's all the same: their earlier runs, with their numbers
     assert [(r["status"], r["run_id"]) for r in rows] == [("FINISHED", "r0"), ("FINISHED", "r1"), ("FINISHED", "run-8")]
     assert rows[0]["runtime_s"] == 9.0 and parent.tables["summary.json"]["run_id"] == ["r0", "r1", "run-8"]
@@ -177,9 +184,10 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
                                          "++tracking.tags.repeat_group='actors=4'"]
     assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
     assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+    assert parent.texts["summary_configs.csv"].splitlines()[2].endswith(",best; noise floor 0.0%")
     assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group", ("verdict",))  # no seed knob
-    assert experiment.run_tags == {"run-2": {"verdict": "slower than best: +25.0 s > spread 0.0 s"},
-                                   "run-4": {"verdict": "best"}}
+    assert experiment.run_tags == {"run-2": {"verdict": "slower than best: 100.0% slower; noise floor 0.0%"},
+                                   "run-4": {"verdict": "best; noise floor 0.0%"}}
 
 
 def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():

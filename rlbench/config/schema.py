@@ -91,6 +91,17 @@ class SearchConfig:
 
 
 @dataclass
+class VerdictConfig:
+    """How a sweep judges its configurations (rlbench/core/verdict.py; docs/metrics.md, "The
+    verdict"). The sweep's, not a job's: one value per sweep, left out of params and config_hash."""
+
+    metric: str = "runtime_s"  # the compared metric: runtime_s (minimised), task_fps or fps (maximised)
+    # the noise floor's minimum, a fraction in [0, 1): no two configurations are told apart by a
+    # relative difference at or below it, however close their repeats (0 = the repeats' own floor)
+    noise_floor_min: float = 0.0
+
+
+@dataclass
 class ActorServerConfig:
     """Where central inference waits for actor processes (actor_procs > 0 or remote_envs > 0;
     rlbench/remote/, SEED RL's actor protocol over gRPC)."""
@@ -178,6 +189,7 @@ class Config:
     # learners' array and, with actor_hosts > 0, each job's actor array) and submit nothing.
     # Not a job's own knob: left out of its params and config_hash.
     dry_run: bool = False
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)  # sweeps: what the verdict compares
 
 
 GROUP_SCHEMAS = {

@@ -1,8 +1,8 @@
 """Repeats: several runs of one configuration, told by their median and their spread.
 
-Configurations compare by their medians and differ only by more than the measured spread (the
-wider of their two min..max ranges); one run each: the spread is unknown, and comparisons say
-so. Pure functions over numbers and plain rows. docs/metrics.md, "The report, inside".
+Medians, min..max and counts per configuration of a sweep's rows; how configurations compare
+(the noise floor, told apart or not) is the verdict rule's: rlbench/core/verdict.py. Pure
+functions over numbers and plain rows. docs/metrics.md, "The verdict".
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import TypeVar
 T = TypeVar("T")
 
 STAT_METRICS = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # summarised per configuration
-SINGLE_RUN = "single run per configuration: the spread is unknown; rerun with repeats=3 to tell"
 
 
 @dataclass(frozen=True)
@@ -54,25 +53,6 @@ def group_by(items: Iterable[T], key: Callable[[T], Hashable]) -> dict[Hashable,
     return out
 
 
-def pair_spread(a: Spread | None, b: Spread | None) -> float | None:
-    """The measured spread two configurations are compared against: the wider of their ranges
-    (None when neither had more than one run)."""
-    widths = [s.width for s in (a, b) if s is not None and s.width is not None]
-    return max(widths) if widths else None
-
-
-def cannot_tell(a: float, b: float, width: float | None, unit: str = "s") -> str | None:
-    """None when a and b differ by more than the measured spread `width`; else why they cannot
-    be told apart (`cannot tell apart: difference 1.0 s < spread 2.3 s`). width None (unknown
-    spread): None; the caller says the spread is unknown (SINGLE_RUN)."""
-    if width is None:
-        return None
-    diff = abs(a - b)
-    if diff > width:
-        return None
-    return f"cannot tell apart: difference {diff:.1f} {unit} {'<' if diff < width else '='} spread {width:.1f} {unit}"
-
-
 def config_key(row: dict) -> str:
     """A sweep summary row's configuration: the sweep's `config` (its overrides less the
     repeats' seed), else the job's own name (one run per configuration)."""
@@ -94,25 +74,6 @@ def config_rows(rows: list[dict], metrics: Iterable[str] = STAT_METRICS) -> list
     return out
 
 
-def best_config(configs: list[dict], metric: str = "runtime_s") -> dict | None:
-    """The configuration with the smallest median `metric` (None when none has one)."""
-    known = [c for c in configs if c.get(metric) is not None]
-    return min(known, key=lambda c: c[metric].median) if known else None
-
-
 def repeated(rows: list[dict]) -> bool:
     """Whether some configuration of a sweep's rows ran more than once."""
     return any(len(rs) > 1 for rs in group_by(rows, config_key).values())
-
-
-def rivals(configs: list[dict], best: dict, metric: str = "runtime_s", unit: str = "s") -> list[tuple[str, str]]:
-    """(name, `cannot tell apart: difference 1.0 s < spread 2.3 s`) for each other configuration
-    whose median `metric` is within the measured spread of the best one's."""
-    out = []
-    for c in configs:
-        if c is best or c.get(metric) is None:
-            continue
-        why = cannot_tell(best[metric].median, c[metric].median, pair_spread(best[metric], c[metric]), unit)
-        if why:
-            out.append((c["config"], why))
-    return out

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.hydra_errors import explain
-from rlbench.prepare.validate import validate
+from rlbench.prepare.validate import VERDICT_RULES, validate
 
 # Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
 # the repeats' env seeds never meet while a job has at most SEED_STRIDE envs (seed_overlap warns).
@@ -99,14 +100,37 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
     return repeats, repeat_seeds(repeats, seed) if repeats > 1 else []
 
 
+def _allowed(ok, value) -> bool:
+    try:
+        return bool(ok(value))
+    except TypeError:  # a value of another type (a word for a number)
+        return False
+
+
+def verdict_checks(overrides: list, config) -> None:
+    """The sweep's verdict settings (verdict.metric, verdict.noise_floor_min), checked once
+    before any job: ConfigError naming the key when one is a list or out of range."""
+    by_key = {o.key_or_group: o for o in overrides}
+    for key, (ok, allowed) in VERDICT_RULES.items():
+        o = by_key.get(key)
+        if o is not None and o.is_sweep_override():
+            raise ConfigError(f"{key}={','.join(o.sweep_string_iterator())}: allowed: one value per sweep, "
+                              f"not a list ({allowed})")
+        value = o.value() if o is not None else OmegaConf.select(config, key, default=None)
+        if value is not None and not _allowed(ok, value):
+            raise ConfigError(f"{key}={value!r}: allowed: {allowed}")
+
+
 def plan(sweeper, arguments: list[str]) -> Grid:
     """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
-    configuration `repeats` times; exits 2 with the key named when repeats or seed is wrong."""
+    configuration `repeats` times; exits 2 with the key named when repeats, seed or a verdict
+    setting is wrong."""
 
     params = sweeper._parse_config() + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
     try:
         repeats, seeds = _repeats_and_seeds(overrides, sweeper.config)
+        verdict_checks(overrides, sweeper.config)
     except ConfigError as e:
         print(f"rlbench: no job started: {e}", file=sys.stderr)
         sys.exit(2)

@@ -25,6 +25,7 @@ from rlbench.core.env_families import FAMILIES, family
 from rlbench.core.metrics import final_metrics
 from rlbench.core.precision import PRECISIONS
 from rlbench.core.resources import usable_cpus
+from rlbench.core.verdict import COMPARED
 from rlbench.envs.spec import check_env
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.prepare.host_checks import host_checks
@@ -81,10 +82,25 @@ def _rules(c: Config, host: bool = True) -> Rules:
                                         ("an integer >= 1 (the fewest tick windows after the warm-up and before a "
                                          "role is done that the steady/* rates are the median of)")),
         "tracking.ui_port": ((lambda v: 1 <= v <= 65535), "a TCP port in [1, 65535] (mlflow ui --port)"),
+        **VERDICT_RULES,
         "tracking.stale_after_s": ((lambda v: v > beat),
                                    (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
                                     f"{beat:g} (else running jobs are marked FAILED)")),
     } | (_search_rules() if c.search is not None else {})
+
+
+def _compared(metric: str) -> bool:
+    """A metric the verdict can compare: one every job logs as a final value (the contract's),
+    with a known better direction (rlbench/core/verdict.py COMPARED)."""
+    return metric in COMPARED and metric in final_metrics()
+
+
+VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
+    "verdict.metric": (_compared, "a final metric every job logs, whose better direction is known: "
+                                  + ", ".join(m for m in COMPARED if m in final_metrics())),
+    "verdict.noise_floor_min": ((lambda v: 0.0 <= v < 1.0),
+                                "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)"),
+}
 
 
 def _inference_batch_rule(c: Config):

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
 from rlbench.core.metrics import OPS, OTHER
-from rlbench.report.findings import algorithm_shares, precision
+from rlbench.report.findings import algorithm_shares, precision, study_verdict
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import learner_ceiling_fps, pareto
@@ -81,7 +81,10 @@ def _fill(text: str, width: int) -> str:
 
 
 def _footer_text(study: Study, note: str, width: int) -> str:
-    """The note, the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
+    """The note, the verdict's answer (the one rule: the same words as the report's verdict and
+    the sweep's), the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
+    v = study_verdict(study)
+    note = f"{note}\nverdict: {v.answer()}" if v.comparisons else note
     left_out = [f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})"
                                            if j.error else "") for j in study.not_finished]
     left_out += study.missing

@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 from rlbench.core.bound import bottleneck
 from rlbench.core.repeats import STAT_METRICS, group_by, spread
+from rlbench.core.verdict import Verdict, judge, settings
 from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import (
     NO_GPU_RATIO,
@@ -34,25 +35,40 @@ def _int(v) -> int | None:
         return None
 
 
-def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
+def study_verdict(study: Study) -> Verdict:
+    """The verdict rule (rlbench/core/verdict.py) over the study's finished runs by configuration,
+    with the metric and noise floor minimum its sweep judged by (its parent's tags)."""
+    metric, floor_min = settings(study.parent_tags)
+    by_config = group_by(study.finished, lambda j: j.config)
+    return judge({name: [j.value(metric) for j in rs] for name, rs in by_config.items()}, metric, floor_min)
+
+
+def knees(study: Study, knee_share: float, floor: float | None) -> dict:
+    """Per actor series: the knee (verdict.knee) of its median runtime_s, told apart by `floor`."""
     threads = _int(study.host.get("hardware_threads"))
-    knees = {}
+    out = {}
     for g, js in series(study.finished, "actors", "actors").items():  # repeats of an actor count: their median
         by_actors = group_by(js, lambda j: j.actors)
         runs = {a: spread(j.value("runtime_s") for j in rs) for a, rs in by_actors.items()}
         runtimes = {a: s.median for a, s in runs.items() if s is not None}
         fps = {a: s.median for a, rs in by_actors.items() if (s := spread(j.value("fps") for j in rs)) is not None}
         if len(runtimes) >= 2:
-            k = knee(runtimes, knee_share, fps, {a: s.width for a, s in runs.items() if s is not None})
-            knees[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads",
-                                    "runs": {a: s.as_dict() for a, s in runs.items() if s is not None}}
+            k = knee(runtimes, knee_share, fps, floor)
+            out[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads",
+                                  "runs": {a: s.as_dict() for a, s in runs.items() if s is not None}}
+    return out
+
+
+def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
+    threads = _int(study.host.get("hardware_threads"))
+    v = study_verdict(study)
     bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}  # per run: the jobs table
     configs = configurations(study.finished)
     candidates = recommend_candidates(study.finished, configs)
-    rec = recommend(candidates, tolerance, ratios=not study.without_gpu)
+    rec = recommend(candidates, tolerance, ratios=not study.without_gpu, verdict=v)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    single = all(c.get("runtime_spread") is None for c in candidates)
+    single = v.floor is None
     rule = NO_GPU_RATIO if study.without_gpu else study_rule(threads, _int(max(units)) if units else None,
                                                               study.compute_unit, timed, single)
     not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
@@ -60,7 +76,8 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     onoff = on_off_policy(algorithm_shares(study))
     scaled = saturation(study.finished)
     shift = precision_shift(precision_best(study.finished))
-    return {"precision": asdict(shift) if shift else None, "knee": knees, "bottleneck": bounds,
+    return {"verdict": v.as_dict(), "precision": asdict(shift) if shift else None,
+            "knee": knees(study, knee_share, v.floor), "bottleneck": bounds,
             "bound_per_config": config_bounds(study.finished), "recommendation": asdict(rec) if rec else None,
             "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
                                for name, c in configs.items()},
@@ -102,7 +119,8 @@ def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[d
     for name, rs in group_by(jobs, lambda j: j.config).items():
         c, runtime = configs[name], configs[name]["runtime_s"]
         out.append({"name": name, "ratio": rs[0].knob("cpu_gpu_ratio"), "runs": runtime.n if runtime else len(rs),
-                    "runtime_spread": runtime.width if runtime else None}
+                    "runtime_spread": runtime.width if runtime else None,
+                    "runtime_runs": [j.value("runtime_s") for j in rs]}
                    | {k: c[m].median if c[m] else None for k, m in _CANDIDATE.items()})
     return out
 
@@ -159,8 +177,11 @@ def saturation(jobs: list[JobRun], share: float = 0.10):
 
 
 def verdict_lines(f: dict) -> list[str]:
-    """The verdict in plain sentences, in the order a reader asks."""
-    lines = [f"knee ({k}): {v['text']}" for k, v in f["knee"].items()] or [
+    """The verdict in plain sentences, in the order a reader asks: the answer (rlbench/core/verdict.py)
+    and its comparisons first."""
+    v = f.get("verdict")
+    lines = [f"verdict: {v['answer']}", *(f"compared: {c['text']}" for c in v["comparisons"])] if v else []
+    lines += [f"knee ({k}): {kn['text']}" for k, kn in f["knee"].items()] or [
         "knee: not computed (fewer than two finished actor counts in every series)"]
     lines += [f"bound ({name}): {b['text']}" for name, b in f.get("bound_per_config", f["bottleneck"]).items()]
     rec = f["recommendation"]

@@ -92,7 +92,7 @@ def config_table(configs: dict[str, dict]) -> str:
     rows = [f"<tr><td>{html.escape(name)}</td>" + "".join(cell(c.get(k)) for _, k in CONFIG_COLUMNS) + "</tr>"
             for name, c in configs.items()]
     return (f"<h2>Configurations</h2><p>median (min..max, n) of each configuration's finished runs; the verdict "
-            f"compares medians and calls no difference within the spread</p><table>{head}{''.join(rows)}</table>")
+            f"compares medians and calls no difference within the noise floor</p><table>{head}{''.join(rows)}</table>")
 
 
 def not_measured(study: Study, columns: list[tuple[str, str, str]], absent: dict[str, str]) -> str:

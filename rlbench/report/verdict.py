@@ -1,8 +1,8 @@
 """The verdict: pure functions over numbers, no MLflow and no plotting (tested on synthetic runs).
 
 `knee`, `bottleneck`, `recommend`, `study_rule`, `pareto`, `actor_saturation` and the others;
-with repeats, medians per configuration, and no configuration called faster than another by a
-difference within the measured spread. The rules: docs/metrics.md, "The report, inside".
+with repeats, medians per configuration, told apart only by the one verdict rule
+(rlbench/core/verdict.py). The rules: docs/metrics.md, "The report, inside".
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from rlbench.core.algorithms import on_policy
-from rlbench.core.repeats import SINGLE_RUN, cannot_tell
+from rlbench.core.verdict import UNKNOWN_FLOOR, Verdict, against, difference, judge
 
 
 @dataclass
@@ -21,45 +21,39 @@ class Knee:
     gain_after: float | None  # the largest share of the task's time any larger actor count saved
     reached: bool             # False: still saving >= share at the largest actor count swept
     text: str
-    spread: float | None = None  # the measured spread of the deciding comparison (s); None: unknown
+    spread: float | None = None  # the sweep's noise floor (relative, rlbench/core/verdict.py); None: unknown
 
 
 def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None,
-         spreads: dict[int, float | None] | None = None) -> Knee:
+         floor: float | None = None) -> Knee:
     """runtimes: actors -> runtime_s (the task's time, the median of its runs); fps: actors ->
-    the actors' fps, stated beside; spreads: actors -> the width (max - min) of its runs'
-    runtime_s, None for one run (None: every count ran once). The knee is the smallest actor
-    count whose task no larger actor count shortens by `share` or more and by more than the
-    measured spread: the task's time, not the actors' rate, since a learner that bounds the
-    task makes faster actors worth nothing."""
+    the actors' fps, stated beside; floor: the sweep's noise floor (rlbench/core/verdict.py;
+    None: unknown, one run each). The knee is the smallest actor count whose task no larger
+    actor count shortens by `share` or more and told apart (a relative difference above the
+    floor): the task's time, not the actors' rate, since a learner that bounds the task makes
+    faster actors worth nothing."""
     xs = sorted(runtimes)
     if len(xs) < 2:
         return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
-    spreads = spreads or {}
-    known = any(v is not None for v in spreads.values())
-    tail = "" if known else f"; {SINGLE_RUN}"
-
-    def width(a: int, b: int) -> float | None:
-        ws = [w for w in (spreads.get(a), spreads.get(b)) if w is not None]
-        return max(ws) if ws else None
-
+    tail = "" if floor is not None else f"; {UNKNOWN_FLOOR}"
     for i, a in enumerate(xs[:-1]):
         best = min(xs[i + 1:], key=lambda b: runtimes[b])
         saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
-        unclear = cannot_tell(runtimes[a], runtimes[best], width(a, best))
+        d = difference(runtimes[a], runtimes[best])
+        unclear = floor is not None and d <= floor
         if saved < share or unclear:
             how = (f"more actors shorten the task by at most {saved:.1%}" if saved > 0 else
                    "no larger actor count shortens the task")
             if saved >= share:
-                how = f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the spread)"
-            told = f" ({unclear})" if unclear else ""
+                how = f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the noise floor)"
+            told = f" (not told apart: {d:.1%} difference, noise floor {floor:.1%})" if unclear else ""
             return Knee(a, runtimes[a], saved, True,
                         f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
-                        f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}", width(a, best))
+                        f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}", floor)
     last, prev = xs[-1], xs[-2]
     return Knee(last, runtimes[last], None, False,
                 f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
-                f"(threshold {share:.0%}); sweep further{tail}", width(prev, last))
+                f"(threshold {share:.0%}); sweep further{tail}", floor)
 
 
 def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
@@ -85,52 +79,57 @@ class Recommendation:
     text: str
     runtime_spread: float | None = None  # max - min of its runs' runtime_s; None: one run (unknown)
     runs: int = 1
-    tied: list[str] = field(default_factory=list)  # configurations it cannot be told apart from
+    tied: list[str] = field(default_factory=list)  # configurations not told apart from it (the verdict rule)
+    noise_floor: float | None = None  # the verdict's (rlbench/core/verdict.py); None: unknown
 
 
-def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True) -> Recommendation | None:
+def _pick(ok: list[dict], v: Verdict, tolerance: float) -> tuple[dict, str]:
+    """The verdict's best; where every candidate's energy is known, the least energy per task
+    among those within `tolerance` of its runtime_s (a few percent of time for fewer joules)."""
+    fastest = next((j for j in ok if j["name"] == v.best), None) or min(ok, key=lambda j: j["runtime_s"])
+    near = [j for j in ok if j["runtime_s"] <= (1 + tolerance) * fastest["runtime_s"]]
+    if all(j.get("energy_j") is not None for j in near):
+        how = (f"least energy per task among the jobs within {tolerance:.0%} of the best's task time"
+               if len(near) > 1 else f"best by median {v.metric}")
+        return min(near, key=lambda j: j["energy_j"]), how
+    return fastest, f"best by median {v.metric} (energy per task not measured for all of them)"
+
+
+def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True,
+              verdict: Verdict | None = None) -> Recommendation | None:
     """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
     when not measured): one per configuration, the medians of its runs, with `runtime_spread`
-    (max - min of its runs' runtime_s, None or absent for one run) and `runs`. The job that
-    finished the task soonest; where every candidate's energy is known, the least energy per
-    task among the jobs within `tolerance` of the best runtime (a few percent of time for fewer
-    joules). The text names the configurations whose runtime is within the measured spread of
-    the pick's (cannot tell apart), or says the spread is unknown when every one ran once.
-    ratios=False (no GPU: a CPU/GPU ratio means nothing): the text names the job, not its ratio."""
+    (max - min of its runs' runtime_s, None or absent for one run), `runs` and `runtime_runs`
+    (its runs' runtime_s). verdict: the sweep's (rlbench/core/verdict.py; None: judged here on
+    runtime_runs). The pick (_pick) and the configurations not told apart from it by the
+    verdict's noise floor. ratios=False (no GPU): the text names the job, not its ratio."""
     ok = [j for j in jobs if j.get("runtime_s") is not None]
     if not ok:
         return None
-    fastest = min(ok, key=lambda j: j["runtime_s"])
-    near = [j for j in ok if j["runtime_s"] <= (1 + tolerance) * fastest["runtime_s"]]
-    if all(j.get("energy_j") is not None for j in near):
-        pick = min(near, key=lambda j: j["energy_j"])
-        how = (f"least energy per task among the jobs within {tolerance:.0%} of the shortest task time"
-               if len(near) > 1 else "shortest task time")
-    else:
-        pick, how = fastest, "shortest task time (energy per task not measured for all of them)"
+    v = verdict or judge({j["name"]: j.get("runtime_runs") or [j["runtime_s"]] for j in ok})
+    pick, how = _pick(ok, v, tolerance)
+    comps = against(v, pick["name"])
+    tied = [c.name for c in comps if c.told_apart is False]
+    text = _recommendation_text(pick, ok, how, ratios, v)
+    text += "".join(f"; {c.text}" for c in comps if c.told_apart is False)
+    if len(ok) > 1 and v.floor is None:
+        text += f"; {UNKNOWN_FLOOR}"
+    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text,
+                          pick.get("runtime_spread"), pick.get("runs") or 1, tied, v.floor)
+
+
+def _recommendation_text(pick: dict, ok: list[dict], how: str, ratios: bool, v: Verdict) -> str:
     energy = f"{pick['energy_j']:.0f} J per task" if pick.get("energy_j") is not None else "energy not measured"
     ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
     fps = f"{pick['fps']:.0f} fps" if pick.get("fps") is not None else "fps unknown"
     runs = pick.get("runs") or 1
-    span = f" (median of {runs} runs, spread {pick['runtime_spread']:.1f} s)" if runs > 1 else ""
+    span = f" (median of {runs} runs; {v.floor_text()})" if runs > 1 and v.floor is not None else ""
     task = f"task in {pick['runtime_s']:.1f} s{span}, {fps}, {energy}; {how}"
     if not ratios:
-        text = f"{pick['name']}: {task}"
-    elif len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
-        text = f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
-    else:
-        text = f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
-    tied = []
-    for j in ok:
-        ws = [w for w in (pick.get("runtime_spread"), j.get("runtime_spread")) if w is not None]
-        why = None if j is pick else cannot_tell(pick["runtime_s"], j["runtime_s"], max(ws) if ws else None)
-        if why:
-            tied.append(j["name"])
-            text += f"; {j['name']} ({j['runtime_s']:.1f} s): {why}"
-    if len(ok) > 1 and all(j.get("runtime_spread") is None for j in ok):
-        text += f"; {SINGLE_RUN}"
-    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text,
-                          pick.get("runtime_spread"), runs, tied)
+        return f"{pick['name']}: {task}"
+    if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
+        return f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
+    return f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
 
 
 NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
@@ -159,7 +158,7 @@ def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
     slower = min(at_one) / best - 1
     return text + (f"; measured: the best job at ratio >= 1 took {slower:+.0%} longer than the fastest "
                    + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)")
-                   + (f"; {SINGLE_RUN}" if single_run else ""))
+                   + (f"; {UNKNOWN_FLOOR}" if single_run else ""))
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:

@@ -19,7 +19,9 @@ import uuid
 
 from hydra.core.utils import JobStatus
 
-from rlbench.core.repeats import STAT_METRICS, Spread, config_rows, repeated
+from rlbench.config.schema import TrackingConfig
+from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
+from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
@@ -34,9 +36,10 @@ from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TA
 log = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "runtime_s", "task_fps", "fps",
-                   "energy_per_task_j", "cpu_gpu_ratio", "run_id")
-_VALUES = SUMMARY_COLUMNS[SUMMARY_COLUMNS.index("runtime_s"):]  # what a finished job returns
-_PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id"))  # the terminal's
+                   "energy_per_task_j", "cpu_gpu_ratio", "run_id", "verdict")
+_VALUES = ("runtime_s", "task_fps", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")  # what a finished job returns
+_KEPT = (*_VALUES, *COMPARED)  # a row keeps every metric a verdict may compare (rlbench/core/verdict.py)
+_PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id", "verdict"))
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
 
 
@@ -81,7 +84,7 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
         return row | {"status": NOT_STARTED}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
         return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
-                | {k: ret.return_value.get(k) for k in (*_VALUES, "bound")})
+                | {k: ret.return_value.get(k) for k in (*_KEPT, "bound")})
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -91,7 +94,7 @@ def resumed_row(index: int, job: list[str], run: RunRecord, name: str, config: s
     row = job_row(index, job, None, name, config, repeat)
     return (row | {"status": "FINISHED", "run_id": run.run_id, "resumed": True, "unmeasured": unmeasured_of(run.tags),
                    "bound": run.tags.get(BOUND_TAG), "parent_run": run.tags.get("mlflow.parentRunId")}
-            | {k: run.metrics.get(k) for k in _VALUES if k != "run_id"})
+            | {k: run.metrics.get(k) for k in _KEPT if k != "run_id"})
 
 
 def killed_row(row: dict, error: BaseException) -> dict:
@@ -121,10 +124,12 @@ def config_summary_text(rows: list[dict]) -> str:
 
 
 def configs_csv(rows: list[dict]) -> str:
-    """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n."""
+    """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n; last
+    its verdict (its finished jobs' `verdict`, with_verdicts)."""
     buf = io.StringIO()
     head = ["config", "runs", "finished", "status", "jobs"] + [f"{m}{s}" for m in STAT_METRICS
-                                                               for s in ("", "_min", "_max", "_n")]
+                                                               for s in ("", "_min", "_max", "_n")] + ["verdict"]
+    said = {config_key(r): r["verdict"] for r in rows if r.get("verdict")}
     writer = csv.writer(buf)
     writer.writerow(head)
     for c in config_rows(rows):
@@ -132,7 +137,7 @@ def configs_csv(rows: list[dict]) -> str:
         for m in STAT_METRICS:
             v = c[m]
             cells += [rounded(v.median), rounded(v.low), rounded(v.high), v.n] if v is not None else ["", "", "", 0]
-        writer.writerow(cells)
+        writer.writerow(cells + [said.get(c["config"], "")])
     return buf.getvalue()
 
 
@@ -147,10 +152,24 @@ def missing_reasons(rows: list[dict]) -> dict[str, str]:
     return out
 
 
-def record_summary(parent: ParentRun, rows: list[dict], status: str) -> None:
-    """The summary table (summary.csv, summary.json; summary_configs.csv with repeats), the
-    summary metrics and the description (rlbench/tracking/parent_note.py) on the parent."""
-    rows = [{k: rounded(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+def rounded_rows(rows: list[dict]) -> list[dict]:
+    """The rows' numbers as the jobs logged them (6 significant digits): the verdict judges what
+    the store holds, so that the report, reading the store, judges the same numbers."""
+    return [{k: rounded(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def with_verdicts(rows: list[dict], v: Verdict) -> list[dict]:
+    """Each finished row with its configuration's verdict (the tag's text: Verdict.label)."""
+    return [r | {"verdict": v.label(config_key(r))} if r.get("status") == "FINISHED" else r for r in rows]
+
+
+def record_summary(parent: ParentRun, rows: list[dict], status: str, v: Verdict | None = None) -> None:
+    """The summary table (summary.csv, summary.json, each job with its verdict; summary_configs.csv
+    with repeats), the summary metrics, the verdict's settings (tags) and the description
+    (rlbench/tracking/parent_note.py) on the parent; rows as rounded_rows gives them."""
+    v = v or judge_rows(rows)
+    rows = with_verdicts(rows, v)
+    parent.set_tags({METRIC_TAG: v.metric, FLOOR_MIN_TAG: str(v.floor_min)})
     parent.log_table({c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}, "summary.json")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS) + ["error"], extrasaction="ignore")
@@ -159,19 +178,43 @@ def record_summary(parent: ParentRun, rows: list[dict], status: str) -> None:
     parent.log_text(buf.getvalue(), "summary.csv")
     if repeated(rows):
         parent.log_text(configs_csv(rows), "summary_configs.csv")
-    parent.log_metrics(summary_metrics(rows))
-    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id))
+    parent.log_metrics(summary_metrics(rows, v))
+    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id, v))
 
 
-def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict]) -> None:
+def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict], v: Verdict | None = None) -> None:
     """Each finished job of the sweep tagged VERDICT_TAG (parent_note.verdicts), judged over
     all its jobs; a job resume=true took from another sweep (its run is that sweep's child)
     keeps that sweep's. A warning if the tags cannot be written: the jobs' record stands."""
     mine = {r["run_id"] for r in rows if r.get("parent_run") in (None, parent)}
     try:
-        experiment.tag_runs({run: {VERDICT_TAG: text} for run, text in verdicts(rows).items() if run in mine})
+        experiment.tag_runs({run: {VERDICT_TAG: text} for run, text in verdicts(rows, v).items() if run in mine})
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not tag the jobs' verdicts: %s", e)
+
+
+def verdict_settings(confs: list) -> tuple[str, float]:
+    """(metric, noise floor minimum) of the sweep's verdict: its jobs' `verdict` settings (one
+    per sweep: rlbench/prepare/grid.py refuses a list), the rule's defaults where a config has none."""
+    v = getattr(confs[0], "verdict", None) if confs else None
+    return (v.metric, v.noise_floor_min) if v is not None else (DEFAULT_METRIC, 0.0)
+
+
+def report_command(parent_id: str, uri: str) -> str:
+    """The command that writes this sweep's report (python -m rlbench.report), naming the store
+    unless it is the default one (MLflow exports the process's own as MLFLOW_TRACKING_URI, so
+    that variable does not tell what the user's shell holds)."""
+    store = "" if uri == TrackingConfig().uri else f" --tracking-uri '{uri}'"
+    return f"python -m rlbench.report --sweep {parent_id}{store}"
+
+
+def ending(rows: list[dict], v: Verdict, address: str, command: str) -> str:
+    """The terminal's last lines: the per-configuration table (with repeats), where to look, the
+    answer in words (best; told apart or not, by how much, against the noise floor), the next command."""
+    per_config = (["per configuration, median (min..max, n) of its finished runs:\n" + config_summary_text(rows)]
+                  if repeated(rows) else [])
+    lines = [*per_config, address, *answer_lines(rows, v), f"Next: {command}"]
+    return "\n".join(f"[rlbench sweep] {line}" for line in lines)
 
 
 def sweep_view(experiment: Experiment, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
@@ -325,16 +368,15 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         return "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
 
     def close(status: str) -> None:
-        ordered = [rows[i] for i in sorted(rows)]
-        record_summary(parent, ordered, status)
-        mark_verdicts(experiment, parent.run_id, ordered)
+        ordered = rounded_rows([rows[i] for i in sorted(rows)])
+        v = judge_rows(ordered, *verdict_settings(confs))
+        record_summary(parent, ordered, status, v)
+        mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
-        per_config = (f"[rlbench sweep] per configuration, median (min..max, n) of its finished runs:\n"
-                      f"{config_summary_text(ordered)}\n" if repeated(ordered) else "")
-        answer = "".join(f"[rlbench sweep] {line}\n" for line in answer_lines(ordered))
-        print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}\n"
-              f"{per_config}{answer}[rlbench sweep] {ui_hint(tracking.uri, experiment.id, view, tracking.ui_port)}",
+        print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}",
               flush=True)
+        print(ending(ordered, v, ui_hint(tracking.uri, experiment.id, view, tracking.ui_port),
+                     report_command(parent.run_id, tracking.uri)), flush=True)
 
     status = live(parent, run, close, "sweep parent")
     ordered = [rows[i] for i in sorted(rows)]

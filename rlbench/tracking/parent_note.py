@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from rlbench.core.repeats import SINGLE_RUN, best_config, config_key, config_rows, pair_spread, repeated, rivals
+from rlbench.core.repeats import config_key, config_rows, repeated
+from rlbench.core.verdict import Verdict, judge_rows
 from rlbench.tracking.views import VIEW, runs_view_key, view_link
 
 REPORT_MARK = "#### Report"
@@ -20,60 +21,39 @@ def _number(v) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def best_row(rows: list[dict]) -> dict | None:
-    """The finished configuration with the shortest task by its median runtime_s (None when no
-    job finished with a runtime): with one run per configuration, that job's row; with repeats
-    (rlbench/core/repeats.py) a row of the configuration's medians, with `runs`, `jobs` and per
-    metric its `spread` (a Spread), and `rivals`: the configurations it cannot be told apart from."""
-    configs = config_rows(rows, SUMMARY_METRICS)
-    best = best_config(configs)
-    if best is None:
+def best_row(rows: list[dict], v: Verdict | None = None) -> dict | None:
+    """The best configuration by the verdict rule (rlbench/core/verdict.py; None when no job
+    finished with the compared metric): with one run per configuration, that job's row; with
+    repeats a row of the configuration's medians, with `runs`, `jobs` and per metric its
+    `spread` (a Spread); both with `verdict`, the Verdict."""
+    v = v or judge_rows(rows)
+    if v.best is None:
         return None
+    best = next(c for c in config_rows(rows, SUMMARY_METRICS) if c["config"] == v.best)
     if best["runs"] == 1:
-        return next(r for r in rows if config_key(r) == best["config"]) | {"rivals": rivals(configs, best)}
+        return next(r for r in rows if config_key(r) == best["config"]) | {"verdict": v}
     return ({"job": best["jobs"][0], "name": best["config"], "config": best["config"], "status": "FINISHED",
              "runs": best["runs"], "finished": best["finished"], "jobs": best["jobs"],
-             "spread": {m: best[m] for m in SUMMARY_METRICS}, "rivals": rivals(configs, best)}
+             "spread": {m: best[m] for m in SUMMARY_METRICS}, "verdict": v}
             | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS})
 
 
-def verdicts(rows: list[dict]) -> dict[str, str]:
-    """The tag VERDICT_TAG (tracking/views.py) of each finished job with a run, by run id, as
-    best_row judges by the median runtime_s: `best`; `not told apart from best (difference 0.3 s
-    < spread 0.5 s)`; `slower than best: +2.0 s > spread 0.5 s`; where the spread is unknown
-    (single runs) `+2.0 s vs best (spread unknown)` and the best `best (spread unknown)`."""
-    configs = config_rows(rows, ("runtime_s",))
-    best = best_config(configs)
-    if best is None:
-        return {}
-    tied = dict(rivals(configs, best))
-    by_config = {c["config"]: c for c in configs}
-    return {r["run_id"]: _verdict(by_config[config_key(r)], best, configs, tied) for r in rows
-            if r.get("status") == "FINISHED" and r.get("run_id")}
+def verdicts(rows: list[dict], v: Verdict | None = None) -> dict[str, str]:
+    """The tag VERDICT_TAG (tracking/views.py) of each finished job with a run, by run id: its
+    configuration's label by the verdict rule (`best; noise floor 7.4%`, `not told apart from
+    best: 1.9% slower; noise floor 7.4%`, `slower than best: 77.5% slower; noise floor 7.4%`;
+    single runs: `57.6% slower than best; noise floor unknown: ...`)."""
+    v = v or judge_rows(rows)
+    out = {r["run_id"]: v.label(config_key(r)) for r in rows if r.get("status") == "FINISHED" and r.get("run_id")}
+    return {run: text for run, text in out.items() if text is not None}
 
 
-def _verdict(c: dict, best: dict, configs: list[dict], tied: dict[str, str]) -> str:
-    """One configuration's verdict against the best (verdicts)."""
-    if c is best:
-        unknown = any(pair_spread(best["runtime_s"], o["runtime_s"]) is None for o in configs
-                      if o is not best and o["runtime_s"] is not None)
-        return "best (spread unknown)" if unknown else "best"
-    if c["config"] in tied:
-        return f"not told apart from best ({tied[c['config']].removeprefix('cannot tell apart: ')})"
-    if c["runtime_s"] is None:
-        return "no runtime_s recorded"
-    diff, width = c["runtime_s"].median - best["runtime_s"].median, pair_spread(best["runtime_s"], c["runtime_s"])
-    if width is None:
-        return f"+{diff:.1f} s vs best (spread unknown)"
-    return f"slower than best: +{diff:.1f} s > spread {width:.1f} s"
-
-
-def summary_metrics(rows: list[dict]) -> dict[str, float]:
+def summary_metrics(rows: list[dict], v: Verdict | None = None) -> dict[str, float]:
     """The parent's metrics: `best/<m>` of the best configuration, the counts of finished and
     failed jobs; unknown values are left out. (Per-job values are the description's table and
     the runs table's view: a metric per job plotted against the job's index read as a series
     of the sweep.)"""
-    best = best_row(rows)
+    best = best_row(rows, v)
     out = {f"best/{m}": _number(best.get(m)) for m in SUMMARY_METRICS} if best is not None else {}
     out |= {"jobs_finished": sum(r.get("status") == "FINISHED" for r in rows),
             "jobs_failed": sum(r.get("status") == "FAILED" for r in rows)}
@@ -148,33 +128,31 @@ def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = 
     return head + out
 
 
-def _best_lines(rows: list[dict], code=lambda s: f"`{s}`") -> list[str]:
-    """The best configuration and those not told apart from it; `code` marks a name (markdown
-    for the description, plain for the terminal: answer_lines)."""
-    best = best_row(rows)
+def _best_lines(rows: list[dict], v: Verdict | None = None, code=lambda s: f"`{s}`") -> list[str]:
+    """The best configuration, the verdict's answer and each comparison (rlbench/core/verdict.py);
+    `code` marks a name (markdown for the description, plain for the terminal: answer_lines)."""
+    best = best_row(rows, v)
     if best is None:
         return []
+    v = best["verdict"]
     if "runs" in best:
-        lines = [f"Best (shortest median task): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
+        lines = [f"Best (median {v.metric}): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
                  f"finished): " + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}"
                                             for m in SUMMARY_METRICS)]
     else:
         name = best.get('name') or best.get('overrides') or '(defaults)'
-        lines = [f"Best (shortest task): job {best['job']} {code(name)}"]
-    if best["rivals"]:
-        lines += ["", "Not told apart from it: " + "; ".join(f"{code(n)} ({why})" for n, why in best["rivals"])]
-    elif not repeated(rows) and sum(r.get("status") == "FINISHED" for r in rows) > 1:
-        lines[-1] += f" ({SINGLE_RUN})"
-    return lines
+        lines = [f"Best ({v.metric}): job {best['job']} {code(name)}"]
+    return lines + [f"Verdict: {v.answer()}"] + [f"- {c.text}" for c in v.comparisons]
 
 
-def answer_lines(rows: list[dict]) -> list[str]:
-    """What a sweep's terminal ends with, before the UI's address: the best configuration and
-    those not told apart from it, in plain text."""
-    return [line for line in _best_lines(rows, code=str) if line]
+def answer_lines(rows: list[dict], v: Verdict | None = None) -> list[str]:
+    """The best configuration, the verdict's answer and its comparisons, in plain text (what a
+    sweep's terminal ends with)."""
+    return _best_lines(rows, v, code=str)
 
 
-def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str) -> str:
+def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str,
+               v: Verdict | None = None) -> str:
     """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
     the best configuration and the report's section; its grid is the param `grid`."""
     states = ("FINISHED", "FAILED", "KILLED", "NOT STARTED")
@@ -182,8 +160,8 @@ def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, par
     lines = [f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
              + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
              "", links_line(experiment_id, parent_id, report=False), "", *jobs_table(rows, experiment_id)]
-    best = _best_lines(rows)
-    lines += ["", *best] if best else []
+    best = _best_lines(rows, v)
+    lines += ["", best[0], "", best[1], "", *best[2:]] if best else []
     lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
     return "\n".join(lines)
 

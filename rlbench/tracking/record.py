@@ -68,7 +68,7 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     """Params: the job's resolved config, which differs between jobs only where the work
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
-    params = flatten({k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run")})  # the sweep's
+    params = flatten({k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict")})  # the sweep's
     tracking = {k: v for k, v in (resolved.get("tracking") or {}).items()
                 if k not in _SHOWN_ELSEWHERE and v not in (None, {}, [])}
     tags = flatten(tracking, "tracking.")

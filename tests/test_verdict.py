@@ -1,0 +1,151 @@
+"""One verdict rule (rlbench/core/verdict.py) everywhere: one store, read by the terminal, the
+parent's note, the jobs' tags, summary.json and the report, names one best set and one noise
+floor; and the verdict's settings are refused before any work when out of range."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import mlflow
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+
+from rlbench.config.schema import TrackingConfig, VerdictConfig
+from rlbench.core.verdict import judge
+from rlbench.report.__main__ import main as report_main
+from rlbench.report.figures import actor_scaling
+from rlbench.sweeps.sweep import run_sweep
+from rlbench.tracking.experiment import Experiment
+from rlbench.tracking.record import rounded
+from rlbench.tracking.study_records import load_parent
+from tests.conftest import main_in_process
+
+# runtime_s of each repeat: actors=4 best, actors=8 within the floor (10.2 vs 10.0 s: 2.0% <
+# 7.9%, actors=8's 10.9 / 10.1), actors=2 told apart (41% slower); unrounded, as a job returns them
+TIMES = {2: [14.1000004, 14.5000002, 13.9000001], 4: [10.0000003, 10.4000001, 9.80000004],
+         8: [10.2000002, 10.9000004, 10.1000003]}
+
+
+@dataclass
+class Conf:
+    """What the sweep reads of a validated job config."""
+    actors: int
+    tracking: TrackingConfig
+    resume: bool = False
+    verdict: VerdictConfig = field(default_factory=VerdictConfig)
+
+
+def _value(overrides: list[str], key: str) -> str:
+    return next(o.split("=", 1)[1].strip("'") for o in overrides if o.startswith(key + "="))
+
+
+class RecordingLauncher:
+    """Takes all jobs at once; each job writes its run under the sweep's parent as a job does
+    (name, repeat tags, final metrics to 6 significant digits) and returns its unrounded result."""
+
+    def launch(self, job_overrides, initial_job_idx):
+        return [self.job(o) for o in job_overrides]
+
+    def job(self, overrides: list[str]) -> JobReturn:
+        actors, repeat = int(_value(overrides, "actors")), int(_value(overrides, "++tracking.tags.repeat"))
+        runtime = TIMES[actors][repeat]
+        tags = {"mlflow.parentRunId": _value(overrides, "tracking.parent_run_id"),
+                "repeat_group": _value(overrides, "++tracking.tags.repeat_group"), "repeat": str(repeat),
+                "compute_unit": "cpu_thread"}
+        client = mlflow.MlflowClient()
+        run = client.create_run(mlflow.get_experiment_by_name("test").experiment_id, tags=tags,
+                                run_name=_value(overrides, "tracking.run_name"))
+        result = {"runtime_s": runtime, "task_fps": 3000 / runtime, "fps": 3000 / runtime, "cpu_gpu_ratio": 1.0,
+                  "energy_per_task_j": None, "run_id": run.info.run_id, "unmeasured": {}}
+        for k in ("runtime_s", "task_fps", "fps", "cpu_gpu_ratio"):
+            client.log_metric(run.info.run_id, k, rounded(result[k]), step=0)
+        client.log_param(run.info.run_id, "actors", actors)
+        client.set_terminated(run.info.run_id, "FINISHED")
+        return JobReturn(status=JobStatus.COMPLETED, _return_value=result)
+
+
+def _sweep(store, floor_min: float) -> None:
+    """The sweep `actors=2,4,8 repeats=3` with RecordingLauncher into the real store."""
+    tracking = TrackingConfig(uri=store["uri"], experiment="test", artifact_location=str(store["db"].parent / "art"))
+    jobs = [[f"actors={a}", f"seed={1 + k}"] for k in range(3) for a in (2, 4, 8)]
+    grid = SimpleNamespace(repeats=3, repeat=[k for k in range(3) for _ in (2, 4, 8)])
+    sweeper = SimpleNamespace(launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(
+        runtime=SimpleNamespace(choices={}))))
+    confs = [Conf(int(j[0][7:]), tracking, verdict=VerdictConfig(noise_floor_min=floor_min)) for j in jobs]
+    run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
+
+
+ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison
+    0.0: (("actors=4", "actors=8"), "noise floor 7.9%",
+          "not told apart from actors=8 (2.0% slower): noise floor 7.9%", "noise floor 7.9%: told apart"),
+    0.5: (("actors=4", "actors=2", "actors=8"), "noise floor 50.0%",
+          "not told apart from actors=2 (41.0% slower), actors=8 (2.0% slower): noise floor 50.0%",
+          "noise floor 50.0%: not told apart"),
+}
+
+
+@pytest.mark.parametrize("floor_min", ONE_FLOOR)
+def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_path, capsys, floor_min):
+    _sweep(store, floor_min)
+    out = capsys.readouterr().out
+    parent_id = re.search(r"parent run (\w{32})", out)[1]
+    best_set, floor, tied, versus_2 = ONE_FLOOR[floor_min]
+    expected = judge({f"actors={a}": [rounded(t) for t in ts] for a, ts in TIMES.items()}, floor_min=floor_min)
+    assert (expected.best_set, expected.floor_text()) == (best_set, floor)  # what the fixture means
+    # the terminal: the answer, its comparisons and the next command, last
+    answer = f"Verdict: Best by median runtime_s: actors=4; {tied}"
+    assert f"[rlbench sweep] {answer}" in out
+    assert out.strip().splitlines()[-1].startswith(f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent_id}")
+    client = mlflow.MlflowClient(store["uri"])
+    parent = client.get_run(parent_id)
+    note = parent.data.tags["mlflow.note.content"]
+    assert answer in note and f"- actors=4 is 41.0% faster than actors=2; {versus_2}" in note
+    # the jobs' tags and summary.json: the best set's runs say so, with the same floor
+    kids = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")
+    tags = {k.data.tags["repeat_group"]: k.data.tags["verdict"] for k in kids}
+    assert _best_set(tags) == best_set and {t.split("; ")[-1] for t in tags.values()} == {floor}
+    summary = json.loads(Path(client.download_artifacts(parent_id, "summary.json", str(tmp_path))).read_text())
+    rows = dict(zip(summary["columns"], zip(*summary["data"])))
+    assert _best_set(dict(zip(rows["config"], rows["verdict"]))) == best_set
+    # the report, from the same store: its verdict line, findings.json and the note it rewrites
+    assert report_main(["--sweep", parent_id, "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
+    said = capsys.readouterr().out
+    assert f"  verdict: {answer.removeprefix('Verdict: ')}" in said
+    assert f"  compared: actors=4 is 41.0% faster than actors=2; {versus_2}" in said
+    found = json.loads((tmp_path / "r" / "findings.json").read_text())
+    assert tuple(found["verdict"]["best_set"]) == best_set and found["verdict"]["floor_text"] == floor
+    assert found["recommendation"]["tied"] == sorted(best_set[1:]) and floor in found["recommendation"]["text"]
+    assert f"- verdict: {answer.removeprefix('Verdict: ')}" in client.get_run(parent_id).data.tags["mlflow.note.content"]
+    foot = " ".join(t.get_text().replace("\n", " ") for t in actor_scaling(load_parent(parent_id)).fig.texts)
+    assert answer.removeprefix("Verdict: ") in foot  # the report's figures say it too
+
+
+def _best_set(labels: dict[str, str]) -> tuple[str, ...]:
+    """The configurations a verdict label calls best or not told apart from it, best first."""
+    best = [c for c, t in labels.items() if t.startswith("best")]
+    return tuple(best + sorted(c for c, t in labels.items() if t.startswith("not told apart")))
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("verdict.noise_floor_min=1.5", "verdict.noise_floor_min=1.5: allowed: a fraction in [0, 1)"),
+    ("verdict.noise_floor_min=-0.1", "verdict.noise_floor_min=-0.1: allowed: a fraction in [0, 1)"),
+    ("verdict.metric=steady/fps", ("verdict.metric='steady/fps': allowed: a final metric every job logs, whose "
+                                   "better direction is known: runtime_s, task_fps, fps")),
+    ("verdict.metric=energy_per_task_j", "verdict.metric='energy_per_task_j': allowed: a final metric every job logs"),
+    ("verdict.metric=runtime_s,fps", "verdict.metric=runtime_s,fps: allowed: one value per sweep, not a list"),
+])
+def test_bad_verdict_settings_are_refused_before_any_work(store, arg, message):
+    out = main_in_process(["-m", "actors=2,4", "repeats=3", "env=cartpole", "workload=smoke", arg, *store["overrides"]])
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.startswith(f"rlbench: no job started: {message}"), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not mlflow.MlflowClient(store["uri"]).search_experiments(
+        filter_string="name = 'test'")
+
+
+def test_a_single_run_refuses_them_too(store):
+    out = main_in_process(["env=cartpole", "workload=smoke", "verdict.noise_floor_min=1", *store["overrides"]])
+    assert out.returncode == 2 and "verdict.noise_floor_min=1.0: allowed: a fraction in [0, 1)" in out.stderr
