@@ -133,9 +133,9 @@ def _best_set(labels: dict[str, str]) -> tuple[str, ...]:
 @pytest.mark.parametrize("arg, message", [
     ("verdict.noise_floor_min=1.5", "verdict.noise_floor_min=1.5: allowed: a fraction in [0, 1)"),
     ("verdict.noise_floor_min=-0.1", "verdict.noise_floor_min=-0.1: allowed: a fraction in [0, 1)"),
-    ("verdict.metric=steady/fps", ("verdict.metric='steady/fps': allowed: a final metric every job logs, whose "
-                                   "better direction is known: runtime_s, task_fps, fps")),
-    ("verdict.metric=energy_per_task_j", "verdict.metric='energy_per_task_j': allowed: a final metric every job logs"),
+    ("verdict.metric=loss", ("verdict.metric='loss': allowed: a final metric whose better direction is known: "
+                             "runtime_s, task_fps, fps, steady/fps")),
+    ("verdict.metric=energy_per_task_j", "verdict.metric='energy_per_task_j': allowed: a final metric whose better"),
     ("verdict.metric=runtime_s,fps", "verdict.metric=runtime_s,fps: allowed: one value per sweep, not a list"),
 ])
 def test_bad_verdict_settings_are_refused_before_any_work(store, arg, message):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from rlbench.core.repeats import Spread, config_key, group_by, spread
 
 DEFAULT_METRIC = "runtime_s"
-# The metrics a verdict may compare: every job logs them as final values, and which way is
-# better is known. The switch to a steady-state rate is one line here (and `verdict.metric`).
-COMPARED = {"runtime_s": "lower", "task_fps": "higher", "fps": "higher"}
+# The metrics a verdict may compare: final values whose better way is known. steady/fps is
+# absent from a job with too few steady windows (rlbench/core/steady.py): left out, as a failed job.
+COMPARED = {"runtime_s": "lower", "task_fps": "higher", "fps": "higher", "steady/fps": "higher"}
 UNKNOWN = "noise floor unknown"  # the runs' tags say no more
 UNKNOWN_FLOOR = f"{UNKNOWN}: one run per configuration; rerun with repeats=3 to tell"
 METRIC_TAG, FLOOR_MIN_TAG = "verdict_metric", "verdict_noise_floor_min"  # on a sweep's parent: how it judged

@@ -90,13 +90,14 @@ def _rules(c: Config, host: bool = True) -> Rules:
 
 
 def _compared(metric: str) -> bool:
-    """A metric the verdict can compare: one every job logs as a final value (the contract's),
-    with a known better direction (rlbench/core/verdict.py COMPARED)."""
+    """A metric the verdict can compare: a final value of the contract with a known better
+    direction (rlbench/core/verdict.py COMPARED); steady/fps is absent from a job with too few
+    steady windows, which the comparison leaves out."""
     return metric in COMPARED and metric in final_metrics()
 
 
 VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
-    "verdict.metric": (_compared, "a final metric every job logs, whose better direction is known: "
+    "verdict.metric": (_compared, "a final metric whose better direction is known: "
                                   + ", ".join(m for m in COMPARED if m in final_metrics())),
     "verdict.noise_floor_min": ((lambda v: 0.0 <= v < 1.0),
                                 "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)"),
