@@ -257,6 +257,18 @@ def test_a_trial_whose_worker_is_known_gone_is_failed_and_retried_at_once():
     assert fail_gone_trials(study, numbers, s.retries) == 0  # already failed: nothing twice
 
 
+def test_the_stores_filter_takes_this_studys_trials_only(monkeypatch):
+    """rlbench/tracking/readers.py's trial_numbers over runs as the store gives them: another
+    study's trial 3 and a run without a trial number are not this study's."""
+    from rlbench.tracking import readers
+
+    tags = {"a": {"optuna_study": "ratio", "optuna_trial": "2"}, "b": {"optuna_study": "other", "optuna_trial": "3"},
+            "c": {"optuna_study": "ratio"}, "d": {"optuna_trial": "5"}}
+    monkeypatch.setattr(readers, "read_run", lambda run_id: readers.RunRecord(run_id, "", "1", "KILLED", tags=tags[run_id]))
+    assert readers.trial_numbers(list(tags), "ratio") == {2}
+    assert readers.trial_numbers(list(tags), "other") == {3}
+
+
 def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
     """The installed Optuna's own storage (sqlite, heartbeats on): no deprecation, experimental or
     heartbeat warning reaches the terminal (each Optuna release renames something here)."""
