@@ -87,7 +87,7 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
 
 def main() -> None:
     register_configs()
-    problem = precheck(sys.argv[1:])
+    problem = precheck(sys.argv[1:], stores=True)  # a single run's stores too: before Hydra makes its folder
     if problem:
         _refuse(problem)
     try:
