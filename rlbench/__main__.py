@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rlbench.config.rules import ConfigError
 from rlbench.config.schema import register_configs
 from rlbench.core.resources import ResourceError
-from rlbench.core.signals import exit_stopped
+from rlbench.core.signals import exit_stopped, recorded
 from rlbench.prepare.command_line import mode_problem, precheck
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.plan import placement_for
@@ -52,12 +52,14 @@ def _first_line(error: BaseException) -> str:
 
 def _fail(error: Exception, log_file: Path) -> None:
     """A job that failed from a fault: its traceback to the job's log file, one line with the
-    cause, the run and where the traceback is on stderr, exit 1 (its run ended FAILED)."""
+    cause, the run (as the store reads it: FAILED, or RUNNING where its end could not be written)
+    and where the traceback is on stderr, exit 1."""
     with open(log_file, "a") as f:
         traceback.print_exception(error, file=f)
-    run = getattr(error, "run_id", None)
+    run, status = getattr(error, "run_id", None), getattr(error, "run_status", "FAILED")  # as the store reads it
+    ended = "ended FAILED" if status == "FAILED" else recorded(status)
     print(f"rlbench: the job failed: {fault_text(error)}"
-          f"{f' (run {run} ended FAILED)' if run else ' (before its run started)'}; traceback in {log_file}",
+          f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}",
           file=sys.stderr)
     sys.exit(1)
 
@@ -87,7 +89,7 @@ def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's,
 
 def main() -> None:
     register_configs()
-    problem = precheck(sys.argv[1:])
+    problem = precheck(sys.argv[1:], stores=True)  # a single run's stores too: before Hydra makes its folder
     if problem:
         _refuse(problem)
     try:

@@ -42,6 +42,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = by_weight(items)
 
 
+def pytest_itemcollected(item):
+    """A test that needs CUDA carries the `gpu` marker, or the run stops here (before -m selects)."""
+    from tests.tiers import lacks_gpu_marker
+
+    if lacks_gpu_marker(item):
+        raise pytest.UsageError(f"{item.nodeid} is skipped without CUDA but lacks the gpu marker: "
+                                "add pytest.mark.gpu, or `pytest -m gpu` leaves it out on a GPU host")
+
+
 def pytest_sessionstart(session):
     from tests.tiers import say_parallel
 

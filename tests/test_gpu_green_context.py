@@ -3,7 +3,7 @@
 Autograd runs a CUDA device's backward ops in its own engine thread. Before the fix the
 learner's backward ran there in the primary context, on a null stream torch took for the green
 context's: on an H200 the SM sweep's jobs hit index-out-of-bounds asserts in inference after two
-updates (docs/results.md, 2026-11-26). Skipped without CUDA; CI has none (docs/gpu.md).
+updates (docs/results.md, 2026-11-26). Marked `gpu` (pytest -m gpu); skipped without CUDA, as in CI.
 """
 
 import ctypes
@@ -15,7 +15,7 @@ import torch
 
 from rlbench.core.resources import ComputeLimit
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 def current_context() -> int:

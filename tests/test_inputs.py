@@ -106,7 +106,9 @@ def test_the_command_line_is_checked_before_hydra_runs(argv, says):
 @pytest.mark.parametrize("argv, says", [  # each escaped as a traceback while the memory check read the env's spec first
     (["env.id=pongg"], "env.id=pongg: not an ALE ROM name; did you mean pong?"),
     (["env.id=ALE/Pong-v5"], "env.id=ALE/Pong-v5: with env.kind=atari use the ALE ROM name in snake_case: env.id=pong"),
-    (["env=cartpole", "env.id=ALE/Pong-v5"], "env.id=ALE/Pong-v5: "),  # with ale_py's ids registered: not 1-D
+    (["env=cartpole", "env.id=ALE/Pong-v5"], ("env.id=ALE/Pong-v5: an Atari game: image observations need the Atari "
+                                              "env family (env.kind=atari), not env=cartpole's gym family")),
+    (["env=cartpole", "env.id=ALE/Pong-v5"], "drop env=cartpole and give env.id=pong"),
     (["env=cartpole", "env.id=CartPol-v1"], "Environment `CartPol` doesn't exist. Did you mean: `CartPole`?"),
     (["env=cartpole", "env.id=nomodule.envs:MyEnv-v0"], "No module named 'nomodule'"),
     (["env=cartpole", "env.id=NoSuch-v0"], "env.id=NoSuch-v0: gymnasium.make failed: NameNotFound"),
@@ -305,3 +307,29 @@ def test_a_pipeline_refuses_its_overrides_with_exit_2_before_starting_rlbench(mo
         run_and_report.run_pipeline("actor_sweep", ["experiment=actor_sweep"], [], extra)
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith(says) and len(err.strip().splitlines()) == 1, err
+
+
+def test_three_refusals_name_what_is_allowed_through_the_commands(store, rlbench_main, capsys):
+    """Through `python -m rlbench` (in-process) and `python -m rlbench.predict`: an added key
+    that does not exist names the keys allowed; an Atari id in the gym family names the Atari
+    family; a single run given as a sweep says it is not a sweep's parent."""
+    import mlflow
+
+    from rlbench.predict.cli import main as predict_main
+
+    out = rlbench_main(["+actors_x=4", *store["overrides"]])
+    assert out.returncode == 2 and out.stderr.startswith("rlbench: unknown config key '+actors_x' (value '4'); allowed "
+                                                         "top-level keys: actor_hosts, "), out.stderr[-2000:]
+    assert "did you mean 'actors'?" in out.stderr
+    out = rlbench_main(["env=cartpole", "env.id=ALE/Pong-v5", *store["overrides"]])
+    assert out.returncode == 2 and "env.id=ALE/Pong-v5: an Atari game: image observations need the Atari env family " \
+        "(env.kind=atari)" in out.stderr and "Namespace" not in out.stderr, out.stderr[-2000:]
+    client = mlflow.MlflowClient(store["uri"])
+    exp = client.create_experiment("test", artifact_location=str(store["db"].parent / "artifacts"))
+    single = client.create_run(exp, run_name="a single run").info.run_id
+    client.set_terminated(single, "FINISHED")
+    capsys.readouterr()
+    assert predict_main(["--validate", "--sweep", single, "--tracking-uri", store["uri"], "--no-log"]) == 2
+    assert capsys.readouterr().err == (f"rlbench.predict: --sweep {single}: run 'a single run' is not a sweep's "
+                                       "parent (it has no child runs: a single job's run?); give a sweep's parent run "
+                                       "id (the sweep prints it: '[rlbench sweep] parent run <id>')\n")

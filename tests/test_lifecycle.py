@@ -14,7 +14,7 @@ import pytest
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.tracking.orphans import owner_tags
-from tests.conftest import ROOT
+from tests.conftest import ROOT, runs
 
 
 def _tracking(store, experiment: str = "test", **kw) -> TrackingConfig:
@@ -382,3 +382,35 @@ def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_sh
     log.error("an error without a traceback")
     err = capsys.readouterr().err
     assert "an error without a traceback" in err and "SQLAlchemy database error" not in err and "Traceback" not in err
+
+
+def test_a_sigterm_in_a_single_run_ends_its_run_killed_and_the_command_143(store, rlbench_main, monkeypatch):
+    """The wiring without a real job: the trainer is replaced by a call of the SIGTERM handler
+    that run_job installed (no real signal, so no pytest process can be ended by it); the
+    record ends KILLED and main() ends the process with stopped()'s line and 143 (os._exit,
+    here caught: main_in_process reads it as the exit code)."""
+    import logging
+    import threading
+
+    from rlbench.core import signals
+    from rlbench.train import job
+
+    def sigterm(plan, observers, timer):
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler), "run_job installed no SIGTERM handler"
+        handler(signal.SIGTERM, sys._getframe())
+        raise AssertionError("the handler did not stop the job")
+
+    def exit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(job, "train", sigterm)
+    monkeypatch.setattr(signals, "_exit_late", lambda *a: None)  # the 8 s backstop: nothing to back up here
+    monkeypatch.setattr(signals, "_ending", threading.Lock())
+    monkeypatch.setattr(logging, "shutdown", lambda *a, **kw: None)
+    monkeypatch.setattr(signals.os, "_exit", exit_now)
+    out = rlbench_main(["env=cartpole", "algo=random", "workload=smoke", "telemetry.enabled=false", *store["overrides"]])
+    assert out.returncode == 143, out.stderr[-2000:]
+    (run,) = runs(store["uri"])
+    assert out.stderr.strip().splitlines()[-1] == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
+    assert run.info.status == "KILLED"

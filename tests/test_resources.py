@@ -106,12 +106,18 @@ def test_green_context_granularity(requested, major, granted):
 
 
 def test_cpu_limit_caps_and_restores_intra_op_threads():
+    """From 3 threads (not the tests' one: conftest's session fixture sets 1, and a restore to 1
+    from 1 would show nothing) to the limit's 1 and back."""
     before = torch.get_num_threads()
-    limit = ComputeLimit(1, torch.device("cpu"))
-    assert (limit.grant.compute_unit, limit.grant.granted, limit.grant.total) == ("cpu_thread", 1, len(usable_cpus()))
-    with limit:
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
+    torch.set_num_threads(3)
+    try:
+        limit = ComputeLimit(1, torch.device("cpu"))
+        assert (limit.grant.compute_unit, limit.grant.granted, limit.grant.total) == ("cpu_thread", 1, len(usable_cpus()))
+        with limit:
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_cpu_limit_above_host_is_refused():

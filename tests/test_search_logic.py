@@ -257,6 +257,18 @@ def test_a_trial_whose_worker_is_known_gone_is_failed_and_retried_at_once():
     assert fail_gone_trials(study, numbers, s.retries) == 0  # already failed: nothing twice
 
 
+def test_the_stores_filter_takes_this_studys_trials_only(monkeypatch):
+    """rlbench/tracking/readers.py's trial_numbers over runs as the store gives them: another
+    study's trial 3 and a run without a trial number are not this study's."""
+    from rlbench.tracking import readers
+
+    tags = {"a": {"optuna_study": "ratio", "optuna_trial": "2"}, "b": {"optuna_study": "other", "optuna_trial": "3"},
+            "c": {"optuna_study": "ratio"}, "d": {"optuna_trial": "5"}}
+    monkeypatch.setattr(readers, "read_run", lambda run_id: readers.RunRecord(run_id, "", "1", "KILLED", tags=tags[run_id]))
+    assert readers.trial_numbers(list(tags), "ratio") == {2}
+    assert readers.trial_numbers(list(tags), "other") == {3}
+
+
 def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
     """The installed Optuna's own storage (sqlite, heartbeats on): no deprecation, experimental or
     heartbeat warning reaches the terminal (each Optuna release renames something here)."""
@@ -271,3 +283,29 @@ def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
         trial, _ = claim_trial(study, s, Lock())
         assert fail_gone_trials(study, {trial.number}, s.retries) == 1
     assert [f"{w.category.__name__}: {w.message}" for w in caught] == []
+
+
+def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store, tmp_path, rlbench_main, monkeypatch):
+    """The command's wiring (rlbench/search/__init__.py run_search) to default_objectives: no
+    `search.objectives` given, the study and its parent get this host's defaults (no meter in
+    this test: the task's time alone, energy left out with its reason). The trials are not run."""
+    from rlbench import search
+    from rlbench.search.space import Meters
+
+    meters = Meters("no NVML in this test", "no RAPL in this test", "no RAPL in this test", ())
+    seen = {}
+
+    def no_trials(launcher, study, s, job, experiment, parent, lock, labels=None):
+        seen.update(objectives=list(s.objectives), directions=list(s.directions), study=study.directions,
+                    tag=parent.tags()["objectives"])
+        lock.close()
+        return "FINISHED"
+
+    monkeypatch.setattr(search, "host_meters", lambda: meters)
+    monkeypatch.setattr(search, "run_study", no_trials)
+    out = rlbench_main(["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
+                        "env=cartpole", "algo=random", "workload=smoke", *store["overrides"]])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert seen["objectives"] == ["runtime_s"] and seen["directions"] == ["minimize"]
+    assert [d.name for d in seen["study"]] == ["MINIMIZE"] and seen["tag"] == "runtime_s (minimize)"
+    assert "energy_per_task_j" in out.stdout  # the line naming the objective left out, and why

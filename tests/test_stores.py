@@ -296,3 +296,47 @@ def test_two_jobs_at_once_in_one_new_store_both_finish(tmp_path):
     client = mlflow.MlflowClient()
     assert all("config.yaml" in {a.path for a in client.list_artifacts(r.info.run_id)} for r in found)
     assert all(r.data.metrics["learner_updates"] == 2 for r in found)
+
+
+def _malformed(path):
+    """An SQLite file whose header is whole and whose pages are not."""
+    with sqlite3.connect(path) as db:
+        db.execute("create table notes (text)")
+        db.executemany("insert into notes values (?)", [("a" * 500,)] * 100)
+    data = bytearray(path.read_bytes())
+    data[100:3 * 4096] = b"\xff" * (3 * 4096 - 100)
+    path.write_bytes(bytes(data))
+
+
+def test_a_single_run_refused_for_its_store_leaves_no_output_folder(garbage, tmp_path, rlbench_main, monkeypatch):
+    """Each of the nine store refusals of a single run: exit 2, one line naming the setting, and
+    no Hydra outputs/<date>/<time>/ folder (the store is checked before Hydra makes it)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # Hydra's default run folder, outputs/..., would be made here
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file").write_text("")
+    notes = tmp_path / "notes.db"
+    with sqlite3.connect(notes) as db:
+        db.execute("create table notes (text)")
+    _malformed(tmp_path / "malformed.db")
+    new = f"tracking.uri=sqlite:///{tmp_path}/new/mlflow.db"
+    cases = {
+        "a server not reachable": [f"tracking.uri=http://127.0.0.1:{free_port()}"],
+        "PostgreSQL to nowhere": [f"tracking.uri=postgresql://u:secret@127.0.0.1:{free_port()}/db"],
+        "a folder": [f"tracking.uri=sqlite:///{tmp_path}/a-folder"],
+        "ftp://": ["tracking.uri=ftp://example.invalid/store"],
+        "a file that is no SQLite": [f"tracking.uri=sqlite:///{garbage}"],
+        "a malformed SQLite file": [f"tracking.uri=sqlite:///{tmp_path}/malformed.db"],
+        "another kind of database": [f"tracking.uri=sqlite:///{notes}"],
+        "a file in the way of its folder": [f"tracking.uri=sqlite:///{garbage}/sub/mlflow.db"],
+        "an unwritable artifact location": [new, f"tracking.artifact_location={tmp_path}/a-file/artifacts"],
+    }
+    for case, args in cases.items():
+        out = rlbench_main(["env=cartpole", "algo=random", "workload=smoke", "tracking.experiment=t", *args])
+        lines = out.stderr.strip().splitlines()
+        key = args[-1].split("=")[0]
+        assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"rlbench: {key}"), (case, out.stderr)
+        assert "secret" not in out.stderr, case
+        assert list(work.iterdir()) == [], (case, list(work.rglob("*")))
+    assert not (tmp_path / "new").exists()

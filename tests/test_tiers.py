@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.tiers import PARALLEL, by_weight, parallel_args
+from tests.tiers import PARALLEL, by_weight, lacks_gpu_marker, parallel_args
 
 
 @pytest.mark.parametrize("args", [["-q"], [], ["-q", "-m", "not e2e"], ["-m", "not e2e"],
@@ -48,3 +48,22 @@ def test_files_go_out_heaviest_first_and_keep_their_tests_in_order():
     assert order == ["tests/c.py::learns", "tests/c.py::unit",  # trains for real
                      "tests/e.py::sweep", "tests/e.py::unit", "tests/b.py::job",  # one e2e test each: more tests first
                      "tests/a.py::one", "tests/a.py::two", "tests/a.py::three", "tests/d.py::one"]
+
+
+def _marked(*marks):
+    return SimpleNamespace(iter_markers=lambda: list(marks))
+
+
+def test_a_test_skipped_without_cuda_needs_the_gpu_marker():
+    cuda = SimpleNamespace(name="skipif", kwargs={"reason": "needs a CUDA GPU"})
+    assert lacks_gpu_marker(_marked(cuda))
+    assert not lacks_gpu_marker(_marked(SimpleNamespace(name="gpu", kwargs={}), cuda))
+    assert not lacks_gpu_marker(_marked(SimpleNamespace(name="skipif", kwargs={"reason": "needs 2 CPU threads"})))
+
+
+def test_the_green_context_tests_are_selected_by_the_gpu_marker():
+    """`pytest -m gpu` on a GPU host runs the autograd-thread fix's tests (tests/test_gpu_green_context.py)."""
+    import tests.test_gpu_green_context as green
+
+    marks = green.pytestmark if isinstance(green.pytestmark, list) else [green.pytestmark]
+    assert "gpu" in {m.name for m in marks}

@@ -68,3 +68,11 @@ def say_parallel(session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if note and reporter is not None:
         reporter.write_line(note)
+
+
+def lacks_gpu_marker(item) -> bool:
+    """A test skipped where no CUDA device is (a skipif naming CUDA) without the `gpu` marker:
+    `pytest -m gpu` on a GPU host would leave it out (tests/conftest.py refuses to collect it)."""
+    marks = list(item.iter_markers())
+    cuda = any(m.name == "skipif" and "cuda" in str(m.kwargs.get("reason", "")).lower() for m in marks)
+    return cuda and not any(m.name == "gpu" for m in marks)

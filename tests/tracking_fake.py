@@ -77,7 +77,11 @@ class FakeExperiment:
         return list(self.gone)
 
     def trial_numbers(self, run_ids: list[str], study: str) -> set[int]:
-        return {n for r in run_ids if r in self.gone for s, n in [self.gone[r]] if s == study}
+        """The product's filter (readers.study_trials) over the tags these runs would have."""
+        from rlbench.tracking.readers import study_trials
+
+        tags = [{"optuna_study": s, "optuna_trial": str(n)} for r in run_ids if r in self.gone for s, n in [self.gone[r]]]
+        return study_trials(tags, study)
 
     def finished_runs(self) -> list:
         return self.finished

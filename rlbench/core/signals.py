@@ -220,7 +220,18 @@ def stopped(error: KeyboardInterrupt, command: str = "rlbench", late: str = "") 
     signum = getattr(error, "signum", signal.SIGINT)
     name = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
     records = getattr(error, "records", [])
-    said = "; ".join(f"{what} {run_id} recorded as {status}" for what, run_id, status in records)
+    said = "; ".join(f"{what} {run_id} {recorded(status)}" for what, run_id, status in records)
     said = "; ".join(filter(None, [said, late])) or "nothing was recorded"
     print(f"{command}: stopped by {name}: {said}", file=sys.stderr, flush=True)
     return 128 + signum
+
+
+def recorded(status: str) -> str:
+    """What a run's status in the store says on a command's last line; RUNNING: its end could
+    not be written (a full disk, a server gone)."""
+    if status == "RUNNING":
+        return UNENDED
+    return f"recorded as {status}"
+
+
+UNENDED = "reads RUNNING: its end could not be written; the next rlbench start closes it KILLED"

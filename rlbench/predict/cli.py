@@ -218,6 +218,10 @@ def run_validate(a) -> int:
         study = load_parent(a.sweep)
     except NoSuchRun as e:
         raise LookupError(f"--sweep {a.sweep}: no such run at {e.uri} ({e.detail[:200]})") from None
+    if not study.jobs and not study.missing:
+        raise LookupError(f"--sweep {a.sweep}: run '{study.title}' is not a sweep's parent (it has no child runs: a "
+                          "single job's run?); give a sweep's parent run id (the sweep prints it: "
+                          "'[rlbench sweep] parent run <id>')")
     finished = study.finished
     if not finished:
         raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")

@@ -42,9 +42,10 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
 
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir()} | {"hydra"}
     for arg in argv:
-        if arg.startswith(("-", "+", "~")) or "=" not in arg:
+        if arg.startswith(("-", "~")) or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
+        plus, key = key[: len(key) - len(key.lstrip("+"))], key.lstrip("+")  # +key adds, ++key adds or sets
         parts = key.split(".")
         if parts[0] in groups and len(parts) == 1 or key.startswith("hydra"):
             continue
@@ -60,6 +61,6 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
             near = difflib.get_close_matches(parts[-1], allowed, n=1)
             hint = f"; did you mean '{'.'.join(parts[:-1] + near)}'?" if near else ""
             where = "top-level" if len(parts) == 1 else f"'{'.'.join(parts[:-1])}'"
-            return (f"unknown config key '{key}' (value '{value}'); allowed {where} keys: "
+            return (f"unknown config key '{plus}{key}' (value '{value}'); allowed {where} keys: "
                     f"{', '.join(allowed)}{hint}")
     return None

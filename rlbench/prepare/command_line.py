@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_checked
+from rlbench.prepare.preflight import job_store_problem
 from rlbench.prepare.validate import validate
 
 MULTIRUN = ("-m", "--multirun")
@@ -37,9 +38,11 @@ def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | Non
     return None
 
 
-def precheck(argv: list[str]) -> str | None:
+def precheck(argv: list[str], stores: bool = False) -> str | None:
     """The command line composed as Hydra will compose it (a sweep's lists left to the sweeper,
-    which checks every job): a bad key, preset, value type or mode, as one message; else None."""
+    which checks every job): a bad key, preset, value type or mode, as one message; else None.
+    stores: a single run's stores too (job_store_problem), so that a refused store leaves no
+    output folder either (a sweep checks its stores before Hydra makes its folder)."""
 
 
     multirun = any(a in MULTIRUN for a in argv)
@@ -61,7 +64,9 @@ def precheck(argv: list[str]) -> str | None:
     problem = mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
     if problem is None:  # a single run's values too, so that Hydra makes no output folder for a refused one
         try:
-            validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
+            conf = validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
         except ConfigError as e:
             return str(e)
+        if stores:
+            return job_store_problem(conf.tracking)
     return problem

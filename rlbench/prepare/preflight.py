@@ -190,6 +190,20 @@ def check(tracking_uri: str | None = None, storage: str | None = None, *, key: s
         check_database(storage, STORAGE_KEY, OPTUNA)
 
 
+def job_store_problem(tracking) -> str | None:
+    """Why a single job's stores cannot be used, or None: its tracking store (a top-level run's;
+    a sweep checked its jobs' once) and its artifact location, as run_job checks them. The
+    command asks before Hydra makes the run's output folder."""
+    try:
+        if tracking.parent_run_id is None:
+            check(tracking.uri)
+    except PreflightError as e:
+        return str(e)
+    from rlbench.tracking.store import artifact_problem  # lazy: keeps mlflow off the start
+
+    return artifact_problem(tracking)
+
+
 def preflight_or_exit(tracking_uri: str, storage: str | None = None, *, prog: str = "rlbench",
                       key: str = TRACKING_KEY, reading: bool = False) -> None:
     """The stores can be used, or one line on stderr and exit 2 before any job or run exists:

@@ -128,12 +128,14 @@ def sweep_parent(key: str, experiment_id: str) -> RunRecord | None:
 
 def trial_numbers(run_ids: list[str], study: str) -> set[int]:
     """The Optuna trial numbers of those runs that are trials of `study` (their tags)."""
-    out = set()
-    for run_id in run_ids:
-        tags = read_run(run_id).tags
-        if tags.get("optuna_study") == study and tags.get("optuna_trial", "").isdigit():
-            out.add(int(tags["optuna_trial"]))
-    return out
+    return study_trials([read_run(run_id).tags for run_id in run_ids], study)
+
+
+def study_trials(tags: list[dict[str, str]], study: str) -> set[int]:
+    """The trial numbers in runs' `tags` that are trials of `study`: another study's trial of the
+    same number is not one of them."""
+    return {int(t["optuna_trial"]) for t in tags
+            if t.get("optuna_study") == study and t.get("optuna_trial", "").isdigit()}
 
 
 def study_tags(study: str) -> dict[str, str]:

@@ -7,10 +7,12 @@ artifact could not be written (IncompleteRecord). docs/metrics.md, "Status" and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import os
+import re
 import time
 import traceback
 from pathlib import Path
@@ -188,8 +190,8 @@ class JobRecord:
 
     def lost(self, what: str, error: BaseException) -> None:
         """Note an artifact that could not be written: the run cannot end FINISHED (__exit__)."""
-        log.warning("could not log %s: %s", what, error)
-        self._lost[what] = f"{type(error).__name__}: {error}"[:300]
+        log.warning("could not log %s: %s", what, brief(error))
+        self._lost[what] = f"{type(error).__name__}: {brief(error)}"[:300]
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
@@ -198,14 +200,17 @@ class JobRecord:
                 exc.run_id = self.run_id  # lets a sweep's summary name the failed run
             except AttributeError:
                 pass
-        if status == "KILLED":
-            note_record(exc, "job run", self.run_id, status)
         self._write_end(status, exc_type, exc, tb)  # a write that fails is noted in _lost, never raised
         incomplete = IncompleteRecord(self.run_id, self._lost) if self._lost and status == "FINISHED" else None
         if incomplete is not None:
             status = "FAILED"
             self._write("the error tag", lambda: mlflow.set_tag("error", str(incomplete)[:5000]))
         ended = self._end(status)
+        if exc is not None:  # what the store reads: the command's last line says it (rlbench/__main__.py)
+            with contextlib.suppress(AttributeError):
+                exc.run_status = status if ended is None else "RUNNING"
+        if status == "KILLED":
+            note_record(exc, "job run", self.run_id, status if ended is None else "RUNNING")
         if incomplete is None and ended is not None and exc_type is None:
             incomplete = IncompleteRecord(self.run_id, {"its end": ended}, status="RUNNING")
         if incomplete is not None:
@@ -235,8 +240,8 @@ class JobRecord:
             mlflow.end_run(status=status)
         except Exception as e:  # noqa: BLE001 - e.g. the store's disk is full
             log.error("could not end MLflow run %s %s: %s; it reads RUNNING until the next rlbench start "
-                      "closes it KILLED", self.run_id, status, e)
-            return f"{type(e).__name__}: {e}"[:300]
+                      "closes it KILLED", self.run_id, status, brief(e))
+            return f"{type(e).__name__}: {brief(e)}"[:300]
         log.info("MLflow run %s ended %s", self.run_id, status)
         return None
 
@@ -255,6 +260,13 @@ class JobRecord:
                 mlflow.log_artifact(str(logfile))
         except Exception as e:  # noqa: BLE001 - never mask the job's own outcome
             self.lost(".hydra/ and the job log", e)
+
+
+def brief(error: BaseException) -> str:
+    """An error's message in one line, without the SQL and parameters SQLAlchemy's text carries
+    (its first line, less SQLAlchemy's autoflush note and its `(sqlite3.OperationalError) ` prefix)."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip() and not ln.startswith("(raised as a result of")]
+    return re.sub(r"^\([\w.]+\) ", "", lines[0]) if lines else type(error).__name__
 
 
 class IncompleteRecord(RuntimeError):

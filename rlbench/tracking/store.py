@@ -63,19 +63,36 @@ def _like(text: str) -> str:
 
 
 def _no_traceback(record: logging.LogRecord) -> bool:
-    return not record.exc_info
+    """Off the terminal: a record with a traceback, and the system-metrics sampler's failed
+    writes (one a sample while the store takes none: the job's own line names the cause)."""
+    return not record.exc_info and not record.name.startswith("mlflow.system_metrics")
+
+
+class FirstLine(logging.Formatter):
+    """A terminal's formatter that keeps the first line of each record: no SQL and parameters
+    from SQLAlchemy's errors (the log file keeps them whole)."""
+
+    def __init__(self, inner: logging.Formatter | None):
+        super().__init__()
+        self.inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.inner.format(record).split("\n", 1)[0]
 
 
 def mlflow_info_to_log_file() -> None:
     """MLflow's INFO lines (tables created, system metrics started and stopped) and the
     tracebacks it logs (e.g. each failed write to a full disk) go to the log files the process
-    has (Hydra's job log), not the terminal; its other warnings and errors still show there."""
+    has (Hydra's job log), not the terminal; its other warnings and errors still show there, one
+    line each."""
     mlflow_log = logging.getLogger("mlflow")
     for handler in mlflow_log.handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
             handler.setLevel(logging.WARNING)
             if _no_traceback not in handler.filters:
                 handler.addFilter(_no_traceback)
+            if not isinstance(handler.formatter, FirstLine):
+                handler.setFormatter(FirstLine(handler.formatter))
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and handler not in mlflow_log.handlers:
             mlflow_log.addHandler(handler)

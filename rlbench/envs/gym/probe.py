@@ -33,7 +33,7 @@ def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
     try:
         env = gym.make(env_id)
     except Exception as e:  # noqa: BLE001 - unknown id, failed `module:` import, missing dependency, bad version
-        return f"env.id={env_id}: gymnasium.make failed: {_one_line(e)}"
+        return atari_game(env_id) or f"env.id={env_id}: gymnasium.make failed: {_one_line(e)}"
     try:
         obs, act = env.observation_space, env.action_space
     finally:
@@ -41,11 +41,21 @@ def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
     if not isinstance(act, gym.spaces.Discrete) or int(act.start) != 0:
         return f"env.id={env_id}: R2D2 needs a Discrete action space (starting at 0), found {act}"
     if not isinstance(obs, gym.spaces.Box) or len(obs.shape) != 1:
-        rom = rom_of(env_id)
-        atari = f"env.kind=atari env.id={rom}" if rom else "env.kind=atari (ROM names)"
-        return (f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), found {obs}; "
-                f"pixel Atari games go through {atari}")
+        return atari_game(env_id) or (f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), "
+                                      f"found {obs}; image observations need the Atari family (env.kind=atari)")
     return tuple(int(d) for d in obs.shape), int(act.n)
+
+
+def atari_game(env_id: str) -> str | None:
+    """For an Atari game's id given to the gym family (env=cartpole): that its image
+    observations need the Atari family, and the id to give there; None for another id."""
+    rom = rom_of(env_id)
+    if rom is None and not env_id.startswith("ALE/"):
+        return None
+    there = f"env.id={rom}" if rom else "env.id=<its ALE ROM name>"
+    return (f"env.id={env_id}: an Atari game: image observations need the Atari env family (env.kind=atari), "
+            f"not env=cartpole's gym family (1-D observations); drop env=cartpole and give {there} "
+            "(the Atari presets: env=pong, env=breakout)")
 
 
 def _one_line(e: Any) -> str:
