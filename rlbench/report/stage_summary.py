@@ -58,10 +58,17 @@ def compare(base: Spread, other: Spread) -> dict:
             "told_apart": None if floor is None else said is None}
 
 
+def _order(j: JobRun) -> tuple:
+    """Every unit first, then fewer; at each, null threads first, then more."""
+    sm, threads = j.knob("sm_limit"), j.knob("actor_threads")
+    return (j.actors or 0, sm is not None, -(sm or 0), threads is not None, threads or 0)
+
+
 def config_rows(study: Study, metric: str) -> list[dict]:
-    """Per configuration, in the order first seen: runs, finished, and per column its Spread."""
+    """Per configuration (actors, then every unit before fewer, null threads before a count): runs,
+    finished, and per column its Spread."""
     out = []
-    for name, jobs in group_by(study.jobs, point_name).items():
+    for name, jobs in group_by(sorted(study.jobs, key=_order), point_name).items():
         done = [j for j in jobs if j.finished]
         out.append({"config": name, "runs": len(jobs), "finished": len(done), "knobs": _knobs(done or jobs)}
                    | {k: spread(job_value(j, k)["value"] for j in done) for k in (*JOB_COLUMNS, metric)})
@@ -142,6 +149,14 @@ def _spread_cell(v: dict | None, fmt: str = "{:.4g}") -> str:
     return m if v["n"] == 1 else f"{m} ({fmt.format(v['low'])}..{fmt.format(v['high'])}, n={v['n']})"
 
 
+def _idle(idle: dict) -> str:
+    if idle.get("value") is None:
+        return f"null ({idle.get('reason', 'unknown')})"
+    where = f" (median; {idle['low']:.1f}..{idle['high']:.1f} over {idle['n']} samples in {idle['seconds']:g} s, NVML)" \
+        if "n" in idle else ""
+    return f"{idle['value']:.1f} W{where}"
+
+
 def _difference(d: dict) -> str:
     if d.get("value", 0) is None:
         return f"- {d['other']} against {d['base']}: null ({d['reason']})"
@@ -167,8 +182,7 @@ def stage_markdown(s: dict) -> str:
              f"{f.get('hardware_threads', '?')} CPU threads ({f.get('cpu_model', '?')})"),
              f"- command: `{run.get('command', '?')}`; budget {run['budget_s']:.0f} s, used {run['used_s']:.0f} s",
              f"- task: {run.get('task', '?')}; one warm-up job first in the stage's process (run `warmup`, not counted)",
-             "- idle GPU power before the first job: " + (f"{_spread_cell(idle, '{:.1f}')} W" if idle.get("value")
-                                                         is not None else f"null ({idle.get('reason')})"),
+             f"- idle GPU power before the first job: {_idle(idle)}",
              *[f"- {e}" for e in run.get("events", [])], "",
              "| job | status | steady fps | task fps | learner updates/s | GPU W | perf/W | NVML util | start s |",
              "|---|---|---|---|---|---|---|---|---|"]
