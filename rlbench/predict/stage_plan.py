@@ -211,10 +211,10 @@ def check_budget(plan: StagePlan, budget_s: float) -> None:
                         f"--budget-s >= {need} for the whole stage")
     if plan.total_s() > budget_s:
         longest = max(plan.jobs, key=lambda j: j.seconds() * j.point.repeats)
-        raise PlanError(f"--budget-s={budget_s:g}: the {plan.stage} stage is predicted at {plan.total_s():.0f} s "
-                        f"(its longest: {longest.point.name}, {longest.point.repeats} x {longest.seconds():.0f} s) "
-                        f"and no job is cut for its length; allowed: --budget-s >= {need}, fewer --repeats, "
-                        "or fewer configurations (--actors)")
+        fewer = "fewer actor counts (--actors)" if plan.stage == "actors" else "fewer --repeats"
+        raise PlanError(f"--budget-s={budget_s:g}: the {plan.stage} stage is predicted at {need} s (its longest: "
+                        f"{longest.point.name}, {longest.point.repeats} x {longest.seconds():.0f} s) and no job is cut "
+                        f"for its length; allowed: --budget-s >= {need}, or {fewer}")
 
 
 def plan_stage(stage: str, points: list[Point], sized_at: Callable[[Point, int], Sized], fixed_frames: int | None = None,
