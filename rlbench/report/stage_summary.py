@@ -133,7 +133,7 @@ def stage_summary(stage: str, study: Study, fingerprint: dict, idle: dict, run: 
     known = [r for r in rows if r[metric] is not None]
     best = max(known, key=lambda r: r[metric].median) if known else None
     jobs = [{"name": point_name(j), "status": j.status, "run_id": j.run_id, "repeat_group": j.config}
-            | {k: job_value(j, k) for k in (*JOB_COLUMNS, *STEADY)} for j in study.jobs]
+            | {k: job_value(j, k) for k in (*JOB_COLUMNS, *STEADY)} for j in sorted(study.jobs, key=_order)]
     return {"stage": stage, "fingerprint": fingerprint, "host": study.host_label(), "run": run, "metric": metric,
             "idle_power_gpu_w": idle, "jobs": jobs,
             "configs": [{**r, **{k: r[k].as_dict() if r[k] else None for k in (*JOB_COLUMNS, metric)}} for r in rows],
