@@ -29,8 +29,23 @@ from rlbench.core import precision as precisions  # precisions.cpu_flags: a test
 from rlbench.core.precision import PRECISIONS, precision_problem, published_sms
 from rlbench.core.resources import cuda_properties, green_context_problem, sm_granularity, usable_cpus
 from rlbench.predict.curves import Profile
-from rlbench.predict.datasheet import Flops, Gpu, notes, planning_profile
-from rlbench.predict.jobs import Machine, predict_job
+from rlbench.predict.datasheet import Flops, Gpu, notes, planning_profile, ratio_two_units
+from rlbench.predict.jobs import JobPrediction, Machine, predict_job
+from rlbench.predict.stage_plan import (
+    FRAMES_MAX,
+    FRAMES_STEP,
+    MIN_STEADY_S,
+    MIN_UPDATES,
+    STAGE_ACTORS,
+    STAGE_NAMES,
+    Point,
+    Sized,
+    StageOverheads,
+    StagePlan,
+    check_budget,
+    plan_stage,
+    stage_points,
+)
 from rlbench.predict.study_plan import (
     STAGES,
     Overheads,
@@ -103,7 +118,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="wall seconds the whole run may take; it stops itself before (default 420)")
     p.add_argument("--dry-run", action="store_true", help="print the jobs and their predicted times; run nothing")
     p.add_argument("--tiny", action="store_true", help="seconds-long CartPole jobs (actors 4,8): the rehearsal")
-    p.add_argument("--actors", type=_ints, help="the actor sweep (default 4,16,40,128,256)")
+    p.add_argument("--stage", choices=STAGE_NAMES, help="one stage in one process, its own stay on a GPU host: "
+                   "actors, sms or cpu (docs/gpu.md, \"Stages\"); without it, the whole study")
+    p.add_argument("--repeats", type=number(int, lo=1), help="with --stage: runs per configuration (default: actors "
+                   "2, sms 3 (8 SMs once), cpu 2)")
+    p.add_argument("--best-from", type=Path, help="with --stage sms or cpu: an actors stage's --out, whose "
+                   "summary.json names the best actor count")
+    p.add_argument("--actors", type=_ints, help="the actor sweep (default 4,16,40,128,256; --stage actors: "
+                   "4,40,128,256; --stage sms or cpu: the one best count)")
     p.add_argument("--sm-limits", type=_sm_limits, default="auto", help="the SM sweep: auto, none or a list")
     p.add_argument("--compare", choices=[p for p in PRECISIONS if p != "fp32"] + ["none"], default="bf16",
                    help="the precision compared with fp32 at the best actor count (default bf16); none")
@@ -112,7 +134,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host-threads", type=number(int, lo=1), help="dry run: the GPU host's hardware threads")
     p.add_argument("overrides", nargs="*", help="extra job overrides, e.g. env=breakout")
     args = p.parse_args(argv)
-    args.actors = args.actors or (TINY_ACTORS if args.tiny else ACTORS)
+    if args.stage:
+        stage_flags(p, args)
+    if not args.stage:
+        args.actors = args.actors or (TINY_ACTORS if args.tiny else ACTORS)
     args.compare = None if args.compare == "none" else args.compare
     if args.out is None and not args.dry_run:
         p.error("--out: required (where the store, the report and the summary go); allowed: --out DIR, or --dry-run")
@@ -120,6 +145,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(problem)
     args.out = args.out and args.out.resolve()  # before main() moves to the clone
     return args
+
+
+def stage_flags(p: Parser, args: argparse.Namespace) -> None:
+    """The flags a stage reads, checked before anything runs (one line, exit 2)."""
+    if args.stage == "actors" and args.repeats == 1 and not args.tiny:
+        p.error("--repeats=1: the actors stage runs each actor count at least twice; allowed: an integer >= 2")
+    if args.stage != "actors" and args.actors and len(args.actors) != 1:
+        p.error(f"--actors={','.join(map(str, args.actors))}: --stage {args.stage} runs at the one best actor count; "
+                "allowed: one integer >= 1, or --best-from DIR (an actors stage's --out)")
+    if args.best_from is not None and (args.stage == "actors" or args.actors):
+        p.error(f"--best-from={args.best_from}: allowed: with --stage sms or cpu and without --actors")
+    if args.best_from is not None and not (args.best_from / "summary.json").is_file():
+        p.error(f"--best-from={args.best_from}: holds no summary.json; allowed: the --out of a finished actors stage")
+    for flag in ("sm_limits", "frames"):
+        if getattr(args, flag) != "auto":
+            p.error(f"--{flag.replace('_', '-')}: the stages size these themselves; allowed: without --stage only")
+    args.compare = "none"
+    args.best_given = args.actors[0] if args.stage != "actors" and args.actors else None
+    args.actors = (args.actors or (TINY_ACTORS if args.tiny else list(STAGE_ACTORS))) if args.stage == "actors" else None
 
 
 def _holds_store(out: Path) -> str | None:
@@ -216,11 +260,13 @@ class Predictor:
     def __init__(self, base: list[str], profiles: dict[str, Profile], threads: int | None):
         self.base, self.profiles, self.threads = base, profiles, threads
         self.confs: dict[tuple, object] = {}
+        self.firsts: dict[Point, float] = {}
         self.notes: list[str] = []
         self.updates_given = any(o.startswith("workload.learner_updates=") for o in base)
 
     def conf(self, knobs: dict, frames: int):
-        key = tuple(sorted(knobs.items(), key=lambda kv: kv[0]))
+        key = tuple(sorted(((k, v) for k, v in knobs.items() if v is not None or k != "actor_threads"),
+                           key=lambda kv: kv[0]))
         if key not in self.confs:
             self.confs[key] = compose_job([*self.base, *job_overrides(knobs)], host=False)
         c = copy.deepcopy(self.confs[key])
@@ -228,6 +274,10 @@ class Predictor:
         return c if self.updates_given else resolve_learner_updates(c)
 
     def __call__(self, knobs: dict, frames: int) -> tuple[float, str]:
+        p = self.job(knobs, frames)
+        return p.runtime_s, p.bound
+
+    def job(self, knobs: dict, frames: int) -> JobPrediction:
         profile = self.profiles.get(knobs["precision"])
         if profile is None:
             profile = self.profiles["fp32"]
@@ -235,16 +285,39 @@ class Predictor:
         p = predict_job(self.conf(knobs, frames), Machine(profile, profile, self.threads))
         for n in p.notes:
             self.note(n)
-        return p.runtime_s, p.bound
+        return p
+
+    def sized(self, point: Point, frames: int) -> Sized:
+        """A stage's job at `frames`: its task, its steady span, its updates, threads and units. The
+        steady span: the actors' time less that of the smallest task that holds a first learner
+        update (envs made and reset, replay filled, the first update done), an estimate."""
+        p = self.job(_knobs(point), frames)
+        first = self.first_update_s(point)
+        return Sized(p.runtime_s, max(0.0, p.actors_s - first), p.learner_updates, p.bound,
+                     int(p.knobs["actor_threads"]), int(p.knobs["sm_limit"]))
+
+    def first_update_s(self, point: Point) -> float:
+        """The actors' time of the smallest task (a multiple of FRAMES_STEP) with one learner update."""
+        if point not in self.firsts:
+            frames = FRAMES_STEP
+            while (p := self.job(_knobs(point), frames)).learner_updates < 1 and frames < FRAMES_MAX:
+                frames *= 2
+            self.firsts[point] = p.actors_s
+        return self.firsts[point]
 
     def note(self, line: str) -> None:
         if line not in self.notes:
             self.notes.append(line)
 
 
+def _knobs(point: Point) -> dict:
+    return {"actors": point.actors, "sm_limit": point.sm_limit, "precision": "fp32", "actor_threads": point.actor_threads}
+
+
 def job_overrides(knobs: dict) -> list[str]:
-    sm = knobs.get("sm_limit")
-    return [f"actors={knobs['actors']}", f"sm_limit={'null' if sm is None else sm}", f"precision={knobs['precision']}"]
+    sm, threads = knobs.get("sm_limit"), knobs.get("actor_threads")
+    return [f"actors={knobs['actors']}", f"sm_limit={'null' if sm is None else sm}", f"precision={knobs['precision']}",
+            *([f"actor_threads={threads}"] if threads is not None else [])]
 
 
 def measured_env(conf, threads: int, actors: list[int]) -> list[dict]:
@@ -435,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     import torch  # lazy: keeps torch off a flag refusal's start
 
+    if args.stage:
+        return stage_main(args, torch.cuda.is_available(), t0)
     try:
         host = probe(args, torch.cuda.is_available())
         sms = resolve_sms(args, host)
@@ -476,6 +551,167 @@ def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: 
     use_store(uri)
     finish(r, uri, run_study(r))
     return 1 if r.troubles else 0
+
+
+# --- one stage (--stage): docs/gpu.md, "Stages" --------------------------------------------
+
+TINY_THREADS = (1, 2)  # the rehearsal's cpu stage: actor_threads at every unit, and on as many units
+
+
+def stage_host(args, cuda_available: bool) -> Host:
+    """The host a stage plans for: a GPU; a dry run's modelled one; this CPU for --tiny or the CPU
+    analogue (experiment=sm_sweep_cpu); Refused otherwise."""
+    analogue = "experiment=sm_sweep_cpu" in args.overrides
+    if not cuda_available and not (args.dry_run or args.tiny or analogue):
+        why = ", so there are no SMs to limit" if args.stage == "sms" else ""
+        raise Refused(f"--stage={args.stage}: no CUDA device on this host (torch.cuda.is_available() is False){why}; "
+                      "allowed: a GPU host, --dry-run (the plan for --gpu), --tiny (the rehearsal on this CPU), or "
+                      "experiment=sm_sweep_cpu (the CPU analogue: sm_limit caps CPU threads)")
+    if analogue and not cuda_available and not args.gpu:
+        from rlbench.tracking.fingerprint import host_tags  # lazy: keeps torch, mlflow off a refusal's start
+
+        threads = len(usable_cpus())
+        return Host("cpu", None, threads, threads, True, host_tags())
+    return probe(args, cuda_available)
+
+
+def stage_best(args, predicted: Callable[[], int]) -> tuple[list[int], str]:
+    """The actor counts of the stage: the actors stage's list, else the one best count (--actors,
+    --best-from's summary.json, or in a dry run or rehearsal the predicted best) and whence it came."""
+    if args.stage == "actors":
+        return args.actors, ""
+    if args.best_given:
+        return [args.best_given], f"best actor count {args.best_given} (--actors)"
+    if args.best_from is not None:
+        s = json.loads((args.best_from / "summary.json").read_text())
+        best = (s.get("best") or {}).get("actors") if s.get("stage") == "actors" else None
+        if not best:
+            raise Refused(f"--best-from={args.best_from}: its summary.json is not a finished actors stage's (no best "
+                          "actor count); allowed: the --out of an actors stage with a finished job, or --actors N")
+        return [int(best)], f"best actor count {best} (the actors stage's, {args.best_from}/summary.json)"
+    if args.dry_run or args.tiny:
+        best = predicted()
+        return [best], f"best actor count {best}: predicted (a run on a GPU host needs --actors N or --best-from DIR)"
+    raise Refused(f"--stage={args.stage}: needs the best actor count; allowed: --actors N, or --best-from DIR "
+                  "(an actors stage's --out)")
+
+
+def make_stage_plan(args, host: Host, base: list[str], t0: float) -> tuple[StagePlan, Predictor, list[str]]:
+    """The stage's configurations, each job's frames sized on this host's predictions, the warm-up."""
+    units = sorted({host.units if s is None else s for s in sm_points(host.units, host.major)})
+    candidates = TINY_ACTORS if args.tiny else list(STAGE_ACTORS)
+    conf = compose_job([*base, f"actors={max(args.actors or candidates)}"], host=False)
+    profiles, how = profiles_for(conf, host, None, units, args.actors or candidates)
+    predict = Predictor(base, profiles, host.threads if host.threads != len(usable_cpus()) else None)
+
+    def predicted() -> int:
+        rate = {a: a / max(1e-9, predict.sized(Point(a), conf.workload.frames).runtime_s) for a in candidates}
+        return max(rate, key=rate.get)
+
+    actors, whence = stage_best(args, predicted)
+    tiny = {"counts": TINY_THREADS, "pairs": TINY_THREADS} if args.tiny else {}
+    repeats = args.repeats or (1 if args.tiny and args.stage != "actors" else None)
+    points, left = stage_points(args.stage, actors, host.units, host.major, host.threads, repeats, **tiny)
+    check_host(args, host, [p.sm_limit for p in points])
+    spent = time.monotonic() - t0 if host.here else StageOverheads().plan_s
+    o = StageOverheads(plan_s=spent, **({"install_s": 0.0} if args.tiny else {}))
+    plan = plan_stage(args.stage, points, predict.sized, conf.workload.frames if args.tiny else None, o, left)
+    return plan, predict, ([whence] if whence else []) + how
+
+
+def print_stage_plan(plan: StagePlan, host: Host, how: list[str], predict: Predictor, budget_s: float) -> None:
+    where = f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
+    o, w = plan.overheads, plan.warmup
+    print(f"[gpu_study] stage {plan.stage} for {where}, {host.threads} CPU threads, one process:")
+    print(f"  before this command: the install {o.install_s:.0f} s (estimate); the planning {o.plan_s:.0f} s")
+    print(f"  the process's start {o.process_s:.0f} s, idle GPU power {o.idle_s:.0f} s, {plan.sweeps()} runs of "
+          f"rlbench's main() {o.sweep_s:.0f} s each (estimates)")
+    print(f"  warm-up (discarded, run `warmup`): {w.point.name}, {w.frames} frames, {w.sized.updates} updates: "
+          f"predicted {w.seconds():.0f} s (task {w.sized.runtime_s:.1f} s; + {w.start_s:.0f} s start and end)")
+    for j in plan.jobs:
+        z = j.sized
+        print(f"  {j.point.name} x {j.point.repeats}: {j.frames} frames, {z.updates} learner updates, steady "
+              f"{z.steady_s:.0f} s: predicted {j.point.repeats} x {j.seconds():.0f} s (task {z.runtime_s:.1f} s, "
+              f"bound {z.bound}; + {j.start_s:.0f} s start and end); ratio {ratio_text(host, z)}")
+    for line in plan.left_out:
+        print(f"  left out: {line}")
+    if plan.fixed_frames:
+        print(f"  the rehearsal: every job at {plan.fixed_frames} frames, not sized to {MIN_STEADY_S:g} s of steady "
+              f"windows and {MIN_UPDATES} learner updates (seconds-long CartPole jobs: the script, not a result)")
+    fits = "fits" if plan.total_s() <= budget_s else "DOES NOT FIT: nothing runs"
+    print(f"  the summary {o.summary_s:.0f} s; total predicted {plan.total_s():.0f} s of the budget {budget_s:.0f} s: "
+          f"{fits}")
+    for line in how + predict.notes:
+        print(f"  {line}")
+
+
+def ratio_text(host: Host, z: Sized) -> str:
+    """The job's CPU/GPU ratio in threads per SM and threads per fp32 TFLOP/s of its SMs."""
+    if host.gpu is None:
+        return f"{z.threads / z.units:.3g} threads per CPU thread of inference (no GPU)"
+    r = ratio_two_units(z.threads, host.gpu, z.units)
+    return f"{r['threads_per_sm']:.3g} threads/SM, {r['threads_per_fp32_tflops']:.3g} threads per fp32 TFLOP/s"
+
+
+def stage_main(args, cuda_available: bool, t0: float) -> int:
+    """--stage: refusals before anything runs, the plan (printed), then the stage and its summary."""
+    base = (TINY if args.tiny else TASK) + list(args.overrides)
+    try:
+        host = stage_host(args, cuda_available)
+        plan, predict, how = make_stage_plan(args, host, base, t0)
+        print_stage_plan(plan, host, how, predict, args.budget_s)
+        check_budget(plan, args.budget_s)
+        if host.here and not args.dry_run:
+            for j in [plan.warmup, *plan.jobs]:
+                compose_job([*base, *j.point.overrides(), f"workload.frames={j.frames}"])
+    except (Refused, PlanError, ConfigError, ValueError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
+    return 0 if args.dry_run else run_stage(args, host, plan, base, t0)
+
+
+def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> int:
+    """The stage's process (python -m rlbench.stage) within the budget, then its summary."""
+    out, o = args.out, plan.overheads
+    out.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{out}/mlruns/mlflow.db"
+    preflight_or_exit(uri, prog=PROG)
+    experiment = f"{EXPERIMENT}-{args.stage}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    common = merge(base, [f"tracking.uri={uri}", f"tracking.experiment={experiment}", "progress=log"])
+    spec = {"uri": uri, "experiment": experiment, "out": str(out), "idle_s": o.idle_s, "common": common,
+            "warmup": [*plan.warmup.point.overrides(), f"workload.frames={plan.warmup.frames}"], "grids": plan.grids()}
+    (out / "stage.json").write_text(json.dumps(spec, indent=2))
+    (out / "plan.json").write_text(json.dumps(asdict(plan) | {"total_s": plan.total_s(), "budget_s": args.budget_s},
+                                              indent=2, default=str))
+    limit = args.budget_s - o.install_s - (time.monotonic() - t0) - o.summary_s
+    done = run_sweep([str(out / "stage.json")], timeout_s=max(1.0, limit), module="rlbench.stage", multirun=False)
+    events = [f"stopped at the budget after {done.seconds:.0f} s; its finished jobs kept"] if done.stopped else []
+    events += [f"the stage's process ended with exit {done.code}"] if done.code and not done.stopped else []
+    stage_finish(args, host, uri, experiment, events, t0, f"{' '.join(base)}; frames per job as planned")
+    return 0 if done.code == 0 and not done.stopped else 1
+
+
+def stage_finish(args, host: Host, uri: str, experiment: str, events: list[str], t0: float, task: str) -> None:
+    """summary.json and summary.md from the stage's store."""
+    from rlbench.report.stage_summary import stage_markdown, stage_summary  # lazy: keeps mlflow off the start
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
+    from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
+
+    use_store(uri)
+    try:
+        study = load_experiment(experiment)
+    except LookupError:
+        study = Study("experiment", experiment, None, {}, [], [])
+    idle_file = args.out / "idle_power.json"
+    idle = (json.loads(idle_file.read_text()) if idle_file.is_file() else
+            {"value": None, "reason": "the stage's process wrote no idle power (it stopped before)"})
+    run = {"command": " ".join([PROG, *(args.argv or [])]), "experiment": experiment, "budget_s": args.budget_s,
+           "used_s": time.monotonic() - t0, "task": task, "events": events}
+    s = stage_summary(args.stage, study, host.tags, idle, run)
+    (args.out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
+    (args.out / "summary.md").write_text(stage_markdown(s))
+    print((args.out / "summary.md").read_text())
+    print(f"[gpu_study] written under {args.out}: mlruns/, summary.md, summary.json, plan.json, stage.json")
 
 
 if __name__ == "__main__":

@@ -52,10 +52,11 @@ class Sweep:
 
 
 def run_sweep(overrides: list[str], timeout_s: float | None = None, grace_s: float = 30.0,
-              module: str = "rlbench") -> Sweep:
-    """Runs the multirun (`python -m <module> -m ...`), echoing its output. With `timeout_s`:
-    SIGTERM once it has run that long (its finished jobs stay), SIGKILL `grace_s` later."""
-    cmd = [sys.executable, "-m", module, "-m", *overrides]
+              module: str = "rlbench", multirun: bool = True) -> Sweep:
+    """Runs the multirun (`python -m <module> -m ...`; multirun False: without `-m`), echoing its
+    output. With `timeout_s`: SIGTERM once it has run that long (its finished jobs stay), SIGKILL
+    `grace_s` later."""
+    cmd = [sys.executable, "-m", module, *(["-m"] if multirun else []), *overrides]
     print("[pipeline] " + " ".join(cmd), flush=True)
     parent, t0, fired = None, time.monotonic(), threading.Event()
 

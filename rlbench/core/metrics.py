@@ -105,6 +105,8 @@ _TELEMETRY = [
     Metric("power_gpu_w_avg", "W", "final", "mean GPU board power"),
     Metric("power_gpu_w_max", "W", "final", "peak GPU board power"),
     Metric("power_cpu_w_avg", "W", "final", "CPU package energy / time"),
+    Metric("idle_power_gpu_w", "W", "final", "GPU 0's board power before a study stage's first job (its run "
+           "`idle power`, not a job's)"),
     Metric("perf_per_watt", "frames / s / W", "final", "fps / mean watts of the measured sources"),
     Metric("joules_per_mframe", "J / 10^6 frames", "final", "energy_per_task_j per million frames"),
     Metric("gpu_util_avg", "fraction", "final", "NVML utilisation"),

@@ -92,3 +92,20 @@ def notes(gpu: Gpu, precisions: list[str], flops: Flops, assumed: Assumed = ASSU
             f"counted: {upd}, {flops.forward_per_env / 1e6:.2f} MFLOP per env forward (FlopCounterMode on this CPU)",
             (f"estimate: {1e3 * assumed.forward_fixed_s:g} ms + {1e6 * assumed.forward_per_env_s:g} us per env of host "
             f"work per inference call, {1e3 * assumed.update_fixed_s:g} ms fixed per update (assumed)")]
+
+
+def fp32_tflops(gpu: Gpu, units: int) -> float:
+    """The fp32 peak of `units` of the GPU's SMs (the whole card's published peak, in proportion)."""
+    return peak_tflops(gpu, "fp32") * units / gpu.sms
+
+
+def ratio_two_units(threads: int, gpu: Gpu, units: int) -> dict:
+    """The CPU/GPU ratio in the paper's unit (CPU threads per SM) and per fp32 TFLOP/s of the SMs
+    granted (datasheet peak), which compares across GPU generations."""
+    return {"threads_per_sm": threads / units, "threads_per_fp32_tflops": threads / fp32_tflops(gpu, units)}
+
+
+def equivalent_sms(sms: float, source: Gpu, target: Gpu) -> float:
+    """The SMs of `target` that match `sms` SMs of `source` by fp32 peak (e.g. 40 V100 SMs ->
+    about 15.5 H200 SMs: 40 x 15.7/80 over 66.9/132 TFLOP/s per SM)."""
+    return fp32_tflops(source, 1) * sms / fp32_tflops(target, 1)

@@ -60,6 +60,7 @@ class JobPrediction:
     energy_per_task_j: float | None = None
     energy_reason: str = ""
     notes: list[str] = field(default_factory=list)
+    phases: dict = field(default_factory=dict)  # seconds with only "actors", "both" or only "learner" running
 
     def row(self) -> dict:
         return {**self.knobs, "cpu_gpu_ratio": self.cpu_gpu_ratio, "fps": self.fps, "runtime_s": self.runtime_s,
@@ -140,7 +141,7 @@ def predict_job(conf, m: Machine) -> JobPrediction:
     joules, how = energy(p, m, u)
     return JobPrediction(knobs, cpu_gpu_ratio(ratio_threads(threads, remote), u), p.fps(conf.env.frameskip), p.sps,
                          p.runtime_s, p.actors_s, updates, updates / learner_time if learner_time > 0 else None,
-                         p.bound, p.actor_bound, joules, how, notes)
+                         p.bound, p.actor_bound, joules, how, notes, dict(p.phases))
 
 
 def ratio_threads(threads: int, remote: model.Remote | None) -> int:

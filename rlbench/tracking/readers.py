@@ -23,6 +23,7 @@ class RunRecord:
     params: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    wall_s: float | None = None      # end_time less start_time (None while it runs)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,12 @@ def _record(run) -> RunRecord:
     """An MLflow Run as plain data."""
     return RunRecord(run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
                      status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics),
-                     tags=dict(run.data.tags))
+                     tags=dict(run.data.tags), wall_s=_wall_s(run.info))
+
+
+def _wall_s(info) -> float | None:
+    ends, starts = getattr(info, "end_time", None), getattr(info, "start_time", None)
+    return (ends - starts) / 1000.0 if ends and starts else None
 
 
 def read_run(run_id: str) -> RunRecord:

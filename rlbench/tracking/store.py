@@ -29,6 +29,8 @@ from rlbench.tracking import artifacts
 from rlbench.tracking.artifacts import SCHEME, store_root
 from rlbench.tracking.orphans import close_orphans
 from rlbench.tracking.ui_app import APP_NAME
+from rlbench.tracking.unmeasured import TAG as UNMEASURED
+from rlbench.tracking.unmeasured import format_unmeasured
 from rlbench.tracking.views import view_link
 
 log = logging.getLogger(__name__)
@@ -143,6 +145,20 @@ def open_experiment(tracking: TrackingConfig) -> str:
         if exp is None:
             raise
         return exp.experiment_id
+
+
+def log_alone(uri: str, experiment: str, name: str, tags: dict[str, str], metrics: dict[str, float],
+              nulls: dict[str, str]) -> str:
+    """One finished run of `experiment` at `uri` holding `metrics` (and `nulls`, each value not
+    measured with its reason, in the `unmeasured` tag): a value measured outside any job (a GPU
+    study stage's idle power). Its run id."""
+    exp = open_experiment(TrackingConfig(uri=uri, experiment=experiment))
+    client = mlflow.MlflowClient()
+    run = client.create_run(exp, run_name=name, tags=tags | ({UNMEASURED: format_unmeasured(nulls)} if nulls else {}))
+    for key, value in metrics.items():
+        client.log_metric(run.info.run_id, key, float(value))
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, e
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
 
+WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/stage.py): never a job of a study
 HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
 
 
@@ -26,6 +27,7 @@ class JobRun:
     metrics: dict[str, float]
     nulls: dict[str, str]            # metric -> why it was not measured (the job's `unmeasured` tag)
     tags: dict[str, str] = field(default_factory=dict)
+    wall_s: float | None = None      # the run's end less its start (None while it runs)
 
     @property
     def finished(self) -> bool:
@@ -110,7 +112,13 @@ class Study:
 def _job(run: RunRecord) -> JobRun:
     return JobRun(run_id=run.run_id, name=run.name or run.run_id[:8], status=run.status, params=run.params,
                   metrics=run.metrics, nulls=unmeasured_of(run.tags),
-                  tags={k: v for k, v in run.tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED})
+                  tags={k: v for k, v in run.tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED},
+                  wall_s=run.wall_s)
+
+
+def is_job(tags: dict[str, str]) -> bool:
+    """A job of the study: not a parent, a report or another role's run, nor a warm-up."""
+    return "rlbench.role" not in tags and tags.get(WARMUP[0]) != WARMUP[1]
 
 
 def _ordered(jobs) -> list[JobRun]:
@@ -157,6 +165,6 @@ def load_experiment(name: str) -> Study:
         runs = experiment_runs(name)
     except NoSuchExperiment as e:
         raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {e.uri}") from None
-    jobs = _ordered(_job(r) for r in runs if "rlbench.role" not in r.tags)
+    jobs = _ordered(_job(r) for r in runs if is_job(r.tags))
     return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
                  missing=[])
