@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 
 from rlbench.core.precision import published_sms
-from rlbench.core.repeats import Spread, cannot_tell, group_by, pair_spread, spread
+from rlbench.core.repeats import Spread, group_by, spread
+from rlbench.core.verdict import difference, noise_floor
 from rlbench.predict.datasheet import Gpu, equivalent_sms, ratio_two_units
 from rlbench.report.one_page import Notes
 from rlbench.tracking.study_records import JobRun, Study
@@ -49,13 +50,12 @@ def rate_metric(study: Study) -> str:
     return "steady/fps" if done and all(j.value("steady/fps") is not None for j in done) else "task_fps"
 
 
-def compare(base: Spread, other: Spread) -> dict:
-    """The one place a stage tells two configurations apart (today rlbench/core/repeats.py's
-    rule: the difference against the wider of their min..max ranges)."""
-    diff, floor = other.median / base.median - 1, pair_spread(base, other)
-    said = cannot_tell(base.median, other.median, floor, unit="")
-    return {"change": diff, "noise_floor": None if floor is None else floor / base.median,
-            "told_apart": None if floor is None else said is None}
+def compare(base: Spread, other: Spread, floor: float | None) -> dict:
+    """The one place a stage tells two configurations apart, by the verdict's rule
+    (rlbench/core/verdict.py): their relative difference against the stage's noise floor
+    `floor` (None: unknown). `change` is signed: other over base, less 1."""
+    told = None if floor is None else difference(base.median, other.median) > floor
+    return {"change": other.median / base.median - 1, "noise_floor": floor, "told_apart": told}
 
 
 def _order(j: JobRun) -> tuple:
@@ -97,13 +97,13 @@ def differences(stage: str, rows: list[dict], metric: str) -> list[dict]:
             base = every.get(None) if k["sm_limit"] is None else every.get(k["actor_threads"])
             if base is not None and base is not r:
                 pairs.append((base, r))
-    out = []
+    out, floor = [], noise_floor(r[metric] for r in rows if r[metric] is not None)
     for a, b in pairs:
         if a[metric] is None or b[metric] is None:
             out.append({"base": a["config"], "other": b["config"], "value": None,
                         "reason": f"no finished run with {metric} in one of them"})
         else:
-            out.append({"base": a["config"], "other": b["config"], "metric": metric} | compare(a[metric], b[metric]))
+            out.append({"base": a["config"], "other": b["config"], "metric": metric} | compare(a[metric], b[metric], floor))
     return out
 
 
