@@ -34,6 +34,8 @@ _TRAINING = [
     Metric("task_elapsed_s", "s", "tick", "seconds since the task started at the tick (its step, unrounded): the x "
            "axis of the chart view's window/* charts"),
     Metric("actors_done_s", "s", "final", "when the actors finished stepping, since the task started"),
+    Metric("job_start_s", "s", "final", "from the job's MLflow run's creation to its actors' first step (envs made "
+           "and reset, the algorithm built)"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),

@@ -116,6 +116,7 @@ class JobRecord:
         self._lost: dict[str, str] = {}  # artifact -> why it could not be written
         self.run = None
         self._client = None
+        self.opened_at: float | None = None
 
     def __enter__(self) -> Self:
         experiment_id = open_experiment(self.tracking)
@@ -135,6 +136,7 @@ class JobRecord:
             **{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")}, **parent,
             **owner_tags()})  # owner: tells a killed job's run (orphans.py)
         self.run = mlflow.start_run(run_id=made.info.run_id, log_system_metrics=self.tracking.system_metrics)
+        self.opened_at = time.perf_counter()  # the job's job_start_s counts from here
         try:  # the run exists from here: a stop or error before `with` takes over still ends it (__exit__)
             self._write_start()
         except BaseException as e:
