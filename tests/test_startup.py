@@ -1,11 +1,12 @@
-"""What a job's start imports (docs/testing.md, "What a job imports"): opening its MLflow run
-loads no IPython, and the run still carries MLflow's user and source tags."""
+"""A job's start: what it imports (docs/testing.md, "What a job imports": opening its MLflow run
+loads no IPython, and the run still carries MLflow's user and source tags) and `job_start_s`."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import mlflow
 
@@ -35,3 +36,13 @@ def test_opening_a_jobs_run_imports_no_ipython_and_keeps_mlflows_source_tags(sto
     assert run.info.status == "FINISHED"
     tags = run.data.tags
     assert tags["mlflow.user"] and tags["mlflow.source.name"] == "rlbench job" and tags["mlflow.runName"]
+
+
+def test_job_start_s_runs_from_the_runs_creation_to_the_actors_first_step():
+    from rlbench.train.recording import RecordObserver
+
+    observer = RecordObserver(SimpleNamespace(opened_at=10.0), SimpleNamespace(eval_envs=0), [], None, {})
+    trainer = SimpleNamespace(op_walls=dict, actors=SimpleNamespace(stepping_since=12.5))
+    assert observer.final_values({}, trainer)[0]["job_start_s"] == 2.5
+    trainer.actors.stepping_since = None  # the actors never stepped: no start to give, not a 0
+    assert "job_start_s" not in observer.final_values({}, trainer)[0]
