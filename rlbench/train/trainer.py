@@ -122,11 +122,14 @@ class Trainer:
 
     def close(self, ended_well: bool = False) -> None:
         """Shelve the env for the next job of the same spec (envs/shelf.py) if this job ended
-        well and its actors stopped stepping it, else close it."""
+        well and its actors stopped stepping it, else close it; a job that ended well releases
+        what its algorithm keeps for the next job (R2D2: replay's memory)."""
         if ended_well and self.shelf_key is not None and self.actors.done.is_set():
             SHELF.shelve(self.shelf_key, self.env, self.shelf_key[2])
         else:
             self.env.close()
+        if ended_well and self.parts.release is not None:
+            self.parts.release()
 
 
 def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> Trainer:
