@@ -1,4 +1,4 @@
-"""A job's start: what it imports (docs/testing.md, "What a job imports": opening its MLflow run
+"""A job's start: what it imports (docs/testing.md, "what a job imports": opening its MLflow run
 loads no IPython, and the run still carries MLflow's user and source tags) and `job_start_s`."""
 
 from __future__ import annotations

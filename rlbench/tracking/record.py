@@ -130,7 +130,7 @@ class JobRecord:
             mlflow.end_run()
         mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
         # made by the client, then started by id: start_run's own creation asks IPython (about
-        # 1 s to import) whether it runs in a notebook (docs/testing.md, "What a job imports")
+        # 1 s to import) whether it runs in a notebook (docs/testing.md, "what a job imports")
         parent = {"mlflow.parentRunId": self.tracking.parent_run_id} if self.tracking.parent_run_id else {}
         made = mlflow.MlflowClient().create_run(experiment_id, run_name=name, tags={
             **{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")}, **parent,
