@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlbench.config.flags import Parser, number
+
 PROG = "pipelines/bench_startup.py"
 CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
                  "algo.min_replay=16"]
@@ -92,19 +94,15 @@ def cartpole_wall(folder: Path) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    ap.add_argument("--envs", type=int, nargs="+", default=[4, 40, 256], help="Pong env counts (each >= 1)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed CartPole jobs (>= 1)")
+    ap = Parser(prog=PROG, description=__doc__.splitlines()[0])
+    ap.add_argument("--envs", type=number(int, lo=1), nargs="+", default=[4, 40, 256], help="Pong env counts")
+    ap.add_argument("--repeats", type=number(int, lo=1), default=3, help="timed CartPole jobs")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
         child(args.child, args.store)
         return 0
-    bad = [f"--envs {n}" for n in args.envs if n < 1] + ([f"--repeats {args.repeats}"] if args.repeats < 1 else [])
-    if bad:
-        print(f"{PROG}: {', '.join(bad)}: allowed: integers >= 1", file=sys.stderr)
-        return 2
     figures = {}
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         folder = Path(tmp)
