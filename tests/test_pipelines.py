@@ -68,3 +68,11 @@ def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
         out = subprocess.run([sys.executable, "pipelines/bench_inference_batch.py", *bad], cwd=ROOT,
                              capture_output=True, text=True, timeout=60, check=False)
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_startup_benchmark_refuses_bad_arguments_before_any_job():
+    for bad, said in ((["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
+                      (["--envs", "4", "x"], "--envs=x: allowed: an integer >= 1")):
+        out = subprocess.run([sys.executable, "pipelines/bench_startup.py", *bad], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -160,3 +160,22 @@ def test_sampling_copies_outside_the_lock_and_drops_rows_overwritten_meanwhile()
     assert rb.dropped == int(64 - len(slots)) > 0
     assert set(slots.tolist()) == {1}  # only the row nobody overwrote survives
     assert np.all(np.asarray(batch.frames)[:, 0, 0] == 10) and len(w) == len(batch) == len(slots)
+
+
+def test_a_released_replays_storage_serves_the_next_replay_of_its_shapes_zeroed():
+    """A sweep's next job takes the memory the job before touched (`release`), as a new replay:
+    all zeros; a replay of other shapes gets new storage."""
+    from rlbench.algo.r2d2 import replay as module
+
+    first = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
+    first.insert(_seqs(2, value=10), np.ones(2))
+    first.release()
+    try:
+        same = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=1, prefault=True)
+        assert same._store["frames"] is first._store["frames"] and not module._KEPT
+        assert all(not a.any() for a in same._store.values()) and same.size == 0
+        same.release()
+        other = SequenceReplay.for_shapes(3, 5, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0)
+        assert other._store["frames"] is not first._store["frames"] and not module._KEPT
+    finally:
+        module._KEPT.clear()

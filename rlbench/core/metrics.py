@@ -47,6 +47,8 @@ _TRAINING = [
     Metric("steady/power_cpu_w", "W", "final", "the median power_cpu_w tick of the steady windows (RAPL)"),
     Metric("steady/frames_per_j", "env frames / J", "final", "the steady windows' frames / the measured sources' "
            "energy over them"),
+    Metric("job_start_s", "s", "final", "from the job's MLflow run's creation to its actors' first step (envs made "
+           "and reset, the algorithm built)"),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),

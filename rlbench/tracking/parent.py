@@ -7,8 +7,6 @@ command shows and ends the parent with a truthful status whatever happens. docs/
 
 from __future__ import annotations
 
-import getpass
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,17 +18,10 @@ from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
 from rlbench.tracking.readers import read_run
-from rlbench.tracking.record import created_meanwhile, rounded
+from rlbench.tracking.record import created_meanwhile, rounded, source_tags
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's description of a run
 SWEEP_KEY = "sweep_key"  # what a sweep is (rlbench/sweeps/sweep.py sweep_key): a resumed sweep continues its parent
-
-
-def source_tags(command: str) -> dict[str, str]:
-    """MLflow's user and source tags (a run made with MlflowClient.create_run gets none)."""
-    return {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL",
-            "mlflow.source.name": f"rlbench {command}",  # the UI shows a source's last path part: no paths here
-            "rlbench.command": " ".join(["python -m rlbench", *sys.argv[1:]])[:5000]}
 
 
 class ParentRun:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import getpass
 import logging
 import math
 import os
 import re
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -99,6 +101,13 @@ def log_input(dataset, tries: int = 3) -> None:
             time.sleep(0.2 * (attempt + 1))
 
 
+def source_tags(command: str) -> dict[str, str]:
+    """MLflow's user and source tags (a run made with MlflowClient.create_run gets none)."""
+    return {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL",
+            "mlflow.source.name": f"rlbench {command}",  # the UI shows a source's last path part: no paths here
+            "rlbench.command": " ".join(["python -m rlbench", *sys.argv[1:]])[:5000]}
+
+
 class JobRecord:
     def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
                  output_dir: Path | None, extra_tags: dict | None = None, dataset=None):
@@ -109,6 +118,7 @@ class JobRecord:
         self._lost: dict[str, str] = {}  # artifact -> why it could not be written
         self.run = None
         self._client = None
+        self.opened_at: float | None = None
 
     def __enter__(self) -> Self:
         experiment_id = open_experiment(self.tracking)
@@ -121,10 +131,14 @@ class JobRecord:
         while mlflow.active_run() is not None:  # a clean MLflow state for each job of a worker
             mlflow.end_run()
         mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
-        self.run = mlflow.start_run(
-            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
-            parent_run_id=self.tracking.parent_run_id, tags=owner_tags(),  # tells a killed job's run (orphans.py)
-        )
+        # made by the client, then started by id: start_run's own creation asks IPython (about
+        # 1 s to import) whether it runs in a notebook (docs/testing.md, "what a job imports")
+        parent = {"mlflow.parentRunId": self.tracking.parent_run_id} if self.tracking.parent_run_id else {}
+        made = mlflow.MlflowClient().create_run(experiment_id, run_name=name, tags={
+            **{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")}, **parent,
+            **owner_tags()})  # owner: tells a killed job's run (orphans.py)
+        self.run = mlflow.start_run(run_id=made.info.run_id, log_system_metrics=self.tracking.system_metrics)
+        self.opened_at = time.perf_counter()  # the job's job_start_s counts from here
         try:  # the run exists from here: a stop or error before `with` takes over still ends it (__exit__)
             self._write_start()
         except BaseException as e:

@@ -60,6 +60,10 @@ class RecordObserver(JobObserver):
         tags = env.tags() if hasattr(env, "tags") else {}
         train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
         values = {"episode_return_mean20": last_returns_mean(train), "eval_return_mean20": last_returns_mean(evaluation)}
+        stepped = getattr(getattr(trainer, "actors", None), "stepping_since", None)
+        opened = getattr(self.record, "opened_at", None)
+        if stepped is not None and opened is not None:
+            values["job_start_s"] = stepped - opened
         utilisation, nulls = self._utilisation(final)
         values |= utilisation
         if evaluation:

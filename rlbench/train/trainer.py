@@ -15,6 +15,7 @@ import torch
 
 from rlbench.core.observers import Observers
 from rlbench.core.precision import Amp
+from rlbench.envs.shelf import SHELF, shelf_key
 from rlbench.prepare.plan import JobPlan, out_of_process
 from rlbench.remote.job_actors import JobActors
 from rlbench.roles.actors import ActorRole
@@ -35,6 +36,7 @@ class Trainer:
     device: torch.device
     role_walls: dict = field(default_factory=dict)  # role -> thread wall seconds, set at the end
     started: float | None = None  # perf_counter when the task started, set at the end (the steady rates' origin)
+    shelf_key: tuple | None = None  # set where the env may serve the next job of this process
 
     def roles(self) -> list:
         return [self.actors] + ([self.learner] if self.learner is not None else [])
@@ -120,8 +122,16 @@ class Trainer:
             m["learner_share"] = max(learner_s - self.learner.timer.totals.get("wait", 0.0), 0.0) / runtime_s
         return m
 
-    def close(self) -> None:
-        self.env.close()
+    def close(self, ended_well: bool = False) -> None:
+        """Shelve the env for the next job of the same spec (envs/shelf.py) if this job ended
+        well and its actors stopped stepping it, else close it; a job that ended well releases
+        what its algorithm keeps for the next job (R2D2: replay's memory)."""
+        if ended_well and self.shelf_key is not None and self.actors.done.is_set():
+            SHELF.shelve(self.shelf_key, self.env, self.shelf_key[2])
+        else:
+            self.env.close()
+        if ended_well and self.parts.release is not None:
+            self.parts.release()
 
 
 def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> Trainer:
@@ -129,10 +139,13 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     telemetry makes them GPU-timed and traced)."""
     conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
+    key = None
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
         env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
     else:
-        env = plan.family.make(conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+        made = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+        key = shelf_key(*made)
+        env = SHELF.take(key, lambda: plan.family.make(*made))  # one a job before left, else a new one
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
         raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
                            f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}")
@@ -144,7 +157,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
                        parts.may_step, parts.more_data, timer("actors"),
                        on_done=learner.wakeup.ring if learner is not None else None)  # it may update now
-    return Trainer(env, parts, inference, actors, learner, plan.device)
+    return Trainer(env, parts, inference, actors, learner, plan.device, shelf_key=key)
 
 
 def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer) -> dict:
@@ -158,9 +171,12 @@ def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer
             try:
                 watch.started(trainer)
                 final = _run(plan, trainer, watch)
-                return final_metrics(plan, trainer, final, watch)
-            finally:
+                result = final_metrics(plan, trainer, final, watch)
+            except BaseException:
                 trainer.close()
+                raise
+            trainer.close(ended_well=True)
+            return result
     except BaseException as e:
         error = e
         raise

@@ -40,7 +40,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
             may_step = learner.actors_may_insert
         if queue is not None:
             more_data = _more_data(queue, learner, conf)
-    return AlgoParts(policy, learner, may_step, ReplayMetrics(replay, learner, queue), more_data)
+    return AlgoParts(policy, learner, may_step, ReplayMetrics(replay, learner, queue), more_data, replay.release)
 
 
 def _more_data(queue: UnrollQueue, learner: R2D2Learner, conf):

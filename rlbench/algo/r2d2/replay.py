@@ -1,8 +1,8 @@
 """Prioritized sequence replay (R2D2): bounded FIFO storage, proportional sampling.
 
 The replay owns its lock and holds it only for bookkeeping and an insert: the learner copies
-sampled rows outside it and drops those an insert overwrote meanwhile (slot generations).
-docs/r2d2.md, "replay" and "replay threads".
+sampled rows outside it and drops those an insert overwrote meanwhile (slot generations); a job's
+storage serves the next job of its shapes, zeroed (`release`). docs/r2d2.md, "replay".
 """
 
 from __future__ import annotations
@@ -15,18 +15,33 @@ from rlbench.algo.common.frames import frame_shape
 from rlbench.algo.common.unrolls import FIELDS, Sequences
 from rlbench.algo.r2d2.sequences import importance_weights
 
+_KEPT: list[tuple[tuple, dict]] = []  # at most one (shapes, storage) a finished job released
+_KEPT_LOCK = threading.Lock()
+
+
+def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, dict]:
+    """Zeroed storage for `capacity` sequences like `example`: the storage a job before released
+    if it has these shapes (its pages already touched), else a new one (what was kept is freed first)."""
+    key = (capacity, *((f, getattr(example, f).shape[1:], getattr(example, f).dtype.str) for f in FIELDS))
+    with _KEPT_LOCK:
+        kept = _KEPT.pop() if _KEPT else None
+    if kept is not None and kept[0] == key:
+        for a in kept[1].values():
+            a.fill(0)
+        return key, kept[1]
+    del kept
+    store = {f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype) for f in FIELDS}
+    if prefault:  # touch every page here, not on the actors' path (docs/algorithms.md)
+        for a in store.values():
+            a.fill(0)
+    return key, store
+
 
 class SequenceReplay:
     def __init__(self, capacity: int, example: Sequences, alpha: float, beta: float, seed: int,
                  prefault: bool = False):
         self.capacity, self.alpha, self.beta = capacity, alpha, beta
-        self._store = {
-            f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype)
-            for f in FIELDS
-        }
-        if prefault:  # touch every page here, not on the actors' path (docs/algorithms.md)
-            for a in self._store.values():
-                a.fill(0)
+        self._key, self._store = _storage(capacity, example, prefault)
         self._priority = np.zeros(capacity, dtype=np.float64)  # already ^alpha
         self._generation = np.zeros(capacity, dtype=np.int64)
         self._next = 0
@@ -62,6 +77,12 @@ class SequenceReplay:
     @classmethod
     def for_shapes(cls, capacity, length, obs_shape, obs_dtype, num_actions, state_size, stack=1, **kw):
         return cls(capacity, cls.example(length, obs_shape, obs_dtype, num_actions, state_size, stack), **kw)
+
+    def release(self) -> None:
+        """Hand this replay's storage to the next job of the process (its job ended; nothing
+        reads this replay again)."""
+        with _KEPT_LOCK:
+            _KEPT[:] = [(self._key, self._store)]
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self._store.values())

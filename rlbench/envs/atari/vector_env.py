@@ -2,6 +2,7 @@
 threads, same-step autoreset (an episode end returns the next episode's first observation, as
 SEED RL's actors do). With batch < envs, recv() returns the first `batch` envs that are ready,
 so inference never waits for the slowest actor (`resolve_inference_batch`; docs/envs.md).
+`settle` receives what is still in flight, so a finished job's env can serve the next (envs/shelf.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class AtariActors:
         self.obs_dtype = np.uint8
         self.num_actions = int(self._env.single_action_space.n)
         self.threads_used = threads
+        self.num_envs = num_envs
+        self._in_flight = 0  # envs sent (or reset) whose step was not received yet
 
     def _create(self, vector_env, cfg, num_envs: int, threads: int, affinity_offset: int):
         return vector_env(
@@ -48,16 +51,30 @@ class AtariActors:
         )
 
     def reset(self, seed: int) -> StepBatch:
+        if self._in_flight and not self.settle():
+            raise RuntimeError(f"{self._in_flight} envs still in flight: a reset would race their steps")
         obs, info = self._env.reset(seed=seed)
         k = len(info["env_id"])
+        self._in_flight = self.num_envs - k  # the other envs' resets come with the next recv()s
         return StepBatch(info["env_id"], obs, np.zeros(k, np.float32), np.ones(k, bool))
 
     def send(self, actions: np.ndarray) -> None:
         self._env.send(actions)
+        self._in_flight += len(actions)
 
     def recv(self) -> StepBatch:
         obs, reward, terminated, truncated, info = self._env.recv()
+        self._in_flight -= len(info["env_id"])
         return StepBatch(info["env_id"], obs, reward.astype(np.float32, copy=False), terminated | truncated)
+
+    def settle(self) -> bool:
+        """Receive every step still in flight; True once none is. recv() returns whole batches,
+        so that is possible only where the batch divides the envs (lock-step always)."""
+        if self._in_flight % self.inference_batch:
+            return False
+        while self._in_flight > 0:
+            self.recv()
+        return True
 
     def close(self) -> None:
         self._env.close()

@@ -37,5 +37,9 @@ class GymActors:
         obs, reward, terminated, truncated, _ = self._env.step(self._actions)
         return StepBatch(self._ids, obs.astype(np.float32), reward.astype(np.float32), terminated | truncated)
 
+    def settle(self) -> bool:
+        """Nothing is ever in flight: recv() steps the envs in the calling thread (envs/shelf.py)."""
+        return True
+
     def close(self) -> None:
         self._env.close()
