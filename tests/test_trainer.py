@@ -111,11 +111,15 @@ def _assert_steady_rates(run, final):
 
     m, client = run.data.metrics, mlflow.MlflowClient()
     window = [p.value for p in client.get_metric_history(run.info.run_id, "window/fps")]
-    assert 3 <= m["steady/windows"] < len(window) and m["steady/s"] >= m["steady/windows"] * 0.99, (m, window)
-    assert min(window) <= m["steady/fps_min"] <= m["steady/fps"] <= m["steady/fps_max"] <= max(window)
-    assert m["steady/s"] < final["actors_done_s"] and m["steady/learner_updates_per_s"] > 0
-    assert [p.step for p in client.get_metric_history(run.info.run_id, "steady/fps")] == [0]
     reasons = unmeasured_of(run.data.tags)  # no NVML, no RAPL on CI: named with the reason, never 0
+    assert m["steady/windows"] < len(window) and m["steady/s"] >= m["steady/windows"] * 0.99, (m, window)
+    assert m["steady/s"] < final["actors_done_s"]
+    if m["steady/windows"] < 3:  # a fast host finishes this task in few windows: no rate, and why
+        assert "steady/fps" not in m and "3 needed" in reasons["steady/fps"], (m, reasons)
+        return
+    assert min(window) <= m["steady/fps_min"] <= m["steady/fps"] <= m["steady/fps_max"] <= max(window)
+    assert m["steady/learner_updates_per_s"] > 0
+    assert [p.step for p in client.get_metric_history(run.info.run_id, "steady/fps")] == [0]
     assert {"steady/power_gpu_w", "steady/power_cpu_w", "steady/frames_per_j"} <= set(reasons) and \
         "steady/power_gpu_w" not in m
 
