@@ -88,8 +88,8 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
     if repeats < 1:
         raise ConfigError(f"repeats={repeats}: allowed: an integer >= 1 (runs of each configuration)")
     if config.get("search") is not None and repeats != 1:
-        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (each trial runs once; "
-                          "rerun a configuration the search found in a sweep with repeats=N)")
+        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (a trial's runs are "
+                          f"search.repeats: search.repeats={repeats})")
     if s is not None and s.is_sweep_override():
         if repeats == 1:
             return 1, []  # a seed grid: every seed is a configuration of its own
