@@ -87,6 +87,7 @@ def test_without_a_gpu_the_search_compares_no_ratio_as_the_report_does():
     _, parent, _ = searched(cpu, actors=(2,))
     assert NO_GPU_RATIO in parent.note and "-> cpu_gpu_ratio" not in parent.note
     assert parent.tags()["best_cpu_gpu_ratio"] == "not compared (no GPU)"
+    assert "| cpu_gpu_ratio (no GPU: not compared) | bound |" in plain_table(parent.note)
     # one rule: the report's Study.without_gpu is this function over its finished jobs' tags
     jobs = [JobRun("r", "j", "FINISHED", {}, {}, {}, {"compute_unit": u}) for u in ("cpu_thread", "sm")]
     assert Study("sweep", "t", None, {}, jobs[:1], []).without_gpu and without_gpu(["cpu_thread"])

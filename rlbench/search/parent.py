@@ -144,7 +144,8 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: 
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
     text = recommendation_text(best, front, labels, v, ratios)
     warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
-    table = jobs_table(trial_rows(study), parent.experiment_id, labels, (*TABLE_METRICS, "cpu_gpu_ratio"))
+    ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
+    table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
     parent.describe(search_note(study.study_name, len(done), text, warm, [*links(parent, len(names)), "", *table]))
     return text
 
