@@ -365,15 +365,17 @@ def figure_3_from_medians(browser, pid: str, kids: list) -> None:
 
 def search_page(browser, run_page: str, search) -> None:
     """The search parent's page (rlbench/search/parent.py search_note): its links above the
-    description's fold (the trials' runs view and charts, the Pareto figure, trials.csv), each
+    description's fold (the trials' runs view and charts, the Pareto or history figure, trials.csv), each
     to its place, and its jobs table: a row per trial, linked to the trial's run."""
     sid = search.info.run_id
     browser.navigate(run_page.format(sid))
     browser.wait_for("document.body && /Description\\s+rlbench search/.test(document.body.innerText)",
                      what="a description starting with 'rlbench search'")
     view, artifact = f"runs?viewStateShareKey=rlbench-{sid}&workflowType=machine_learning", f"/runs/{sid}/artifactPath/"
+    front = ("Pareto front", "pareto_front.png") if "," in search.data.tags["objectives"] else \
+        ("Optimisation history", "optimisation_history.png")  # one objective: no front to link
     want = {"Jobs table": view, "Charts": f"{view}&compareRunsMode=CHART",
-            "Pareto front": f"{artifact}pareto_front.png?workflowType=machine_learning",
+            front[0]: f"{artifact}{front[1]}?workflowType=machine_learning",
             "trials.csv": f"{artifact}trials.csv?workflowType=machine_learning"}
     hrefs = {}
     for link, target in want.items():

@@ -80,7 +80,9 @@ class Launcher:
         if isinstance(got, BaseException):
             raise got
         return [got or JobReturn(status=JobStatus.COMPLETED, _return_value={
-            "fps": 100.0 * knob(overrides, "actors"), "cpu_gpu_ratio": 0.5, "run_id": f"run-{len(self.launched)}"})]
+            "fps": 100.0 * knob(overrides, "actors"), "cpu_gpu_ratio": 0.5, "run_id": f"run-{len(self.launched)}",
+            "actor_threads_used": knob(overrides, "actor_threads"), "sm_granted": knob(overrides, "sm_limit"),
+            "compute_unit": "sm"})]
 
 
 def failed(overrides):
@@ -151,16 +153,18 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     assert lines[:2] == ["**rlbench search** study `ratio` · 2 complete trials", ""]
     # as a sweep's parent: its links, then a row per trial linked to its run, numbers to 4 digits
     assert lines[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
-    assert "[Pareto front](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/pareto_front.png" in lines[2]
-    assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
+    # one objective: the history plot, named so; no Pareto front
+    assert "[Optimisation history](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/optimisation_history.png" in lines[2]
+    assert "Pareto" not in lines[2] and "optimisation_history.png" in parent.files
+    assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
     for t in study.trials:
-        knobs = " ".join(f"{k}={v}" for k, v in t.params.items())
+        knobs = f"actors={t.params['actors']} actor_threads_used={t.params['actor_threads']} sm_granted={t.params['sm_limit']}"
         row = (f"| [trial {t.number}: {knobs}](#/experiments/7/runs/{t.user_attrs['run_id']}?workflowType=machine_learning)"
-               f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured |  |")
+               f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured | 0.5 |  |")
         assert row in lines, (row, lines)
     assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
     assert f"recommended: actors={best.params['actors']} " in parent.note
-    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps"}, None, ())]
+    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"}, None, ())]
 
 
 def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):
@@ -295,7 +299,7 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     meters = Meters("no NVML in this test", "no RAPL in this test", "no RAPL in this test", ())
     seen = {}
 
-    def no_trials(launcher, study, s, job, experiment, parent, lock, labels=None):
+    def no_trials(launcher, study, s, job, experiment, parent, lock, labels=None, **kw):
         seen.update(objectives=list(s.objectives), directions=list(s.directions), study=study.directions,
                     tag=parent.tags()["objectives"])
         lock.close()

@@ -88,6 +88,9 @@ class SearchConfig:
     pruner_startup_trials: int = 3  # trials that always run to the end before pruning starts
     warm_start_profile: Optional[str] = None  # a profile run id (python -m rlbench.profile): enqueue the predicted best
     warm_start_trials: int = 3  # how many predicted-best configurations run first (a new study only)
+    # runs of each trial's configuration, each with its own seed as a sweep's repeats (seed +
+    # k * 10_000): the trial's value is their median, and their spread the search's noise floor
+    repeats: int = 1
 
 
 @dataclass

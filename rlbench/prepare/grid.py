@@ -74,6 +74,16 @@ def repeat_jobs(grid: list[list[str]], seeds: list[str]) -> Grid:
     return Grid([j for j, _, _ in jobs], [c for _, c, _ in jobs], [k for _, _, k in jobs], len(seeds))
 
 
+def _search_repeats(override, search) -> None:
+    """search.repeats (a trial's runs): one integer >= 1; ConfigError naming it, once per search."""
+    if override is not None and override.is_sweep_override():
+        raise ConfigError(f"search.repeats={','.join(override.sweep_string_iterator())}: allowed: one integer >= 1, "
+                          "not a list (every trial runs its configuration search.repeats times)")
+    value = override.value() if override is not None else search.get("repeats", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"search.repeats={value!r}: allowed: an integer >= 1 (runs of each trial's configuration)")
+
+
 def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
     """`repeats` (one value: the command line's, else the config's) and the repeats' seeds;
     ConfigError naming the key when `repeats` is swept or < 1, or a seed list does not match."""
@@ -87,9 +97,11 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
         raise ConfigError(f"repeats={repeats!r}: allowed: an integer >= 1")
     if repeats < 1:
         raise ConfigError(f"repeats={repeats}: allowed: an integer >= 1 (runs of each configuration)")
+    if config.get("search") is not None:
+        _search_repeats(by_key.get("search.repeats"), config.search)
     if config.get("search") is not None and repeats != 1:
-        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (each trial runs once; "
-                          "rerun a configuration the search found in a sweep with repeats=N)")
+        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (a trial's runs are "
+                          f"search.repeats: search.repeats={repeats})")
     if s is not None and s.is_sweep_override():
         if repeats == 1:
             return 1, []  # a seed grid: every seed is a configuration of its own

@@ -141,6 +141,7 @@ def _search_rules() -> Rules:
         "search.heartbeat_s": int_at_least(1),
         "search.max_failures": int_at_least(1),
         "search.workers": int_at_least(1),
+        "search.repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each trial's configuration)"),
         "search.pruner_startup_trials": ((lambda v: v >= 0), "an integer >= 0 (0 = prune from the first trial)"),
     }
 

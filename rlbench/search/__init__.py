@@ -14,7 +14,8 @@ from pathlib import Path
 import optuna
 
 from rlbench.core.resources import ComputeLimit, resolve_device
-from rlbench.prepare.grid import expand_jobs, in_process, validate_jobs
+from rlbench.core.verdict import DEFAULT_METRIC
+from rlbench.prepare.grid import expand_jobs, in_process, repeat_seeds, validate_jobs
 from rlbench.prepare.preflight import masked, preflight_or_exit
 from rlbench.prepare.validate import validate
 from rlbench.search.parent import recommend, report, study_params, study_parent
@@ -22,6 +23,7 @@ from rlbench.search.space import (
     SearchError,
     check_space,
     default_objectives,
+    granted_space,
     host_meters,
     make_sampler,
     objective_checks,
@@ -69,6 +71,10 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
             + ([] if jobs_here or not s.pruning else
                [("search.pruning=true needs jobs in this process (the basic launcher), not "
                  f"{type(sweeper.launcher).__name__}")]))
+    narrowed = granted_space(s, conf)
+    if narrowed:
+        print(f"[rlbench search] {narrowed}", flush=True)
+    seeds = repeat_seeds(s.repeats, conf.seed) if s.repeats > 1 else None  # as a sweep's repeats
     preflight_or_exit(conf.tracking.uri, s.storage)
     machine = _warm_start_machine(conf) if s.warm_start_profile else None
     experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
@@ -90,21 +96,24 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
           + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
     labels = objective_labels(conf, meters)
     parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions))})
-    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock, labels)
+    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock, labels, seeds=seeds,
+              judging=(conf.verdict.metric, conf.verdict.noise_floor_min))
 
 
 def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, parent, lock: StudyLock,
-              labels: list[str] | None = None) -> str:
+              labels: list[str] | None = None, seeds: list[str] | None = None,
+              judging: tuple[str, float] = (DEFAULT_METRIC, 0.0)) -> str:
     """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
     it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
-    happened; the lock's connection is closed. Returns the parent's status."""
+    happened; the lock's connection is closed. Returns the parent's status. seeds: each trial's
+    runs' (search.repeats); judging: the verdict's settings (parent.py report)."""
     def trials() -> str:
-        run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri)
+        run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri, seeds)
         return "FINISHED"
 
     def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            text = report(study, s, parent, Path(tmp), labels)
+            text = report(study, s, parent, Path(tmp), labels, judging)
         lock.close()
         view = _search_view(experiment, parent.run_id, s)
         print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
@@ -117,7 +126,8 @@ def _search_view(experiment, parent: str, s) -> str | None:
     """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
     and the headline numbers; energy when the study minimises it (the search refuses an energy
     objective that cannot be measured)."""
-    measured = {"runtime_s", "task_fps", "fps"} | ({"energy_per_task_j"} & set(s.objectives))
+    measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
+        {"energy_per_task_j"} & set(s.objectives))  # the knobs as the jobs ran them beside the asked ones
     try:
         return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it

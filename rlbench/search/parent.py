@@ -10,9 +10,12 @@ from pathlib import Path
 import optuna
 
 from rlbench.config.schema import SearchConfig
+from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge
+from rlbench.report.verdict import NO_GPU_RATIO
 from rlbench.search.study import complete, quiet_optuna
-from rlbench.tracking.parent_note import artifact_link, jobs_table
+from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
+from rlbench.tracking.study_records import without_gpu
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
 from rlbench.tracking.views import runs_view_key, view_link
@@ -55,21 +58,70 @@ def recommend(front: list, directions: list[str]):
     return min(front, key=regret)
 
 
-def recommendation_text(best, front: list, names: list[str]) -> str:
-    p = best.params
-    vals = ", ".join(f"{n}={v:.4g}" for n, v in zip(names, best.values))
-    lines = [(f"recommended: actors={p['actors']} actor_threads={p['actor_threads']} sm_limit={p['sm_limit']} "
-              f"-> cpu_gpu_ratio={best.user_attrs.get('cpu_gpu_ratio')} ({vals}; trial {best.number})")]
-    for t in front:
+def ran_knobs(t) -> dict:
+    """A trial's knobs as its jobs ran them: actors, actor_threads_used, sm_granted (its runs'
+    record, trials.py RAN), not the values Optuna proposed; None where its runs did not log one."""
+    ran = t.user_attrs.get("ran") or {}
+    return {"actors": ran.get("actors") or t.params.get("actors"), "actor_threads_used": ran.get("actor_threads_used"),
+            "sm_granted": ran.get("sm_granted")}
+
+
+def trial_label(t) -> str:
+    """`trial 3: actors=12 actor_threads_used=1 sm_granted=1` (COMPLETE: as it ran), else as proposed."""
+    knobs = ran_knobs(t) if t.user_attrs.get("ran") else t.params
+    return f"trial {t.number}: " + " ".join(f"{k}={'unknown' if v is None else v}" for k, v in knobs.items())
+
+
+def verdict_metric(s: SearchConfig, metric: str) -> str:
+    """What the search's verdict compares: its first objective where the verdict rule can
+    (core/verdict.py COMPARED), else the sweeps' setting `verdict.metric`."""
+    return s.objectives[0] if s.objectives and s.objectives[0] in COMPARED else metric
+
+
+def trial_verdict(done: list, metric: str, floor_min: float = 0.0) -> Verdict:
+    """The verdict rule (core/verdict.py judge) over the COMPLETE trials' runs: each trial a
+    configuration, its runs its repeats (search.repeats), so the noise floor is theirs."""
+    def values(t) -> list:
+        runs = t.user_attrs.get("runs")
+        return [r.get(metric) for r in runs] if runs is not None else []
+    return judge({trial_label(t): values(t) for t in done}, metric, floor_min)
+
+
+def recommendation_text(best, front: list, names: list[str], v: Verdict | None = None, ratios: bool = True) -> str:
+    """The recommended trial as it ran, the trials not told apart from it (v: the verdict over the
+    trials' runs), the verdict's answer and, with two objectives or more, the other front points.
+    ratios=False: the trials ran without a GPU (the report's rule, study_records.without_gpu)."""
+    vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values))
+    runs = len(best.user_attrs.get("runs") or [None])
+    ratio = f" -> cpu_gpu_ratio={_g4(best.user_attrs.get('cpu_gpu_ratio'))}" if ratios else ""
+    median = f"median of {runs} runs; " if runs > 1 else ""
+    lines = [f"recommended: {trial_label(best).partition(': ')[2]}{ratio} ({vals}; {median}trial {best.number})"]
+    if not ratios:
+        lines.append(NO_GPU_RATIO)
+    if v is not None and v.best is not None:
+        comps = against(v, trial_label(best))
+        tied = [c for c in comps if c.told_apart is False]
+        lines += [f"not told apart from it ({v.floor_text()}): " + ", ".join(c.name for c in tied)] if tied else []
+        lines += [f"  {c.text}" for c in tied]
+        # the one rule's answer; its advice names the sweeps' key, a search's is search.repeats
+        lines.append(f"verdict: {v.answer().replace('with repeats=', 'with search.repeats=')}")
+    for t in front if len(names) > 1 else ():
         if t.number != best.number:
-            diffs = ", ".join(f"{n} {100 * (v / b - 1):+.1f}%" for n, v, b in zip(names, t.values, best.values) if b)
-            lines.append(f"  front trial {t.number} {t.params}: {diffs} vs recommended")
+            diffs = ", ".join(f"{n} {100 * (x / b - 1):+.1f}%" for n, x, b in zip(names, t.values, best.values) if b)
+            lines.append(f"  front {trial_label(t)}: {diffs} vs recommended")
     return "\n".join(lines)
 
 
-def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: list[str] | None = None) -> str | None:
+def recommended_set(best, v: Verdict) -> list[str]:
+    """The recommended trial and those the verdict does not tell apart from it, as they ran."""
+    return [trial_label(best), *(c.name for c in against(v, trial_label(best)) if c.told_apart is False)]
+
+
+def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: list[str] | None = None,
+           judging: tuple[str, float] = (DEFAULT_METRIC, 0.0)) -> str | None:
     """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
-    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None."""
+    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
+    judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
     names = list(s.objectives)
     labels = list(labels or names)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -78,19 +130,23 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: 
     done = complete(study)
     if not done:
         return None
-    front = study.best_trials
+    front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
     best = recommend(front, list(s.directions))
-    parent.set_tags({f"best_{k}": str(v) for k, v in best.params.items()}
-                    | {"best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")), "best_trial": str(best.number),
-                       "pareto_front_trials": " ".join(str(t.number) for t in front)})
-    parent.log_metrics({f"best_{n}": v for n, v in zip(names, best.values)})
+    v = trial_verdict(done, verdict_metric(s, judging[0]), judging[1])
+    ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
+    parent.set_tags({f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
+                    | {"best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
+                       "best_trial": str(best.number), "best_set": "; ".join(recommended_set(best, v)),
+                       "verdict": v.answer().replace("with repeats=", "with search.repeats="), "pareto_front_trials": " ".join(str(t.number) for t in front)})
+    parent.log_metrics({f"best_{n}": x for n, x in zip(names, best.values)})
     not_drawn = plots(study, labels, out_dir, parent, list(s.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
-    text = recommendation_text(best, front, labels)
+    text = recommendation_text(best, front, labels, v, ratios)
     warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
-    parent.describe(search_note(study.study_name, len(done), text, warm,
-                                [*links(parent), "", *jobs_table(trial_rows(study), parent.experiment_id, labels)]))
+    ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
+    table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
+    parent.describe(search_note(study.study_name, len(done), text, warm, [*links(parent, len(names)), "", *table]))
     return text
 
 
@@ -103,20 +159,32 @@ _STATUS = {"COMPLETE": "FINISHED", "FAIL": "FAILED", "PRUNED": "KILLED (pruned)"
 
 
 def trial_rows(study: optuna.Study) -> list[dict]:
-    """A row per trial for the parent's jobs table: its knobs, its run, its headline numbers."""
+    """Rows for the parent's jobs table: a COMPLETE trial's runs (with search.repeats, one row each,
+    told by the trial: the table gives their medians and range), else one row per trial; each
+    with its knobs as it ran, its run, its headline numbers and cpu_gpu_ratio."""
     rows = []
     for t in study.get_trials(deepcopy=False):
-        knobs = " ".join(f"{k}={v}" for k, v in t.params.items())
-        rows.append({"name": f"trial {t.number}: {knobs}", "run_id": t.user_attrs.get("run_id"),
-                     "status": _STATUS[t.state.name], **t.user_attrs.get("headline", {})})
+        name, status, runs = trial_label(t), _STATUS[t.state.name], t.user_attrs.get("runs")
+        if t.state.name == "COMPLETE" and runs:
+            rows += [{"name": name, "config": name, "status": status, **r} for r in runs]
+            continue
+        rows.append({"name": name, "config": name, "run_id": t.user_attrs.get("run_id"), "status": status,
+                     **t.user_attrs.get("headline", {}), "cpu_gpu_ratio": t.user_attrs.get("cpu_gpu_ratio")})
     return rows
 
 
-def links(parent) -> list[str]:
-    """The description's first links: the trials' table and charts, the Pareto figure, trials.csv."""
+def front_figure(objectives: int) -> str:
+    """The first figure's file: the Pareto front with two objectives or more, else the optimisation history."""
+    return "pareto_front.png" if objectives > 1 else "optimisation_history.png"
+
+
+def links(parent, objectives: int = 2) -> list[str]:
+    """The description's first links: the trials' table and charts, the Pareto front (two
+    objectives or more) or the optimisation history (one), trials.csv."""
     exp, key = parent.experiment_id, runs_view_key(parent.run_id)
+    figure = "Pareto front" if objectives > 1 else "Optimisation history"
     return [(f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
-             f"[Pareto front]({artifact_link(exp, parent.run_id, 'pareto_front.png')}) · "
+             f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
              f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})")]
 
 
@@ -133,7 +201,7 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
 
     sign = -1.0 if (directions or ["minimize"])[0] == "maximize" else 1.0
     first = f"-{names[0]} (maximised)" if sign < 0 else f"{names[0]} (minimised)"
-    draw = {"pareto_front.png": (lambda: ovm.plot_pareto_front(study, target_names=names)) if len(names) > 1
+    draw = {front_figure(len(names)): (lambda: ovm.plot_pareto_front(study, target_names=names)) if len(names) > 1
             else (lambda: ovm.plot_optimization_history(study)),
             "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: sign * t.values[0],
                                                                         target_name=first),

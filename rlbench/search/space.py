@@ -10,6 +10,7 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.algorithms import config_module
+from rlbench.core.env_families import family
 from rlbench.core.metrics import plugged_sources
 from rlbench.core.resources import resolve_device, usable_cpus
 from rlbench.prepare.plan import eval_envs_of
@@ -49,6 +50,19 @@ def check_space(search: SearchConfig, host_units: int) -> list[str]:
         if d not in ("maximize", "minimize"):
             problems.append(f"search.directions: {d!r}: allowed: maximize or minimize")
     return problems
+
+
+def granted_space(s: SearchConfig, conf, cpus: int | None = None) -> str | None:
+    """Narrows search.actor_threads to what the job's env family grants on this host (its
+    hardware_threads: gym steps every env in one thread, so actor_threads_used is 1 whatever
+    is asked), so no trial proposes threads it would not get; the line saying so, or None."""
+    fam, cpus = family(conf.env.kind), cpus or len(usable_cpus())
+    granted = [fam.hardware_threads(n, cpus) for n in s.actor_threads]
+    if granted == list(s.actor_threads):
+        return None
+    asked, s.actor_threads = list(s.actor_threads), granted
+    return (f"search.actor_threads={asked} searched as {granted}: what a {conf.env.kind} job is granted on this host "
+            "(its actor_threads_used)")
 
 
 def suggest(trial: optuna.Trial, s: SearchConfig) -> dict[str, int]:

@@ -7,12 +7,14 @@ import copy
 import functools
 import logging
 import math
+import statistics
 import time
 
 import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.signals import JobPruned
+from rlbench.core.verdict import COMPARED
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
@@ -49,8 +51,10 @@ def make_reporter(trial):
 
 
 def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], parent: str, lock: StudyLock,
-               tracking_uri: str) -> None:
-    """claim -> one real job -> tell, until n_trials are COMPLETE in the study (failures capped)."""
+               tracking_uri: str, seeds: list[str] | None = None) -> None:
+    """claim -> the trial's real jobs (one per seed: search.repeats) -> tell, until n_trials are
+    COMPLETE in the study (failures capped). seeds: the repeats' (grid.repeat_seeds); None or one:
+    the job's own seed."""
     failures, waiting = 0, False
     while True:
         if failures >= s.max_failures:
@@ -66,7 +70,27 @@ def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], p
             continue
         waiting, (trial, params) = False, claimed
         overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
-        failures += not run_trial(launcher, study, trial, s, overrides)
+        failures += not run_trial(launcher, study, trial, s, repeat_overrides(overrides, seeds))
+
+
+def repeat_overrides(overrides: list[str], seeds: list[str] | None) -> list[list[str]]:
+    """A trial's jobs: one per repeat, each naming its seed as a sweep's repeats do; one seed: one job as given."""
+    if not seeds or len(seeds) < 2:
+        return [overrides]
+    own = [o for o in overrides if not o.startswith("seed=")]  # the repeats' seeds replace the job's
+    return [[*own, f"seed={seed}"] for seed in seeds]
+
+
+RAN = ("actor_threads_used", "sm_granted", "cpu_gpu_ratio", "compute_unit")  # the knobs as a job ran them
+
+
+def run_record(value: dict, objectives: list[str]) -> dict:
+    """What the study keeps of one finished job of a trial: its run, its objectives and the
+    verdict's metrics (core/verdict.py COMPARED), the knobs as it ran (None: not logged)."""
+    keep = {*objectives, *COMPARED, *TABLE_METRICS}
+    numbers = {m: float(v) for m in keep if isinstance(v := value.get(m), int | float) and math.isfinite(v)}
+    return {"run_id": value.get("run_id"), **numbers, **{k: value.get(k) for k in RAN},
+            **({"bound": str(value["bound"])} if value.get("bound") else {})}
 
 
 def headline(values: dict) -> dict:
@@ -76,13 +100,24 @@ def headline(values: dict) -> dict:
     return out | ({"bound": str(values["bound"])} if values.get("bound") else {})
 
 
-def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, overrides: list[str]) -> bool:
-    """One trial's job, heartbeating; tells the study its outcome. False when the trial FAILed."""
-    print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}",
-          flush=True)
+def launch_repeats(launcher, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> list:
+    """The trial's jobs one after another; only the first reports to the pruner (a second repeat
+    would report the same steps again)."""
+    rets = []
+    for k, overrides in enumerate(jobs):
+        run = trial_launcher(launcher, trial, s) if k == 0 else launcher
+        rets += run.launch([overrides], initial_job_idx=trial.number * len(jobs) + k)
+    return rets
+
+
+def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> bool:
+    """A trial's jobs (its repeats), heartbeating; tells the study its outcome, the median of
+    its finished jobs' objectives. False when the trial FAILed (no job gave its objectives)."""
+    print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}"
+          + (f", {len(jobs)} runs" if len(jobs) > 1 else ""), flush=True)
     try:
         with Heartbeat(study, trial, s.heartbeat_s):
-            ret = trial_launcher(launcher, trial, s).launch([overrides], initial_job_idx=trial.number)[0]
+            rets = launch_repeats(launcher, trial, s, jobs)
     except JobPruned as e:
         print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -90,16 +125,41 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
     except KeyboardInterrupt:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise
-    ok = ret.status.name == "COMPLETED"
-    values = objective_values(ret.return_value if ok else None, s.objectives)
-    if values is None:
-        why = ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite"
-        log.error("trial %d FAIL: %s", trial.number, why)
-        trial.set_user_attr("fail_reason", str(why)[:500])
+    done, why = [], []
+    for ret in rets:
+        ok = ret.status.name == "COMPLETED"
+        if objective_values(ret.return_value if ok else None, s.objectives) is None:
+            why.append(ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite")
+        else:
+            done.append(ret.return_value)
+    if not done:
+        log.error("trial %d FAIL: %s", trial.number, why[0])
+        trial.set_user_attr("fail_reason", str(why[0])[:500])
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return False
-    trial.set_user_attr("run_id", ret.return_value.get("run_id"))
-    trial.set_user_attr("cpu_gpu_ratio", ret.return_value.get("cpu_gpu_ratio"))
-    trial.set_user_attr("headline", headline(ret.return_value))
-    study.tell(trial, values)
+    tell_median(study, trial, s, done, [str(w)[:200] for w in why])
     return True
+
+
+def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done: list[dict], failed: list[str]) -> None:
+    """The trial's value: per objective, the median of its finished jobs; its runs kept beside."""
+    runs = [run_record(v, list(s.objectives)) for v in done]
+    first = done[0]
+    trial.set_user_attr("run_id", first.get("run_id"))
+    trial.set_user_attr("run_ids", [r["run_id"] for r in runs])
+    trial.set_user_attr("runs", runs)
+    trial.set_user_attr("ran", {k: first.get(k) for k in RAN})
+    trial.set_user_attr("cpu_gpu_ratio", first.get("cpu_gpu_ratio"))
+    trial.set_user_attr("headline", headline(first) if len(done) == 1 else median_headline(done))
+    if failed:
+        trial.set_user_attr("failed_runs", failed)
+    study.tell(trial, [statistics.median(objective_values(v, s.objectives)[i] for v in done)
+                       for i in range(len(s.objectives))])
+
+
+def median_headline(done: list[dict]) -> dict:
+    """The headline numbers of several runs: each the median of the runs that have it; the bound when they share one."""
+    heads = [headline(v) for v in done]
+    out = {m: statistics.median(xs) for m in TABLE_METRICS if (xs := [h[m] for h in heads if m in h])}
+    bounds = {h.get("bound") for h in heads}
+    return out | ({"bound": bounds.pop()} if len(bounds) == 1 and None not in bounds else {})

@@ -103,28 +103,30 @@ def table_row(cells: list[str]) -> str:
     return "| " + " | ".join(f"{PAD}{c.replace(' ', chr(0xA0))}{PAD}" for c in cells) + " |"
 
 
-def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = None) -> list[str]:
+def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = None,
+               metrics: tuple[str, ...] = TABLE_METRICS) -> list[str]:
     """Markdown: a row per job (with repeats: per configuration, medians with their range),
     each linked to its run page in the Model training view; headline numbers and the bound;
     cells unwrapped and padded (table_row).
-    labels: metric names as shown (a search's "energy_per_task_j (estimate)"), by their name."""
+    labels: metric names as shown (a search's "energy_per_task_j (estimate)"), by their name;
+    metrics: the columns (a search's adds cpu_gpu_ratio)."""
     shown = {label.split(" ")[0]: label for label in labels or []}
-    head = [table_row(["job", *(shown.get(m, m) for m in TABLE_METRICS), "bound"]),
-            "|---" * (len(TABLE_METRICS) + 2) + "|"]
+    head = [table_row(["job", *(shown.get(m, m) for m in metrics), "bound"]),
+            "|---" * (len(metrics) + 2) + "|"]
     if repeated(rows):
         out = []
-        for c in config_rows(rows, TABLE_METRICS):
+        for c in config_rows(rows, metrics):
             runs = [r for r in rows if config_key(r) == c["config"] and r.get("run_id")]
             name = f"`{c['config']}` " + " ".join(f"[{i + 1}]({run_link(experiment_id, r['run_id'])})"
                                                   for i, r in enumerate(runs))
             bounds = sorted({r.get("bound") for r in runs if r.get("bound")})
-            out.append(table_row([name, *(_cell(c, m) for m in TABLE_METRICS), "; ".join(bounds)]))
+            out.append(table_row([name, *(_cell(c, m) for m in metrics), "; ".join(bounds)]))
         return head + out
     out = []
     for r in rows:
         name = r.get("name") or r.get("overrides") or "(defaults)"
         name = f"[{name}]({run_link(experiment_id, r['run_id'])})" if r.get("run_id") else name
-        out.append(table_row([name, *(_cell(r, m) for m in TABLE_METRICS), r.get("bound") or ""]))
+        out.append(table_row([name, *(_cell(r, m) for m in metrics), r.get("bound") or ""]))
     return head + out
 
 

@@ -8,6 +8,7 @@ without a store. docs/metrics.md, "The report, inside".
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, experiment_runs, read_sweep
@@ -93,7 +94,7 @@ class Study:
     @property
     def without_gpu(self) -> bool:
         """Every finished job ran on the CPU (tagged compute_unit=cpu_thread): no CPU/GPU ratio to compare."""
-        return bool(self.finished) and all(j.tags.get("compute_unit") == "cpu_thread" for j in self.finished)
+        return without_gpu(j.tags.get("compute_unit") for j in self.finished)
 
     @property
     def finished(self) -> list[JobRun]:
@@ -107,6 +108,14 @@ class Study:
         h = self.host
         gpu = f", {h['gpu_name']} ({h.get('gpu_sm_count', '?')} SMs)" if h.get("gpu_name") else ", no CUDA GPU"
         return f"{h.get('host', '?')}: {h.get('cpu_model', '?')}, {h.get('hardware_threads', '?')} HW threads{gpu}"
+
+
+def without_gpu(compute_units: Iterable[str | None]) -> bool:
+    """Whether finished jobs with these `compute_unit`s ran without a GPU, so that their CPU/GPU
+    ratios cannot be compared: some job, and each granted CPU threads (cpu_thread), not SMs. The
+    report's rule and the search's (rlbench/search/parent.py)."""
+    units = list(compute_units)
+    return bool(units) and all(u == "cpu_thread" for u in units)
 
 
 def _job(run: RunRecord) -> JobRun:

@@ -71,7 +71,7 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         steady = SteadyRates(conf.tracking.steady_min_windows, telemetry)
         observers = [recorder, telemetry, steady, progress, TickHook(on_tick) if on_tick else None]
         final = train(plan, observers, telemetry.timer if telemetry is not None else OpTimer)
-        final |= {"bound": recorder.bound, "run_id": record.run_id,
+        final |= {"bound": recorder.bound, "run_id": record.run_id, "compute_unit": plan.compute.grant.compute_unit,
                   "unmeasured": dict(record.unmeasured)}  # the sweep's table says why a value is missing
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final
