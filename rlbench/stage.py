@@ -23,14 +23,16 @@ from rlbench.tracking.study_records import WARMUP
 STOPPED = (130, 143)  # 128 + SIGINT, SIGTERM: rlbench.core.signals.exit_stopped
 
 
-def run_main(args: list[str]) -> int:
-    """`python -m rlbench ARGS` in this process: its exit code; Hydra's singletons and the root
-    logger's handlers put back after, so that the next call starts as a new process would."""
+def run_main(args: list[str], echo: bool = True) -> int:
+    """`python -m rlbench ARGS` in this process: its exit code; sys.argv, Hydra's singletons and
+    the root logger's handlers put back after, so that the next call starts as a new process
+    would (also the tests' in-process command: tests/conftest.py main_in_process)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     state = copy.deepcopy(Singleton.get_state())
     argv, sys.argv = sys.argv, [entry.__file__, *args]
-    print(f"[stage] python -m rlbench {' '.join(args)}", flush=True)
+    if echo:
+        print(f"[stage] python -m rlbench {' '.join(args)}", flush=True)
     try:
         entry.main()
         return 0

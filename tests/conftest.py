@@ -265,34 +265,15 @@ def main_in_process(args: list[str], extra_env: dict | None = None) -> subproces
     process shows (its exit status as the shell sees it, signals, a child left behind, warnings
     printed to the terminal) stays with rlbench_cli. The environment, sys.argv, Hydra's
     singletons and the root logger's handlers are put back after."""
-    import copy
     import io
-    import logging
 
-    from hydra.core.singleton import Singleton
+    from rlbench.stage import run_main
 
-    import rlbench.__main__ as entry
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    state = copy.deepcopy(Singleton.get_state())
     out, err = io.StringIO(), io.StringIO()
-    code = 0
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
             patch.setenv(name, value)
-        patch.setattr(sys, "argv", [entry.__file__, *args])
-        try:
-            entry.main()
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else int(e.code is not None)
-        finally:
-            for handler in root.handlers:
-                if handler not in handlers:
-                    handler.close()
-            root.handlers[:] = handlers
-            root.setLevel(level)
-            Singleton.set_state(state)
+        code = run_main(list(args), echo=False)
     return subprocess.CompletedProcess(["rlbench", *args], code, out.getvalue(), err.getvalue())
 
 

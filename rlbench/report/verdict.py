@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from rlbench.core.algorithms import on_policy
 from rlbench.core.verdict import UNKNOWN_FLOOR, Verdict, against, difference, judge
+from rlbench.tracking.study_records import NO_GPU_RATIO  # noqa: F401 - the report's name for it
 
 
 @dataclass
@@ -132,8 +133,6 @@ def _recommendation_text(pick: dict, ok: list[dict], how: str, ratios: bool, v: 
     return f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
 
 
-NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
-                "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios")
 
 
 def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,

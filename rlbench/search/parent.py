@@ -11,11 +11,10 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge
-from rlbench.report.verdict import NO_GPU_RATIO
 from rlbench.search.study import complete, quiet_optuna
 from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
-from rlbench.tracking.study_records import without_gpu
+from rlbench.tracking.study_records import NO_GPU_RATIO, without_gpu
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
 from rlbench.tracking.views import runs_view_key, view_link
