@@ -15,7 +15,8 @@ from pathlib import Path
 from hydra.core.singleton import Singleton
 
 import rlbench.__main__ as entry
-from rlbench.telemetry.idle import IDLE_METRIC, idle_power
+from rlbench.core.metrics import IDLE_POWER
+from rlbench.telemetry.idle import idle_power
 from rlbench.telemetry.nvml import NvmlSource
 from rlbench.tracking.store import log_alone
 from rlbench.tracking.study_records import WARMUP
@@ -58,8 +59,8 @@ def run_stage(spec: dict) -> int:
     Path(spec["out"], "idle_power.json").write_text(json.dumps(idle, indent=2))
     print(f"[stage] idle GPU power: {json.dumps(idle)}", flush=True)
     log_alone(spec["uri"], spec["experiment"], "idle power", {"rlbench.role": "idle_power"},
-              {IDLE_METRIC: idle["value"]} if idle["value"] is not None else {},
-              {} if idle["value"] is not None else {IDLE_METRIC: idle["reason"]})
+              {IDLE_POWER: idle["value"]} if idle["value"] is not None else {},
+              {} if idle["value"] is not None else {IDLE_POWER: idle["reason"]})
     code = run_main([*spec["common"], *spec["warmup"], "tracking.run_name=warmup",
                      f"++tracking.tags.{WARMUP[0]}={WARMUP[1]}"])
     if code != 0:

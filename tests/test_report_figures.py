@@ -111,3 +111,25 @@ def test_figure3_draws_each_configurations_median_with_its_range_normalised_to_t
     spans = [sorted(round(y, 6) for _, y in seg) for seg in bars.get_segments()]
     assert spans == [[round(10 / 11, 6), round(12 / 11, 6)], [round(8 / 11, 6), round(13 / 11, 6)],
                      [round(6 / 11, 6), round(6 / 11, 6)]]
+
+
+def test_figure3_draws_the_gpu_idle_power_a_stage_measured_across_its_power_panel():
+    """A GPU study stage logs the GPU's idle power before its first job (rlbench/stage.py, run
+    `idle power`); Figure 3's power panel draws it as a line, and only where it was measured."""
+    from rlbench.tracking.study_records import JobRun, Study, idle_power_of
+
+    jobs = [JobRun(f"r{a}", f"actors={a}", "FINISHED", {"actors": str(a)},
+                   {"runtime_s": 10.0 / a, "fps": 100.0 * a, "frames": 1000.0, "power_gpu_w_avg": 120.0 + a}, {})
+            for a in (4, 40, 128)]
+
+    class Run:
+        def __init__(self, tags, metrics):
+            self.tags, self.metrics = tags, metrics
+
+    idle = idle_power_of([Run({"rlbench.role": "idle_power"}, {"idle_power_gpu_w": 80.1}),
+                          Run({}, {"idle_power_gpu_w": 999.0})])  # only the idle-power runs count
+    assert idle == 80.1
+    for watts, lines in ((idle, [80.1]), (None, [])):
+        drawn = F.actor_scaling(Study("experiment", "e", None, {}, jobs, [], idle_power_w=watts))
+        (ax,) = [ax for ax in drawn.fig.axes if ax.get_ylabel() == F.POWER_PANEL]
+        assert [ln.get_ydata()[0] for ln in ax.lines if ln.get_gid() == "idle_power_gpu_w"] == lines

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 TASK_ELAPSED = "task_elapsed_s"  # a tick's seconds since the task started (rlbench/roles/runner.py)
+IDLE_POWER = "idle_power_gpu_w"  # a GPU study stage's idle power (rlbench/telemetry/idle.py; its run: rlbench/stage.py)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ _TELEMETRY = [
     Metric("power_gpu_w_avg", "W", "final", "mean GPU board power"),
     Metric("power_gpu_w_max", "W", "final", "peak GPU board power"),
     Metric("power_cpu_w_avg", "W", "final", "CPU package energy / time"),
-    Metric("idle_power_gpu_w", "W", "final", "GPU 0's board power before a study stage's first job (its run "
+    Metric(IDLE_POWER, "W", "final", "GPU 0's board power before a study stage's first job (its run "
            "`idle power`, not a job's)"),
     Metric("perf_per_watt", "frames / s / W", "final", "fps / mean watts of the measured sources"),
     Metric("joules_per_mframe", "J / 10^6 frames", "final", "energy_per_task_j per million frames"),

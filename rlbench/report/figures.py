@@ -180,13 +180,23 @@ def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
     ax.grid(alpha=0.3)
 
 
+POWER_PANEL = "average power (W)"
+
+
+def _idle_line(ax, watts: float) -> None:
+    """The GPU's idle power (a stage measured it before its first job) across the power panel."""
+    ax.axhline(watts, color="grey", ls="--", lw=1.0, gid="idle_power_gpu_w",
+               label=f"GPU idle ({watts:.0f} W, NVML, before the first job)")
+    ax.legend(fontsize=LEGEND_SIZE)
+
+
 def actor_panels(study: Study) -> list[tuple[str, list]]:
     """Figure 3's panels: (y label, [(metric, label, transform)]), in reading order."""
     fps = _fps_units(study)
     return [
         ("runtime / runtime at fewest actors", [("runtime_s", "", _normalise_to_first)]),
         (f"fps ({fps})", [("fps", "actors' fps", None), ("task_fps", "task's fps (frames / runtime_s)", None)]),
-        ("average power (W)", [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)]),
+        (POWER_PANEL, [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)]),
         (f"perf per watt ({fps} / W)", [("perf_per_watt", "", None)]),
         ("energy per task (J)", [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
                                  ("energy_cpu_j", "CPU pkg", None)]),
@@ -214,6 +224,8 @@ def actor_scaling(study: Study) -> Drawn:
     axes = list(fig.subplots(rows, 2, squeeze=False).flat)
     for ax, (ylabel, metrics) in zip(axes, shown):
         _actor_panel(ax, groups, metrics, ylabel)
+        if ylabel == POWER_PANEL and study.idle_power_w is not None:
+            _idle_line(ax, study.idle_power_w)
     for ax in axes[len(shown):]:
         fig.delaxes(ax)
     line = one_line(absent)

@@ -9,8 +9,6 @@ import statistics
 import time
 from collections.abc import Callable
 
-IDLE_METRIC = "idle_power_gpu_w"
-
 
 def idle_power(source, seconds: float = 10.0, hz: float = 10.0,
                sleep: Callable[[float], None] = time.sleep) -> dict:

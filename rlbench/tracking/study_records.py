@@ -8,9 +8,11 @@ without a store. docs/metrics.md, "The report, inside".
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from rlbench.core.metrics import IDLE_POWER
 from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, experiment_runs, read_sweep
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
@@ -79,6 +81,7 @@ class Study:
     jobs: list[JobRun]
     missing: list[str]               # planned jobs with no run at all, as text
     parent_tags: dict[str, str] = field(default_factory=dict)
+    idle_power_w: float | None = None  # the GPU's idle power a stage measured before its first job (median W)
 
     @property
     def frameskip(self) -> int | None:
@@ -180,4 +183,12 @@ def load_experiment(name: str) -> Study:
         raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {e.uri}") from None
     jobs = _ordered(_job(r) for r in runs if is_job(r.tags))
     return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
-                 missing=[])
+                 missing=[], idle_power_w=idle_power_of(runs))
+
+
+def idle_power_of(runs) -> float | None:
+    """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/stage.py
+    logs one per stage); None where none did."""
+    watts = [r.metrics[IDLE_POWER] for r in runs
+             if r.tags.get("rlbench.role") == "idle_power" and r.metrics.get(IDLE_POWER) is not None]
+    return statistics.median(watts) if watts else None
