@@ -62,6 +62,17 @@ CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "work
                  "algo.min_replay=16"]
 
 
+@pytest.fixture(autouse=True)
+def no_env_kept_between_tests():
+    """Each test makes its own envs: the process's env shelf (rlbench/envs/shelf.py), which a
+    sweep's next job takes its envs from, is emptied after every test, so that a test that
+    wraps or fakes its family's envs never gets another test's."""
+    yield
+    from rlbench.envs.shelf import SHELF
+
+    SHELF.clear()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread_per_test_process():
     """Each test process computes on one intra-op thread: the tests' nets are tiny, and on 2

@@ -360,7 +360,8 @@ def figure_3_from_medians(browser, pid: str, kids: list) -> None:
     line = next(x for ax in fig.axes for x in ax.get_lines() if x.get_gid() == "runtime_s|all jobs")
     (bars,) = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "runtime_s|all jobs|range"]
     drawn = [(x, y, seg[0][1], seg[1][1]) for x, y, seg in zip(line.get_xdata(), line.get_ydata(), bars.get_segments())]
-    assert drawn == pytest.approx(want, rel=1e-4), (drawn, want)
+    flat = [float(v) for point in drawn for v in point]  # pytest 9's approx compares flat sequences only
+    assert flat == pytest.approx([float(v) for point in want for v in point], rel=1e-4), (drawn, want)
 
 
 def search_page(browser, run_page: str, search) -> None:

@@ -131,13 +131,15 @@ class JobRecord:
         while mlflow.active_run() is not None:  # a clean MLflow state for each job of a worker
             mlflow.end_run()
         mlflow.set_system_metrics_sampling_interval(max(self.tracking.log_every_s, 1.0))
-        # made by the client, then started by id: start_run's own creation asks IPython (about
-        # 1 s to import) whether it runs in a notebook (docs/testing.md, "what a job imports")
-        parent = {"mlflow.parentRunId": self.tracking.parent_run_id} if self.tracking.parent_run_id else {}
-        made = mlflow.MlflowClient().create_run(experiment_id, run_name=name, tags={
-            **{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")}, **parent,
-            **owner_tags()})  # owner: tells a killed job's run (orphans.py)
-        self.run = mlflow.start_run(run_id=made.info.run_id, log_system_metrics=self.tracking.system_metrics)
+        # one call makes and starts the run: a SIGTERM inside a store call is raised where that call
+        # returns (core/signals.py), so a run made by one call and started by another could be left
+        # RUNNING and unnamed on the last line. start_run's notebook probe imports IPython (0.2 s).
+        self.run = mlflow.start_run(
+            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
+            parent_run_id=self.tracking.parent_run_id,
+            tags={**{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")},
+                  **owner_tags()},  # owner: tells a killed job's run (orphans.py)
+        )
         self.opened_at = time.perf_counter()  # the job's job_start_s counts from here
         try:  # the run exists from here: a stop or error before `with` takes over still ends it (__exit__)
             self._write_start()
