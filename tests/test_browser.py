@@ -391,9 +391,9 @@ def search_page(browser, run_page: str, search) -> None:
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
     browser.wait_for_text("bound")  # the table's last column, unfolded
     browser.screenshot(SHOTS / "7_search_parent.png")
-    browser.navigate(hrefs["Pareto front"])
+    browser.navigate(hrefs[front[0]])
     browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth > 0)",
-                     what="the Pareto figure drawn in the artifact viewer")
+                     what=f"the {front[0]} figure drawn in the artifact viewer")
     browser.screenshot(SHOTS / "7b_search_pareto.png")
 
 

@@ -84,8 +84,11 @@ def test_a_reused_atari_env_gives_the_episodes_of_a_new_one_with_the_same_seed(b
         fresh = make(cfg, 4, 2, batch)
         try:
             want, got = _episodes(fresh, seed, steps=50), _episodes(reused, seed, steps=50)
-            common = {i: min(len(want[i]), len(got[i])) for i in want}
-            assert set(got) == set(want) == {0, 1, 2, 3} and min(common.values()) >= 5
+            # partial batches: which envs a run of 50 batches reaches depends on the threads' timing
+            # (under load one env can stay in flight throughout), so compare the envs both reached
+            common = {i: min(len(want[i]), len(got[i])) for i in set(want) & set(got)}
+            assert set(got) | set(want) <= {0, 1, 2, 3} and len(common) >= 2 and min(common.values()) >= 5
+            assert batch == 2 or set(got) == set(want) == {0, 1, 2, 3}  # lock-step: every env, every step
             assert any(d for i, n in common.items() for _, _, d in want[i][1:n])  # an episode ended inside
             assert all(got[i][:n] == want[i][:n] for i, n in common.items())
             assert reused.settle()
