@@ -68,7 +68,17 @@ def _episodes(env, seed: int, steps: int) -> dict[int, list]:
     return seen
 
 
-@pytest.mark.parametrize("batch", [0, 2], ids=["lock-step", "partial-batches"])
+def test_a_partial_batch_atari_env_is_never_kept_for_another_job():
+    """Only lock-step envs are kept (AtariVectorEnv.settle): a reused partial-batch env once played
+    other episodes than a new one under CI's load."""
+    from rlbench.envs.atari.family import Schema, make
+
+    env = make(Schema(id="pong"), 4, 2, 2)  # recv() returns 2 of the 4 envs
+    _episodes(env, seed=1, steps=3)
+    assert not env.settle() and not EnvShelf().shelve(("k",), env, 4)  # closed, not kept
+
+
+@pytest.mark.parametrize("batch", [0], ids=["lock-step"])
 def test_a_reused_atari_env_gives_the_episodes_of_a_new_one_with_the_same_seed(batch):
     """State a job leaves: steps in flight, episode frame counts (a 20-step limit ends episodes
     inside the run), sticky actions' and no-ops' draws; seeds 0 and 9 (ale-py treats 0 apart)."""
