@@ -1,8 +1,8 @@
 """The study's actor sweep (its Figure 3), then its report.
 
-    python pipelines/actor_sweep.py            # experiment=actor_sweep: 4..256 actors, default task, Pong
-    python pipelines/actor_sweep.py --quick    # 4 actor counts, the smoke task: a few minutes on 2 CPU cores
-    python pipelines/actor_sweep.py --quick env=breakout   # any extra rlbench override
+python pipelines/actor_sweep.py            # experiment=actor_sweep: 4..256 actors, default task, Pong
+python pipelines/actor_sweep.py --quick    # 4 actor counts, the smoke task: a few minutes on 2 CPU cores
+python pipelines/actor_sweep.py --quick env=breakout   # any extra rlbench override
 """
 
 import sys

@@ -42,8 +42,14 @@ PROG = "pipelines/bench_actor_path.py"
 
 
 def config(args, procs: int = 0):
-    overrides = [f"env={args.env}", f"actors={args.actors}", f"inference_batch={args.inference_batch}",
-                 "algo=random", "workload.frames=1000000000000", f"actor_procs={procs}"]
+    overrides = [
+        f"env={args.env}",
+        f"actors={args.actors}",
+        f"inference_batch={args.inference_batch}",
+        "algo=random",
+        "workload.frames=1000000000000",
+        f"actor_procs={procs}",
+    ]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
     return compose_job(overrides)
@@ -124,13 +130,21 @@ def main() -> None:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
     p.add_argument("--actors", type=number(int, lo=1), default=40)
-    p.add_argument("--threads", type=number(int, lo=0, note="0 = all hardware threads"), default=0,
-                   help="actor threads; 0 = all hardware threads")
+    p.add_argument(
+        "--threads",
+        type=number(int, lo=0, note="0 = all hardware threads"),
+        default=0,
+        help="actor threads; 0 = all hardware threads",
+    )
     p.add_argument("--inference-batch", type=number(int, lo=-1), default=0)
     p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=10.0)
     p.add_argument("--repeats", type=number(int, lo=1), default=5)
-    p.add_argument("--procs", type=number(int, lo=0, note="0 = no process path"), default=0,
-                   help="also run the path with its envs in N actor processes over gRPC (0: not)")
+    p.add_argument(
+        "--procs",
+        type=number(int, lo=0, note="0 = no process path"),
+        default=0,
+        help="also run the path with its envs in N actor processes over gRPC (0: not)",
+    )
     args = p.parse_args()
     try:
         conf = config(args)
@@ -149,8 +163,11 @@ def main() -> None:
             line += f", rlbench with {args.procs} actor processes {remote[-1]:.0f} fps"
         print(line, flush=True)
     r, o = statistics.median(raw), statistics.median(ours)
-    print(f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
-          f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, batch={resolve_inference_batch(conf.inference_batch, conf.actors)})")
+    print(
+        f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
+        f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, "
+        f"batch={resolve_inference_batch(conf.inference_batch, conf.actors)})"
+    )
     _print_idle(extras, args.procs if procs is not None else 0)
     if procs is not None:
         _print_process_path(args.procs, ours, remote, extras)
@@ -168,19 +185,28 @@ def _print_idle(extras: list[dict], procs: int) -> None:
 
 def _print_process_path(procs: int, ours: list[float], remote: list[float], extras: list[dict]) -> None:
     med = statistics.median
-    ratio = med(p / q for p, q in zip(remote, ours))
+    ratio = med(p / q for p, q in zip(remote, ours, strict=True))
     cpu_in = med(e["inproc"]["driver_cpu_us_per_step"] for e in extras)
     cpu_pr = med(e["procs"]["driver_cpu_us_per_step"] for e in extras)
     rtts = [rt for e in extras for rt in e["procs"].get("rtt_ms", [])]
-    print(f"median rlbench fps with {procs} actor processes={med(remote):.0f} (in-process {med(ours):.0f}); "
-          f"ratio of medians {med(remote) / med(ours):.3f}")
-    print(f"wire: {med(e['procs']['bytes_per_step'] for e in extras):.0f} message bytes per env step (both ways); "
-          "actors' round trip (Step to Actions, incl. the wait for inference) "
-          + (f"p50 {med(r[0] for r in rtts):.1f} ms, p99 {med(r[1] for r in rtts):.1f} ms" if rtts else
-             "not reported (runs shorter than the actors' 5 s report period)"))
-    print(f"driver thread CPU per env step: in-process {cpu_in:.1f} us, with actor processes {cpu_pr:.1f} us; "
-          f"one driver thread would saturate at about {1e6 / cpu_in:.0f} env steps/s in-process and "
-          f"{1e6 / cpu_pr:.0f} with processes (estimate: 1 / its CPU per step)")
+    print(
+        f"median rlbench fps with {procs} actor processes={med(remote):.0f} (in-process {med(ours):.0f}); "
+        f"ratio of medians {med(remote) / med(ours):.3f}"
+    )
+    print(
+        f"wire: {med(e['procs']['bytes_per_step'] for e in extras):.0f} message bytes per env step (both ways); "
+        "actors' round trip (Step to Actions, incl. the wait for inference) "
+        + (
+            f"p50 {med(r[0] for r in rtts):.1f} ms, p99 {med(r[1] for r in rtts):.1f} ms"
+            if rtts
+            else "not reported (runs shorter than the actors' 5 s report period)"
+        )
+    )
+    print(
+        f"driver thread CPU per env step: in-process {cpu_in:.1f} us, with actor processes {cpu_pr:.1f} us; "
+        f"one driver thread would saturate at about {1e6 / cpu_in:.0f} env steps/s in-process and "
+        f"{1e6 / cpu_pr:.0f} with processes (estimate: 1 / its CPU per step)"
+    )
     print(f"process_path_ratio={ratio:.3f}")
 
 

@@ -49,21 +49,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--actors", type=_actor_counts, default=[40, 256], help="comma-separated (default 40,256)")
     p.add_argument("--repeats", type=_positive, default=3, help="jobs per configuration (default 3)")
     p.add_argument("--frames", type=_positive, default=30_000, help="env frames per job (default 30000)")
-    p.add_argument("--threads", type=number(int, lo=0, note="0 = all hardware threads"), default=0,
-                   help="actor threads; 0 = all hardware threads")
+    p.add_argument(
+        "--threads",
+        type=number(int, lo=0, note="0 = all hardware threads"),
+        default=0,
+        help="actor threads; 0 = all hardware threads",
+    )
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. eval_envs=0 device=cpu")
     args = p.parse_args(argv)
     bad = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+~") in ("inference_batch", "actors", "learner")]
     if bad:
-        p.error(f"{' '.join(bad)}: allowed: overrides other than inference_batch, actors and learner (the benchmark sets them)")
+        p.error(
+            f"{' '.join(bad)}: allowed: overrides other than inference_batch, actors and learner (the "
+            f"benchmark sets them)"
+        )
     return args
 
 
 def config(args, actors: int, mode: int):
     from rlbench.prepare.compose import compose_job
 
-    overrides = [f"env={args.env}", f"actors={actors}", f"inference_batch={mode}", "learner=false",
-                 f"workload.frames={args.frames}", *args.overrides]
+    overrides = [
+        f"env={args.env}",
+        f"actors={actors}",
+        f"inference_batch={mode}",
+        "learner=false",
+        f"workload.frames={args.frames}",
+        *args.overrides,
+    ]
     if args.threads:
         overrides.append(f"actor_threads={args.threads}")
     return compose_job(overrides)
@@ -99,8 +112,14 @@ def one_job(conf) -> dict:
         actors["env_step"] = actors.get("env_step", 0.0) - reset_s[0]  # the first reset is not timed in fps
         shares = {k: v / wall for k, v in actors.items()}
         nested = {k: v / wall for k, v in trainer.inference.timer.totals.items()}
-        return {"fps": role.frames / wall, "batch": statistics.median(sizes), "used": env.inference_batch,
-                "envs": envs_of(conf).total, "shares": shares, "nested": nested}
+        return {
+            "fps": role.frames / wall,
+            "batch": statistics.median(sizes),
+            "used": env.inference_batch,
+            "envs": envs_of(conf).total,
+            "shares": shares,
+            "nested": nested,
+        }
     finally:
         trainer.close()
         del trainer
@@ -120,16 +139,22 @@ def main(argv: list[str] | None = None) -> None:
         refuse(PROG, f"{e} (no job run)")
     results: dict[tuple[int, int], list[dict]] = {k: [] for k in confs}
     first = confs[(args.actors[0], 0)]
-    print(f"{first.env.id}, {args.frames} frames per job, device {resolve_device(first.device)}, actor threads "
-          f"{first.actor_threads or 'all'} of {os.cpu_count()} CPUs, torch intra-op threads {torch.get_num_threads()}, "
-          f"eval_envs {first.eval_envs}", flush=True)
+    print(
+        f"{first.env.id}, {args.frames} frames per job, device {resolve_device(first.device)}, actor threads "
+        f"{first.actor_threads or 'all'} of {os.cpu_count()} CPUs, torch intra-op threads {torch.get_num_threads()}, "
+        f"eval_envs {first.eval_envs}",
+        flush=True,
+    )
     for r in range(args.repeats):
         for a in args.actors:
-            for m in (MODES if r % 2 == 0 else list(MODES)[::-1]):
+            for m in MODES if r % 2 == 0 else list(MODES)[::-1]:
                 res = one_job(confs[(a, m)])
                 results[(a, m)].append(res)
-                print(f"repeat {r + 1} actors={a} inference_batch={m} ({MODES[m]}): {res['fps']:.0f} fps, "
-                      f"{res['used']} of {res['envs']} envs per forward", flush=True)
+                print(
+                    f"repeat {r + 1} actors={a} inference_batch={m} ({MODES[m]}): {res['fps']:.0f} fps, "
+                    f"{res['used']} of {res['envs']} envs per forward",
+                    flush=True,
+                )
     print()
     medians = {}
     for (a, m), runs in results.items():
@@ -137,10 +162,13 @@ def main(argv: list[str] | None = None) -> None:
         share = {k: statistics.median(x["shares"].get(k, 0.0) for x in runs) for k in runs[0]["shares"]}
         nested = {k: statistics.median(x["nested"].get(k, 0.0) for x in runs) for k in runs[0]["nested"]}
         inner = ", ".join(f"{k} {v:.1%}" for k, v in sorted(nested.items(), key=lambda kv: -kv[1]) if v >= 0.005)
-        print(f"actors={a} inference_batch={m} ({MODES[m]}): median fps={medians[(a, m)]:.0f} "
-              f"(runs: {', '.join(format(x['fps'], '.0f') for x in runs)}); median envs per forward="
-              f"{statistics.median(x['batch'] for x in runs):g} of {runs[0]['envs']}; actors' time: "
-              + ", ".join(f"{k} {v:.1%}" for k, v in share.items()) + (f" [inference: {inner}]" if inner else ""))
+        print(
+            f"actors={a} inference_batch={m} ({MODES[m]}): median fps={medians[(a, m)]:.0f} "
+            f"(runs: {', '.join(format(x['fps'], '.0f') for x in runs)}); median envs per forward="
+            f"{statistics.median(x['batch'] for x in runs):g} of {runs[0]['envs']}; actors' time: "
+            + ", ".join(f"{k} {v:.1%}" for k, v in share.items())
+            + (f" [inference: {inner}]" if inner else "")
+        )
     for a in args.actors:
         print(f"inference_batch_auto_over_lockstep[actors={a}]={medians[(a, -1)] / medians[(a, 0)]:.3f}")
 

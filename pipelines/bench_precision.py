@@ -77,16 +77,20 @@ def main(argv=None) -> int:
                 learner.update()
                 times[p].append(time.perf_counter() - t0)
             print(f"repeat {r + 1}: {p} update {times[p][-1]:.3f} s", flush=True)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, device {built[args.precisions[0]][0]}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, device {built[args.precisions[0]][0]}"
+    )
     medians = {}
     for p in args.precisions:
         device, _, _, flops = built[p]
         peak = gemm_peak(p, device)
         medians[p] = statistics.median(times[p])
         tflops = flops / medians[p] / 1e12
-        print(f"{p}: update {medians[p]:.3f} s median ({min(times[p]):.3f}..{max(times[p]):.3f}, n={len(times[p])}); "
-              f"{flops / 1e9:.1f} GFLOP per update (FlopCounterMode); {tflops:.3f} TFLOP/s; peak {peak['tflops']:.3f} "
-              f"TFLOP/s ({peak['n']}x{peak['n']} GEMM); MFU {tflops / peak['tflops']:.1%}")
+        print(
+            f"{p}: update {medians[p]:.3f} s median ({min(times[p]):.3f}..{max(times[p]):.3f}, n={len(times[p])}); "
+            f"{flops / 1e9:.1f} GFLOP per update (FlopCounterMode); {tflops:.3f} TFLOP/s; peak {peak['tflops']:.3f} "
+            f"TFLOP/s ({peak['n']}x{peak['n']} GEMM); MFU {tflops / peak['tflops']:.1%}"
+        )
     a, b = args.precisions
     print(f"learner_update_ratio[{a}/{b}]={medians[a] / medians[b]:.3f}")
     return 0

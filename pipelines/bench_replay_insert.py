@@ -12,7 +12,8 @@ as `replay_insert_ratio=<x>` (target <= 1.2).
 
 It measures the inserts of `algo.coupling=free_running` (not SEED's coupling, where inference
 copies unrolls into the unroll queue and the learner inserts them). The learner starts early
-and never waits: a small min_replay, samples_per_insert=0 (unthrottled), effectively unlimited frames and updates (runs are stopped by time), and
+and never waits: a small min_replay, samples_per_insert=0 (unthrottled), effectively unlimited
+frames and updates (runs are stopped by time), and
 sm_limit=1 (one intra-op torch thread on a 2-core CPU host). Extra Hydra overrides are
 passed through, after these. The learner's activity is printed (updates per run, sample
 calls in each window, inserts that overlapped a sample): on a 2-core CPU host one update
@@ -45,14 +46,28 @@ from rlbench.roles.runner import RoleFailed, RoleThread
 from rlbench.train.trainer import build_trainer
 
 PROG = "pipelines/bench_replay_insert.py"
-DEFAULT_JOB = ["workload=smoke", "workload.frames=1000000000000", "workload.learner_updates=1000000000",
-               "workload.max_runtime_s=0", "algo.min_replay=16", "algo.samples_per_insert=0", "algo.coupling=free_running", "sm_limit=1",
-               "telemetry.enabled=false", "progress=log"]
+DEFAULT_JOB = [
+    "workload=smoke",
+    "workload.frames=1000000000000",
+    "workload.learner_updates=1000000000",
+    "workload.max_runtime_s=0",
+    "algo.min_replay=16",
+    "algo.samples_per_insert=0",
+    "algo.coupling=free_running",
+    "sm_limit=1",
+    "telemetry.enabled=false",
+    "progress=log",
+]
 
 
 def config(args, learner: bool):
-    overrides = [f"env={args.env}", f"actors={args.actors}", *DEFAULT_JOB, *args.overrides,
-                 f"learner={str(learner).lower()}"]
+    overrides = [
+        f"env={args.env}",
+        f"actors={args.actors}",
+        *DEFAULT_JOB,
+        *args.overrides,
+        f"learner={str(learner).lower()}",
+    ]
     return compose_job(overrides)
 
 
@@ -71,8 +86,14 @@ def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
             for th in threads:
                 th.start()
             try:
-                _wait(lambda: trainer.actors.stepping_since is not None
-                      and trainer.parts.policy.replay.size >= conf.algo.min_replay, threads, stop)
+                _wait(
+                    lambda: (
+                        trainer.actors.stepping_since is not None
+                        and trainer.parts.policy.replay.size >= conf.algo.min_replay
+                    ),
+                    threads,
+                    stop,
+                )
                 start = time.perf_counter()
                 _wait(lambda: time.perf_counter() - start >= seconds, threads, stop)
                 end = time.perf_counter()
@@ -88,8 +109,9 @@ def run_once(conf, seconds: float, sample_only: bool = False) -> dict:
                 "inserts": [d for _, d in window_inserts],
                 "samples": [d for _, d in window_samples],
                 # inserts that ran while a learner sample did (they may have waited for the lock)
-                "overlapping": sum(any(t0 < s0 + sd and s0 < t0 + d for s0, sd in window_samples)
-                                   for t0, d in window_inserts),
+                "overlapping": sum(
+                    any(t0 < s0 + sd and s0 < t0 + d for s0, sd in window_samples) for t0, d in window_inserts
+                ),
                 "updates": (len(samples) if sample_only else learner.updates) if learner is not None else 0,
             }
         finally:
@@ -126,8 +148,10 @@ def _wait(done, threads, stop: threading.Event) -> None:
         stop.wait(0.01)
         _raise_role_error(threads)
         if not all(th.is_alive() for th in threads):
-            raise RuntimeError("a role ended before the measured window did: "
-                               + ", ".join(th.name for th in threads if not th.is_alive()))
+            raise RuntimeError(
+                "a role ended before the measured window did: "
+                + ", ".join(th.name for th in threads if not th.is_alive())
+            )
 
 
 def _raise_role_error(threads) -> None:
@@ -144,11 +168,19 @@ def main() -> None:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
     p.add_argument("--actors", type=number(int, lo=1), default=16)
-    p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=20.0,
-                   help="measured window of each run (the actors insert about once per 80 agent steps)")
+    p.add_argument(
+        "--seconds",
+        type=number(float, lo=0, lo_open=True),
+        default=20.0,
+        help="measured window of each run (the actors insert about once per 80 agent steps)",
+    )
     p.add_argument("--repeats", type=number(int, lo=1), default=5)
-    p.add_argument("--learner", choices=("update", "sample"), default="update",
-                   help="update: the real learner; sample: the learner thread only samples, back to back")
+    p.add_argument(
+        "--learner",
+        choices=("update", "sample"),
+        default="update",
+        help="update: the real learner; sample: the learner thread only samples, back to back",
+    )
     p.add_argument("overrides", nargs="*", help=f"extra Hydra overrides (after: {' '.join(DEFAULT_JOB)})")
     args = p.parse_args()
     try:
@@ -167,33 +199,45 @@ def main() -> None:
             mode = "on" if learner else "off"
             if learner:
                 if r["updates"] == 0 or not r["samples"]:
-                    sys.exit(f"bench_replay_insert: repeat {i + 1}, learner on: the learner made "
-                             f"{r['updates']} updates ({len(r['samples'])} samples in the window); "
-                             "it was not active, so the figure would mean nothing")
+                    sys.exit(
+                        f"bench_replay_insert: repeat {i + 1}, learner on: the learner made "
+                        f"{r['updates']} updates ({len(r['samples'])} samples in the window); "
+                        "it was not active, so the figure would mean nothing"
+                    )
                 updates.append(r["updates"])
                 samples.append(len(r["samples"]))
                 sample_s.extend(r["samples"])
                 overlapping += r["overlapping"]
             inserts[learner].extend(r["inserts"])
-            extra = (f", learner updates {r['updates']}, samples in window {len(r['samples'])}, "
-                     f"inserts during a sample {r['overlapping']}" if learner else "")
+            extra = (
+                f", learner updates {r['updates']}, samples in window {len(r['samples'])}, "
+                f"inserts during a sample {r['overlapping']}"
+                if learner
+                else ""
+            )
             median = _ms(statistics.median(r["inserts"])) if r["inserts"] else "-"
             print(f"repeat {i + 1}, learner {mode}: {len(r['inserts'])} inserts, median {median}{extra}", flush=True)
     for learner, mode in ((True, "on"), (False, "off")):
         if not inserts[learner]:
-            sys.exit(f"bench_replay_insert: no replay insert in any learner-{mode} window; the actors insert "
-                     f"once per 80 agent steps of all {args.actors} actors: raise --seconds")
+            sys.exit(
+                f"bench_replay_insert: no replay insert in any learner-{mode} window; the actors insert "
+                f"once per 80 agent steps of all {args.actors} actors: raise --seconds"
+            )
     on, off = statistics.median(inserts[True]), statistics.median(inserts[False])
     c = confs[True]
-    print(f"learner updates per learner-on run: {updates}; learner samples in each window: {samples} "
-          f"(median sample call {_ms(statistics.median(sample_s))}); "
-          f"inserts during a sample: {overlapping} of {len(inserts[True])}")
+    print(
+        f"learner updates per learner-on run: {updates}; learner samples in each window: {samples} "
+        f"(median sample call {_ms(statistics.median(sample_s))}); "
+        f"inserts during a sample: {overlapping} of {len(inserts[True])}"
+    )
     print(f"slowest insert with learner {_ms(max(inserts[True]))}, without {_ms(max(inserts[False]))}")
-    print(f"median replay insert with learner {_ms(on)} over {len(inserts[True])} inserts, "
-          f"without {_ms(off)} over {len(inserts[False])} inserts "
-          f"(env={c.env.id}, actors={c.actors}, batch_size={c.algo.batch_size}, sm_limit={c.sm_limit}, "
-          f"learner={args.learner}, "
-          f"{args.repeats} x {args.seconds:g} s per mode)")
+    print(
+        f"median replay insert with learner {_ms(on)} over {len(inserts[True])} inserts, "
+        f"without {_ms(off)} over {len(inserts[False])} inserts "
+        f"(env={c.env.id}, actors={c.actors}, batch_size={c.algo.batch_size}, sm_limit={c.sm_limit}, "
+        f"learner={args.learner}, "
+        f"{args.repeats} x {args.seconds:g} s per mode)"
+    )
     print(f"replay_insert_ratio={on / off:.3f}")
 
 

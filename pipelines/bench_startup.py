@@ -31,18 +31,36 @@ from pathlib import Path
 from rlbench.config.flags import Parser, number
 
 PROG = "pipelines/bench_startup.py"
-CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
-                 "algo.min_replay=16"]
+CARTPOLE_TINY = [
+    "env=cartpole",
+    "workload=smoke",
+    "workload.frames=3000",
+    "workload.learner_updates=2",
+    "algo.min_replay=16",
+]
 
 
 def store_overrides(folder: Path) -> list[str]:
-    return [f"tracking.uri=sqlite:///{folder}/mlflow.db", f"tracking.artifact_location={folder}/artifacts",
-            "tracking.experiment=bench_startup", "tracking.system_metrics=false"]
+    return [
+        f"tracking.uri=sqlite:///{folder}/mlflow.db",
+        f"tracking.artifact_location={folder}/artifacts",
+        "tracking.experiment=bench_startup",
+        "tracking.system_metrics=false",
+    ]
 
 
 def pong_job(envs: int, seed: int, folder: Path) -> list[str]:
-    return ["env=pong", f"actors={envs}", "learner=false", "workload=smoke", f"workload.frames={envs * 4 * 8}",
-            f"seed={seed}", "telemetry.enabled=false", "progress=log", *store_overrides(folder)]
+    return [
+        "env=pong",
+        f"actors={envs}",
+        "learner=false",
+        "workload=smoke",
+        f"workload.frames={envs * 4 * 8}",
+        f"seed={seed}",
+        "telemetry.enabled=false",
+        "progress=log",
+        *store_overrides(folder),
+    ]
 
 
 def child(envs: int, folder: Path) -> None:
@@ -75,16 +93,20 @@ def child(envs: int, folder: Path) -> None:
 
 
 def pong_starts(envs: int, folder: Path) -> dict:
-    p = subprocess.run([sys.executable, __file__, "--child", str(envs), "--store", str(folder)], check=False,
-                       capture_output=True, text=True, timeout=3600)
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", str(envs), "--store", str(folder)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if p.returncode != 0:
         sys.exit(f"{PROG}: the Pong jobs at {envs} envs failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def cartpole_wall(folder: Path) -> float:
-    args = [sys.executable, "-m", "rlbench", *CARTPOLE_TINY, *store_overrides(folder),
-            f"hydra.run.dir={folder}/out"]
+    args = [sys.executable, "-m", "rlbench", *CARTPOLE_TINY, *store_overrides(folder), f"hydra.run.dir={folder}/out"]
     t0 = time.perf_counter()
     p = subprocess.run(args, check=False, capture_output=True, text=True, timeout=900, cwd=folder)
     wall = time.perf_counter() - t0
@@ -108,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         for n in args.envs:
             out = pong_starts(n, folder)
-            print(f"  {n} envs: starts {', '.join(f'{s:.2f}' for s in out['starts'])} s; the jobs' "
-                  f"job_start_s {out['job_start_s']}", flush=True)
+            print(
+                f"  {n} envs: starts {', '.join(f'{s:.2f}' for s in out['starts'])} s; the jobs' "
+                f"job_start_s {out['job_start_s']}",
+                flush=True,
+            )
             figures[f"startup_pong_{n}_s"], figures[f"startup_pong_{n}_second_s"] = out["starts"]
         cartpole_wall(folder)  # makes the store's tables: not timed
         walls = [cartpole_wall(folder) for _ in range(args.repeats)]

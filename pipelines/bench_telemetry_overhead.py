@@ -37,14 +37,20 @@ DEFAULT_JOB = ["workload=smoke", "workload.frames=200000", "actors=40", "learner
 
 
 def run_once(overrides: list[str], telemetry: bool, store: str) -> dict:
-    extra = [f"telemetry.enabled={str(telemetry).lower()}", f"tracking.uri=sqlite:///{store}/mlflow.db",
-             f"tracking.artifact_location={store}/artifacts", "tracking.experiment=bench", "progress=log"]
+    extra = [
+        f"telemetry.enabled={str(telemetry).lower()}",
+        f"tracking.uri=sqlite:///{store}/mlflow.db",
+        f"tracking.artifact_location={store}/artifacts",
+        "tracking.experiment=bench",
+        "progress=log",
+    ]
     return run_job(compose_config(overrides + extra), overrides)
 
 
 def span_cost_s(n: int = 200_000) -> float:
     """Seconds one recorded span adds to an annotated operation (the timeline's cost per op):
     n empty annotations with a SpanRecorder attached, less n without, medians of 5."""
+
     def per_op(recording: bool) -> float:
         timer = OpTimer("bench")
         timer.spans = SpanRecorder("bench", time.perf_counter(), 1e9, max_events=n) if recording else None
@@ -101,15 +107,19 @@ def main() -> None:
             print(f"repeat {i + 1}: fps on {on[-1]:.0f}, off {off[-1]:.0f}", flush=True)
         cost = span_cost_s()
         share = trace_share(last_on, store, cost)
-    pairs = [a / b for a, b in zip(on, off)]
-    print(f"median fps with telemetry {statistics.median(on):.0f}, without {statistics.median(off):.0f} "
-          f"(job: {' '.join(overrides)}); per-repeat ratios {min(pairs):.3f}..{max(pairs):.3f}, "
-          f"median {statistics.median(pairs):.3f}")
+    pairs = [a / b for a, b in zip(on, off, strict=True)]
+    print(
+        f"median fps with telemetry {statistics.median(on):.0f}, without {statistics.median(off):.0f} "
+        f"(job: {' '.join(overrides)}); per-repeat ratios {min(pairs):.3f}..{max(pairs):.3f}, "
+        f"median {statistics.median(pairs):.3f}"
+    )
     if sampler_share:
         print(f"sampler thread CPU: median {100 * statistics.median(sampler_share):.2f}% of one core over the task")
     if share is not None:
-        print(f"timeline (trace.json) recording: {1e9 * cost:.0f} ns per operation, "
-              f"{100 * share:.3f}% of the actors' stepping time in the last job with telemetry")
+        print(
+            f"timeline (trace.json) recording: {1e9 * cost:.0f} ns per operation, "
+            f"{100 * share:.3f}% of the actors' stepping time in the last job with telemetry"
+        )
     print(f"telemetry_overhead_ratio={statistics.median(on) / statistics.median(off):.3f}")
 
 

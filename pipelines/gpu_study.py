@@ -69,8 +69,15 @@ EXPERIMENT = "gpu_study"  # + the host and the start time: one experiment per st
 ACTORS = [4, 16, 40, 128, 256]
 TASK = ["env=pong"]
 # seconds-long CartPole jobs (tests/conftest.py's CARTPOLE_TINY at half its frames): the script, not a result
-TINY = ["env=cartpole", "workload=smoke", "workload.frames=1500", "workload.learner_updates=2", "algo.min_replay=16",
-        "eval_envs=0", "telemetry.rate_hz=2"]
+TINY = [
+    "env=cartpole",
+    "workload=smoke",
+    "workload.frames=1500",
+    "workload.learner_updates=2",
+    "algo.min_replay=16",
+    "eval_envs=0",
+    "telemetry.rate_hz=2",
+]
 TINY_ACTORS = [4, 8]
 TARGET_GPU, TARGET_THREADS = "NVIDIA H100 80GB HBM3", 16  # a dry run without a GPU models the lent H100 host
 ENV_POINTS_MAX = 64  # env stepping is measured up to this many envs (flat beyond: rlbench.predict.curves)
@@ -81,6 +88,7 @@ class Refused(Exception):
 
 
 # --- the command line ---------------------------------------------------------------------
+
 
 def _ints(text: str) -> list[int]:
     try:
@@ -100,8 +108,10 @@ def _sm_limits(text: str) -> str | list[int | None]:
     except ValueError:
         values = []
     if not values or any(v is not None and v < 1 for v in values) or len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"{text}: allowed: auto (all, half, a quarter, 16 and 8), none (no SM "
-                                         "sweep), or distinct comma-separated SM counts >= 1 and all, e.g. all,64,16")
+        raise argparse.ArgumentTypeError(
+            f"{text}: allowed: auto (all, half, a quarter, 16 and 8), none (no SM "
+            "sweep), or distinct comma-separated SM counts >= 1 and all, e.g. all,64,16"
+        )
     return values
 
 
@@ -114,21 +124,43 @@ def _frames(text: str) -> str | int:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, help="folder for the store (mlruns/), the report and summary.md")
-    p.add_argument("--budget-s", type=number(float, lo=0, lo_open=True), default=420.0,
-                   help="wall seconds the whole run may take; it stops itself before (default 420)")
+    p.add_argument(
+        "--budget-s",
+        type=number(float, lo=0, lo_open=True),
+        default=420.0,
+        help="wall seconds the whole run may take; it stops itself before (default 420)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the jobs and their predicted times; run nothing")
     p.add_argument("--tiny", action="store_true", help="seconds-long CartPole jobs (actors 4,8): the rehearsal")
-    p.add_argument("--stage", choices=STAGE_NAMES, help="one stage in one process, its own stay on a GPU host: "
-                   "actors, sms or cpu (docs/gpu.md, \"Stages\"); without it, the whole study")
-    p.add_argument("--repeats", type=number(int, lo=1), help="with --stage: runs per configuration (default: actors "
-                   "2, sms 3 (8 SMs once), cpu 2)")
-    p.add_argument("--best-from", type=Path, help="with --stage sms or cpu: an actors stage's --out, whose "
-                   "summary.json names the best actor count")
-    p.add_argument("--actors", type=_ints, help="the actor sweep (default 4,16,40,128,256; --stage actors: "
-                   "4,40,128,256; --stage sms or cpu: the one best count)")
+    p.add_argument(
+        "--stage",
+        choices=STAGE_NAMES,
+        help="one stage in one process, its own stay on a GPU host: "
+        'actors, sms or cpu (docs/gpu.md, "Stages"); without it, the whole study',
+    )
+    p.add_argument(
+        "--repeats",
+        type=number(int, lo=1),
+        help="with --stage: runs per configuration (default: actors 2, sms 3 (8 SMs once), cpu 2)",
+    )
+    p.add_argument(
+        "--best-from",
+        type=Path,
+        help="with --stage sms or cpu: an actors stage's --out, whose summary.json names the best actor count",
+    )
+    p.add_argument(
+        "--actors",
+        type=_ints,
+        help="the actor sweep (default 4,16,40,128,256; --stage actors: "
+        "4,40,128,256; --stage sms or cpu: the one best count)",
+    )
     p.add_argument("--sm-limits", type=_sm_limits, default="auto", help="the SM sweep: auto, none or a list")
-    p.add_argument("--compare", choices=[p for p in PRECISIONS if p != "fp32"] + ["none"], default="bf16",
-                   help="the precision compared with fp32 at the best actor count (default bf16); none")
+    p.add_argument(
+        "--compare",
+        choices=[p for p in PRECISIONS if p != "fp32"] + ["none"],
+        default="bf16",
+        help="the precision compared with fp32 at the best actor count (default bf16); none",
+    )
     p.add_argument("--frames", type=_frames, default="auto", help="the task's frames per job (default auto)")
     p.add_argument("--gpu", help=f"dry run on a host without a GPU: the GPU modelled (default {TARGET_GPU})")
     p.add_argument("--host-threads", type=number(int, lo=1), help="dry run: the GPU host's hardware threads")
@@ -152,8 +184,10 @@ def stage_flags(p: Parser, args: argparse.Namespace) -> None:
     if args.stage == "actors" and args.repeats == 1 and not args.tiny:
         p.error("--repeats=1: the actors stage runs each actor count at least twice; allowed: an integer >= 2")
     if args.stage != "actors" and args.actors and len(args.actors) != 1:
-        p.error(f"--actors={','.join(map(str, args.actors))}: --stage {args.stage} runs at the one best actor count; "
-                "allowed: one integer >= 1, or --best-from DIR (an actors stage's --out)")
+        p.error(
+            f"--actors={','.join(map(str, args.actors))}: --stage {args.stage} runs at the one best actor count; "
+            "allowed: one integer >= 1, or --best-from DIR (an actors stage's --out)"
+        )
     if args.best_from is not None and (args.stage == "actors" or args.actors):
         p.error(f"--best-from={args.best_from}: allowed: with --stage sms or cpu and without --actors")
     if args.best_from is not None and not (args.best_from / "summary.json").is_file():
@@ -163,26 +197,31 @@ def stage_flags(p: Parser, args: argparse.Namespace) -> None:
             p.error(f"--{flag.replace('_', '-')}: the stages size these themselves; allowed: without --stage only")
     args.compare = "none"
     args.best_given = args.actors[0] if args.stage != "actors" and args.actors else None
-    args.actors = (args.actors or (TINY_ACTORS if args.tiny else list(STAGE_ACTORS))) if args.stage == "actors" else None
+    args.actors = (
+        (args.actors or (TINY_ACTORS if args.tiny else list(STAGE_ACTORS))) if args.stage == "actors" else None
+    )
 
 
 def _holds_store(out: Path) -> str | None:
     db = out / "mlruns" / "mlflow.db"
     if db.exists():
-        return (f"--out={out}: already holds a study's store ({db}); allowed: a new or empty folder "
-                "(this run's jobs must not mix with another's)")
+        return (
+            f"--out={out}: already holds a study's store ({db}); allowed: a new or empty folder "
+            "(this run's jobs must not mix with another's)"
+        )
     return None
 
 
 # --- the host --------------------------------------------------------------------------------
 
+
 @dataclass
 class Host:
-    device: str                # where the planned jobs run: cuda, or cpu (the rehearsal on a CPU)
-    gpu: Gpu | None            # the GPU planned for: this host's, or --gpu's in a dry run without one
-    units: int                 # compute units the SM sweep divides: the GPU's SMs, or CPU threads
-    threads: int               # the actors' host's hardware threads, as planned
-    here: bool                 # whether the jobs can run on this host (False: a dry run modelling another)
+    device: str  # where the planned jobs run: cuda, or cpu (the rehearsal on a CPU)
+    gpu: Gpu | None  # the GPU planned for: this host's, or --gpu's in a dry run without one
+    units: int  # compute units the SM sweep divides: the GPU's SMs, or CPU threads
+    threads: int  # the actors' host's hardware threads, as planned
+    here: bool  # whether the jobs can run on this host (False: a dry run modelling another)
     tags: dict = field(default_factory=dict)  # this host's fingerprint
 
     @property
@@ -193,8 +232,10 @@ class Host:
 def target_gpu(name: str) -> Gpu:
     found = published_sms(name)
     if found is None:
-        raise Refused(f"--gpu={name}: no published SM count for it; allowed: a name containing H100, H200, A100, "
-                      "L40S, L4 or V100 (rlbench/core/precision.py)")
+        raise Refused(
+            f"--gpu={name}: no published SM count for it; allowed: a name containing H100, H200, A100, "
+            "L40S, L4 or V100 (rlbench/core/precision.py)"
+        )
     return Gpu(name, *found)
 
 
@@ -204,8 +245,10 @@ def probe(args, cuda_available: bool) -> Host:
 
     tags, threads = host_tags(), len(usable_cpus())
     if (args.gpu or args.host_threads) and (cuda_available or not args.dry_run or args.tiny):
-        raise Refused(f"--gpu/--host-threads: they model another host in a dry run; allowed: only with --dry-run "
-                      f"on a host without a CUDA device (this one has {'one' if cuda_available else 'none'})")
+        raise Refused(
+            f"--gpu/--host-threads: they model another host in a dry run; allowed: only with --dry-run "
+            f"on a host without a CUDA device (this one has {'one' if cuda_available else 'none'})"
+        )
     if cuda_available:
         props = cuda_properties(0)
         gpu = Gpu(props.name, props.multi_processor_count, props.major)
@@ -215,8 +258,10 @@ def probe(args, cuda_available: bool) -> Host:
     if args.dry_run:
         gpu = target_gpu(args.gpu or TARGET_GPU)
         return Host("cuda", gpu, gpu.sms, args.host_threads or TARGET_THREADS, False, tags)
-    raise Refused("no CUDA device on this host (torch.cuda.is_available() is False) and the study is for a GPU; "
-                  "allowed: --dry-run (the plan for --gpu), or --tiny (the rehearsal on this host's CPU)")
+    raise Refused(
+        "no CUDA device on this host (torch.cuda.is_available() is False) and the study is for a GPU; "
+        "allowed: --dry-run (the plan for --gpu), or --tiny (the rehearsal on this host's CPU)"
+    )
 
 
 def check_host(args, host: Host, sms: list[int | None]) -> None:
@@ -224,10 +269,12 @@ def check_host(args, host: Host, sms: list[int | None]) -> None:
     if host.here and host.device == "cuda" and any(s is not None for s in sms):
         smallest = min(s for s in sms if s is not None)
         if why := green_context_problem(0, smallest):
-            raise Refused(f"--sm-limits: {host.gpu.name} (compute capability {host.gpu.major}.x) gave no green "
-                          f"context: {why}; allowed: a driver of CUDA 12.4 or newer and a GPU of compute capability "
-                          ">= 6.0 with a torch that has torch.cuda.green_contexts, or --sm-limits none (the study "
-                          "without its SM sweep)")
+            raise Refused(
+                f"--sm-limits: {host.gpu.name} (compute capability {host.gpu.major}.x) gave no green "
+                f"context: {why}; allowed: a driver of CUDA 12.4 or newer and a GPU of compute capability "
+                ">= 6.0 with a torch that has torch.cuda.green_contexts, or --sm-limits none (the study "
+                "without its SM sweep)"
+            )
     if args.compare and host.here:
         name = host.gpu.name if host.gpu else "this CPU"
         if why := precision_problem(args.compare, host.device, name, precisions.cpu_flags(), host.major):
@@ -241,8 +288,10 @@ def resolve_sms(args, host: Host) -> list[int | None]:
         return sm_points(host.units, host.major)
     too_many = [s for s in args.sm_limits if s is not None and s > host.units]
     if too_many:
-        raise Refused(f"--sm-limits={','.join('all' if s is None else str(s) for s in args.sm_limits)}: "
-                      f"{too_many[0]} is more than the {host.units} units here; allowed: 1..{host.units} and all")
+        raise Refused(
+            f"--sm-limits={','.join('all' if s is None else str(s) for s in args.sm_limits)}: "
+            f"{too_many[0]} is more than the {host.units} units here; allowed: 1..{host.units} and all"
+        )
     return [None] + [s for s in args.sm_limits if s is not None]
 
 
@@ -252,6 +301,7 @@ def half_units(host: Host) -> int:
 
 
 # --- the prediction -----------------------------------------------------------------------
+
 
 class Predictor:
     """`predict(knobs, frames)` for the plan: each job composed once (rlbench.prepare), at any
@@ -265,8 +315,9 @@ class Predictor:
         self.updates_given = any(o.startswith("workload.learner_updates=") for o in base)
 
     def conf(self, knobs: dict, frames: int):
-        key = tuple(sorted(((k, v) for k, v in knobs.items() if v is not None or k != "actor_threads"),
-                           key=lambda kv: kv[0]))
+        key = tuple(
+            sorted(((k, v) for k, v in knobs.items() if v is not None or k != "actor_threads"), key=lambda kv: kv[0])
+        )
         if key not in self.confs:
             self.confs[key] = compose_job([*self.base, *job_overrides(knobs)], host=False)
         c = copy.deepcopy(self.confs[key])
@@ -293,8 +344,14 @@ class Predictor:
         update (envs made and reset, replay filled, the first update done), an estimate."""
         p = self.job(_knobs(point), frames)
         first = self.first_update_s(point)
-        return Sized(p.runtime_s, max(0.0, p.actors_s - first), p.learner_updates, p.bound,
-                     int(p.knobs["actor_threads"]), int(p.knobs["sm_limit"]))
+        return Sized(
+            p.runtime_s,
+            max(0.0, p.actors_s - first),
+            p.learner_updates,
+            p.bound,
+            int(p.knobs["actor_threads"]),
+            int(p.knobs["sm_limit"]),
+        )
 
     def first_update_s(self, point: Point) -> float:
         """The actors' time of the smallest task (a multiple of FRAMES_STEP) with one learner update."""
@@ -311,13 +368,22 @@ class Predictor:
 
 
 def _knobs(point: Point) -> dict:
-    return {"actors": point.actors, "sm_limit": point.sm_limit, "precision": "fp32", "actor_threads": point.actor_threads}
+    return {
+        "actors": point.actors,
+        "sm_limit": point.sm_limit,
+        "precision": "fp32",
+        "actor_threads": point.actor_threads,
+    }
 
 
 def job_overrides(knobs: dict) -> list[str]:
     sm, threads = knobs.get("sm_limit"), knobs.get("actor_threads")
-    return [f"actors={knobs['actors']}", f"sm_limit={'null' if sm is None else sm}", f"precision={knobs['precision']}",
-            *([f"actor_threads={threads}"] if threads is not None else [])]
+    return [
+        f"actors={knobs['actors']}",
+        f"sm_limit={'null' if sm is None else sm}",
+        f"precision={knobs['precision']}",
+        *([f"actor_threads={threads}"] if threads is not None else []),
+    ]
 
 
 def measured_env(conf, threads: int, actors: list[int]) -> list[dict]:
@@ -344,8 +410,13 @@ def profiles_for(conf, host: Host, compare: str | None, units: list[int], actors
     if host.gpu is None:  # all units only: the model takes other unit counts from it, and says so
         inference = inference_curve(conf, sorted({1, max(actors)}), [max(units)], repeats=3)
         updates = [update_time(conf, max(units), repeats=1)] if conf.learner else []
-        ptags = {"profile_device": "cpu", "env_id": conf.env.id, "hardware_threads": str(here),
-                 "host": tags.get("host", "?"), "cpu_model": tags.get("cpu_model", "?")}
+        ptags = {
+            "profile_device": "cpu",
+            "env_id": conf.env.id,
+            "hardware_threads": str(here),
+            "host": tags.get("host", "?"),
+            "cpu_model": tags.get("cpu_model", "?"),
+        }
         profile = Profile("measured", ptags, rows, inference, updates, params={"algo.name": conf.algo.name})
         return {"fp32": profile}, ["measured here: env stepping, inference and the update on this CPU, just now"]
     flops = Flops(*counted_flops(conf))
@@ -359,8 +430,7 @@ def profiles_for(conf, host: Host, compare: str | None, units: list[int], actors
     return out, how + notes(host.gpu, list(out), flops)
 
 
-def make_plan(args, host: Host, base: list[str], sms: list[int | None],
-              t0: float) -> tuple[Plan, Predictor, list[str]]:
+def make_plan(args, host: Host, base: list[str], sms: list[int | None], t0: float) -> tuple[Plan, Predictor, list[str]]:
     conf = compose_job([*base, f"actors={max(args.actors)}"], host=False)
     units = sorted({host.units if s is None else s for s in sms})
     profiles, how = profiles_for(conf, host, args.compare, units, args.actors)
@@ -382,17 +452,24 @@ def make_plan(args, host: Host, base: list[str], sms: list[int | None],
 
 def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budget_s: float, spent_s: float) -> None:
     where = f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
-    print(f"[gpu_study] plan for {where}, {host.threads} CPU threads; {plan.frames} frames per job; "
-          f"predicted best actor count {plan.best_actors}")
+    print(
+        f"[gpu_study] plan for {where}, {host.threads} CPU threads; {plan.frames} frames per job; "
+        f"predicted best actor count {plan.best_actors}"
+    )
     o = plan.overheads
     for stage, label in STAGES.items():
         if not plan.stage(stage):
             continue
         print(f"  {label}: {plan.stage_s(stage):.0f} s (a sweep's start {o.sweep_start_s:.0f} s, estimate)")
         for j in plan.stage(stage):
-            seconds = f"reused: {j.reused}" if j.reused else (
-                f"predicted {j.seconds(o):.0f} s (task {j.runtime_s:.1f} s, bound {j.bound}; + {o.job_s:.0f} s "
-                "job start and end, estimate)")
+            seconds = (
+                f"reused: {j.reused}"
+                if j.reused
+                else (
+                    f"predicted {j.seconds(o):.0f} s (task {j.runtime_s:.1f} s, bound {j.bound}; + {o.job_s:.0f} s "
+                    "job start and end, estimate)"
+                )
+            )
             print(f"    {j.name}: {seconds}")
     print(f"  report and summary: {o.report_s:.0f} s (estimate)")
     planning = f"{spent_s:.0f} s of planning here" if host.here else f"{o.plan_s:.0f} s of planning there (estimate)"
@@ -402,6 +479,7 @@ def print_plan(plan: Plan, host: Host, how: list[str], predict: Predictor, budge
 
 
 # --- the run -------------------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -424,16 +502,19 @@ class Run:
         """Run the stage's jobs that fit the time left; the sweep is stopped at the budget."""
         kept, cut = fit_stage(jobs, self.left_s(), self.plan.overheads)
         for j in cut:
-            self.events.append(f"cut before it started ({STAGES[stage]}): {j.name}, predicted "
-                               f"{j.seconds(self.plan.overheads):.0f} s with {max(0, self.left_s()):.0f} s left")
+            self.events.append(
+                f"cut before it started ({STAGES[stage]}): {j.name}, predicted "
+                f"{j.seconds(self.plan.overheads):.0f} s with {max(0, self.left_s()):.0f} s left"
+            )
         self.troubles += len(cut)
         if not kept:
             return None
         folder = f"hydra.sweep.dir={self.args.out}/multirun/{stage}"  # one per stage: job 0 of each is not overwritten
         sweep = run_sweep([*self.common, folder, *axis(kept)], timeout_s=max(1.0, self.left_s()))
         if sweep.stopped:
-            self.events.append(f"stopped at the budget ({STAGES[stage]}) after {sweep.seconds:.0f} s; "
-                               "its finished jobs kept")
+            self.events.append(
+                f"stopped at the budget ({STAGES[stage]}) after {sweep.seconds:.0f} s; its finished jobs kept"
+            )
         self.troubles += sweep.stopped or sweep.code != 0
         return sweep
 
@@ -459,13 +540,18 @@ def run_study(r: Run) -> dict:
     predicted_best = max(1e-9, r.predict({"actors": best, "sm_limit": None, "precision": "fp32"}, plan.frames)[0])
     plan.overheads = measured_overheads(plan.overheads, first.seconds, list(measured.values()))
     later = later_jobs(best, r.sms, args.compare, plan.frames, r.predict, measured[best] / predicted_best)
-    r.events.append(f"best actor count {best} (measured {measured[best]:.1f} s against {predicted_best:.1f} s "
-                    f"predicted): the later jobs re-predicted x{measured[best] / predicted_best:.2f}")
+    r.events.append(
+        f"best actor count {best} (measured {measured[best]:.1f} s against {predicted_best:.1f} s "
+        f"predicted): the later jobs re-predicted x{measured[best] / predicted_best:.2f}"
+    )
     sms = [j for j in later if j.stage == "sms"]
     r.stage("sms", sms, lambda js: [f"actors={best}", "sm_limit=" + ",".join(str(j.sm_limit) for j in js)])
     if args.compare:
-        r.stage("precision", [j for j in later if j.stage == "precision"],
-                lambda js: [f"actors={best}", f"precision={args.compare}"])
+        r.stage(
+            "precision",
+            [j for j in later if j.stage == "precision"],
+            lambda js: [f"actors={best}", f"precision={args.compare}"],
+        )
     return {"best": best, "predicted": {j.name: j.runtime_s for j in plan.stage("actors") + later}}
 
 
@@ -491,10 +577,17 @@ def finish(r: Run, uri: str, result: dict) -> None:
     else:
         r.events.append("no job finished: no report")
     half = half_units(r.host)
-    run = {"command": " ".join([PROG, *(r.args.argv or [])]), "experiment": r.experiment, "budget_s": r.args.budget_s,
-           "used_s": time.monotonic() - r.t0, "task": r.task, "events": r.events}
-    s = summary(study, r.host.tags, result["best"], half if half in r.sms else None, r.args.compare,
-                result["predicted"], run)
+    run = {
+        "command": " ".join([PROG, *(r.args.argv or [])]),
+        "experiment": r.experiment,
+        "budget_s": r.args.budget_s,
+        "used_s": time.monotonic() - r.t0,
+        "task": r.task,
+        "events": r.events,
+    }
+    s = summary(
+        study, r.host.tags, result["best"], half if half in r.sms else None, r.args.compare, result["predicted"], run
+    )
     (out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
     (out / "summary.md").write_text(markdown(s))
     print((out / "summary.md").read_text())
@@ -530,8 +623,13 @@ def main(argv: list[str] | None = None) -> int:
 def check_jobs(base: list[str], plan: Plan) -> None:
     """Every planned job validated on this host before any runs (ConfigError naming what)."""
     for j in plan.jobs:
-        compose_job([*base, *job_overrides({"actors": j.actors, "sm_limit": j.sm_limit, "precision": j.precision}),
-                     f"workload.frames={plan.frames}"])
+        compose_job(
+            [
+                *base,
+                *job_overrides({"actors": j.actors, "sm_limit": j.sm_limit, "precision": j.precision}),
+                f"workload.frames={plan.frames}",
+            ]
+        )
 
 
 def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: list, t0: float) -> int:
@@ -539,12 +637,23 @@ def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: 
     out.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{out}/mlruns/mlflow.db"
     preflight_or_exit(uri, prog=PROG)
-    (out / "plan.json").write_text(json.dumps({"frames": plan.frames, "jobs": [asdict(j) for j in plan.jobs],
-                                               "overheads": asdict(plan.overheads), "budget_s": args.budget_s,
-                                               "notes": predict.notes}, indent=2))
+    (out / "plan.json").write_text(
+        json.dumps(
+            {
+                "frames": plan.frames,
+                "jobs": [asdict(j) for j in plan.jobs],
+                "overheads": asdict(plan.overheads),
+                "budget_s": args.budget_s,
+                "notes": predict.notes,
+            },
+            indent=2,
+        )
+    )
     experiment = f"{EXPERIMENT}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    common = merge(base, [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={experiment}",
-                          "progress=log"])
+    common = merge(
+        base,
+        [f"workload.frames={plan.frames}", f"tracking.uri={uri}", f"tracking.experiment={experiment}", "progress=log"],
+    )
     r = Run(args, host, plan, predict, common, sms, f"{' '.join(base)}, {plan.frames} frames per job", experiment, t0)
     from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
@@ -564,9 +673,11 @@ def stage_host(args, cuda_available: bool) -> Host:
     analogue = "experiment=sm_sweep_cpu" in args.overrides
     if not cuda_available and not (args.dry_run or args.tiny or analogue):
         why = ", so there are no SMs to limit" if args.stage == "sms" else ""
-        raise Refused(f"--stage={args.stage}: no CUDA device on this host (torch.cuda.is_available() is False){why}; "
-                      "allowed: a GPU host, --dry-run (the plan for --gpu), --tiny (the rehearsal on this CPU), or "
-                      "experiment=sm_sweep_cpu (the CPU analogue: sm_limit caps CPU threads)")
+        raise Refused(
+            f"--stage={args.stage}: no CUDA device on this host (torch.cuda.is_available() is False){why}; "
+            "allowed: a GPU host, --dry-run (the plan for --gpu), --tiny (the rehearsal on this CPU), or "
+            "experiment=sm_sweep_cpu (the CPU analogue: sm_limit caps CPU threads)"
+        )
     if analogue and not cuda_available and not args.gpu:
         from rlbench.tracking.fingerprint import host_tags  # lazy: keeps torch, mlflow off a refusal's start
 
@@ -586,14 +697,18 @@ def stage_best(args, predicted: Callable[[], int]) -> tuple[list[int], str]:
         s = json.loads((args.best_from / "summary.json").read_text())
         best = (s.get("best") or {}).get("actors") if s.get("stage") == "actors" else None
         if not best:
-            raise Refused(f"--best-from={args.best_from}: its summary.json is not a finished actors stage's (no best "
-                          "actor count); allowed: the --out of an actors stage with a finished job, or --actors N")
+            raise Refused(
+                f"--best-from={args.best_from}: its summary.json is not a finished actors stage's (no best "
+                "actor count); allowed: the --out of an actors stage with a finished job, or --actors N"
+            )
         return [int(best)], f"best actor count {best} (the actors stage's, {args.best_from}/summary.json)"
     if args.dry_run or args.tiny:
         best = predicted()
         return [best], f"best actor count {best}: predicted (a run on a GPU host needs --actors N or --best-from DIR)"
-    raise Refused(f"--stage={args.stage}: needs the best actor count; allowed: --actors N, or --best-from DIR "
-                  "(an actors stage's --out)")
+    raise Refused(
+        f"--stage={args.stage}: needs the best actor count; allowed: --actors N, or --best-from DIR "
+        "(an actors stage's --out)"
+    )
 
 
 def make_stage_plan(args, host: Host, base: list[str], t0: float) -> tuple[StagePlan, Predictor, list[str]]:
@@ -624,23 +739,33 @@ def print_stage_plan(plan: StagePlan, host: Host, how: list[str], predict: Predi
     o, w = plan.overheads, plan.warmup
     print(f"[gpu_study] stage {plan.stage} for {where}, {host.threads} CPU threads, one process:")
     print(f"  before this command: the install {o.install_s:.0f} s (estimate); the planning {o.plan_s:.0f} s")
-    print(f"  the process's start {o.process_s:.0f} s, idle GPU power {o.idle_s:.0f} s, {plan.sweeps()} runs of "
-          f"rlbench's main() {o.sweep_s:.0f} s each (estimates)")
-    print(f"  warm-up (discarded, run `warmup`): {w.point.name}, {w.frames} frames, {w.sized.updates} updates: "
-          f"predicted {w.seconds():.0f} s (task {w.sized.runtime_s:.1f} s; + {w.start_s:.0f} s start and end)")
+    print(
+        f"  the process's start {o.process_s:.0f} s, idle GPU power {o.idle_s:.0f} s, {plan.sweeps()} runs of "
+        f"rlbench's main() {o.sweep_s:.0f} s each (estimates)"
+    )
+    print(
+        f"  warm-up (discarded, run `warmup`): {w.point.name}, {w.frames} frames, {w.sized.updates} updates: "
+        f"predicted {w.seconds():.0f} s (task {w.sized.runtime_s:.1f} s; + {w.start_s:.0f} s start and end)"
+    )
     for j in plan.jobs:
         z = j.sized
-        print(f"  {j.point.name} x {j.point.repeats}: {j.frames} frames, {z.updates} learner updates, steady "
-              f"{z.steady_s:.0f} s: predicted {j.point.repeats} x {j.seconds():.0f} s (task {z.runtime_s:.1f} s, "
-              f"bound {z.bound}; + {j.start_s:.0f} s start and end); ratio {ratio_text(host, z)}")
+        print(
+            f"  {j.point.name} x {j.point.repeats}: {j.frames} frames, {z.updates} learner updates, steady "
+            f"{z.steady_s:.0f} s: predicted {j.point.repeats} x {j.seconds():.0f} s (task {z.runtime_s:.1f} s, "
+            f"bound {z.bound}; + {j.start_s:.0f} s start and end); ratio {ratio_text(host, z)}"
+        )
     for line in plan.left_out:
         print(f"  left out: {line}")
     if plan.fixed_frames:
-        print(f"  the rehearsal: every job at {plan.fixed_frames} frames, not sized to {MIN_STEADY_S:g} s of steady "
-              f"windows and {MIN_UPDATES} learner updates (seconds-long CartPole jobs: the script, not a result)")
+        print(
+            f"  the rehearsal: every job at {plan.fixed_frames} frames, not sized to {MIN_STEADY_S:g} s of steady "
+            f"windows and {MIN_UPDATES} learner updates (seconds-long CartPole jobs: the script, not a result)"
+        )
     fits = "fits" if plan.total_s() <= budget_s else "DOES NOT FIT: nothing runs"
-    print(f"  the summary {o.summary_s:.0f} s; total predicted {plan.total_s():.0f} s of the budget {budget_s:.0f} s: "
-          f"{fits}")
+    print(
+        f"  the summary {o.summary_s:.0f} s; total predicted {plan.total_s():.0f} s of the budget {budget_s:.0f} s: "
+        f"{fits}"
+    )
     for line in how + predict.notes:
         print(f"  {line}")
 
@@ -678,11 +803,19 @@ def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> 
     preflight_or_exit(uri, prog=PROG)
     experiment = f"{EXPERIMENT}-{args.stage}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
     common = merge(base, [f"tracking.uri={uri}", f"tracking.experiment={experiment}", "progress=log"])
-    spec = {"uri": uri, "experiment": experiment, "out": str(out), "idle_s": o.idle_s, "common": common,
-            "warmup": [*plan.warmup.point.overrides(), f"workload.frames={plan.warmup.frames}"], "grids": plan.grids()}
+    spec = {
+        "uri": uri,
+        "experiment": experiment,
+        "out": str(out),
+        "idle_s": o.idle_s,
+        "common": common,
+        "warmup": [*plan.warmup.point.overrides(), f"workload.frames={plan.warmup.frames}"],
+        "grids": plan.grids(),
+    }
     (out / "stage.json").write_text(json.dumps(spec, indent=2))
-    (out / "plan.json").write_text(json.dumps(asdict(plan) | {"total_s": plan.total_s(), "budget_s": args.budget_s},
-                                              indent=2, default=str))
+    (out / "plan.json").write_text(
+        json.dumps(asdict(plan) | {"total_s": plan.total_s(), "budget_s": args.budget_s}, indent=2, default=str)
+    )
     limit = args.budget_s - o.install_s - (time.monotonic() - t0) - o.summary_s
     done = run_sweep([str(out / "stage.json")], timeout_s=max(1.0, limit), module="rlbench.stage", multirun=False)
     events = [f"stopped at the budget after {done.seconds:.0f} s; its finished jobs kept"] if done.stopped else []
@@ -703,10 +836,19 @@ def stage_finish(args, host: Host, uri: str, experiment: str, events: list[str],
     except LookupError:
         study = Study("experiment", experiment, None, {}, [], [])
     idle_file = args.out / "idle_power.json"
-    idle = (json.loads(idle_file.read_text()) if idle_file.is_file() else
-            {"value": None, "reason": "the stage's process wrote no idle power (it stopped before)"})
-    run = {"command": " ".join([PROG, *(args.argv or [])]), "experiment": experiment, "budget_s": args.budget_s,
-           "used_s": time.monotonic() - t0, "task": task, "events": events}
+    idle = (
+        json.loads(idle_file.read_text())
+        if idle_file.is_file()
+        else {"value": None, "reason": "the stage's process wrote no idle power (it stopped before)"}
+    )
+    run = {
+        "command": " ".join([PROG, *(args.argv or [])]),
+        "experiment": experiment,
+        "budget_s": args.budget_s,
+        "used_s": time.monotonic() - t0,
+        "task": task,
+        "events": events,
+    }
     s = stage_summary(args.stage, study, host.tags, idle, run)
     (args.out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
     (args.out / "summary.md").write_text(stage_markdown(s))

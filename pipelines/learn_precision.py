@@ -4,7 +4,8 @@ docs/vtrace.md's "Precision" sections.
 
 Per algorithm one sweep `python -m rlbench -m env=cartpole algo=<a> workload=<its task>
 precision=<p> seed=1..N` (R2D2: workload=cartpole, 400k frames; V-trace: cartpole_onpolicy,
-800k), then the Atari smoke job (`workload=smoke`, Pong) at the same precision. Reads every job back from MLflow and writes one JSON file (`--out`):
+800k), then the Atari smoke job (`workload=smoke`, Pong) at the same precision. Reads every job
+back from MLflow and writes one JSON file (`--out`):
 per job its seed, status, greedy `eval_return_mean20`, loss, learner_tflops and runtime_s;
 per algorithm how many seeds reached `--target` (CartPole's 195); the smoke job's loss and
 whether it is finite. Prints one line per algorithm, then `learning_survives=<true|false>`.
@@ -49,8 +50,17 @@ def parse(argv):
 
 def sweep(args, overrides: list[str]) -> str:
     """Run one multirun; returns its parent run id (printed by the sweep)."""
-    cmd = [sys.executable, "-m", "rlbench", "-m", *overrides, f"precision={args.precision}", "progress=log",
-           f"tracking.uri={args.tracking_uri}", f"tracking.experiment={args.experiment}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlbench",
+        "-m",
+        *overrides,
+        f"precision={args.precision}",
+        "progress=log",
+        f"tracking.uri={args.tracking_uri}",
+        f"tracking.experiment={args.experiment}",
+    ]
     print("$", " ".join(cmd[1:]), flush=True)
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     marker = "[rlbench sweep] parent run "
@@ -66,9 +76,18 @@ def jobs(parent: str) -> list[dict]:
     rows = []
     for kid in read_sweep(parent).children:
         m = kid.metrics
-        rows.append({"run_id": kid.run_id, "name": kid.name, "status": kid.status, "seed": int(kid.params["seed"]),
-                     **{k: m.get(k) for k in ("eval_return_mean20", "loss", "learner_tflops", "learner_updates",
-                                              "runtime_s")}})
+        rows.append(
+            {
+                "run_id": kid.run_id,
+                "name": kid.name,
+                "status": kid.status,
+                "seed": int(kid.params["seed"]),
+                **{
+                    k: m.get(k)
+                    for k in ("eval_return_mean20", "loss", "learner_tflops", "learner_updates", "runtime_s")
+                },
+            }
+        )
     return sorted(rows, key=lambda r: r["seed"])
 
 
@@ -79,14 +98,21 @@ def main(argv=None) -> int:
     seeds = ",".join(str(s) for s in range(args.first_seed, args.first_seed + args.seeds))
     result: dict = {"precision": args.precision, "target": args.target, "algos": {}}
     for algo in [a for a in args.algos.split(",") if a]:
-        parent = sweep(args, ["env=cartpole", f"algo={algo}", f"workload={TASKS.get(algo, 'cartpole')}", f"seed={seeds}"])
+        parent = sweep(
+            args, ["env=cartpole", f"algo={algo}", f"workload={TASKS.get(algo, 'cartpole')}", f"seed={seeds}"]
+        )
         use_store(args.tracking_uri)
         rows = jobs(parent)
         learned = [r for r in rows if r["status"] == "FINISHED" and (r["eval_return_mean20"] or 0) >= args.target]
         result["algos"][algo] = {"parent": parent, "learned": len(learned), "seeds": len(rows), "jobs": rows}
-        print(f"{algo} at {args.precision}: {len(learned)}/{len(rows)} seeds reached eval_return_mean20 >= "
-              f"{args.target:g}: " + ", ".join(f"{r['eval_return_mean20']:.1f}" if r["eval_return_mean20"] is not None
-                                              else "none" for r in rows), flush=True)
+        print(
+            f"{algo} at {args.precision}: {len(learned)}/{len(rows)} seeds reached eval_return_mean20 >= "
+            f"{args.target:g}: "
+            + ", ".join(
+                f"{r['eval_return_mean20']:.1f}" if r["eval_return_mean20"] is not None else "none" for r in rows
+            ),
+            flush=True,
+        )
         args.out.write_text(json.dumps(result, indent=1))
     if not args.no_atari:
         parent = sweep(args, ["workload=smoke", "seed=1"])
@@ -94,10 +120,14 @@ def main(argv=None) -> int:
         (row,) = jobs(parent)
         row["loss_finite"] = row["loss"] is not None and math.isfinite(row["loss"])
         result["atari_smoke"] = row
-        print(f"Atari smoke job at {args.precision}: {row['status']}, loss {row['loss']}, "
-              f"finite: {row['loss_finite']}", flush=True)
-    ok = all(a["learned"] == a["seeds"] for a in result["algos"].values()) and \
-        result.get("atari_smoke", {"loss_finite": True})["loss_finite"]
+        print(
+            f"Atari smoke job at {args.precision}: {row['status']}, loss {row['loss']}, finite: {row['loss_finite']}",
+            flush=True,
+        )
+    ok = (
+        all(a["learned"] == a["seeds"] for a in result["algos"].values())
+        and result.get("atari_smoke", {"loss_finite": True})["loss_finite"]
+    )
     result["learning_survives"] = ok
     args.out.write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")

@@ -32,8 +32,11 @@ def source_uri(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="the study's --out folder, its mlflow.db, or a tracking URI")
-    p.add_argument("--into", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db",
-                   help="the store to merge into (default $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)")
+    p.add_argument(
+        "--into",
+        default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db",
+        help="the store to merge into (default $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db)",
+    )
     args = p.parse_args(argv)
     src = source_uri(args.source)
     if problem := existing_store("source", src, " (a study's --out folder holds mlruns/mlflow.db)"):
@@ -45,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     from rlbench.tracking.merge import merge_store  # lazy: keeps mlflow off a refusal's start
 
     done = merge_store(src, args.into)
-    print(f"merged {src} into {args.into}: {done.experiments} experiment(s), {done.copied} run(s) copied, "
-          f"{done.skipped} already there")
+    print(
+        f"merged {src} into {args.into}: {done.experiments} experiment(s), {done.copied} run(s) copied, "
+        f"{done.skipped} already there"
+    )
     return 0
 
 

@@ -11,8 +11,16 @@ import sys
 from rlbench.run_and_report import run_pipeline
 
 FULL = ["search=ratio"]
-QUICK = ["search=ratio", "search.study=ratio_quick", "search.n_trials=4", "search.actors=[2,16]",
-         "search.objectives=[fps]", "search.directions=[maximize]", "workload=smoke", "progress=log"]
+QUICK = [
+    "search=ratio",
+    "search.study=ratio_quick",
+    "search.n_trials=4",
+    "search.actors=[2,16]",
+    "search.objectives=[fps]",
+    "search.directions=[maximize]",
+    "workload=smoke",
+    "progress=log",
+]
 
 if __name__ == "__main__":
     sys.exit(run_pipeline("ratio_search", FULL, QUICK))

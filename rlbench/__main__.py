@@ -38,11 +38,17 @@ def fault_text(error: BaseException) -> str:
     while e is not None and e not in chain:
         chain.append(e)
         e = e.__cause__ or e.__context__
-    full = [e for e in chain if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
-            or "database or disk is full" in _first_line(e)]
+    full = [
+        e
+        for e in chain
+        if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+        or "database or disk is full" in _first_line(e)
+    ]
     if full:
-        return (f"the disk is full: the store or an artifact could not be written ({type(full[-1]).__name__}: "
-                f"{_first_line(full[-1])[:200]}); free space there and run it again")
+        return (
+            f"the disk is full: the store or an artifact could not be written ({type(full[-1]).__name__}: "
+            f"{_first_line(full[-1])[:200]}); free space there and run it again"
+        )
     return f"{type(error).__name__}: {_first_line(error)}"
 
 
@@ -58,9 +64,11 @@ def _fail(error: Exception, log_file: Path) -> None:
         traceback.print_exception(error, file=f)
     run, status = getattr(error, "run_id", None), getattr(error, "run_status", "FAILED")  # as the store reads it
     ended = "ended FAILED" if status == "FAILED" else recorded(status)
-    print(f"rlbench: the job failed: {fault_text(error)}"
-          f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}",
-          file=sys.stderr)
+    print(
+        f"rlbench: the job failed: {fault_text(error)}"
+        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}",
+        file=sys.stderr,
+    )
     sys.exit(1)
 
 

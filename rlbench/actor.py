@@ -27,10 +27,18 @@ def parse(argv: list[str] | None):
     p.add_argument("--server", required=True, help="the job's actor server: HOST:PORT or unix:PATH")
     p.add_argument("--envs", type=number(int, lo=1), required=True, help="envs this process steps")
     p.add_argument("--threads", type=number(int, lo=1), default=1, help="CPU threads stepping them (default 1)")
-    p.add_argument("--cpus", type=cpu_list, default=None,
-                   help="run on these CPUs only, e.g. 0-3 or 0,2 (default: every CPU this process may use)")
-    p.add_argument("--env-nice", type=number(int, lo=0, hi=19), default=None,
-                   help="nice value of the env threads (default 5: gRPC's threads go first)")
+    p.add_argument(
+        "--cpus",
+        type=cpu_list,
+        default=None,
+        help="run on these CPUs only, e.g. 0-3 or 0,2 (default: every CPU this process may use)",
+    )
+    p.add_argument(
+        "--env-nice",
+        type=number(int, lo=0, hi=19),
+        default=None,
+        help="nice value of the env threads (default 5: gRPC's threads go first)",
+    )
     p.add_argument("overrides", nargs="*", help="the job's env overrides, e.g. env=pong")
     return p.parse_args(argv)
 
@@ -56,8 +64,9 @@ def actor(args) -> tuple[int, str]:
         if args.cpus is not None:
             pin(args.cpus)
         nice = ENV_NICE if args.env_nice is None else args.env_nice
-        return run_actor(args.server, env_cfg, args.envs, args.threads, os.environ.get(TOKEN_ENV) or None,
-                         env_nice=nice)
+        return run_actor(
+            args.server, env_cfg, args.envs, args.threads, os.environ.get(TOKEN_ENV) or None, env_nice=nice
+        )
     except (ConfigError, EnvIdError) as e:
         return 2, f"{PROG}: {e}"
 
@@ -69,8 +78,9 @@ def pin(cpus: list[int]) -> None:
     try:
         os.sched_setaffinity(0, cpus)
     except (OSError, AttributeError):
-        raise ConfigError(f"--cpus={cpu_text(cpus)}: allowed: CPUs this process may use "
-                          f"({cpu_text(usable_cpus())})") from None
+        raise ConfigError(
+            f"--cpus={cpu_text(cpus)}: allowed: CPUs this process may use ({cpu_text(usable_cpus())})"
+        ) from None
 
 
 if __name__ == "__main__":

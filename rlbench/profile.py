@@ -40,23 +40,61 @@ def _ints(text: str) -> list[int]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=_ints, default=None, help="actor threads to step envs with (default 1, half "
-                                                               "and all of this host's usable CPUs)")
-    p.add_argument("--envs", type=_ints, default=[4, 16, 64, 256], help="env counts (default 4,16,64,256: the "
-                                                                          "study's actor sweep spans 4..256)")
-    p.add_argument("--batches", type=_ints, default=[4, 16, 64, 256], help="inference batch sizes (default 4,16,64,256)")
-    p.add_argument("--units", type=_ints, default=None, help="compute units: SMs on CUDA, threads on CPU (default "
-                                                             "on CPU 1, half and all threads; on CUDA a quarter, half "
-                                                             "and all SMs)")
-    p.add_argument("--seconds", type=number(float, lo=0, lo_open=True), default=2.0, help="seconds per env-stepping point (default 2)")
+    p.add_argument(
+        "--threads",
+        type=_ints,
+        default=None,
+        help="actor threads to step envs with (default 1, half and all of this host's usable CPUs)",
+    )
+    p.add_argument(
+        "--envs",
+        type=_ints,
+        default=[4, 16, 64, 256],
+        help="env counts (default 4,16,64,256: the study's actor sweep spans 4..256)",
+    )
+    p.add_argument(
+        "--batches", type=_ints, default=[4, 16, 64, 256], help="inference batch sizes (default 4,16,64,256)"
+    )
+    p.add_argument(
+        "--units",
+        type=_ints,
+        default=None,
+        help="compute units: SMs on CUDA, threads on CPU (default "
+        "on CPU 1, half and all threads; on CUDA a quarter, half "
+        "and all SMs)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=number(float, lo=0, lo_open=True),
+        default=2.0,
+        help="seconds per env-stepping point (default 2)",
+    )
     p.add_argument("--repeats", type=number(int, lo=1), default=10, help="timed inference calls per point (default 10)")
-    p.add_argument("--updates", type=number(int, lo=0), default=2, help="timed learner updates per unit count (default 2); 0 = none")
-    p.add_argument("--corun-envs", type=number(int, lo=0), default=40, help="envs of the co-run (the actor loop alone and beside "
-                                                              "the learner, per unit count); 0 = none")
-    p.add_argument("--rpc-frames", type=_ints, default=[1, 16], help="envs per actor process (frames per message) "
-                   "at which the actor protocol's cost is measured (default 1,16: a line per message and per env)")
-    p.add_argument("--rpc-seconds", type=number(float, lo=0), default=1.5, help="seconds of messages per --rpc-frames "
-                   "point (default 1.5); 0 = not measured")
+    p.add_argument(
+        "--updates",
+        type=number(int, lo=0),
+        default=2,
+        help="timed learner updates per unit count (default 2); 0 = none",
+    )
+    p.add_argument(
+        "--corun-envs",
+        type=number(int, lo=0),
+        default=40,
+        help="envs of the co-run (the actor loop alone and beside the learner, per unit count); 0 = none",
+    )
+    p.add_argument(
+        "--rpc-frames",
+        type=_ints,
+        default=[1, 16],
+        help="envs per actor process (frames per message) "
+        "at which the actor protocol's cost is measured (default 1,16: a line per message and per env)",
+    )
+    p.add_argument(
+        "--rpc-seconds",
+        type=number(float, lo=0),
+        default=1.5,
+        help="seconds of messages per --rpc-frames point (default 1.5); 0 = not measured",
+    )
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlruns/mlflow.db")
     p.add_argument("--experiment", default="rlbench-profiles")
     p.add_argument("--no-log", action="store_true", help="print only; log nothing to MLflow")
@@ -82,11 +120,22 @@ def _measure(conf, args) -> dict:
     fit = fit_inference(inference) if len(set(args.batches)) > 1 else {}
     power: list[dict] = []
     updates = [update_time(conf, u, args.updates, power) for u in args.units] if args.updates else []
-    co = ([corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
-          if args.updates and args.corun_envs else [])
+    co = (
+        [corun(conf, args.corun_envs, max(args.threads), u, args.seconds, args.updates, power) for u in args.units]
+        if args.updates and args.corun_envs
+        else []
+    )
     rpc = rpc_rows(conf, args)
-    return {"env": env, "inference": inference, "fit": fit, "update": updates, "corun": co, "power": power,
-            "peak": peak, "rpc": rpc}
+    return {
+        "env": env,
+        "inference": inference,
+        "fit": fit,
+        "update": updates,
+        "corun": co,
+        "power": power,
+        "peak": peak,
+        "rpc": rpc,
+    }
 
 
 def rpc_rows(conf, args) -> list[dict]:
@@ -128,11 +177,11 @@ def figure(curves: dict, path: Path) -> Path:
     ax_env, ax_inf, ax_upd, ax_co = fig.subplots(1, 4)
     for t in sorted({r["threads"] for r in curves["env"]}):
         pts = sorted((r["envs"], r["sps"]) for r in curves["env"] if r["threads"] == t)
-        ax_env.plot(*zip(*pts), marker="o", label=f"{t} actor threads")
+        ax_env.plot(*zip(*pts, strict=True), marker="o", label=f"{t} actor threads")
     ax_env.set(xlabel="envs", ylabel="agent steps / s", title="env stepping")
     for u in sorted({r["units"] for r in curves["inference"]}):
         pts = sorted((r["batch"], 1e3 * r["seconds"]) for r in curves["inference"] if r["units"] == u)
-        ax_inf.plot(*zip(*pts), marker="o", label=f"{u} units")
+        ax_inf.plot(*zip(*pts, strict=True), marker="o", label=f"{u} units")
     ax_inf.set(xlabel="batch (envs)", ylabel="ms per call", title="central inference")
     if curves["update"]:
         ax_upd.plot([r["units"] for r in curves["update"]], [r["seconds"] for r in curves["update"]], marker="o")
@@ -147,8 +196,14 @@ def figure(curves: dict, path: Path) -> Path:
         ax_co.set_xticks(list(xs), [f"{r['units']} units\n{r['envs']} envs" for r in rows])
         ax_co.legend(fontsize=8)
     else:
-        ax_co.text(0.5, 0.5, "not measured (--updates 0 or --corun-envs 0)", ha="center", va="center",
-                   transform=ax_co.transAxes)
+        ax_co.text(
+            0.5,
+            0.5,
+            "not measured (--updates 0 or --corun-envs 0)",
+            ha="center",
+            va="center",
+            transform=ax_co.transAxes,
+        )
     ax_co.set(ylabel="agent steps / s", title="co-run: actors beside the learner")
     for ax in (ax_env, ax_inf):
         ax.legend(fontsize=8)
@@ -165,10 +220,21 @@ def log_profile(conf, args, curves: dict) -> str:
     from rlbench.tracking.profiles import TABLES, write_profile  # lazy: keeps mlflow, torch off the start
 
     device = resolve_device(conf.device)
-    tags = {"env_id": conf.env.id, "device": conf.device, "profile_device": device.type,
-            "compute_units_total": str(ComputeLimit(None, device).grant.total)}
-    params = {"algo.name": conf.algo.name, "env.id": conf.env.id, "threads": args.threads, "envs": args.envs,
-              "batches": args.batches, "units": args.units, "precision": conf.precision}
+    tags = {
+        "env_id": conf.env.id,
+        "device": conf.device,
+        "profile_device": device.type,
+        "compute_units_total": str(ComputeLimit(None, device).grant.total),
+    }
+    params = {
+        "algo.name": conf.algo.name,
+        "env.id": conf.env.id,
+        "threads": args.threads,
+        "envs": args.envs,
+        "batches": args.batches,
+        "units": args.units,
+        "precision": conf.precision,
+    }
     metrics = {peak_metric(conf.precision): curves["peak"]["tflops"]}
     rpc, why = rpc_metrics(curves["rpc"])
     metrics |= rpc
@@ -177,8 +243,15 @@ def log_profile(conf, args, curves: dict) -> str:
         metrics |= {f"inference_fixed_ms/{u}": 1e3 * fixed, f"inference_per_env_ms/{u}": 1e3 * per_env}
     tracking = type(conf.tracking)(uri=args.tracking_uri, experiment=args.experiment)
     with tempfile.TemporaryDirectory() as tmp:
-        return write_profile(tracking, f"profile {conf.env.id} {conf.algo.name} {conf.precision}", tags, params,
-                             {name: curves[name] for name in TABLES}, metrics, [figure(curves, Path(tmp) / "profile.png")])
+        return write_profile(
+            tracking,
+            f"profile {conf.env.id} {conf.algo.name} {conf.precision}",
+            tags,
+            params,
+            {name: curves[name] for name in TABLES},
+            metrics,
+            [figure(curves, Path(tmp) / "profile.png")],
+        )
 
 
 def _default_counts(conf, args) -> str | None:
@@ -191,12 +264,15 @@ def _default_counts(conf, args) -> str | None:
     if args.units is None:
         device = resolve_device(conf.device)
         total = ComputeLimit(None, device).grant.total
-        args.units = sorted({1, max(1, total // 2), total} if device.type == "cpu"
-                            else {max(1, total // 4), max(1, total // 2), total})
+        args.units = sorted(
+            {1, max(1, total // 2), total} if device.type == "cpu" else {max(1, total // 4), max(1, total // 2), total}
+        )
     total = ComputeLimit(None, resolve_device(conf.device)).grant.total
     if max(args.threads) > cpus or max(args.units) > total:
-        return (f"--threads={args.threads} --units={args.units}: allowed: threads in 1..{cpus} (this host's usable "
-                f"CPUs), units in 1..{total} (its {'SMs' if resolve_device(conf.device).type == 'cuda' else 'CPU threads'})")
+        return (
+            f"--threads={args.threads} --units={args.units}: allowed: threads in 1..{cpus} (this host's usable "
+            f"CPUs), units in 1..{total} (its {'SMs' if resolve_device(conf.device).type == 'cuda' else 'CPU threads'})"
+        )
     return None
 
 
@@ -220,7 +296,6 @@ def _main(argv: list[str] | None) -> int:
         return 2
     problem = _default_counts(conf, args)
     if not problem and not args.no_log:  # the store must answer before minutes of measuring, not after
-
         try:
             check(args.tracking_uri)
         except PreflightError as e:
@@ -230,11 +305,15 @@ def _main(argv: list[str] | None) -> int:
         return 2
     curves = measure(conf, args)
     peak = curves["peak"]
-    print(f"peak at precision={peak['precision']}: {peak['tflops']:.3f} TFLOP/s (the best of {peak['n']}x{peak['n']} "
-          f"GEMMs, {1e3 * peak['seconds']:.1f} ms)")
+    print(
+        f"peak at precision={peak['precision']}: {peak['tflops']:.3f} TFLOP/s (the best of {peak['n']}x{peak['n']} "
+        f"GEMMs, {1e3 * peak['seconds']:.1f} ms)"
+    )
     for r in curves["env"]:
-        print(f"env stepping: {r['threads']} threads x {r['envs']} envs: {r['sps']:.0f} steps/s "
-              f"({1e3 * r['env_step_s']:.3f} ms per env step)")
+        print(
+            f"env stepping: {r['threads']} threads x {r['envs']} envs: {r['sps']:.0f} steps/s "
+            f"({1e3 * r['env_step_s']:.3f} ms per env step)"
+        )
     for u, (fixed, per_env) in curves["fit"].items():
         print(f"central inference at {u} units: {1e3 * fixed:.2f} ms + {1e3 * per_env:.3f} ms per env")
     for r in curves["update"]:
@@ -246,18 +325,22 @@ def _main(argv: list[str] | None) -> int:
     if why:
         print("power not measured: " + "; ".join(sorted(why)))
     for r in curves["corun"]:
-        print(f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
-              f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "
-              f"{r['corun_update_s']:.2f} s")
+        print(
+            f"co-run at {r['units']} units, {r['envs']} envs on {r['threads']} threads: actor loop {r['loop_sps']:.0f} "
+            f"steps/s alone, {r['corun_sps']:.0f} beside the learner; an update beside the actors "
+            f"{r['corun_update_s']:.2f} s"
+        )
     for r in curves["rpc"]:
         if r.get("server_cpu_s") is None:
             print(f"actor protocol: not measured: {r['reason']}")
             continue
         actor = f"{1e6 * r['actor_cpu_s']:.0f} us" if r["actor_cpu_s"] is not None else f"not measured ({r['reason']})"
         rtt = f"{r['rtt_p50_ms']:.2f} ms" if r["rtt_p50_ms"] is not None else "not reported"
-        print(f"actor protocol, {r['frames']} envs per message ({r['messages']} messages): CPU per message: actor "
-              f"{actor}, server {1e6 * r['server_cpu_s']:.0f} us; {r['bytes_up']:.0f} bytes up, {r['bytes_down']:.0f} "
-              f"down; round trip p50 {rtt}; the process joined after {r['start_s']:.1f} s")
+        print(
+            f"actor protocol, {r['frames']} envs per message ({r['messages']} messages): CPU per message: actor "
+            f"{actor}, server {1e6 * r['server_cpu_s']:.0f} us; {r['bytes_up']:.0f} bytes up, {r['bytes_down']:.0f} "
+            f"down; round trip p50 {rtt}; the process joined after {r['start_s']:.1f} s"
+        )
     if not args.no_log:
         print(f"profile logged as run {log_profile(conf, args, curves)} in experiment {args.experiment}")
     return 0

@@ -45,14 +45,19 @@ def tracking_uri(overrides: list[str]) -> str:
 
 @dataclass
 class Sweep:
-    code: int             # the multirun's exit code
-    parent: str | None    # its parent run id, None when it opened none
+    code: int  # the multirun's exit code
+    parent: str | None  # its parent run id, None when it opened none
     stopped: bool = False  # stopped at its time limit (SIGTERM: the running job ends KILLED)
     seconds: float = 0.0  # wall time
 
 
-def run_sweep(overrides: list[str], timeout_s: float | None = None, grace_s: float = 30.0,
-              module: str = "rlbench", multirun: bool = True) -> Sweep:
+def run_sweep(
+    overrides: list[str],
+    timeout_s: float | None = None,
+    grace_s: float = 30.0,
+    module: str = "rlbench",
+    multirun: bool = True,
+) -> Sweep:
     """Runs the multirun (`python -m <module> -m ...`; multirun False: without `-m`), echoing its
     output. With `timeout_s`: SIGTERM once it has run that long (its finished jobs stay), SIGKILL
     `grace_s` later."""

@@ -58,14 +58,23 @@ def run_stage(spec: dict) -> int:
     source.close()
     Path(spec["out"], "idle_power.json").write_text(json.dumps(idle, indent=2))
     print(f"[stage] idle GPU power: {json.dumps(idle)}", flush=True)
-    log_alone(spec["uri"], spec["experiment"], "idle power", {"rlbench.role": "idle_power"},
-              {IDLE_POWER: idle["value"]} if idle["value"] is not None else {},
-              {} if idle["value"] is not None else {IDLE_POWER: idle["reason"]})
-    code = run_main([*spec["common"], *spec["warmup"], "tracking.run_name=warmup",
-                     f"++tracking.tags.{WARMUP[0]}={WARMUP[1]}"])
+    log_alone(
+        spec["uri"],
+        spec["experiment"],
+        "idle power",
+        {"rlbench.role": "idle_power"},
+        {IDLE_POWER: idle["value"]} if idle["value"] is not None else {},
+        {} if idle["value"] is not None else {IDLE_POWER: idle["reason"]},
+    )
+    code = run_main(
+        [*spec["common"], *spec["warmup"], "tracking.run_name=warmup", f"++tracking.tags.{WARMUP[0]}={WARMUP[1]}"]
+    )
     if code != 0:
-        print(f"[stage] the warm-up job ended with exit {code}: the stage stops (nothing after it is warm)",
-              file=sys.stderr, flush=True)
+        print(
+            f"[stage] the warm-up job ended with exit {code}: the stage stops (nothing after it is warm)",
+            file=sys.stderr,
+            flush=True,
+        )
         return code
     codes = []
     for k, grid in enumerate(spec["grids"]):
@@ -78,8 +87,11 @@ def run_stage(spec: dict) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_file():
-        print(f"rlbench.stage: {' '.join(args) or '(nothing)'}: allowed: one SPEC.json written by "
-              "pipelines/gpu_study.py --stage", file=sys.stderr)
+        print(
+            f"rlbench.stage: {' '.join(args) or '(nothing)'}: allowed: one SPEC.json written by "
+            "pipelines/gpu_study.py --stage",
+            file=sys.stderr,
+        )
         return 2
     return run_stage(json.loads(Path(args[0]).read_text()))
 

@@ -10,6 +10,7 @@ also after a failure).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -28,30 +29,46 @@ def chromium_path() -> str | None:
 
 
 class Browser:
-    def __init__(self, width: int = 1400, height: int = 1000, timeout_s: float = 30.0,
-                 failure_screenshot: Path | None = None):
+    def __init__(
+        self, width: int = 1400, height: int = 1000, timeout_s: float = 30.0, failure_screenshot: Path | None = None
+    ):
         exe = chromium_path()
         if exe is None:
             raise FileNotFoundError("chromium not found (Debian: apt-get install chromium)")
         self.failure_screenshot, self.ws, self._id = failure_screenshot, None, 0
         self.profile = Path(tempfile.mkdtemp(prefix="rlbench-chromium-"))
         self.proc = subprocess.Popen(
-            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             # iframes (the artifact viewer's sandboxed one too) in the page's process, reachable from its target
-             "--disable-site-isolation-trials", "--disable-features=IsolateOrigins,site-per-process",
-             "--remote-debugging-port=0", f"--user-data-dir={self.profile}", f"--window-size={width},{height}",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)  # its own process group: close() kills renderers and helpers too
+            [
+                exe,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                # iframes (the artifact viewer's sandboxed one too) in the page's process, reachable from its target
+                "--disable-site-isolation-trials",
+                "--disable-features=IsolateOrigins,site-per-process",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # its own process group: close() kills renderers and helpers too
         try:
             port = self._port(timeout_s)
             req = urllib.request.Request(f"http://127.0.0.1:{port}/json/new?about:blank", method="PUT")
             with urllib.request.urlopen(req, timeout=10) as r:
                 target = json.loads(r.read())
-            self.ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=timeout_s,
-                                                  suppress_origin=True)
+            self.ws = websocket.create_connection(
+                target["webSocketDebuggerUrl"], timeout=timeout_s, suppress_origin=True
+            )
             self.call("Page.enable")
-            self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                      mobile=False)
+            self.call(
+                "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+            )
         except BaseException:
             self.close()
             raise
@@ -120,8 +137,7 @@ class Browser:
         raise AssertionError(f"page never showed {what or js} within {timeout_s} s{shot}; it shows:\n{shown}")
 
     def wait_for_text(self, text: str, timeout_s: float = 30.0) -> None:
-        self.wait_for(f"document.body && document.body.innerText.includes({json.dumps(text)})", timeout_s,
-                      repr(text))
+        self.wait_for(f"document.body && document.body.innerText.includes({json.dumps(text)})", timeout_s, repr(text))
 
     def screenshot(self, path: Path) -> Path:
         data = self.call("Page.captureScreenshot", format="png")["data"]
@@ -134,9 +150,7 @@ class Browser:
             if self.ws is not None:
                 self.ws.close()
         finally:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self.proc.wait(timeout=10)
             shutil.rmtree(self.profile, ignore_errors=True)

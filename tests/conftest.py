@@ -47,8 +47,10 @@ def pytest_itemcollected(item):
     from tests.tiers import lacks_gpu_marker
 
     if lacks_gpu_marker(item):
-        raise pytest.UsageError(f"{item.nodeid} is skipped without CUDA but lacks the gpu marker: "
-                                "add pytest.mark.gpu, or `pytest -m gpu` leaves it out on a GPU host")
+        raise pytest.UsageError(
+            f"{item.nodeid} is skipped without CUDA but lacks the gpu marker: "
+            "add pytest.mark.gpu, or `pytest -m gpu` leaves it out on a GPU host"
+        )
 
 
 def pytest_sessionstart(session):
@@ -56,10 +58,16 @@ def pytest_sessionstart(session):
 
     say_parallel(session)
 
+
 # A seconds-long CartPole job (the smoke workload's 40000 frames take ~25 s of CartPole on 2 cores):
 # 3000 frames, the learner starts after 16 sequences and makes 2 updates.
-CARTPOLE_TINY = ["env=cartpole", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
-                 "algo.min_replay=16"]
+CARTPOLE_TINY = [
+    "env=cartpole",
+    "workload=smoke",
+    "workload.frames=3000",
+    "workload.learner_updates=2",
+    "algo.min_replay=16",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -112,8 +120,13 @@ def compose_each_command_line_once():
     uncached = compose.compose_config
 
     def cached(overrides, hydra_node: bool):
-        key = (tuple(overrides), hydra_node, os.getcwd() if hydra_node else None, _registered(algorithms.ALGORITHMS),
-               _registered(env_families.FAMILIES))
+        key = (
+            tuple(overrides),
+            hydra_node,
+            os.getcwd() if hydra_node else None,
+            _registered(algorithms.ALGORITHMS),
+            _registered(env_families.FAMILIES),
+        )
         if key not in composed:
             composed[key] = uncached(overrides, hydra_node)
         return composed[key]
@@ -152,14 +165,26 @@ def _hydra_loads_once(patch: pytest.MonkeyPatch, deepcopy) -> None:
     loaded: dict[tuple, object] = {}
     uncached = ConfigLoaderImpl.load_configuration
 
-    def load_configuration(self, config_name, overrides, run_mode: RunMode, from_shell=True,
-                           validate_sweep_overrides=True):
+    def load_configuration(
+        self, config_name, overrides, run_mode: RunMode, from_shell=True, validate_sweep_overrides=True
+    ):
         from hydra import version
 
         env = tuple(sorted((k, v) for k, v in os.environ.items() if not k.startswith("PYTEST_")))
-        key = (config_name, tuple(overrides), run_mode, from_shell, validate_sweep_overrides, os.getcwd(),
-               str(self.config_search_path), _job_name(JobRuntime),
-               version.getbase(), env, _registered(algorithms.ALGORITHMS), _registered(env_families.FAMILIES))
+        key = (
+            config_name,
+            tuple(overrides),
+            run_mode,
+            from_shell,
+            validate_sweep_overrides,
+            os.getcwd(),
+            str(self.config_search_path),
+            _job_name(JobRuntime),
+            version.getbase(),
+            env,
+            _registered(algorithms.ALGORITHMS),
+            _registered(env_families.FAMILIES),
+        )
         if key not in loaded:
             loaded[key] = uncached(self, config_name, overrides, run_mode, from_shell, validate_sweep_overrides)
         return deepcopy(loaded[key])
@@ -261,12 +286,21 @@ def runs(uri: str, experiment: str = "test") -> list:
     return mlflow.search_runs(experiment_names=[experiment], output_format="list")
 
 
-def rlbench_cli(args: list[str], timeout: float = 120, extra_env: dict | None = None, module: str = "rlbench",
-                **kw) -> subprocess.CompletedProcess:
+def rlbench_cli(
+    args: list[str], timeout: float = 120, extra_env: dict | None = None, module: str = "rlbench", **kw
+) -> subprocess.CompletedProcess:
     """`python -m rlbench ARGS` (or `module`, a wrapper such as tests.full_disk) from the clone."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=env, **kw, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        **kw,
+        check=False,
+    )
 
 
 def main_in_process(args: list[str], extra_env: dict | None = None) -> subprocess.CompletedProcess:
@@ -294,8 +328,12 @@ def rlbench_main() -> Callable[..., subprocess.CompletedProcess]:
     return main_in_process
 
 
-def wait_until(predicate: Callable[[], object], timeout_s: float, what: str | Callable[[], str] = "the condition",
-               poll_s: float = 0.01) -> object:
+def wait_until(
+    predicate: Callable[[], object],
+    timeout_s: float,
+    what: str | Callable[[], str] = "the condition",
+    poll_s: float = 0.01,
+) -> object:
     """Poll `predicate` until it returns something true, and return that; fail the test with
     `what` (a callable: its result then) if `timeout_s` passes first. For states another thread
     or process reaches that offer no event to wait on (a log line, a file, a database row)."""
@@ -317,6 +355,7 @@ def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -
 
     proc = psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT)
     try:
+
         def logged_progress() -> bool:
             if job_log.exists() and "frames" in job_log.read_text():
                 return True
@@ -335,6 +374,7 @@ def sigterm_once_running(args: list[str], job_log: Path, timeout: float = 120) -
 
 
 # --- real servers on loopback (tests/servers.py), started once per session -----------------
+
 
 def _unavailable(reason: str):
     """Skip where a server cannot be installed or started; in CI that is a failure."""

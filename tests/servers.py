@@ -70,11 +70,24 @@ class Postgres:
         pwfile.write_text(PG_PASSWORD + "\n")
         if self._as:
             shutil.chown(pwfile, "postgres", "postgres")
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--pwfile", str(pwfile),
-                  "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync")
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--pwfile",
+            str(pwfile),
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         opts = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=200"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts,
-                  "-w", "-t", "90", "start")
+        self._run(
+            str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "90", "start"
+        )
         return self
 
     def url(self, db: str, driver: str = "postgresql") -> str:  # the plain form the README recommends: psycopg (3)
@@ -118,16 +131,31 @@ class MlflowServer:
         self.proc: subprocess.Popen | None = None
 
     def start(self, deadline_s: float = 180) -> MlflowServer:
-        cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.backend,
-               "--artifacts-destination", self.artifacts.as_uri(), "--host", "127.0.0.1",
-               "--port", str(self.port), "--workers", "1", *(["--app-name", self.app_name] if self.app_name else [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            self.backend,
+            "--artifacts-destination",
+            self.artifacts.as_uri(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            *(["--app-name", self.app_name] if self.app_name else []),
+        ]
         self.root.mkdir(parents=True, exist_ok=True)
         # the store and the UI alone: no job runner (MLflow 3 starts a pool of job-worker
         # processes by default, about 45 CPU-seconds on a 2-core host) and no usage telemetry
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
         with open(self.log, "w") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.root,
-                                         start_new_session=True, env=env)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True, env=env
+            )
         try:
             wait_for_health(self.url, self.proc, self.log, deadline_s)
         except Unavailable:
@@ -160,8 +188,9 @@ def _group_alive(pgid: int) -> bool:
         return False
     import psutil
 
-    return any(p.info["status"] != psutil.STATUS_ZOMBIE for p in psutil.process_iter(["status"])
-               if _pgid(p.pid) == pgid)
+    return any(
+        p.info["status"] != psutil.STATUS_ZOMBIE for p in psutil.process_iter(["status"]) if _pgid(p.pid) == pgid
+    )
 
 
 def _pgid(pid: int) -> int | None:

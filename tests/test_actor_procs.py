@@ -51,23 +51,33 @@ def test_envs_split_as_evenly_as_can_be():
         split(2, 3)
 
 
-@pytest.mark.parametrize("overrides", [["env=pong"], ["env=breakout", "env.sticky_actions=0.25",
-                                                      "env.max_episode_frames=1000"], ["env=cartpole"]])
+@pytest.mark.parametrize(
+    "overrides",
+    [["env=pong"], ["env=breakout", "env.sticky_actions=0.25", "env.max_episode_frames=1000"], ["env=cartpole"]],
+)
 def test_an_actor_process_composes_the_jobs_env_again(overrides):
     job = compose_job(overrides, host=False).env
     again = compose_job(env_overrides(job), host=False).env
     assert dataclasses.asdict(again) == dataclasses.asdict(job)
 
 
-@pytest.mark.parametrize("overrides, says", [
-    (["actor_procs=-1"], "actor_procs=-1: allowed: 0 (the envs step in the job's process)"),
-    (["actors=2", "eval_envs=1", "actor_procs=4"],
-     "at least one env per actor process and actor task (actor_procs + actor_hosts <= 3)"),
-    (["actors=4", "eval_envs=0", "actor_server.remote_envs=2"], "2 of the 4 envs would have no actor process"),
-    (["actors=4", "eval_envs=0", "actor_server.remote_envs=4"], "allowed: actor_server.bind=HOST:PORT"),
-    (["actor_procs=1", "actor_server.bind=0.0.0.0:7000"], "needs a token in the environment variable RLBENCH_ACTOR_TOKEN"),
-    (["actor_procs=1", "actor_server.join_timeout_s=0"], "actor_server.join_timeout_s=0.0: allowed: seconds > 0"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        (["actor_procs=-1"], "actor_procs=-1: allowed: 0 (the envs step in the job's process)"),
+        (
+            ["actors=2", "eval_envs=1", "actor_procs=4"],
+            "at least one env per actor process and actor task (actor_procs + actor_hosts <= 3)",
+        ),
+        (["actors=4", "eval_envs=0", "actor_server.remote_envs=2"], "2 of the 4 envs would have no actor process"),
+        (["actors=4", "eval_envs=0", "actor_server.remote_envs=4"], "allowed: actor_server.bind=HOST:PORT"),
+        (
+            ["actor_procs=1", "actor_server.bind=0.0.0.0:7000"],
+            "needs a token in the environment variable RLBENCH_ACTOR_TOKEN",
+        ),
+        (["actor_procs=1", "actor_server.join_timeout_s=0"], "actor_server.join_timeout_s=0.0: allowed: seconds > 0"),
+    ],
+)
 def test_actor_process_settings_are_refused_naming_key_value_and_rule(compose_cfg, monkeypatch, overrides, says):
     monkeypatch.delenv("RLBENCH_ACTOR_TOKEN", raising=False)
     with pytest.raises(ConfigError, match=None) as e:
@@ -77,8 +87,19 @@ def test_actor_process_settings_are_refused_naming_key_value_and_rule(compose_cf
 
 def test_remote_hosts_with_a_token_pass(compose_cfg, monkeypatch):
     monkeypatch.setenv("RLBENCH_ACTOR_TOKEN", "s3cret")
-    conf = validate(compose_cfg(["env=cartpole", "actors=4", "eval_envs=0", "actor_procs=1",
-                                 "actor_server.remote_envs=2", "actor_server.bind=0.0.0.0:7000"]), host=False)
+    conf = validate(
+        compose_cfg(
+            [
+                "env=cartpole",
+                "actors=4",
+                "eval_envs=0",
+                "actor_procs=1",
+                "actor_server.remote_envs=2",
+                "actor_server.bind=0.0.0.0:7000",
+            ]
+        ),
+        host=False,
+    )
     assert conf.actor_server.remote_envs == 2
 
 
@@ -96,6 +117,7 @@ def test_atari_processes_share_the_jobs_actor_threads_and_gym_processes_take_one
     """Each local process gets its family's whole pool on the job's CPUs (LocalActors): Atari's
     pools share the actor_threads (or every CPU), so the hardware threads stay those of an
     in-process job; gym's processes step on one thread each, at most one per CPU."""
+
     def threads(overrides, cores):
         return envs_of(validate(compose_cfg(overrides), host=False), cores=cores).actor_threads
 
@@ -111,8 +133,19 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
     """Runs recorded before actor_procs existed are still found by resume=true."""
     conf = validate(compose_cfg(["env=cartpole"]), host=False)
     d = dataclasses.asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict", "actor_procs", "actor_hosts", "actor_launch",
-                "actor_server", "precision"):
+    for key in (
+        "tracking",
+        "progress",
+        "resume",
+        "repeats",
+        "dry_run",
+        "verdict",
+        "actor_procs",
+        "actor_hosts",
+        "actor_launch",
+        "actor_server",
+        "precision",
+    ):
         d.pop(key)
     import hashlib
     import json
@@ -137,7 +170,11 @@ def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store)
     # the processes' own measurements (their Reports, once a second) and the wire's
     assert 0 < final["wire_bytes_per_step"] < 200  # CartPole: 4 floats, a reward, a flag, an action
     if final["runtime_s"] > 1.5:  # a report came (each process reports once a second)
-        assert final["rpc_rtt_ms"] > 0 and final["rpc_rtt_ms_p99"] >= final["rpc_rtt_ms"] and final["actor_procs_cpu_s"] > 0
+        assert (
+            final["rpc_rtt_ms"] > 0
+            and final["rpc_rtt_ms_p99"] >= final["rpc_rtt_ms"]
+            and final["actor_procs_cpu_s"] > 0
+        )
     assert actor_children() == []
 
 
@@ -147,8 +184,18 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
     from tests.test_trainer import CONTRACT
 
     # the contract, not the learner: a small R2D2 (batch 8, LSTM 32); the smoke task's frames end an episode
-    cfg = compose_cfg(["workload=smoke", "algo.batch_size=8", "algo.min_replay=10",
-                       "algo.network.lstm_hidden=32", "actors=4", "actor_procs=2", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "workload=smoke",
+            "algo.batch_size=8",
+            "algo.min_replay=10",
+            "algo.network.lstm_hidden=32",
+            "actors=4",
+            "actor_procs=2",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     run_job(cfg, overrides=["actor_procs=2"])
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED"
@@ -171,8 +218,19 @@ def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compos
             victim.send_signal(signal.SIGKILL)
             killed.append(victim.pid)
 
-    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", "workload.frames=60000", "actors=8",
-                       "actor_procs=2", "tracking.log_every_s=1", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            "workload.frames=60000",
+            "actors=8",
+            "actor_procs=2",
+            "tracking.log_every_s=1",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     final = run_job(cfg, overrides=["actor_procs=2"], on_tick=kill_one)
     assert killed and final["actor_disconnects"] == 1
     assert final["frames"] >= 60000  # the other process stepped the task to its end
@@ -200,10 +258,25 @@ def test_an_actor_process_that_cannot_start_fails_the_job_at_once(compose_cfg, s
 
 @pytest.mark.e2e
 def test_every_actor_process_is_gone_within_10_s_of_a_killed_job(store, tmp_path):
-    job = subprocess.Popen([sys.executable, "-m", "rlbench", "env=cartpole", "algo=random", "workload=smoke",
-                            "workload.frames=100000000", "actors=4", "actor_procs=2", "progress=log",
-                            *store["overrides"]], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    job = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlbench",
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            "workload.frames=100000000",
+            "actors=4",
+            "actor_procs=2",
+            "progress=log",
+            *store["overrides"],
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         wait_until(lambda: len(actor_children(job.pid)) == 2, 120, "two actor processes started by the job")
         actors = actor_children(job.pid)
@@ -250,9 +323,13 @@ def hub_log():
 
 def _hand_started_actor(server: str, envs: int, *overrides: str) -> psutil.Popen:
     """`python -m rlbench.actor` as a user starts it on another host (here: this one)."""
-    return psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
-                        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL)
+    return psutil.Popen(
+        [sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 @pytest.mark.e2e
@@ -270,9 +347,20 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
 
     frames, sock = 60_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
-    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=4",
-                       "actor_server.remote_envs=4", f"actor_server.bind={server}", "tracking.log_every_s=1",
-                       "progress=log", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            f"workload.frames={frames}",
+            "actors=4",
+            "actor_server.remote_envs=4",
+            f"actor_server.bind={server}",
+            "tracking.log_every_s=1",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     started: list[psutil.Popen] = []
 
     def start_two() -> None:  # once the job listens
@@ -319,18 +407,31 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     assert run.data.tags["actor_hosts"].startswith(f"{host}: {os.cpu_count()} HW threads, ")
     assert "3 processes, 2 of 2 threads counted" in run.data.tags["actor_hosts"]
     client = mlflow.MlflowClient(store["uri"])
-    table = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/processes.json", str(tmp_path))).read_text())
-    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    table = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "actors/processes.json", str(tmp_path))).read_text()
+    )
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["data"]]
     assert [(r["process"], r["pid"], r["connected"]) for r in rows] == [
         (f"actor_proc{i}", p.pid, p is not replaced["victim"])
-        for i, p in enumerate(sorted(started, key=lambda p: p.pid != rows[0]["pid"]) + [new])]
+        for i, p in enumerate(sorted(started, key=lambda p: p.pid != rows[0]["pid"]) + [new])
+    ]
     hosts = json.loads(Path(client.download_artifacts(run.info.run_id, "actors/hosts.json", str(tmp_path))).read_text())
-    assert [dict(zip(hosts["columns"], r)) for r in hosts["data"]] == [
-        {"host": host, "hardware_threads": os.cpu_count(), "cpu_model": cpu_model(), "processes": 3,
-         "tasks": None,  # processes started by hand, not actor tasks (actor_hosts)
-         "pids": " ".join(str(r["pid"]) for r in rows), "threads_declared": 2, "threads_counted": 2}]
+    assert [dict(zip(hosts["columns"], r, strict=True)) for r in hosts["data"]] == [
+        {
+            "host": host,
+            "hardware_threads": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "processes": 3,
+            "tasks": None,  # processes started by hand, not actor tasks (actor_hosts)
+            "pids": " ".join(str(r["pid"]) for r in rows),
+            "threads_declared": 2,
+            "threads_counted": 2,
+        }
+    ]
     # the timeline: one track per process that reported, named with its host and pid
-    trace = json.loads(Path(client.download_artifacts(run.info.run_id, "telemetry/trace.json", str(tmp_path))).read_text())
+    trace = json.loads(
+        Path(client.download_artifacts(run.info.run_id, "telemetry/trace.json", str(tmp_path))).read_text()
+    )
     names = {e["args"]["name"]: e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     tid = names[f"actor process 2 ({host}, pid {new.pid})"]
     ops = {e["name"] for e in trace["traceEvents"] if e.get("tid") == tid and e["ph"] == "X"}
@@ -347,9 +448,21 @@ def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg,
 
     frames, sock = 20_000, tmp_path / "job.sock"
     server = f"unix:{sock}"
-    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", f"workload.frames={frames}", "actors=2",
-                       "actor_server.remote_envs=2", f"actor_server.bind={server}", "actor_server.idle_timeout_s=30",
-                       "tracking.log_every_s=1", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            f"workload.frames={frames}",
+            "actors=2",
+            "actor_server.remote_envs=2",
+            f"actor_server.bind={server}",
+            "actor_server.idle_timeout_s=30",
+            "tracking.log_every_s=1",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     started: list[psutil.Popen] = []
 
     def start_one() -> None:
@@ -391,9 +504,20 @@ def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(co
                 p.send_signal(signal.SIGKILL)
                 killed.append(p.pid)
 
-    cfg = compose_cfg(["env=cartpole", "algo=random", "workload=smoke", "workload.frames=100000000", "actors=4",
-                       "actor_procs=2", "actor_server.idle_timeout_s=2", "tracking.log_every_s=1", "progress=log",
-                       *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            "workload.frames=100000000",
+            "actors=4",
+            "actor_procs=2",
+            "actor_server.idle_timeout_s=2",
+            "tracking.log_every_s=1",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     with pytest.raises(Exception, match=r"no actor process has been connected for 2 s \(2 disconnected\)"):
         run_job(cfg, overrides=["actor_procs=2"], on_tick=kill_all)
     assert len(killed) == 2

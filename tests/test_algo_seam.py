@@ -54,8 +54,8 @@ def test_the_contracts_are_protocols_and_declared_is_read_from_them():
     from rlbench.core.env_families import EnvFamily
     from rlbench.core.registry import protocol_members
 
-    assert DECLARED == protocol_members(AlgorithmPlugin) and DECLARED[:2] == ("Schema", "LEARNS")
-    assert "profile_overrides" in DECLARED and ENV_DECLARED == protocol_members(EnvFamily)
+    assert protocol_members(AlgorithmPlugin) == DECLARED and DECLARED[:2] == ("Schema", "LEARNS")
+    assert "profile_overrides" in DECLARED and protocol_members(EnvFamily) == ENV_DECLARED
     assert {"spec", "make", "OBSERVATION"} <= set(ENV_DECLARED)
 
 
@@ -101,8 +101,11 @@ def test_tiny_sweep_from_the_cli_then_its_report_and_prediction(tiny, store, tmp
     from rlbench.profile import main as profile_main
     from rlbench.report.__main__ import main as report_main
 
-    out = rlbench_cli(["-m", "actors=2,4", *TINY, *store["overrides"]], timeout=300,
-                      extra_env={"RLBENCH_ALGORITHMS": "tiny=tests.algo_tiny"})
+    out = rlbench_cli(
+        ["-m", "actors=2,4", *TINY, *store["overrides"]],
+        timeout=300,
+        extra_env={"RLBENCH_ALGORITHMS": "tiny=tests.algo_tiny"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
     kids = [r for r in runs(store["uri"]) if r.data.tags.get("mlflow.parentRunId") == parent]
@@ -115,9 +118,34 @@ def test_tiny_sweep_from_the_cli_then_its_report_and_prediction(tiny, store, tmp
     assert "report/report.html" in {a.path for a in mlflow.MlflowClient().list_artifacts(parent, "report")}
 
     capsys.readouterr()
-    assert profile_main(["--threads", "1", "--envs", "2,4", "--batches", "2,4", "--units", "1", "--seconds", "0.2",
-                         "--repeats", "3", "--updates", "1", "--corun-envs", "4", "--tracking-uri", store["uri"],
-                         "env=cartpole", "algo=tiny", "eval_envs=0"]) == 0
+    assert (
+        profile_main(
+            [
+                "--threads",
+                "1",
+                "--envs",
+                "2,4",
+                "--batches",
+                "2,4",
+                "--units",
+                "1",
+                "--seconds",
+                "0.2",
+                "--repeats",
+                "3",
+                "--updates",
+                "1",
+                "--corun-envs",
+                "4",
+                "--tracking-uri",
+                store["uri"],
+                "env=cartpole",
+                "algo=tiny",
+                "eval_envs=0",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 0
     printed = capsys.readouterr().out

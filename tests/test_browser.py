@@ -30,8 +30,10 @@ SHOTS = Path(os.environ.get("RLBENCH_TEST_ARTIFACTS") or ROOT / "test-artifacts"
 # MLflow 3 opens its Assistant panel on a first visit, taking a third of the page; a user who
 # closed it once sees the run page in two columns, description and metrics side by side with
 # the run's details. The UI remembers that in localStorage (the try: a sandboxed iframe has none).
-CLOSE_ASSISTANT = ("try { localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
-                   " localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false') } catch (e) {}")
+CLOSE_ASSISTANT = (
+    "try { localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');"
+    " localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false') } catch (e) {}"
+)
 
 
 @pytest.fixture
@@ -66,12 +68,26 @@ def moved_sweep(store, tmp_path, rlbench_main):
     tiny = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", f"tracking.uri={uri}", *overrides]
     out = rlbench_main(["-m", "actors=2,4", "repeats=2", "sm_limit=1", *tiny])
     assert out.returncode == 0, out.stderr[-2000:]
-    out = rlbench_main(["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-                        "search.actors=[2,2]", "search.actor_threads=[1,1]", "search.sm_limit=[1,1]", *tiny])
+    out = rlbench_main(
+        [
+            "-m",
+            "search=ratio",
+            "search.n_trials=1",
+            f"search.storage=sqlite:///{tmp_path}/optuna.db",
+            "search.actors=[2,2]",
+            "search.actor_threads=[1,1]",
+            "search.sm_limit=[1,1]",
+            *tiny,
+        ]
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     mlflow.set_tracking_uri(uri)
-    parent, search = (mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                         filter_string=f"tags.`rlbench.role` = '{role}'")[0] for role in ("sweep", "study"))
+    parent, search = (
+        mlflow.search_runs(
+            search_all_experiments=True, output_format="list", filter_string=f"tags.`rlbench.role` = '{role}'"
+        )[0]
+        for role in ("sweep", "study")
+    )
     assert report_main(["--sweep", parent.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "r")]) == 0
     moved = tmp_path / "moved"
     shutil.move(str(tmp_path / "first"), str(moved))
@@ -86,7 +102,9 @@ def printed_app():
     found = re.search(r"--app-name (\S+)", ui_hint("sqlite:///mlruns/mlflow.db", "1", "rlbench-x"))
     app = found.group(1) if found else None
     if app and not entry_points(group="mlflow.app", name=app):
-        _unavailable(f"no mlflow.app entry point {app!r} in this Python: pip install -e . (pyproject.toml registers it)")
+        _unavailable(
+            f"no mlflow.app entry point {app!r} in this Python: pip install -e . (pyproject.toml registers it)"
+        )
     return app
 
 
@@ -105,38 +123,45 @@ def ui(printed_app, moved_sweep, tmp_path):
 
 def metric_names_shown() -> str:
     """JS: the first column of the run page's metrics table."""
-    return ("[...document.querySelectorAll('[role=table]')].filter(t => t.innerText.startsWith('Metric'))"
-            ".flatMap(t => [...t.querySelectorAll('[role=row]')].map(r => r.querySelector('[role=cell]')))"
-            ".filter(c => c).map(c => c.innerText.trim())")
+    return (
+        "[...document.querySelectorAll('[role=table]')].filter(t => t.innerText.startsWith('Metric'))"
+        ".flatMap(t => [...t.querySelectorAll('[role=row]')].map(r => r.querySelector('[role=cell]')))"
+        ".filter(c => c).map(c => c.innerText.trim())"
+    )
 
 
 def shown_whole(text: str) -> str:
     """JS: the innermost element reading `text` is on screen down to its bottom edge (not clipped
     by a tree still unfolding)."""
     innermost = f"e.textContent === {json.dumps(text)} && ![...e.children].some(c => c.textContent === e.textContent)"
-    return (f"[...document.querySelectorAll('body *')].filter(e => {innermost}).some(e => {{ "
-            "const r = e.getBoundingClientRect(); "
-            "const hit = r.height > 0 && document.elementFromPoint(r.x + r.width / 2, r.bottom - 1); "
-            "return !!hit && e.contains(hit) })")
+    return (
+        f"[...document.querySelectorAll('body *')].filter(e => {innermost}).some(e => {{ "
+        "const r = e.getBoundingClientRect(); "
+        "const hit = r.height > 0 && document.elementFromPoint(r.x + r.width / 2, r.bottom - 1); "
+        "return !!hit && e.contains(hit) })"
+    )
 
 
 def above_the_fold(link: str) -> str:
     """JS: a link of the folded description ends above its "Show more" button."""
-    return (f"(() => {{ const a = [...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}); "
-            "const more = document.querySelector('button[aria-label=\"Expand description\"]'); "
-            "return !!a && !!more && a.getBoundingClientRect().bottom <= more.getBoundingClientRect().top })()")
+    return (
+        f"(() => {{ const a = [...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}); "
+        "const more = document.querySelector('button[aria-label=\"Expand description\"]'); "
+        "return !!a && !!more && a.getBoundingClientRect().bottom <= more.getBoundingClientRect().top })()"
+    )
 
 
 def first_chart_title() -> str:
     """JS: the title of the chart view's first chart card."""
-    return ("document.querySelector('[data-testid=experiment-view-compare-runs-card]')"
-            "?.innerText.trim().split('\\n')[0]")
+    return "document.querySelector('[data-testid=experiment-view-compare-runs-card]')?.innerText.trim().split('\\n')[0]"
 
 
 def group_rows() -> str:
     """JS: the runs table's group rows ("Group: <value>"), each once."""
-    return ("[...new Set([...document.querySelectorAll('body *')].filter(e => !e.children.length)"
-            ".map(e => e.textContent.trim()).filter(t => t.startsWith('Group: ')))].sort()")
+    return (
+        "[...new Set([...document.querySelectorAll('body *')].filter(e => !e.children.length)"
+        ".map(e => e.textContent.trim()).filter(t => t.startsWith('Group: ')))].sort()"
+    )
 
 
 def in_model_training_view() -> str:
@@ -146,25 +171,34 @@ def in_model_training_view() -> str:
 
 def card_titles() -> str:
     """JS: the titles of the chart view's cards drawn now (MLflow draws a section's cards once it scrolls into view)."""
-    return ("[...document.querySelectorAll('[data-testid=experiment-view-compare-runs-card]')]"
-            ".map(c => c.innerText.trim().split('\\n')[0])")
+    return (
+        "[...document.querySelectorAll('[data-testid=experiment-view-compare-runs-card]')]"
+        ".map(c => c.innerText.trim().split('\\n')[0])"
+    )
 
 
 def table_unfolded_and_padded() -> str:
     """JS: the description's table has rows one line tall and cells that begin and end with two
     non-breaking spaces and hold no other space (rlbench/tracking/parent_note.py table_row)."""
-    return ("(() => { const t = [...document.querySelectorAll('table')].find(t => t.innerText.includes('runtime_s')); "
-            "if (!t) return false; const line = parseFloat(getComputedStyle(t.querySelector('td')).lineHeight) || 21; "
-            "return [...t.querySelectorAll('tr')].every(r => r.getBoundingClientRect().height < 1.6 * line) && "
-            "[...t.querySelectorAll('td, th')].every(c => { const x = c.textContent; "
-            "return x.startsWith('\\u00a0\\u00a0') && x.endsWith('\\u00a0\\u00a0') && !x.includes(' ') }) })()")
+    return (
+        "(() => { const t = [...document.querySelectorAll('table')].find(t => t.innerText.includes('runtime_s')); "
+        "if (!t) return false; const line = parseFloat(getComputedStyle(t.querySelector('td')).lineHeight) || 21; "
+        "return [...t.querySelectorAll('tr')].every(r => r.getBoundingClientRect().height < 1.6 * line) && "
+        "[...t.querySelectorAll('td, th')].every(c => { const x = c.textContent; "
+        "return x.startsWith('\\u00a0\\u00a0') && x.endsWith('\\u00a0\\u00a0') && !x.includes(' ') }) })()"
+    )
 
 
 def constant_finals(client, kids) -> set[str]:
     """The metrics each job logged once (a final value), alike in all: the charts give them no card."""
     first, *others = (k.data.metrics for k in kids)
-    return {m for m, v in first.items() if all(o.get(m) == v for o in others) and not m.startswith(("runtime_s", "op_frac/"))
-            and all(len(client.get_metric_history(k.info.run_id, m)) == 1 for k in kids)}
+    return {
+        m
+        for m, v in first.items()
+        if all(o.get(m) == v for o in others)
+        and not m.startswith(("runtime_s", "op_frac/"))
+        and all(len(client.get_metric_history(k.info.run_id, m)) == 1 for k in kids)
+    }
 
 
 def charts_read(browser, kids) -> None:
@@ -177,15 +211,21 @@ def charts_read(browser, kids) -> None:
     browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=9000, deviceScaleFactor=1, mobile=False)
     try:
         ops = f"({card_titles()}).filter(t => t.startsWith('op_frac/')).map(t => t.split('/')[1]).sort()"
-        browser.wait_for(f"JSON.stringify({ops}) === {json.dumps(json.dumps(roles, separators=(',', ':')))} && "
-                         f"({card_titles()}).includes('window/fps') && ({card_titles()}).includes('loss')",
-                         what=f"one operation-share chart per role {roles}, window/fps and MLflow's own cards")
+        browser.wait_for(
+            f"JSON.stringify({ops}) === {json.dumps(json.dumps(roles, separators=(',', ':')))} && "
+            f"({card_titles()}).includes('window/fps') && ({card_titles()}).includes('loss')",
+            what=f"one operation-share chart per role {roles}, window/fps and MLflow's own cards",
+        )
         seen = set(browser.evaluate(card_titles()))
         assert not constants & seen, constants & seen
-        card = card_titles().replace(".map(c => c.innerText.trim().split('\\n')[0])",
-                                     ".find(c => c.innerText.trim().split('\\n')[0] === 'window/fps')")
-        browser.wait_for(f"({card})?.querySelector('.xtitle')?.textContent === 'task_elapsed_s'",
-                         what="window/fps drawn over task_elapsed_s")
+        card = card_titles().replace(
+            ".map(c => c.innerText.trim().split('\\n')[0])",
+            ".find(c => c.innerText.trim().split('\\n')[0] === 'window/fps')",
+        )
+        browser.wait_for(
+            f"({card})?.querySelector('.xtitle')?.textContent === 'task_elapsed_s'",
+            what="window/fps drawn over task_elapsed_s",
+        )
         browser.screenshot(SHOTS / "1c_runs_charts_all.png")
     finally:
         browser.call("Emulation.setDeviceMetricsOverride", width=1400, height=1000, deviceScaleFactor=1, mobile=False)
@@ -195,16 +235,28 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     uri, parent, search = moved_sweep
     exp, pid = parent.info.experiment_id, parent.info.run_id
     kids = mlflow.search_runs([exp], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{pid}'")
-    assert sorted(k.info.run_name for k in kids) == ["actors=2 seed=1", "actors=2 seed=10001", "actors=4 seed=1",
-                                                     "actors=4 seed=10001"]
+    assert sorted(k.info.run_name for k in kids) == [
+        "actors=2 seed=1",
+        "actors=2 seed=10001",
+        "actors=4 seed=1",
+        "actors=4 seed=10001",
+    ]
     run_page = f"{ui.url}/#/experiments/{exp}/runs/{{}}?workflowType=machine_learning"
 
     # the address the sweep prints: its jobs with their knob and headline numbers as columns,
     # shortest task first, grouped by configuration, without touching "Columns"
     table = ui_runs_url(uri, exp, f"rlbench-{pid}").replace("http://127.0.0.1:5000", ui.url)
     browser.navigate(table)
-    for text in ("actors=2", "actors=4", "runtime_s", "task_fps", "fps", "verdict", "energy_per_task_j",
-                 "not measured: "):
+    for text in (
+        "actors=2",
+        "actors=4",
+        "runtime_s",
+        "task_fps",
+        "fps",
+        "verdict",
+        "energy_per_task_j",
+        "not measured: ",
+    ):
         browser.wait_for_text(text)
     browser.wait_for(in_model_training_view(), what="the Model training view")
     grouped_rows(browser, kids)
@@ -225,8 +277,10 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
 
     # the parent's page: its description (the note the sweep and the report wrote) and its metrics
     browser.navigate(run_page.format(pid))
-    browser.wait_for("document.body && /Description\\s+rlbench sweep/.test(document.body.innerText)",
-                     what="a description starting with 'rlbench sweep'")
+    browser.wait_for(
+        "document.body && /Description\\s+rlbench sweep/.test(document.body.innerText)",
+        what="a description starting with 'rlbench sweep'",
+    )
     for link in ("Jobs table", "Charts", "Report"):  # the first lines, above the description's fold
         browser.wait_for(above_the_fold(link), what=f"the description's '{link}' link above 'Show more'")
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
@@ -234,8 +288,10 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
         browser.wait_for_text(text)
     browser.wait_for(table_unfolded_and_padded(), what="the jobs' table: each cell one line, with its margins")
     want = ["best/fps", "best/runtime_s", "jobs_finished"]
-    browser.wait_for(f"{json.dumps(want)}.every(m => ({metric_names_shown()}).includes(m))",
-                     what=f"metrics {want} in the metrics table")
+    browser.wait_for(
+        f"{json.dumps(want)}.every(m => ({metric_names_shown()}).includes(m))",
+        what=f"metrics {want} in the metrics table",
+    )
     browser.screenshot(SHOTS / "2_parent_run.png")
 
     # the report: the description's "Report" link (it opens a new tab) shows it in the artifact
@@ -245,11 +301,17 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.navigate(link)
     browser.wait_for_text("Path: rlbench-store:/test/")  # the viewer, reading the moved store
     browser.wait_for(shown_whole("report.html"), what="report.html in the artifact tree, unfolded")
-    browser.wait_for("document.body?.innerText.includes('rlbench report: sweep actors=2,4') && document.images.length"
-                     " > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)", frames=True,
-                     what="the report's heading and its figures loaded, in the viewer's iframe")
-    browser.wait_for("/knee[^\\n]*task/.test(document.body?.innerText || '')", frames=True,
-                     what="the report's verdict judging the knee on the task's time")
+    browser.wait_for(
+        "document.body?.innerText.includes('rlbench report: sweep actors=2,4') && document.images.length"
+        " > 0 && [...document.images].every(i => i.complete && i.naturalWidth > 0)",
+        frames=True,
+        what="the report's heading and its figures loaded, in the viewer's iframe",
+    )
+    browser.wait_for(
+        "/knee[^\\n]*task/.test(document.body?.innerText || '')",
+        frames=True,
+        what="the report's verdict judging the knee on the task's time",
+    )
     browser.screenshot(SHOTS / "3_report_artifact.png")
     figure_3_from_medians(browser, pid, kids)
     browser.screenshot(SHOTS / "4_report_figure.png")
@@ -269,8 +331,10 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.screenshot(SHOTS / "5b_job_headline_charts.png")
     browser.navigate(run_page.format(f"{job}/artifactPath/operations.png"))
     browser.wait_for_text("Path: rlbench-store:/test/")
-    browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
-                     what="operations.png drawn (the viewer shows it from a blob: URL)")
+    browser.wait_for(
+        "[...document.images].some(i => i.complete && i.naturalWidth >= 800)",
+        what="operations.png drawn (the viewer shows it from a blob: URL)",
+    )
     browser.screenshot(SHOTS / "6_job_operations.png")
     search_page(browser, run_page, search)
     print("screenshots:", *sorted(str(p) for p in SHOTS.glob("*.png")), sep="\n  ")
@@ -281,15 +345,21 @@ def grouped_rows(browser, kids: list) -> None:
     by the runs' tag `repeat_group`, a group row per configuration with its runs open below it,
     each run showing the verdict the sweep tagged it with (`best` on the best configuration's)."""
     want = ["Group: actors=2", "Group: actors=4"]
-    browser.wait_for(f"JSON.stringify({group_rows()}) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
-                     what=f"group rows {want}")
+    browser.wait_for(
+        f"JSON.stringify({group_rows()}) === {json.dumps(json.dumps(want, separators=(',', ':')))}",
+        what=f"group rows {want}",
+    )
     names = sorted(k.info.run_name for k in kids)
-    browser.wait_for(f"{json.dumps(names)}.every(n => document.body.innerText.split('\\n')"
-                     ".some(line => line.trim() === n))", what="each group's runs below it (the groups open)")
+    browser.wait_for(
+        f"{json.dumps(names)}.every(n => document.body.innerText.split('\\n').some(line => line.trim() === n))",
+        what="each group's runs below it (the groups open)",
+    )
     verdicts = sorted({k.data.tags[VERDICT_TAG] for k in kids})
     assert any(v.startswith("best") for v in verdicts) and len(verdicts) == 2, verdicts  # one per configuration
-    browser.wait_for(f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 2)",
-                     what=f"each configuration's verdict {verdicts} on its 2 runs")
+    browser.wait_for(
+        f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 2)",
+        what=f"each configuration's verdict {verdicts} on its 2 runs",
+    )
 
 
 def anchor(condition: str) -> str:
@@ -306,8 +376,11 @@ def click(browser, link: str, what: str) -> str:
 
 def arrive(browser, hash_end: str, text: str, shot: str) -> None:
     """Wait for the page at an address ending `hash_end` showing `text`, then for the Model training view."""
-    browser.wait_for(f"location.hash.split('?')[0].endsWith({json.dumps(hash_end)}) && "
-                     f"document.body.innerText.includes({json.dumps(text)})", what=f"{text!r} at ...{hash_end}")
+    browser.wait_for(
+        f"location.hash.split('?')[0].endsWith({json.dumps(hash_end)}) && "
+        f"document.body.innerText.includes({json.dumps(text)})",
+        what=f"{text!r} at ...{hash_end}",
+    )
     browser.wait_for(in_model_training_view(), what=f"the Model training view at {browser.evaluate('location.href')}")
     browser.screenshot(SHOTS / shot)
 
@@ -323,8 +396,10 @@ def mlflow_links_stay_in_model_training(browser, exp: str, pid: str, job) -> Non
     arrive(browser, f"/runs/{run}", "Parent run", "1e_run_name_clicked.png")
     assert browser.evaluate(f"localStorage.getItem({json.dumps(VIEW_KEY)})") == '"machine_learning"'
     experiment = mlflow.get_experiment(exp).name
-    crumb = anchor(f"a.innerText.trim() === {json.dumps(experiment)} && "
-                   f"(a.getAttribute('href') || '').startsWith('#/experiments/{exp}/')")
+    crumb = anchor(
+        f"a.innerText.trim() === {json.dumps(experiment)} && "
+        f"(a.getAttribute('href') || '').startsWith('#/experiments/{exp}/')"
+    )
     click(browser, crumb, f"breadcrumb {experiment!r}")
     arrive(browser, f"/experiments/{exp}/runs", "matching runs", "1f_breadcrumb_clicked.png")
     browser.evaluate("history.back()")
@@ -335,9 +410,11 @@ def mlflow_links_stay_in_model_training(browser, exp: str, pid: str, job) -> Non
 
 def scroll_right() -> str:
     """JS: every horizontally scrolled box of the page (the runs table's) scrolled to its right end."""
-    return ("[...document.querySelectorAll('body *')].filter(e => e.scrollWidth > e.clientWidth + 1 && "
-            "['auto', 'scroll'].includes(getComputedStyle(e).overflowX)).forEach(e => { e.scrollLeft = e.scrollWidth; "
-            "e.dispatchEvent(new Event('scroll')) })")
+    return (
+        "[...document.querySelectorAll('body *')].filter(e => e.scrollWidth > e.clientWidth + 1 && "
+        "['auto', 'scroll'].includes(getComputedStyle(e).overflowX)).forEach(e => { e.scrollLeft = e.scrollWidth; "
+        "e.dispatchEvent(new Event('scroll')) })"
+    )
 
 
 def cells_reading() -> str:
@@ -349,17 +426,24 @@ def figure_3_from_medians(browser, pid: str, kids: list) -> None:
     """The report's Figure 3 is shown, and drawn (its data, read from the figure the report draws
     from the store: rlbench/report/figures.py actor_scaling) through each configuration's median
     runtime_s, normalised to the fewest actors' median, with its min..max as a bar."""
-    browser.wait_for("[...document.images].some(i => i.alt === 'fig3_actor_scaling' && i.complete && i.naturalWidth > 0)",
-                     frames=True, what="Figure 3 drawn in the report")
-    browser.evaluate_in_frames("scrollTo(0, document.querySelector('img[alt=fig3_actor_scaling]')"
-                               ".getBoundingClientRect().top + scrollY - 200)")
+    browser.wait_for(
+        "[...document.images].some(i => i.alt === 'fig3_actor_scaling' && i.complete && i.naturalWidth > 0)",
+        frames=True,
+        what="Figure 3 drawn in the report",
+    )
+    browser.evaluate_in_frames(
+        "scrollTo(0, document.querySelector('img[alt=fig3_actor_scaling]').getBoundingClientRect().top + scrollY - 200)"
+    )
     runtimes = {a: [k.data.metrics["runtime_s"] for k in kids if k.data.params["actors"] == str(a)] for a in (2, 4)}
     base = statistics.median(runtimes[2])
     want = [(a, statistics.median(r) / base, min(r) / base, max(r) / base) for a, r in runtimes.items()]
     fig = actor_scaling(load_parent(pid)).fig
     line = next(x for ax in fig.axes for x in ax.get_lines() if x.get_gid() == "runtime_s|all jobs")
     (bars,) = [c for ax in fig.axes for c in ax.collections if c.get_gid() == "runtime_s|all jobs|range"]
-    drawn = [(x, y, seg[0][1], seg[1][1]) for x, y, seg in zip(line.get_xdata(), line.get_ydata(), bars.get_segments())]
+    drawn = [
+        (x, y, seg[0][1], seg[1][1])
+        for x, y, seg in zip(line.get_xdata(), line.get_ydata(), bars.get_segments(), strict=True)
+    ]
     flat = [float(v) for point in drawn for v in point]  # pytest 9's approx compares flat sequences only
     assert flat == pytest.approx([float(v) for point in want for v in point], rel=1e-4), (drawn, want)
 
@@ -370,36 +454,51 @@ def search_page(browser, run_page: str, search) -> None:
     to its place, and its jobs table: a row per trial, linked to the trial's run."""
     sid = search.info.run_id
     browser.navigate(run_page.format(sid))
-    browser.wait_for("document.body && /Description\\s+rlbench search/.test(document.body.innerText)",
-                     what="a description starting with 'rlbench search'")
+    browser.wait_for(
+        "document.body && /Description\\s+rlbench search/.test(document.body.innerText)",
+        what="a description starting with 'rlbench search'",
+    )
     view, artifact = f"runs?viewStateShareKey=rlbench-{sid}&workflowType=machine_learning", f"/runs/{sid}/artifactPath/"
-    front = ("Pareto front", "pareto_front.png") if "," in search.data.tags["objectives"] else \
-        ("Optimisation history", "optimisation_history.png")  # one objective: no front to link
-    want = {"Jobs table": view, "Charts": f"{view}&compareRunsMode=CHART",
-            front[0]: f"{artifact}{front[1]}?workflowType=machine_learning",
-            "trials.csv": f"{artifact}trials.csv?workflowType=machine_learning"}
+    front = (
+        ("Pareto front", "pareto_front.png")
+        if "," in search.data.tags["objectives"]
+        else ("Optimisation history", "optimisation_history.png")
+    )  # one objective: no front to link
+    want = {
+        "Jobs table": view,
+        "Charts": f"{view}&compareRunsMode=CHART",
+        front[0]: f"{artifact}{front[1]}?workflowType=machine_learning",
+        "trials.csv": f"{artifact}trials.csv?workflowType=machine_learning",
+    }
     hrefs = {}
     for link, target in want.items():
         browser.wait_for(above_the_fold(link), what=f"the search's '{link}' link above 'Show more'")
-        hrefs[link] = browser.evaluate(f"[...document.querySelectorAll('a')].find(a => a.textContent === "
-                                       f"{json.dumps(link)}).href")
+        hrefs[link] = browser.evaluate(
+            f"[...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}).href"
+        )
         assert hrefs[link].endswith(target), (link, hrefs[link])
-    (trial,) = mlflow.search_runs([search.info.experiment_id], output_format="list",
-                                  filter_string=f"tags.mlflow.parentRunId = '{sid}'")
+    (trial,) = mlflow.search_runs(
+        [search.info.experiment_id], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{sid}'"
+    )
     rows = browser.wait_for(f"({trial_cells()}).length > 0 && ({trial_cells()})", what="the jobs table's rows")
     assert [(t.split(":")[0], f"/runs/{trial.info.run_id}?" in href) for t, href in rows] == [("trial 0", True)], rows
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
     browser.wait_for_text("bound")  # the table's last column, unfolded
     browser.screenshot(SHOTS / "7_search_parent.png")
     browser.navigate(hrefs[front[0]])
-    browser.wait_for("[...document.images].some(i => i.complete && i.naturalWidth > 0)",
-                     what=f"the {front[0]} figure drawn in the artifact viewer")
+    browser.wait_for(
+        "[...document.images].some(i => i.complete && i.naturalWidth > 0)",
+        what=f"the {front[0]} figure drawn in the artifact viewer",
+    )
     browser.screenshot(SHOTS / "7b_search_pareto.png")
 
 
 def trial_cells() -> str:
     """JS: [text, link] of the first cell of each row of the description's jobs table (its header `job`),
     its non-breaking spaces read as spaces (parent_note.table_row)."""
-    return ("[...document.querySelectorAll('table')].filter(t => t.querySelector('th')?.innerText.trim() === 'job')"
-            ".flatMap(t => [...t.querySelectorAll('tbody tr')]).map(r => [r.cells[0].innerText.replace(/\\u00a0/g, ' ').trim(),"
-            " r.cells[0].querySelector('a')?.href || ''])")
+    return (
+        "[...document.querySelectorAll('table')].filter(t => t.querySelector('th')?.innerText.trim() === 'job')"
+        ".flatMap(t => [...t.querySelectorAll('tbody tr')]).map(r => "
+        "[r.cells[0].innerText.replace(/\\u00a0/g, ' ').trim(),"
+        " r.cells[0].querySelector('a')?.href || ''])"
+    )

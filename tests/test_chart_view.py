@@ -21,9 +21,21 @@ from rlbench.tracking.views import (
 )
 from tests.conftest import plain_table as plain
 
-KEYS = {"runtime_s", "fps", "actor_threads_used", "learner_flops_per_update", "window/fps", "window/sps",
-        "task_elapsed_s", "op_frac/actors/env_step", "op_frac/actors/inference", "op_frac/actors/other",
-        "op_frac/learner/forward_backward", "op_frac/learner/wait", "loss"}
+KEYS = {
+    "runtime_s",
+    "fps",
+    "actor_threads_used",
+    "learner_flops_per_update",
+    "window/fps",
+    "window/sps",
+    "task_elapsed_s",
+    "op_frac/actors/env_step",
+    "op_frac/actors/inference",
+    "op_frac/actors/other",
+    "op_frac/learner/forward_backward",
+    "op_frac/learner/wait",
+    "loss",
+}
 
 
 def _cards(keys=KEYS, constant=frozenset({"actor_threads_used", "learner_flops_per_update"}), runs=2):
@@ -37,17 +49,23 @@ def test_a_metric_with_one_value_in_every_run_gets_a_deleted_card_and_the_others
     deleted = {c["metricKey"] for c in cards.values() if c.get("deleted")}
     assert {"actor_threads_used", "learner_flops_per_update"} <= deleted
     assert not deleted & {"loss", "fps", "runtime_s", "window/fps"}  # MLflow draws them, or the headline does
-    assert same_everywhere([{"a": (2.0, 0), "b": (1.0, 0), "c": (5.0, 3)}, {"a": (2.0, 0), "b": (1.5, 0), "c": (5.0, 4)},
-                            {"a": (2.0, 0), "b": (1.0, 0), "c": (5.0, 3), "d": (1.0, 0)}]) == {"a", "c"}
+    assert same_everywhere(
+        [
+            {"a": (2.0, 0), "b": (1.0, 0), "c": (5.0, 3)},
+            {"a": (2.0, 0), "b": (1.5, 0), "c": (5.0, 4)},
+            {"a": (2.0, 0), "b": (1.0, 0), "c": (5.0, 3), "d": (1.0, 0)},
+        ]
+    ) == {"a", "c"}
     assert same_everywhere([{"a": (2.0, 0)}]) == set()  # one run: nothing to compare
 
 
 def test_the_operation_shares_are_one_chart_per_role_on_one_axis():
     cards, sections = _cards()
     roles = {c["uuid"]: c["selectedMetricKeys"] for c in cards.values() if c.get("selectedMetricKeys")}
-    assert roles == {"rlbench-op-frac-actors": ["op_frac/actors/env_step", "op_frac/actors/inference",
-                                                "op_frac/actors/other"],
-                     "rlbench-op-frac-learner": ["op_frac/learner/forward_backward", "op_frac/learner/wait"]}
+    assert roles == {
+        "rlbench-op-frac-actors": ["op_frac/actors/env_step", "op_frac/actors/inference", "op_frac/actors/other"],
+        "rlbench-op-frac-learner": ["op_frac/learner/forward_backward", "op_frac/learner/wait"],
+    }
     assert all(cards[u]["type"] == "BAR" and cards[u]["metricSectionId"] == "rlbench-op-frac" for u in roles)
     hidden = {c["metricKey"] for c in cards.values() if c.get("deleted")}
     assert {k for k in KEYS if k.startswith("op_frac/")} <= hidden  # no single-bar chart per operation
@@ -60,7 +78,11 @@ def test_the_window_series_are_drawn_over_the_seconds_since_the_task_started():
     lines = [c for c in cards.values() if c["type"] == "LINE"]
     assert sorted(c["metricKey"] for c in lines) == ["window/fps", "window/sps"]
     for c in lines:  # MLflow's line chart over another metric: that metric names the x axis
-        assert (c["xAxisKey"], c["selectedXAxisMetricKey"], c["useGlobalXaxisKey"]) == ("metric", "task_elapsed_s", False)
+        assert (c["xAxisKey"], c["selectedXAxisMetricKey"], c["useGlobalXaxisKey"]) == (
+            "metric",
+            "task_elapsed_s",
+            False,
+        )
     assert cards["rlbench-hidden-task_elapsed_s"]["deleted"]  # the axis, not a chart of its own
     assert [s["uuid"] for s in sections] == ["rlbench-op-frac", "rlbench-window"]
     cards, sections = _cards(keys={"runtime_s", "loss"}, constant=set())
@@ -70,7 +92,7 @@ def test_the_window_series_are_drawn_over_the_seconds_since_the_task_started():
 def test_the_view_keeps_its_headline_first_and_fits_an_experiment_tag():
     state = view_state("x", ["actors"], {"runtime_s", "fps"})
     charted = with_charts(state, KEYS, {"actor_threads_used"}, 2)
-    assert charted["compareRunCharts"][:len(state["compareRunCharts"])] == state["compareRunCharts"]
+    assert charted["compareRunCharts"][: len(state["compareRunCharts"])] == state["compareRunCharts"]
     assert charted["compareRunSections"][0]["uuid"] == "rlbench-headline"
     many = {f"op_frac/actor_proc{i}/{op}" for i in range(200) for op in ("env_step", "wait_actions", "other")}
     assert with_charts(state, many, set(), 2) == state  # over MLflow's 20,000 characters: the headline alone
@@ -91,11 +113,24 @@ def test_the_sweeps_view_hides_what_every_run_logged_alike(store):
     exp = client.create_experiment("charts")
     parent = client.create_run(exp, run_name="sweep").info.run_id
     for i, fps in enumerate((100.0, 200.0)):
-        _log(client, exp, parent, f"job{i}", [("fps", fps, 0), ("actor_threads_used", 2.0, 0), ("runtime_s", 3.0, 0),
-                                              ("frames", 50.0 * (i + 1), 1), ("frames", 300.0, 2),
-                                              ("window/replay_ratio", 4.0, 1), ("window/replay_ratio", 4.0, 2 + i),
-                                              ("task_elapsed_s", 1.01, 1), ("task_elapsed_s", 2.02 + i, 2)]
-             + ([("eval_frames", 0.0, 0)] if i else []))
+        _log(
+            client,
+            exp,
+            parent,
+            f"job{i}",
+            [
+                ("fps", fps, 0),
+                ("actor_threads_used", 2.0, 0),
+                ("runtime_s", 3.0, 0),
+                ("frames", 50.0 * (i + 1), 1),
+                ("frames", 300.0, 2),
+                ("window/replay_ratio", 4.0, 1),
+                ("window/replay_ratio", 4.0, 2 + i),
+                ("task_elapsed_s", 1.01, 1),
+                ("task_elapsed_s", 2.02 + i, 2),
+            ]
+            + ([("eval_frames", 0.0, 0)] if i else []),
+        )
     keys, constant, runs = logged_metrics(exp, f"tags.mlflow.parentRunId = '{parent}'")
     assert runs == 2 and "eval_frames" in keys
     assert constant == {"actor_threads_used", "runtime_s", "window/replay_ratio"}
@@ -110,10 +145,22 @@ def test_the_job_table_keeps_each_cell_on_one_line_with_a_margin():
     "47.24, n=2)955 (846.7..." before; each cell now has two non-breaking spaces each side (as
     entities, which the table parser does not trim) and no breakable space inside."""
     row = table_row(["`actors=4` [1](#/a) [2](#/b)", "72.8 (70.1..75.3, n=3)", ""])
-    assert row == ("| &nbsp;&nbsp;`actors=4`\u00a0[1](#/a)\u00a0[2](#/b)&nbsp;&nbsp; "
-                   "| &nbsp;&nbsp;72.8\u00a0(70.1..75.3,\u00a0n=3)&nbsp;&nbsp; | &nbsp;&nbsp;&nbsp;&nbsp; |")
-    rows = [{"job": 0, "name": "actors=2 env=pong", "status": "FINISHED", "runtime_s": 2.0, "task_fps": 10.0,
-             "fps": 12.0, "bound": "learner 53%", "run_id": "a" * 32}]
+    assert row == (
+        "| &nbsp;&nbsp;`actors=4`\u00a0[1](#/a)\u00a0[2](#/b)&nbsp;&nbsp; "
+        "| &nbsp;&nbsp;72.8\u00a0(70.1..75.3,\u00a0n=3)&nbsp;&nbsp; | &nbsp;&nbsp;&nbsp;&nbsp; |"
+    )
+    rows = [
+        {
+            "job": 0,
+            "name": "actors=2 env=pong",
+            "status": "FINISHED",
+            "runtime_s": 2.0,
+            "task_fps": 10.0,
+            "fps": 12.0,
+            "bound": "learner 53%",
+            "run_id": "a" * 32,
+        }
+    ]
     table = jobs_table(rows, "7")
     assert plain(table[0]) == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
     for line in (table[0], table[2]):

@@ -38,11 +38,18 @@ def test_defaults_are_pong_r2d2_reference(compose_cfg):
 
 @pytest.mark.parametrize(
     "override, key",
-    [("actors=0", "actors=0"), ("actors=-3", "actors=-3"), ("workload.frames=0", "workload.frames=0"),
-     ("sm_limit=0", "sm_limit=0"), ("algo.overlap=100", "algo.overlap=100"),
-     ("actor_threads=100000", "actor_threads=100000"), ("algo.overlap=10", "algo.overlap=10"),
-     ("eval_envs=-1", "eval_envs=-1"), ("algo.replay_memory_gb=0", "algo.replay_memory_gb=0"),
-     ("repeats=0", "repeats=0")],
+    [
+        ("actors=0", "actors=0"),
+        ("actors=-3", "actors=-3"),
+        ("workload.frames=0", "workload.frames=0"),
+        ("sm_limit=0", "sm_limit=0"),
+        ("algo.overlap=100", "algo.overlap=100"),
+        ("actor_threads=100000", "actor_threads=100000"),
+        ("algo.overlap=10", "algo.overlap=10"),
+        ("eval_envs=-1", "eval_envs=-1"),
+        ("algo.replay_memory_gb=0", "algo.replay_memory_gb=0"),
+        ("repeats=0", "repeats=0"),
+    ],
 )
 def test_validate_names_key_value_and_rule(compose_cfg, override, key):
     with pytest.raises(ConfigError, match="allowed") as e:
@@ -101,8 +108,11 @@ def test_bad_input_exits_fast_from_a_shell_too(store, multirun):
 
 
 def test_replay_that_would_not_fit_in_free_memory_is_refused_with_the_numbers(compose_cfg):
-    with pytest.raises(ConfigError, match=r"algo.replay_capacity=1000000: replay needs [\d.]+ GB \(1000000 "
-                                          r"sequences x 0.89\d MB\) but this host has [\d.]+ GB free; allowed: at most"):
+    with pytest.raises(
+        ConfigError,
+        match=r"algo.replay_capacity=1000000: replay needs [\d.]+ GB \(1000000 "
+        r"sequences x 0.89\d MB\) but this host has [\d.]+ GB free; allowed: at most",
+    ):
         validate(compose_cfg(["algo.replay_capacity=1000000"]))
 
 
@@ -141,17 +151,23 @@ def test_a_cuda_device_this_host_lacks_is_refused_naming_it(compose_cfg, monkeyp
         validate(compose_cfg(["device=cuda"]))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a fake one-GPU host
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(ConfigError, match=r"device=cuda:1: this host has 1 CUDA device\(s\); allowed: auto or cpu, "
-                                          r"or cuda:0..cuda:0"):
+    with pytest.raises(
+        ConfigError,
+        match=r"device=cuda:1: this host has 1 CUDA device\(s\); allowed: auto or cpu, "
+        r"or cuda:0..cuda:0",
+    ):
         validate(compose_cfg(["device=cuda:1"]))
 
 
-@pytest.mark.parametrize("line", [
-    ["env=cartpole", "actors=3", "workload.frames=5000"],
-    ["actors=3", "env=cartpole", "algo=vtrace", "algo.learning_rate=0.001"],
-    ["env=breakout", "env.stack=2", "+tracking.tags={a: b}", "tracking.experiment=x"],
-    ["workload=smoke", "telemetry.cpu_tdp_w=null", "env.id=pong", "~eval_epsilon"],
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        ["env=cartpole", "actors=3", "workload.frames=5000"],
+        ["actors=3", "env=cartpole", "algo=vtrace", "algo.learning_rate=0.001"],
+        ["env=breakout", "env.stack=2", "+tracking.tags={a: b}", "tracking.experiment=x"],
+        ["workload=smoke", "telemetry.cpu_tdp_w=null", "env.id=pong", "~eval_epsilon"],
+    ],
+)
 def test_the_tests_compose_cache_gives_what_hydra_composes(line):
     """conftest composes a line's config groups once and sets its values after, as Hydra does:
     the config must be the one Hydra composes from the whole line, struct flag included."""
@@ -164,8 +180,9 @@ def test_the_tests_compose_cache_gives_what_hydra_composes(line):
     assert OmegaConf.is_struct(fast) and OmegaConf.is_struct(whole)
 
 
-@pytest.mark.parametrize("line", [["env=cartpole", "actorz=3"], ["actors=abc", "env=cartpole"],
-                                  ["env=nosuch", "actors=3"], ["+actors=3"]])
+@pytest.mark.parametrize(
+    "line", [["env=cartpole", "actorz=3"], ["actors=abc", "env=cartpole"], ["env=nosuch", "actors=3"], ["+actors=3"]]
+)
 def test_the_tests_compose_cache_refuses_what_hydra_refuses(line):
     from rlbench.prepare import compose
 
@@ -194,8 +211,13 @@ def test_a_grids_jobs_compose_as_hydras_launcher_composes_them_their_groups_once
 
     register_configs()
     monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", ConfigLoaderImpl.load_configuration.uncached)
-    jobs = [["env=cartpole", "actors=3"], ["env=cartpole", "actors=5", "~eval_envs", "+tracking.tags.k=v"], ["env=pong", "actors=3"],
-            ["actors=7", "algo=vtrace", "algo.unroll_length=9", "hydra.job.chdir=false"], ["env=cartpole", "actors=4"]]
+    jobs = [
+        ["env=cartpole", "actors=3"],
+        ["env=cartpole", "actors=5", "~eval_envs", "+tracking.tags.k=v"],
+        ["env=pong", "actors=3"],
+        ["actors=7", "algo=vtrace", "algo.unroll_length=9", "hydra.job.chdir=false"],
+        ["env=cartpole", "actors=4"],
+    ]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         master = loader.load_configuration("config", ["hydra.job.chdir=false"], RunMode.MULTIRUN)

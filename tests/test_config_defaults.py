@@ -80,15 +80,21 @@ YAML_FILES = sorted(CONF.rglob("*.yaml"))
 def test_every_schema_is_extended_by_a_checked_yaml():
     """The walk finds conf/config.yaml and every group's presets (else the next test is vacuous)."""
     seen = {name for p in YAML_FILES for name, _, _ in _schema_nodes(p.read_text())}
-    schemas = [*GROUP_SCHEMAS.values(), *(config_module(a).Schema for a in ALGORITHMS),
-               *(family(f).Schema for f in FAMILIES)]
+    schemas = [
+        *GROUP_SCHEMAS.values(),
+        *(config_module(a).Schema for a in ALGORITHMS),
+        *(family(f).Schema for f in FAMILIES),
+    ]
     assert seen == {"Config", *(_label(cls) for cls in schemas)}
 
 
 def test_no_yaml_restates_a_schema_default():
     """A value equal to the schema default belongs in the schema only."""
-    twice = [f"{p.relative_to(ROOT)}: {kv} (the schema default)" for p in YAML_FILES
-             for kv in restated_defaults(p.read_text())]
+    twice = [
+        f"{p.relative_to(ROOT)}: {kv} (the schema default)"
+        for p in YAML_FILES
+        for kv in restated_defaults(p.read_text())
+    ]
     assert not twice, "written twice, delete from the YAML:\n" + "\n".join(twice)
 
 

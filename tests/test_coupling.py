@@ -26,10 +26,16 @@ WAIT_S = 5.0
 def _unrolls(first: int, k: int) -> Sequences:
     """k one-step unrolls whose every field holds its index first, first + 1, ..."""
     v = np.arange(first, first + k)
-    return Sequences(frames=v[:, None, None].astype(np.uint8), head=np.zeros((k, 0, 1), np.uint8),
-                     action=v[:, None], prev_action=v[:, None], reward=v[:, None].astype(np.float32),
-                     done=np.zeros((k, 1), bool), agent_out=v[:, None, None].astype(np.float32),
-                     state=v[:, None].astype(np.float32))
+    return Sequences(
+        frames=v[:, None, None].astype(np.uint8),
+        head=np.zeros((k, 0, 1), np.uint8),
+        action=v[:, None],
+        prev_action=v[:, None],
+        reward=v[:, None].astype(np.float32),
+        done=np.zeros((k, 1), bool),
+        agent_out=v[:, None, None].astype(np.float32),
+        state=v[:, None].astype(np.float32),
+    )
 
 
 class _Blocked:
@@ -120,11 +126,14 @@ def test_the_default_task_is_seven_updates_of_85_fresh_unrolls(compose_cfg):
     assert free.workload.learner_updates == round(625 * 0.75 / 64) == 7
 
 
-@pytest.mark.parametrize("overrides, refused", [
-    (["algo.unroll_queue_size=84"], "algo.unroll_queue_size=84"),  # < one insertion batch (85)
-    (["algo.samples_per_insert=0"], "algo.samples_per_insert=0"),  # no insertion batch
-    (["algo.samples_per_insert=65"], "algo.samples_per_insert=65"),  # int(64 / 65) = 0 unrolls per update
-])
+@pytest.mark.parametrize(
+    "overrides, refused",
+    [
+        (["algo.unroll_queue_size=84"], "algo.unroll_queue_size=84"),  # < one insertion batch (85)
+        (["algo.samples_per_insert=0"], "algo.samples_per_insert=0"),  # no insertion batch
+        (["algo.samples_per_insert=65"], "algo.samples_per_insert=65"),  # int(64 / 65) = 0 unrolls per update
+    ],
+)
 def test_a_coupling_that_cannot_make_progress_is_refused(compose_cfg, overrides, refused):
     with pytest.raises(ConfigError) as e:
         validate(compose_cfg(overrides))
@@ -132,8 +141,16 @@ def test_a_coupling_that_cannot_make_progress_is_refused(compose_cfg, overrides,
 
 
 def test_the_free_running_couplings_keep_their_old_rules(compose_cfg):
-    conf = validate(compose_cfg(["algo.coupling=free_running", "algo.samples_per_insert=0",
-                                 "workload.learner_updates=3", "algo.unroll_queue_size=1"]))
+    conf = validate(
+        compose_cfg(
+            [
+                "algo.coupling=free_running",
+                "algo.samples_per_insert=0",
+                "workload.learner_updates=3",
+                "algo.unroll_queue_size=1",
+            ]
+        )
+    )
     assert conf.algo.coupling == "free_running"
     with pytest.raises(ConfigError, match="algo.coupling='both': allowed: one of unroll_queue"):
         validate(compose_cfg(["algo.coupling=both"]))

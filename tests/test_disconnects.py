@@ -19,7 +19,9 @@ from rlbench.roles.actors import ActorRole
 from rlbench.roles.inference import InferenceServer
 
 BURN_IN, SEQ_LEN = 3, 5
-R2D2 = dict(zip(("length", "overlap"), unroll_layout(BURN_IN, SEQ_LEN, None)), pad=BURN_IN)  # 9 steps, overlap 4
+R2D2 = dict(
+    zip(("length", "overlap"), unroll_layout(BURN_IN, SEQ_LEN, None), strict=True), pad=BURN_IN
+)  # 9 steps, overlap 4
 VTRACE = {"length": 6, "overlap": 1, "pad": 0}  # unroll_length 5 + 1, as rlbench/algo/vtrace/build.py cuts them
 LAYOUTS = pytest.mark.parametrize("layout", [R2D2, VTRACE], ids=["r2d2", "vtrace"])
 STATE = 2  # floats of recurrent state per env
@@ -31,8 +33,9 @@ def _value(env: int, life: int, t: int) -> int:
 
 
 def _assembler(layout: dict, envs: int, stack: int = 2) -> UnrollAssembler:
-    return UnrollAssembler(envs, layout["length"], layout["overlap"], (stack, 1), np.int32, 3, STATE, stack,
-                           pad=layout["pad"])
+    return UnrollAssembler(
+        envs, layout["length"], layout["overlap"], (stack, 1), np.int32, 3, STATE, stack, pad=layout["pad"]
+    )
 
 
 class _Emitted:
@@ -63,13 +66,24 @@ def _step(asm, sink, ids, t, life=0) -> None:
     obs = np.stack([vals - 1, vals], axis=1)[:, :, None].astype(np.int32)  # [k, stack 2, 1]: older, newest
     need = asm.needs_state(ids)
     state = np.repeat(vals[:, None], STATE, 1).astype(np.float32)[need]
-    asm.add(ids, obs, vals % 5, vals % 3, (vals % 7).astype(np.float32), vals % 11 == 0,
-            np.repeat(vals[:, None], 3, 1).astype(np.float32), state, sink)
+    asm.add(
+        ids,
+        obs,
+        vals % 5,
+        vals % 3,
+        (vals % 7).astype(np.float32),
+        vals % 11 == 0,
+        np.repeat(vals[:, None], 3, 1).astype(np.float32),
+        state,
+        sink,
+    )
 
 
 def _same(a: Sequences, b: Sequences) -> bool:
-    return all(np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)))
-               for f in ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state"))
+    return all(
+        np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)))
+        for f in ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
+    )
 
 
 @LAYOUTS
@@ -91,14 +105,16 @@ def test_a_dropped_env_emits_nothing_from_before_and_restarts_as_a_new_actor(lay
     for t in range(30):
         _step(fresh, fresh_sink, [1], t, 1)
     assert len(after) == len(fresh_sink.rows[1]) >= 2
-    assert all(_same(a, b) for a, b in zip(after, fresh_sink.rows[1]))  # pad, overlap, state, head as at start
+    assert all(
+        _same(a, b) for a, b in zip(after, fresh_sink.rows[1], strict=True)
+    )  # pad, overlap, state, head as at start
 
     untouched, ref = _assembler(layout, 3), _Emitted()  # envs 0 and 2 as if nothing had happened
     for t in range(before + 30):
         _step(untouched, ref, [0, 2], t)
     for env in (0, 2):
         assert len(sink.rows[env]) == len(ref.rows[env])
-        assert all(_same(a, b) for a, b in zip(sink.rows[env], ref.rows[env]))
+        assert all(_same(a, b) for a, b in zip(sink.rows[env], ref.rows[env], strict=True))
 
 
 def test_drop_counts_nothing_twice_and_refuses_an_id_out_of_range():
@@ -112,6 +128,7 @@ def test_drop_counts_nothing_twice_and_refuses_an_id_out_of_range():
 
 
 # --- central inference: forget ------------------------------------------------------------------
+
 
 class _ZeroNet(torch.nn.Module):
     """A recurrent net whose state is (h [B, 2], c [B, 1, 2]); out and new state: the state + 1."""
@@ -163,6 +180,7 @@ def test_forget_gives_those_envs_a_new_actors_state_and_prev_action_and_leaves_t
 
 # --- the actors: a fake RemoteEnvs whose process leaves and rejoins --------------------------
 
+
 class _Departing:
     """5 envs in lock-step (4 train, 1 eval): obs = _value(env, life, t). Ids `gone` leave at
     recv `leave_at` (reported once by take_disconnected; absent from the batches after) and a
@@ -202,7 +220,7 @@ class _Departing:
     def _batch(self, done) -> StepBatch:
         ids = np.flatnonzero(self.active)
         vals = 1 + ids * 100_000 + self.life[ids] * 10_000 + self.t[ids]
-        self.received += list(zip(ids.tolist(), vals.tolist()))
+        self.received += list(zip(ids.tolist(), vals.tolist(), strict=True))
         self.sent_to = ids
         return StepBatch(ids, vals[:, None].astype(np.float32), np.ones(len(ids), np.float32), done[ids])
 
@@ -210,7 +228,7 @@ class _Departing:
 def _whole(values: np.ndarray) -> bool:
     """A sequence's frames are whole: zeros (the pad) only first, then consecutive steps of one life."""
     real = np.flatnonzero(values)
-    return real.size > 0 and real[-1] == len(values) - 1 and bool(np.all(np.diff(values[real[0]:]) == 1))
+    return real.size > 0 and real[-1] == len(values) - 1 and bool(np.all(np.diff(values[real[0] :]) == 1))
 
 
 class _WholeSink:
@@ -230,8 +248,14 @@ def test_actors_forget_a_departed_process_count_it_and_store_only_whole_sequence
     length, overlap = unroll_layout(BURN_IN, SEQ_LEN, None)
     asm, sink = UnrollAssembler(4, length, overlap, (1,), np.float32, 2, 0, pad=BURN_IN), _WholeSink()
     env = _Departing()
-    role = ActorRole(env, InferenceServer(_Policy(asm, check=sink), "cpu", 5, num_train=4), num_actors=4,
-                     frame_target=80, seed=0, eval_envs=1)
+    role = ActorRole(
+        env,
+        InferenceServer(_Policy(asm, check=sink), "cpu", 5, num_train=4),
+        num_actors=4,
+        frame_target=80,
+        seed=0,
+        eval_envs=1,
+    )
     role.run(threading.Event())
 
     first_life = {v for e, v in env.received if e == 3 and v < _value(3, 1, 0)}  # env 3 trains; env 4 evaluates
@@ -247,12 +271,20 @@ def test_in_process_actors_report_no_disconnects_null_not_zero():
         take_disconnected = None  # an env that cannot lose its actors offers no such method
 
     asm = UnrollAssembler(4, 6, 1, (1,), np.float32, 2, 0)
-    role = ActorRole(InProcess(leave_at=-1, rejoin_at=-1), InferenceServer(_Policy(asm), "cpu", 5, num_train=4), 4, 20, 0, eval_envs=1)
+    role = ActorRole(
+        InProcess(leave_at=-1, rejoin_at=-1),
+        InferenceServer(_Policy(asm), "cpu", 5, num_train=4),
+        4,
+        20,
+        0,
+        eval_envs=1,
+    )
     role.run(threading.Event())
     assert role.fault_metrics() == {} and role.frames >= 20
 
 
 # --- the real trainer: CartPole with a wrapper whose envs leave and rejoin -------------------
+
 
 class _DepartingWrap:
     """A real vector env whose ids `gone` leave after recv `leave_at` and rejoin at `rejoin_at`
@@ -298,7 +330,7 @@ class _DepartingWrap:
     def _out(self, b: StepBatch) -> StepBatch:
         keep = np.ones(len(b.env_ids), bool) if self.active else ~np.isin(b.env_ids, self.gone)
         b = StepBatch(b.env_ids[keep], b.obs[keep], b.reward[keep], b.done[keep])
-        for i, row in zip(b.env_ids.tolist(), b.obs):
+        for i, row in zip(b.env_ids.tolist(), b.obs, strict=True):
             life = self.life if i in self.gone else 0
             n = self.count.get((i, life), 0)
             self.where[row.tobytes()] = (i, life, n)
@@ -312,13 +344,15 @@ class _DepartingWrap:
             assert real == list(range(real[0], len(row))), "zero (pad) frames after the first step"
             steps = [self.where[row[k].tobytes()] for k in real]
             assert {s[:2] for s in steps} == {steps[0][:2]} and [s[2] for s in steps] == list(
-                range(steps[0][2], steps[0][2] + len(steps))), f"a half sequence reached replay: {steps}"
+                range(steps[0][2], steps[0][2] + len(steps))
+            ), f"a half sequence reached replay: {steps}"
 
 
 def _cartpole(compose_cfg, monkeypatch, **wrap):
     from rlbench.algo.r2d2.acting import EpsilonGreedy
     from rlbench.prepare.plan import plan_job
     from rlbench.prepare.validate import validate
+
     made = []
 
     def make(*args, **kw):
@@ -329,9 +363,22 @@ def _cartpole(compose_cfg, monkeypatch, **wrap):
         made[0].check_whole(seqs)
         return stored(self, seqs, timer)
 
-    conf = validate(compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=600", "workload.learner_updates=2",
-                                 "algo.min_replay=16", "actors=4", "eval_envs=1", "telemetry.enabled=false",
-                                 "progress=log", "tracking.log_every_s=1"]))
+    conf = validate(
+        compose_cfg(
+            [
+                "env=cartpole",
+                "workload=smoke",
+                "workload.frames=600",
+                "workload.learner_updates=2",
+                "algo.min_replay=16",
+                "actors=4",
+                "eval_envs=1",
+                "telemetry.enabled=false",
+                "progress=log",
+                "tracking.log_every_s=1",
+            ]
+        )
+    )
     plan = plan_job(conf)
     real, stored = plan.family.make, EpsilonGreedy.store  # the trainer makes the envs through the plan's family
     monkeypatch.setattr(plan.family, "make", make)
@@ -340,7 +387,8 @@ def _cartpole(compose_cfg, monkeypatch, **wrap):
 
 
 def test_a_cartpole_job_whose_actors_leave_and_rejoin_trains_on_whole_sequences_and_reports_the_loss(
-        compose_cfg, monkeypatch):
+    compose_cfg, monkeypatch
+):
     from rlbench.train.trainer import train
 
     plan, made = _cartpole(compose_cfg, monkeypatch, gone=np.array([2, 3, 4]), leave_at=30, rejoin_at=60)
@@ -368,8 +416,19 @@ def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_r
     from tests.conftest import runs
 
     _cartpole(compose_cfg, monkeypatch, gone=np.arange(5), leave_at=-1, rejoin_at=-1, fail_at=8)
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=600", "workload.learner_updates=2",
-                       "algo.min_replay=16", "actors=4", "eval_envs=1", "progress=log", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "workload=smoke",
+            "workload.frames=600",
+            "workload.learner_updates=2",
+            "algo.min_replay=16",
+            "actors=4",
+            "eval_envs=1",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     with pytest.raises(Exception, match="no actor process connected for 0.5 s"):
         run_job(cfg)
     (run,) = runs(store["uri"])

@@ -13,9 +13,19 @@ Atari, Gym = family("atari").Schema, family("gym").Schema
 
 def test_digest_follows_every_env_setting():
     base = Atari(id="pong")
-    changed = {"full_action_space": False, "fire_reset": True, "noop_max": 29, "sticky_actions": 0.25,
-               "episodic_life": True, "reward_clipping": True, "max_episode_frames": 200, "frameskip": 2,
-               "stack": 2, "img_size": 64, "id": "breakout"}
+    changed = {
+        "full_action_space": False,
+        "fire_reset": True,
+        "noop_max": 29,
+        "sticky_actions": 0.25,
+        "episodic_life": True,
+        "reward_clipping": True,
+        "max_episode_frames": 200,
+        "frameskip": 2,
+        "stack": 2,
+        "img_size": 64,
+        "id": "breakout",
+    }
     assert set(changed) | {"kind"} == {f.name for f in fields(Atari)}, "a new Atari field: add it here"
     digest = env_dataset(base).digest
     same = [k for k, v in changed.items() if env_dataset(Atari(**{**vars(base), k: v})).digest == digest]

@@ -25,8 +25,9 @@ def gym_cfg(env_id: str):
     return family("gym").Schema(id=env_id)
 
 
-@pytest.mark.parametrize("rom,stack,size,full", [("pong", 4, 84, True), ("breakout", 2, 64, False),
-                                                  ("space_invaders", 4, 84, True)])
+@pytest.mark.parametrize(
+    "rom,stack,size,full", [("pong", 4, 84, True), ("breakout", 2, 64, False), ("space_invaders", 4, 84, True)]
+)
 def test_atari_spec_matches_vector_env(rom, stack, size, full):
     cfg = atari(rom, stack=stack, img_size=size, full_action_space=full)
     assert check_env(cfg) is None
@@ -46,13 +47,16 @@ def test_atari_spec_matches_vector_env(rom, stack, size, full):
     assert minimal == [6, 4]
 
 
-@pytest.mark.parametrize("bad,expect", [
-    ("ALE/Pong-v5", "env.id=pong"),
-    ("PongNoFrameskip-v4", "env.id=pong"),
-    ("ALE/MsPacman-v5", "env.id=ms_pacman"),
-    ("nosuchgame", "not an ALE ROM"),
-    ("CartPole-v1", "env.kind=gym"),
-])
+@pytest.mark.parametrize(
+    "bad,expect",
+    [
+        ("ALE/Pong-v5", "env.id=pong"),
+        ("PongNoFrameskip-v4", "env.id=pong"),
+        ("ALE/MsPacman-v5", "env.id=ms_pacman"),
+        ("nosuchgame", "not an ALE ROM"),
+        ("CartPole-v1", "env.kind=gym"),
+    ],
+)
 def test_atari_refuses_non_rom_ids(bad, expect):
     reason = check_env(atari(bad))
     assert reason is not None and expect in reason and "\n" not in reason
@@ -110,13 +114,16 @@ def test_user_env_runs_in_gym_actors(toy_unloaded):
         actors.close()
 
 
-@pytest.mark.parametrize("bad,expect", [
-    ("nosuchmodule:Foo-v0", "No module named 'nosuchmodule'"),
-    ("NoSuchEnv-v0", "NoSuchEnv"),
-    ("CartPole-v99", "v99"),
-    ("Pendulum-v1", "Discrete"),
-    ("tests.toy_env:RlbenchToyPixels-v0", "1-D Box"),
-])
+@pytest.mark.parametrize(
+    "bad,expect",
+    [
+        ("nosuchmodule:Foo-v0", "No module named 'nosuchmodule'"),
+        ("NoSuchEnv-v0", "NoSuchEnv"),
+        ("CartPole-v99", "v99"),
+        ("Pendulum-v1", "Discrete"),
+        ("tests.toy_env:RlbenchToyPixels-v0", "1-D Box"),
+    ],
+)
 def test_gym_refusals(bad, expect):
     reason = check_env(gym_cfg(bad))
     assert reason is not None and expect in reason and "\n" not in reason
@@ -125,4 +132,6 @@ def test_gym_refusals(bad, expect):
 
 
 def test_unknown_kind():
-    assert "env.kind='mujoco': no such env family; known: atari, gym" in check_env(EnvConfig(kind="mujoco", id="Ant-v4"))
+    assert "env.kind='mujoco': no such env family; known: atari, gym" in check_env(
+        EnvConfig(kind="mujoco", id="Ant-v4")
+    )

@@ -15,8 +15,16 @@ from rlbench.core.env_families import DECLARED, ENV_VAR, FAMILIES, EnvFamilyErro
 from tests.conftest import rlbench_cli, runs
 
 # r2d2 on vector observations, a task of seconds: 2 actors x 1500 steps, 2 updates after 16 sequences
-TINY = ["env=tiny", "algo=r2d2_vector", "workload=smoke", "workload.frames=3000", "workload.learner_updates=2",
-        "algo.min_replay=16", "actors=2", "progress=log"]
+TINY = [
+    "env=tiny",
+    "algo=r2d2_vector",
+    "workload=smoke",
+    "workload.frames=3000",
+    "workload.learner_updates=2",
+    "algo.min_replay=16",
+    "actors=2",
+    "progress=log",
+]
 
 
 @pytest.fixture
@@ -80,7 +88,9 @@ def test_tiny_declares_what_validate_the_job_and_predict_ask(tiny, compose_cfg):
 
     conf = validate(compose_cfg([*TINY, "actors=4", "eval_envs=2", "inference_batch=1", "actor_threads=1"]))
     assert (conf.env.kind, conf.env.id, conf.env.length, conf.env.frameskip) == ("tiny", "corridor", 5, 1)
-    assert envs_of(conf).inference_batch == envs_of(conf).total == 6  # no partial batches: lock-step, whatever was asked
+    assert (
+        envs_of(conf).inference_batch == envs_of(conf).total == 6
+    )  # no partial batches: lock-step, whatever was asked
     assert family("tiny").hardware_threads(8, 8) == 1 and envs_of(conf, cores=8).actor_threads == 1
     s = env_spec(conf.env)
     assert (s.obs_shape, s.obs_dtype, s.num_actions, s.stack) == ((2,), np.float32, 3, 1)
@@ -130,4 +140,5 @@ def test_a_job_with_the_tiny_family_from_the_cli_records_its_frames_and_episodes
     assert m["learner_updates"] == 2 and run.data.tags["inference_batch_used"] == "2"  # lock-step
     assert [k for k in m if not declared(k)] == []  # the family adds no metric: the contract holds
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [
-        ("corridor (tiny, frameskip 1)", "environment")]
+        ("corridor (tiny, frameskip 1)", "environment")
+    ]

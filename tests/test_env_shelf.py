@@ -47,10 +47,14 @@ def test_the_key_holds_every_env_setting_and_how_it_is_stepped_but_not_the_seed(
 
     base = shelf_key(Schema(id="pong"), 4, 2, -1, -1)
     assert base == shelf_key(Schema(id="pong"), 4, 2, -1, -1)
-    for other in (shelf_key(Schema(id="pong", max_episode_frames=400), 4, 2, -1, -1),
-                  shelf_key(Schema(id="pong", noop_max=3), 4, 2, -1, -1),
-                  shelf_key(Schema(id="pong"), 8, 2, -1, -1), shelf_key(Schema(id="pong"), 4, 1, -1, -1),
-                  shelf_key(Schema(id="pong"), 4, 2, 0, -1), shelf_key(Schema(id="pong"), 4, 2, -1, 0)):
+    for other in (
+        shelf_key(Schema(id="pong", max_episode_frames=400), 4, 2, -1, -1),
+        shelf_key(Schema(id="pong", noop_max=3), 4, 2, -1, -1),
+        shelf_key(Schema(id="pong"), 8, 2, -1, -1),
+        shelf_key(Schema(id="pong"), 4, 1, -1, -1),
+        shelf_key(Schema(id="pong"), 4, 2, 0, -1),
+        shelf_key(Schema(id="pong"), 4, 2, -1, 0),
+    ):
         assert other != base
 
 
@@ -60,7 +64,9 @@ def _episodes(env, seed: int, steps: int) -> dict[int, list]:
     made within `steps` batches depends on the threads' timing)."""
     batch, seen = env.reset(seed), {}
     for _ in range(steps):
-        for i, obs, r, d in zip(batch.env_ids.tolist(), batch.obs, batch.reward.tolist(), batch.done.tolist()):
+        for i, obs, r, d in zip(
+            batch.env_ids.tolist(), batch.obs, batch.reward.tolist(), batch.done.tolist(), strict=True
+        ):
             seen.setdefault(i, []).append((hash(obs.tobytes()), r, d))
         counts = np.array([len(seen[i]) for i in batch.env_ids.tolist()])
         env.send(((batch.env_ids * 7 + counts * 5) % env.num_actions).astype(np.int64))
@@ -134,8 +140,19 @@ def test_a_second_job_of_the_same_spec_takes_the_first_ones_env_and_plays_its_ep
         def episode(self, ret, frames, evaluation):
             self.returns.append((frames, ret))
 
-    conf = validate(compose_cfg(["env=cartpole", "algo=random", "workload=smoke", "workload.frames=2000",
-                                 "actors=2", "telemetry.enabled=false", "progress=log"]))
+    conf = validate(
+        compose_cfg(
+            [
+                "env=cartpole",
+                "algo=random",
+                "workload=smoke",
+                "workload.frames=2000",
+                "actors=2",
+                "telemetry.enabled=false",
+                "progress=log",
+            ]
+        )
+    )
     SHELF.clear()
     taken, seen = SHELF.taken, []
     try:

@@ -18,8 +18,7 @@ ACTORS, EVAL, OBS, ACTIONS = 3, 2, (4,), 2
 
 
 def _server():
-    algo = Schema(burn_in=1, seq_len=3, network=NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8,
-                                                              head_hidden=8))
+    algo = Schema(burn_in=1, seq_len=3, network=NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8))
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     torch.manual_seed(0)
     net = R2D2Net(OBS, ACTIONS, algo.network)
@@ -43,8 +42,13 @@ def test_eval_envs_act_greedily_and_are_never_assembled_or_inserted():
     actions = server.step(first)
     with torch.no_grad():
         zeros = torch.zeros(4, 8)
-        q, _ = net(torch.as_tensor(first.obs)[None], torch.zeros(1, 4, dtype=torch.long),
-                   torch.as_tensor(first.reward)[None], torch.as_tensor(first.done)[None], (zeros, zeros))
+        q, _ = net(
+            torch.as_tensor(first.obs)[None],
+            torch.zeros(1, 4, dtype=torch.long),
+            torch.as_tensor(first.reward)[None],
+            torch.as_tensor(first.done)[None],
+            (zeros, zeros),
+        )
     is_eval = first.env_ids >= ACTORS  # epsilon 0: exactly the argmax of the shared network's Q values
     np.testing.assert_array_equal(actions[is_eval], q[0].argmax(-1).numpy()[is_eval])
     for t in range(1, 20):
@@ -60,8 +64,7 @@ def test_actor_role_counts_only_training_frames_and_keeps_eval_returns_apart():
         frameskip = 4
 
     role = ActorRole(Env(), inference=None, num_actors=ACTORS, frame_target=10**6, seed=0, eval_envs=EVAL)
-    role._account(StepBatch(np.array([0, 1, 2, 3, 4]), None, np.array([1, 1, 1, 5, 5], np.float32),
-                            np.zeros(5, bool)))
+    role._account(StepBatch(np.array([0, 1, 2, 3, 4]), None, np.array([1, 1, 1, 5, 5], np.float32), np.zeros(5, bool)))
     role._account(StepBatch(np.array([1, 4]), None, np.array([2, 7], np.float32), np.array([True, True])))
     assert (role.steps, role.frames, role.eval_frames) == (4, 16, 12)
     assert list(role.episode_returns) == [(16, 3.0)] and list(role.eval_returns) == [(16, 12.0)]

@@ -36,8 +36,14 @@ def _start(args: list[str], cwd: Path, module: str = "rlbench") -> psutil.Popen:
     """The command in `cwd`/work (the store fixture's mlflow.db lies in cwd itself: a stray one
     the command made would be cwd/work/mlflow.db)."""
     cwd = _work(cwd)
-    return psutil.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), text=True,
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return psutil.Popen(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=_env(),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _work(cwd: Path) -> Path:
@@ -47,17 +53,27 @@ def _work(cwd: Path) -> Path:
 
 def _run(args: list[str], cwd: Path, module: str = "rlbench", timeout: float = 120) -> subprocess.CompletedProcess:
     cwd = _work(cwd)
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=_env(), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _overrides(store, experiment: str = "test") -> list[str]:
-    return [o if not o.startswith("tracking.experiment=") else f"tracking.experiment={experiment}"
-            for o in store["overrides"]]
+    return [
+        o if not o.startswith("tracking.experiment=") else f"tracking.experiment={experiment}"
+        for o in store["overrides"]
+    ]
 
 
 def _when_running(proc: psutil.Popen, store, what, experiment: str = "test", timeout: float = 90):
     """The first RUNNING run of `experiment` that `what(run)` accepts, once there is one."""
+
     def found():
         assert proc.poll() is None, f"exited ({proc.returncode}) before its run: {proc.stderr.read()[-2000:]}"
         return next((r for r in runs(store["uri"], experiment) if r.info.status == "RUNNING" and what(r)), None)
@@ -95,7 +111,7 @@ def _children(store, parent_id: str) -> list:
 def _summary(parent_id: str) -> list[dict]:
     path = mlflow.MlflowClient().download_artifacts(parent_id, "summary.json")
     table = json.loads(Path(path).read_text())
-    return [dict(zip(table["columns"], row)) for row in table["data"]]
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
 
 
 def test_a_killed_job_is_closed_by_the_next_start_anywhere_and_sigterm_exits_143(store, tmp_path):
@@ -121,11 +137,15 @@ def test_sigterm_to_a_sweep_lists_every_job_in_its_summary(store, tmp_path):
     parent_id = job.data.tags["mlflow.parentRunId"]
     assert code == 143 and err.strip().splitlines()[-1] == (
         f"rlbench: stopped by SIGTERM: job run {job.info.run_id} recorded as KILLED; "
-        f"sweep parent {parent_id} recorded as KILLED")
+        f"sweep parent {parent_id} recorded as KILLED"
+    )
     assert _run_of(store["uri"], parent_id).info.status == "KILLED"
     rows = _summary(parent_id)
-    assert [(r["status"], r["run_id"]) for r in rows] == [("KILLED", job.info.run_id), ("NOT STARTED", None),
-                                                          ("NOT STARTED", None)]
+    assert [(r["status"], r["run_id"]) for r in rows] == [
+        ("KILLED", job.info.run_id),
+        ("NOT STARTED", None),
+        ("NOT STARTED", None),
+    ]
 
 
 def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_every_job(store, tmp_path):
@@ -151,9 +171,20 @@ def test_a_sweep_killed_then_resumed_continues_its_parent_and_its_report_sees_ev
 
 
 def test_a_killed_search_worker_leaves_no_running_trial_run(store, tmp_path):
-    args = ["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-            "search.heartbeat_s=1", "search.objectives=[fps]", "search.directions=[maximize]",
-            "search.actors=[2,2]", "search.actor_threads=[1,1]", "search.sm_limit=[1,1]", *TINY, *store["overrides"]]
+    args = [
+        "-m",
+        "search=ratio",
+        "search.n_trials=1",
+        f"search.storage=sqlite:///{tmp_path}/optuna.db",
+        "search.heartbeat_s=1",
+        "search.objectives=[fps]",
+        "search.directions=[maximize]",
+        "search.actors=[2,2]",
+        "search.actor_threads=[1,1]",
+        "search.sm_limit=[1,1]",
+        *TINY,
+        *store["overrides"],
+    ]
     worker = _start([*args, *LONG], tmp_path)
     trial = _when_running(worker, store, lambda r: "optuna_trial" in r.data.tags)
     _stop(worker, signal.SIGKILL)
@@ -180,21 +211,31 @@ write_profile(TrackingConfig(uri=sys.argv[1], experiment="rlbench-profiles"), "p
 
 
 def test_a_profile_killed_while_logging_is_refused_by_predict_and_closed_by_the_next_start(store, tmp_path):
-    died = subprocess.run([sys.executable, "-c", _KILLED_WHILE_LOGGING, store["uri"]], cwd=tmp_path, env=_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+    died = subprocess.run(
+        [sys.executable, "-c", _KILLED_WHILE_LOGGING, store["uri"]],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert died.returncode == -signal.SIGKILL, died.stderr[-2000:]
     (profile,) = runs(store["uri"], "rlbench-profiles")
     assert profile.info.status == "RUNNING"
-    out = _run(["--profile", profile.info.run_id, "--tracking-uri", store["uri"], "env=cartpole"], tmp_path,
-               "rlbench.predict")
+    out = _run(
+        ["--profile", profile.info.run_id, "--tracking-uri", store["uri"], "env=cartpole"], tmp_path, "rlbench.predict"
+    )
     assert out.returncode == 2 and "is incomplete: status RUNNING" in out.stderr, out.stderr[-2000:]
     _next_start(store["uri"])
     assert _run_of(store["uri"], profile.info.run_id).info.status == "KILLED"
 
 
 def test_sigterm_while_many_atari_envs_are_created_stops_at_once(store, tmp_path):
-    job = _start(["env=pong", "workload=smoke", "workload.frames=200000", "actors=256", "progress=log", *store["overrides"]],
-                 tmp_path)
+    job = _start(
+        ["env=pong", "workload=smoke", "workload.frames=200000", "actors=256", "progress=log", *store["overrides"]],
+        tmp_path,
+    )
     log = tmp_path / "out" / "__main__.log"
     wait_until(lambda: log.exists() and "MLflow run" in log.read_text(), 120, "the job opening its run", poll_s=0.2)
     job.send_signal(signal.SIGTERM)
@@ -227,11 +268,17 @@ def test_sigterm_to_a_busy_pong_job_on_a_loaded_host_exits_within_its_bound(stor
     finalization ran 7-18 s beside ale-py's threads; now STOP_BOUND_S (docs/jobs.md). The load:
     4 spinning processes per CPU, from the SIGTERM on (2 per CPU: 8.1 s unfixed on a quiet host,
     just over the bound; 4: 16.7 s unfixed, 1.1 s fixed)."""
-    job = _start(["env=pong", "workload=smoke", "workload.frames=2000000", "actors=4", "progress=log",
-                  *store["overrides"]], tmp_path)
+    job = _start(
+        ["env=pong", "workload=smoke", "workload.frames=2000000", "actors=4", "progress=log", *store["overrides"]],
+        tmp_path,
+    )
     log = tmp_path / "out" / "__main__.log"
-    wait_until(lambda: job.poll() is not None or (log.exists() and "frames" in log.read_text()), 300,
-               "the job logging progress", poll_s=0.2)
+    wait_until(
+        lambda: job.poll() is not None or (log.exists() and "frames" in log.read_text()),
+        300,
+        "the job logging progress",
+        poll_s=0.2,
+    )
     assert job.poll() is None, job.communicate()[1][-2000:]
     family = job.children(recursive=True)
     with _cpus_busy(4 * os.cpu_count()):
@@ -251,7 +298,10 @@ def test_an_artifact_location_that_cannot_be_written_is_refused_before_any_run(s
     (tmp_path / "a-file").write_text("")
     out = _run([*TINY, *store["overrides"], f"tracking.artifact_location={tmp_path}/a-file/artifacts"], tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
-    assert f"tracking.artifact_location: the artifacts of experiment 'test' go to {tmp_path}/a-file/artifacts" in out.stderr
+    assert (
+        f"tracking.artifact_location: the artifacts of experiment 'test' go to {tmp_path}/a-file/artifacts"
+        in out.stderr
+    )
     assert runs(store["uri"]) == []
 
 
@@ -259,8 +309,9 @@ def test_an_artifact_location_that_cannot_be_written_is_refused_before_any_run(s
 def test_a_single_job_that_fails_from_a_fault_is_one_line_naming_its_run_and_its_log(store):
     """No traceback chain through Hydra on the terminal: the cause, the run (ended FAILED) and
     the log file that holds the traceback; exit 1."""
-    out = rlbench_cli(["env=cartpole", "workload=smoke", "workload.max_runtime_s=0.001", *store["overrides"]],
-                      timeout=300)
+    out = rlbench_cli(
+        ["env=cartpole", "workload=smoke", "workload.max_runtime_s=0.001", *store["overrides"]], timeout=300
+    )
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     (line,) = out.stderr.strip().splitlines()
     (run,) = runs(store["uri"])
@@ -280,8 +331,9 @@ def small_disk(tmp_path, empty_store_db):
 
     disk = tmp_path / "disk"
     disk.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(disk)], capture_output=True,
-                          text=True, check=False)
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=80m", "tmpfs", str(disk)], capture_output=True, text=True, check=False
+    )
     if made.returncode != 0:
         _unavailable(f"no small filesystem to fill: mount -t tmpfs failed here ({made.stderr.strip()[:200]})")
     try:
@@ -302,9 +354,18 @@ def test_a_full_disk_during_a_job_is_one_line_that_says_what_the_store_reads(sma
     from rlbench.tracking.store import mark_stale_runs
 
     uri = f"sqlite:///{small_disk}/mlflow.db"
-    args = [str(small_disk), *CARTPOLE_TINY, "workload.frames=200000", "workload.learner_updates=20",
-            "progress=log", "tracking.log_every_s=1", "eval_envs=0", f"tracking.uri={uri}", "tracking.experiment=test",
-            f"hydra.run.dir={tmp_path}/out"]
+    args = [
+        str(small_disk),
+        *CARTPOLE_TINY,
+        "workload.frames=200000",
+        "workload.learner_updates=20",
+        "progress=log",
+        "tracking.log_every_s=1",
+        "eval_envs=0",
+        f"tracking.uri={uri}",
+        "tracking.experiment=test",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
     out = _run(args, tmp_path, module="tests.full_disk", timeout=300)
     (line,) = out.stderr.strip().splitlines()
     (run,) = runs(uri)

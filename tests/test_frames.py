@@ -43,8 +43,7 @@ def test_stack_of_one_is_the_observation_itself():
     newest, head = split_stack(obs, 1)
     assert newest is obs and head.shape == (3, 0, 4)
     frames = torch.from_numpy(obs).reshape(1, 3, 4)
-    assert torch.equal(rebuild_stacks(torch.from_numpy(head[:1]), frames, torch.zeros(1, 3, dtype=torch.bool)),
-                       frames)
+    assert torch.equal(rebuild_stacks(torch.from_numpy(head[:1]), frames, torch.zeros(1, 3, dtype=torch.bool)), frames)
 
 
 def test_rebuilt_stacks_equal_what_inference_received_from_ale():
@@ -55,15 +54,16 @@ def test_rebuilt_stacks_equal_what_inference_received_from_ale():
     algo = Schema(burn_in=4, seq_len=8)
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     asm = UnrollAssembler(2, length, overlap, env.obs_shape, np.uint8, env.num_actions, 1, stack=4)
-    replay = SequenceReplay.for_shapes(200, length, env.obs_shape, np.uint8, env.num_actions, 1, 4,
-                                       alpha=1.0, beta=1.0, seed=0)
+    replay = SequenceReplay.for_shapes(
+        200, length, env.obs_shape, np.uint8, env.num_actions, 1, 4, alpha=1.0, beta=1.0, seed=0
+    )
     policy = EpsilonGreedy(SharedNet(_ConstantQ(env.num_actions)), asm, replay, np.ones(2), algo, seed=0)
     inference = InferenceServer(policy, "cpu", 2, num_train=2)
     seen = {0: [], 1: []}
     batch = env.reset(seed=3)
     steps = 150
     for _ in range(steps):
-        for i, o in zip(batch.env_ids.tolist(), batch.obs):
+        for i, o in zip(batch.env_ids.tolist(), batch.obs, strict=True):
             seen[i].append(o.copy())
         env.send(inference.step(batch))
         batch = env.recv()

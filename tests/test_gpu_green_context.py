@@ -46,6 +46,7 @@ def test_the_backward_runs_in_the_jobs_green_context():
     primary = current_context()
     forward_ctx = []
     with ComputeLimit(16, device) as limit:
+
         def learner():
             with limit.thread_scope():
                 forward_ctx.append(current_context())
@@ -94,6 +95,7 @@ def test_learner_and_inference_threads_under_a_green_context_do_not_race():
                 except Exception as e:  # noqa: BLE001 - told below
                     errors.append(e)
                     stop.set()
+
             return run
 
         threads = [threading.Thread(target=scoped(f)) for f in (learner, inference)]

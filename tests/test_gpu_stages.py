@@ -38,6 +38,7 @@ V100, H200 = Gpu("Tesla V100", 80, 7), Gpu("NVIDIA H200", 132, 9)
 
 # --- the stages' configurations -------------------------------------------------------------
 
+
 def names(points):
     return [(p.name, p.repeats) for p in points]
 
@@ -58,7 +59,13 @@ def test_the_sms_stage_runs_all_half_and_16_three_times_and_8_once():
 def test_the_cpu_stage_runs_null_and_4_8_16_threads_at_every_sm_and_the_same_ratio_pairs():
     points, left = stage_points("cpu", [128], 132, 9, 16)
     assert [(p.sm_limit, p.actor_threads) for p in points] == [
-        (None, None), (None, 4), (None, 8), (None, 16), (8, 8), (16, 16)]
+        (None, None),
+        (None, 4),
+        (None, 8),
+        (None, 16),
+        (8, 8),
+        (16, 16),
+    ]
     assert {p.repeats for p in points} == {2} and left == []
     small, left = stage_points("cpu", [4], 2, None, 2)  # 2 threads: no 4, 8 or 16
     assert [p.actor_threads for p in small] == [None]
@@ -70,7 +77,8 @@ def test_the_points_become_grids_the_pairs_through_an_interpolation():
     groups = grid_groups(points)
     assert [grid_overrides(ps, pair) for ps, pair in groups] == [
         [["actors=128", "sm_limit=null", "actor_threads=null,4,8,16"]],
-        [["actors=128", "actor_threads=8,16", "sm_limit=${actor_threads}"]]]
+        [["actors=128", "actor_threads=8,16", "sm_limit=${actor_threads}"]],
+    ]
     actors, _ = stage_points("actors", [4, 40], 132, 9, 16)
     assert len(grid_groups(actors)) == 2  # one per actor count: each its own frames
     mixed = [Point(4, None, 2), Point(4, 8, None)]  # not a product of its knobs: one grid each
@@ -78,6 +86,7 @@ def test_the_points_become_grids_the_pairs_through_an_interpolation():
 
 
 # --- frames, the warm-up, the budget ----------------------------------------------------------
+
 
 def linear(fps: float, per_update: int, ramp_s: float = 3.0):
     """A job whose task is frames / fps, steady after ramp_s, one update per `per_update` frames."""
@@ -102,9 +111,10 @@ def test_the_plan_sizes_each_grid_and_warms_up_on_its_first_point():
     plan = plan_stage("sms", points, linear(fps=40_000, per_update=25_000), overheads=stage_costs())
     assert plan.warmup.point == points[0] and plan.warmup.sized.updates == 2 and plan.warmup.frames == 50_000
     assert {j.frames for j in plan.jobs} == {920_000}  # 23 s at 40k fps: 20 s steady after a 3 s ramp
-    assert plan.grids() == [["actors=40", "sm_limit=null,64,16", "actor_threads=null", "workload.frames=920000",
-                             "repeats=3"], ["actors=40", "sm_limit=8", "actor_threads=null", "workload.frames=920000",
-                                            "repeats=1"]]
+    assert plan.grids() == [
+        ["actors=40", "sm_limit=null,64,16", "actor_threads=null", "workload.frames=920000", "repeats=3"],
+        ["actors=40", "sm_limit=8", "actor_threads=null", "workload.frames=920000", "repeats=1"],
+    ]
     run = 8 + 0.1 * 40 + 23.0  # start and end, then the task
     warm = 8 + 0.1 * 40 + 50_000 / 40_000
     assert plan.total_s() == pytest.approx(10 + 10 + 10 + 10 + 3 * 5 + warm + 10 * run + 10)
@@ -124,6 +134,7 @@ def test_a_budget_that_cannot_hold_the_plan_is_refused_and_nothing_is_cut():
 
 
 # --- the ratio, the idle power, the summary ---------------------------------------------------
+
 
 def test_the_ratio_in_threads_per_sm_and_per_fp32_tflops_and_40_v100_sms_as_h200_sms():
     assert equivalent_sms(40, V100, H200) == pytest.approx(15.49, abs=0.01)  # 40 x 15.7/80 over 66.9/132
@@ -147,22 +158,40 @@ def test_idle_power_is_the_median_of_its_samples_or_null_with_the_reason():
     idle = idle_power(Source([80.0, 81.0, 200.0, 79.0]), seconds=0.4, hz=10, sleep=lambda s: None)
     assert idle == {"value": 80.5, "low": 79.0, "high": 200.0, "n": 4, "seconds": 0.4}
     assert idle_power(Source([], available=False), sleep=lambda s: None) == {
-        "value": None, "reason": "no NVML: nvmlInit failed: library_not_found"}
+        "value": None,
+        "reason": "no NVML: nvmlInit failed: library_not_found",
+    }
     assert "no power reading of GPU 0" in idle_power(Source([]), seconds=0.2, sleep=lambda s: None)["reason"]
 
 
 def job(sm, fps, steady=None, threads=None, status="FINISHED"):
     params = {"actors": "128", "sm_limit": str(sm), "actor_threads": str(threads)}
-    m = {"task_fps": fps, "runtime_s": 200_000 / fps, "actor_threads_used": 16.0, "sm_granted": float(sm or 132),
-         "power_gpu_w_avg": 130.0} | ({"steady/fps": steady} if steady else {})
+    m = {
+        "task_fps": fps,
+        "runtime_s": 200_000 / fps,
+        "actor_threads_used": 16.0,
+        "sm_granted": float(sm or 132),
+        "power_gpu_w_avg": 130.0,
+    } | ({"steady/fps": steady} if steady else {})
     return JobRun(f"r{sm}{fps}", "x", status, params, m if status == "FINISHED" else {}, {}, {}, wall_s=30.0)
 
 
 def test_the_summary_gives_medians_ranges_and_the_noise_floor_beside_each_difference():
-    jobs = [job(None, 40_000.0), job(None, 44_000.0), job(64, 30_000.0), job(64, 31_000.0), job(16, 41_000.0),
-            job(8, 20_000.0, status="KILLED")]
-    s = stage_summary("sms", Study("experiment", "e", None, {}, jobs, []), {"gpu_name": "NVIDIA H200"},
-                      {"value": 80.1}, {"budget_s": 420, "used_s": 400})
+    jobs = [
+        job(None, 40_000.0),
+        job(None, 44_000.0),
+        job(64, 30_000.0),
+        job(64, 31_000.0),
+        job(16, 41_000.0),
+        job(8, 20_000.0, status="KILLED"),
+    ]
+    s = stage_summary(
+        "sms",
+        Study("experiment", "e", None, {}, jobs, []),
+        {"gpu_name": "NVIDIA H200"},
+        {"value": 80.1},
+        {"budget_s": 420, "used_s": 400},
+    )
     assert s["metric"] == "task_fps"  # no job logged steady/fps
     every = s["configs"][0]
     assert every["config"] == "actors=128 sm_limit=all actor_threads=null"
@@ -181,8 +210,13 @@ def test_the_summary_gives_medians_ranges_and_the_noise_floor_beside_each_differ
 
 def test_the_steady_rate_is_compared_where_every_job_logged_it_and_a_warm_up_is_no_job():
     jobs = [job(None, 40_000.0, steady=45_000.0), job(64, 30_000.0, steady=33_000.0)]
-    s = stage_summary("sms", Study("experiment", "e", None, {}, jobs, []), {}, {"value": None, "reason": "no NVML"},
-                      {"budget_s": 420, "used_s": 1})
+    s = stage_summary(
+        "sms",
+        Study("experiment", "e", None, {}, jobs, []),
+        {},
+        {"value": None, "reason": "no NVML"},
+        {"budget_s": 420, "used_s": 1},
+    )
     assert s["metric"] == "steady/fps" and s["differences"][0]["noise_floor"] is None
     assert s["differences"][0]["change"] == pytest.approx(33 / 45 - 1)
     assert compare(Spread(10.0, 9.0, 11.0, 2), Spread(14.0, 13.0, 15.0, 2), 0.22)["told_apart"] is True  # 40% > 22%
@@ -192,13 +226,17 @@ def test_the_steady_rate_is_compared_where_every_job_logged_it_and_a_warm_up_is_
 
 # --- the command: refusals before anything runs, the dry run -----------------------------------
 
-@pytest.mark.parametrize("argv, said", [
-    (["--stage", "gpu", "--dry-run"], "--stage=gpu: allowed: one of 'actors', 'sms', 'cpu'"),
-    (["--stage", "actors", "--repeats", "0", "--dry-run"], "--repeats=0: allowed: an integer >= 1"),
-    (["--stage", "actors", "--repeats", "1", "--dry-run"], "--repeats=1: the actors stage runs each actor count"),
-    (["--stage", "sms", "--actors", "4,40", "--dry-run"], "--actors=4,40: --stage sms runs at the one best"),
-    (["--stage", "cpu", "--frames", "1000", "--dry-run"], "--frames: the stages size these themselves"),
-])
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--stage", "gpu", "--dry-run"], "--stage=gpu: allowed: one of 'actors', 'sms', 'cpu'"),
+        (["--stage", "actors", "--repeats", "0", "--dry-run"], "--repeats=0: allowed: an integer >= 1"),
+        (["--stage", "actors", "--repeats", "1", "--dry-run"], "--repeats=1: the actors stage runs each actor count"),
+        (["--stage", "sms", "--actors", "4,40", "--dry-run"], "--actors=4,40: --stage sms runs at the one best"),
+        (["--stage", "cpu", "--frames", "1000", "--dry-run"], "--frames: the stages size these themselves"),
+    ],
+)
 def test_bad_stage_flags_are_refused_in_one_line(gs, capsys, monkeypatch, argv, said):  # noqa: F811
     monkeypatch.chdir(ROOT)
     with pytest.raises(SystemExit) as e:
@@ -207,8 +245,12 @@ def test_bad_stage_flags_are_refused_in_one_line(gs, capsys, monkeypatch, argv, 
     assert e.value.code == 2 and said in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_a_stage_without_a_gpu_is_refused_unless_dry_run_tiny_or_the_cpu_analogue(gs, monkeypatch, capsys,  # noqa: F811
-                                                                                  tmp_path):
+def test_a_stage_without_a_gpu_is_refused_unless_dry_run_tiny_or_the_cpu_analogue(
+    gs,  # noqa: F811 - the fixture imported from test_gpu_study
+    monkeypatch,
+    capsys,
+    tmp_path,
+):
     import torch
 
     monkeypatch.chdir(ROOT)
@@ -230,11 +272,14 @@ def test_a_stage_on_a_gpu_needs_its_best_actor_count(fake_h100, capsys, tmp_path
     assert "--stage=sms: needs the best actor count; allowed: --actors N, or --best-from DIR" in err
 
 
-@pytest.mark.parametrize("stage, shown", [
-    ("actors", ["actors=4 sm_limit=all actor_threads=null x 2", "actors=256 sm_limit=all actor_threads=null x 2"]),
-    ("sms", ["sm_limit=64 actor_threads=null x 3", "sm_limit=8 actor_threads=null x 1"]),
-    ("cpu", ["sm_limit=all actor_threads=null x 2", "sm_limit=16 actor_threads=16 x 2", "actor_threads=4 x 2"]),
-])
+@pytest.mark.parametrize(
+    "stage, shown",
+    [
+        ("actors", ["actors=4 sm_limit=all actor_threads=null x 2", "actors=256 sm_limit=all actor_threads=null x 2"]),
+        ("sms", ["sm_limit=64 actor_threads=null x 3", "sm_limit=8 actor_threads=null x 1"]),
+        ("cpu", ["sm_limit=all actor_threads=null x 2", "sm_limit=16 actor_threads=16 x 2", "actor_threads=4 x 2"]),
+    ],
+)
 def test_the_dry_run_prints_the_stage_with_its_warm_up_repeats_and_frames(fake_h100, capsys, stage, shown):  # noqa: F811
     code = fake_h100.main(["--stage", stage, "--dry-run", "--budget-s", "5000"])
     out = capsys.readouterr().out
@@ -255,22 +300,38 @@ def test_the_dry_run_says_when_the_budget_cannot_hold_the_stage(fake_h100, capsy
 
 # --- end to end ---------------------------------------------------------------------------------
 
+
 @pytest.mark.e2e
 def test_the_cpu_stage_rehearsal_warms_up_measures_idle_power_and_summarises(tmp_path):
     """--stage cpu --tiny on this CPU with the GPU fakes: what only a real run shows: the stage's
     process (idle power from the fake NVML, the warm-up run, the sweeps in one process, the pairs
     through the interpolation) and the summary read back from its store."""
     out = tmp_path / "cpu"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fake_gpu"), str(ROOT)]),
-           "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
-    cmd = [sys.executable, "pipelines/gpu_study.py", "--stage", "cpu", "--tiny", "--out", str(out),
-           "tracking.system_metrics=false"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fake_gpu"), str(ROOT)]),
+        "PYTHONUNBUFFERED": "1",
+        "HYDRA_FULL_ERROR": "0",
+    }
+    cmd = [
+        sys.executable,
+        "pipelines/gpu_study.py",
+        "--stage",
+        "cpu",
+        "--tiny",
+        "--out",
+        str(out),
+        "tracking.system_metrics=false",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["idle_power_gpu_w"]["value"] == pytest.approx(100.0)  # the fake GPU draws 100 W
-    assert {j["name"] for j in s["jobs"]} >= {"actors=8 sm_limit=1 actor_threads=1", "actors=8 sm_limit=2 actor_threads=2",
-                                               "actors=8 sm_limit=all actor_threads=null"}
+    assert {j["name"] for j in s["jobs"]} >= {
+        "actors=8 sm_limit=1 actor_threads=1",
+        "actors=8 sm_limit=2 actor_threads=2",
+        "actors=8 sm_limit=all actor_threads=null",
+    }
     assert all(j["status"] == "FINISHED" for j in s["jobs"]) and len(s["jobs"]) == 5  # the warm-up is not one
     assert s["jobs"][0]["power_gpu_w_avg"]["value"] == pytest.approx(100.0, rel=0.05)
     mlflow.set_tracking_uri(f"sqlite:///{out}/mlruns/mlflow.db")

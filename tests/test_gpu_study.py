@@ -39,6 +39,7 @@ def gs():
 
 # --- the plan -------------------------------------------------------------------------------
 
+
 def test_the_sm_points_are_all_half_a_quarter_16_and_8_as_a_green_context_grants_them():
     assert sm_points(132, 9) == [None, 64, 32, 16, 8]  # H100/H200: multiples of 8
     assert sm_points(114, 9) == [None, 56, 24, 16, 8]  # H100 PCIe: 57 and 28 rounded down to a grant
@@ -60,7 +61,9 @@ def rate_predict(knobs, frames):
 def test_the_plan_runs_the_later_stages_at_the_best_actor_count_and_reuses_its_job():
     plan = build_plan([4, 40, 256], [None, 64], "bf16", 100_000, rate_predict, costs(20, 5, 30))
     assert plan.best_actors == 40 and [j.name for j in plan.stage("sms")] == [
-        "actors=40 sm_limit=all precision=fp32", "actors=40 sm_limit=64 precision=fp32"]
+        "actors=40 sm_limit=all precision=fp32",
+        "actors=40 sm_limit=64 precision=fp32",
+    ]
     assert plan.stage("sms")[0].reused and plan.stage("sms")[0].seconds(plan.overheads) == 0
     # 3 stages' starts + 5 jobs of 5 s + their tasks + the report
     tasks = 100_000 / 4000 + 100_000 / 40000 + 100_000 / 40000 + 100_000 / 32000 + 100_000 / 60000
@@ -110,11 +113,13 @@ def test_the_datasheet_gpu_is_slower_on_fewer_sms_and_its_bf16_update_faster():
 
 # --- pieces it uses -------------------------------------------------------------------------
 
+
 def test_a_green_context_is_tried_in_a_child_and_its_error_named():
     def child(ok: bool, err: str = ""):
         def run(cmd, **kw):
             assert cmd[-2:] == ["0", "8"] and "GreenContext.create" in cmd[2]
             return subprocess.CompletedProcess(cmd, 0 if ok else 1, "green context ok 1024.0\n" if ok else "", err)
+
         return run
 
     assert green_context_problem(0, 8, run=child(True)) is None
@@ -139,14 +144,30 @@ def job(actors, runtime, sm=None, prec="fp32", status="FINISHED", metrics=None, 
 
 
 def test_the_summary_gives_the_slowdown_at_half_the_sms_the_ratio_and_nulls_with_reasons():
-    jobs = [job(4, 40.0), job(40, 10.0, metrics={"energy_per_task_j": 3000.0, "gpu_busy_frac": 0.25}),
-            job(256, 11.0), job(40, 12.5, sm=64), job(40, 8.0, prec="bf16"), job(40, None, sm=8, status="KILLED")]
+    jobs = [
+        job(4, 40.0),
+        job(40, 10.0, metrics={"energy_per_task_j": 3000.0, "gpu_busy_frac": 0.25}),
+        job(256, 11.0),
+        job(40, 12.5, sm=64),
+        job(40, 8.0, prec="bf16"),
+        job(40, None, sm=8, status="KILLED"),
+    ]
     study = Study("experiment", "gpu_study", None, {"host": "h", "gpu_name": "NVIDIA H100"}, jobs, [])
     assert slowdown_at_half(study, 40, 64)["value"] == pytest.approx(0.25)
     assert precision_ratio(study, 40, "bf16")["value"] == pytest.approx(1.25)
-    assert slowdown_at_half(study, 40, 8) == {"value": None, "reason": "the job at 40 actors with sm_limit=8 did not finish"}
-    s = summary(study, {"git_commit": "abc"}, 40, 64, "bf16", {"actors=40 sm_limit=all precision=fp32": 9.0},
-                {"command": "x", "budget_s": 420, "used_s": 300, "task": "pong", "events": ["stopped at the budget"]})
+    assert slowdown_at_half(study, 40, 8) == {
+        "value": None,
+        "reason": "the job at 40 actors with sm_limit=8 did not finish",
+    }
+    s = summary(
+        study,
+        {"git_commit": "abc"},
+        40,
+        64,
+        "bf16",
+        {"actors=40 sm_limit=all precision=fp32": 9.0},
+        {"command": "x", "budget_s": 420, "used_s": 300, "task": "pong", "events": ["stopped at the budget"]},
+    )
     row = next(r for r in s["jobs"] if r["name"] == "actors=40 sm_limit=all precision=fp32")
     assert row["gpu_busy_s"] == {"value": 2.5} and row["predicted_runtime_s"] == 9.0
     assert row["energy_per_task_j"] == {"value": 3000.0}
@@ -162,6 +183,7 @@ def test_the_summary_gives_the_slowdown_at_half_the_sms_the_ratio_and_nulls_with
 
 # --- the command: refusals before any job, the dry run ----------------------------------------
 
+
 @pytest.fixture
 def fake_h100(gs, monkeypatch):
     """A host whose one GPU is a fake H100; env stepping and the FLOPs count faked (no work)."""
@@ -172,7 +194,9 @@ def fake_h100(gs, monkeypatch):
 
     monkeypatch.chdir(ROOT)  # main() moves to the clone; put back after
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(fingerprint, "host_tags", lambda: {"host": "fake", "git_commit": "abc", "cuda_available": "True"})
+    monkeypatch.setattr(
+        fingerprint, "host_tags", lambda: {"host": "fake", "git_commit": "abc", "cuda_available": "True"}
+    )
     monkeypatch.setattr(gs, "cuda_properties", lambda i: DeviceProperties(H100.name, 132, 9))
     monkeypatch.setattr(gs, "green_context_problem", lambda i, sms: None)
     monkeypatch.setattr(gs, "usable_cpus", lambda: list(range(16)))
@@ -203,7 +227,11 @@ def test_the_dry_run_prints_every_job_its_predicted_time_and_the_total(fake_h100
 
 def test_a_budget_below_the_smallest_plan_is_refused_naming_the_job_to_cut(fake_h100, capsys):
     err = refused(fake_h100, ["--dry-run", "--budget-s", "60"], capsys)
-    assert "--budget-s=60: the plan's predicted" in err and "cut the job actors=4" in err and "--actors 16,40,128,256" in err
+    assert (
+        "--budget-s=60: the plan's predicted" in err
+        and "cut the job actors=4" in err
+        and "--actors 16,40,128,256" in err
+    )
 
 
 def test_an_explicit_task_over_the_budget_is_refused(fake_h100, capsys):
@@ -212,7 +240,9 @@ def test_an_explicit_task_over_the_budget_is_refused(fake_h100, capsys):
 
 
 def test_a_gpu_without_green_contexts_is_refused_with_the_way_out(fake_h100, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(fake_h100, "green_context_problem", lambda i, sms: "a green context ... (CUDA_ERROR_NOT_SUPPORTED)")
+    monkeypatch.setattr(
+        fake_h100, "green_context_problem", lambda i, sms: "a green context ... (CUDA_ERROR_NOT_SUPPORTED)"
+    )
     err = refused(fake_h100, ["--out", str(tmp_path / "o")], capsys)
     assert "--sm-limits: NVIDIA H100 80GB HBM3 (compute capability 9.x) gave no green context" in err
     assert "CUDA 12.4" in err and "or --sm-limits none" in err and not (tmp_path / "o").exists()
@@ -250,16 +280,19 @@ def test_bf16_on_a_cpu_without_it_is_refused_before_any_job(gs, monkeypatch, cap
     assert "--compare=bf16: precision=bf16: no fast bf16 math" in err and "--compare none" in err
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["--out", "{file}"], "--out={file}: exists and is not a folder"),
-    (["--out", "{store}"], "already holds a study's store"),
-    ([], "--out: required"),
-    (["--dry-run", "--actors", "4,4"], "--actors=4,4: allowed: distinct comma-separated integers >= 1"),
-    (["--dry-run", "--sm-limits", "0"], "--sm-limits=0: allowed: auto (all, half, a quarter, 16 and 8), none"),
-    (["--dry-run", "--frames", "many"], "--frames=many: allowed: an integer >= 1 (or auto: sized to the budget)"),
-    (["--dry-run", "--budget-s", "0"], "--budget-s=0: allowed: a finite number > 0"),
-    (["--dry-run", "--compare", "fp8"], "--compare=fp8: allowed: one of 'tf32', 'bf16', 'fp16', 'none'"),
-])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--out", "{file}"], "--out={file}: exists and is not a folder"),
+        (["--out", "{store}"], "already holds a study's store"),
+        ([], "--out: required"),
+        (["--dry-run", "--actors", "4,4"], "--actors=4,4: allowed: distinct comma-separated integers >= 1"),
+        (["--dry-run", "--sm-limits", "0"], "--sm-limits=0: allowed: auto (all, half, a quarter, 16 and 8), none"),
+        (["--dry-run", "--frames", "many"], "--frames=many: allowed: an integer >= 1 (or auto: sized to the budget)"),
+        (["--dry-run", "--budget-s", "0"], "--budget-s=0: allowed: a finite number > 0"),
+        (["--dry-run", "--compare", "fp8"], "--compare=fp8: allowed: one of 'tf32', 'bf16', 'fp16', 'none'"),
+    ],
+)
 def test_bad_flags_are_refused_in_one_line_naming_them(gs, capsys, tmp_path, monkeypatch, argv, said):
     monkeypatch.chdir(ROOT)
     (tmp_path / "file").write_text("x")
@@ -274,16 +307,29 @@ def test_bad_flags_are_refused_in_one_line_naming_them(gs, capsys, tmp_path, mon
 
 # --- end to end ---------------------------------------------------------------------------------
 
+
 @pytest.mark.e2e
 def test_the_rehearsal_runs_the_whole_study_with_the_gpu_fakes_and_brings_its_record(tmp_path):
     """--tiny on this CPU: the actor sweep (4, 8), the SM sweep (every CPU thread and one), bf16
     (the fake CPU flags), the report and the summary; NVML energy from the fake GPU of
     tests/fake_gpu/sitecustomize.py (100 W) in every job."""
     out = tmp_path / "study"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fake_gpu"), str(ROOT)]),
-           "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
-    cmd = [sys.executable, "pipelines/gpu_study.py", "--tiny", "--out", str(out), "--budget-s", "600",
-           "tracking.system_metrics=false"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fake_gpu"), str(ROOT)]),
+        "PYTHONUNBUFFERED": "1",
+        "HYDRA_FULL_ERROR": "0",
+    }
+    cmd = [
+        sys.executable,
+        "pipelines/gpu_study.py",
+        "--tiny",
+        "--out",
+        str(out),
+        "--budget-s",
+        "600",
+        "tracking.system_metrics=false",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
@@ -299,4 +345,3 @@ def test_the_rehearsal_runs_the_whole_study_with_the_gpu_fakes_and_brings_its_re
     mlflow.set_tracking_uri(f"sqlite:///{out}/mlruns/mlflow.db")  # the portable form: artifacts beside it
     exp = mlflow.get_experiment_by_name(s["run"]["experiment"])
     assert exp.artifact_location == f"rlbench-store:/{exp.name}" and (out / "mlruns" / exp.name).is_dir()
-

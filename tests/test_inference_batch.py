@@ -59,8 +59,10 @@ def test_validation_accepts_auto_lock_step_and_fewer_than_the_envs(compose_cfg, 
     assert validate(compose_cfg(["actors=40", f"inference_batch={value}"])).inference_batch == value
 
 
-@pytest.mark.parametrize("overrides, value", [(["actors=40"], 42), (["actors=40"], -2),
-                                              (["actors=40", "algo=random"], 40), (["actors=1", "eval_envs=0"], 1)])
+@pytest.mark.parametrize(
+    "overrides, value",
+    [(["actors=40"], 42), (["actors=40"], -2), (["actors=40", "algo=random"], 40), (["actors=1", "eval_envs=0"], 1)],
+)
 def test_validation_refuses_naming_key_value_and_what_is_allowed(compose_cfg, overrides, value):
     with pytest.raises(ConfigError) as e:
         validate(compose_cfg([*overrides, f"inference_batch={value}"]))

@@ -37,7 +37,9 @@ def _gpu_here() -> str | None:
 
 GPU_HERE, RAPL_HERE = _gpu_here(), RaplSource()
 without_gpu = pytest.mark.skipif(GPU_HERE is not None, reason=f"this host has a GPU ({GPU_HERE}): its jobs measure it")
-without_rapl = pytest.mark.skipif(RAPL_HERE.available, reason="RAPL is readable on this host: its jobs measure CPU energy")
+without_rapl = pytest.mark.skipif(
+    RAPL_HERE.available, reason="RAPL is readable on this host: its jobs measure CPU energy"
+)
 with_rapl = pytest.mark.skipif(not RAPL_HERE.available, reason=f"RAPL is not readable on this host: {RAPL_HERE.reason}")
 
 
@@ -54,8 +56,13 @@ def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[
     settings; that fixture is per test, and these jobs are shared by a module's tests)."""
     shutil.copyfile(empty_store_db, folder / "mlflow.db")
     uri = f"sqlite:///{folder}/mlflow.db"
-    tracking = [f"tracking.uri={uri}", f"tracking.artifact_location={folder}/artifacts", "tracking.experiment=test",
-                "tracking.system_metrics=false", "eval_envs=0"]
+    tracking = [
+        f"tracking.uri={uri}",
+        f"tracking.artifact_location={folder}/artifacts",
+        "tracking.experiment=test",
+        "tracking.system_metrics=false",
+        "eval_envs=0",
+    ]
     cfg = compose_config([*overrides, *tracking])
     before = {t.name for t in threading.enumerate()}
     final = run_job(cfg, overrides=job_overrides)
@@ -68,15 +75,22 @@ def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[
 @pytest.fixture(scope="module")
 def host_job(tmp_path_factory, empty_store_db) -> Job:
     """A 4-actor CartPole job with the default telemetry (no CPU energy estimate)."""
-    return _real_job(tmp_path_factory.mktemp("host-job"), empty_store_db, [*CARTPOLE_TINY, "actors=4", "progress=log"],
-                     job_overrides=["env=cartpole", "workload=smoke"])
+    return _real_job(
+        tmp_path_factory.mktemp("host-job"),
+        empty_store_db,
+        [*CARTPOLE_TINY, "actors=4", "progress=log"],
+        job_overrides=["env=cartpole", "workload=smoke"],
+    )
 
 
 @pytest.fixture(scope="module")
 def estimate_job(tmp_path_factory, empty_store_db) -> Job:
     """A 2-actor CartPole job with telemetry.cpu_tdp_w=100: the CPU energy estimate where RAPL is unreadable."""
-    return _real_job(tmp_path_factory.mktemp("estimate-job"), empty_store_db,
-                     [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.cpu_tdp_w=100"])
+    return _real_job(
+        tmp_path_factory.mktemp("estimate-job"),
+        empty_store_db,
+        [*CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.cpu_tdp_w=100"],
+    )
 
 
 class FakeEvent:
@@ -128,8 +142,11 @@ def test_real_job_records_telemetry(host_job):
         assert 0 <= m[f"op_frac/actors/{op}"] <= 1
     assert "op_frac/learner/forward_backward" in m and "op_frac/inference/unroll_assembly" in m
     assert m["annotation_cost_us"] > 0 and m["telemetry_samples"] >= 2
-    assert host_job.telemetry_artifacts == ["telemetry/telemetry.csv", "telemetry/telemetry.png",
-                                            "telemetry/trace.json"]
+    assert host_job.telemetry_artifacts == [
+        "telemetry/telemetry.csv",
+        "telemetry/telemetry.png",
+        "telemetry/trace.json",
+    ]
     final = host_job.final
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
 
@@ -145,9 +162,12 @@ def test_real_job_writes_a_timeline_with_a_track_per_role_thread(host_job):
     tid = {name: t for t, name in threads.items()}
     spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
     names = {(threads[e["tid"]], e["cat"], e["name"]) for e in spans}
-    assert {("actors (with central inference)", "actors", "env_step"),
-            ("actors (with central inference)", "inference", "forward"), ("learner", "learner", "forward_backward"),
-            ("telemetry sampler", "telemetry", "sample")} <= names
+    assert {
+        ("actors (with central inference)", "actors", "env_step"),
+        ("actors (with central inference)", "inference", "forward"),
+        ("learner", "learner", "forward_backward"),
+        ("telemetry sampler", "telemetry", "sample"),
+    } <= names
     calls = [e for e in spans if e["cat"] == "actors" and e["name"] == "inference"]
     forward = next(e for e in spans if e["cat"] == "inference" and e["name"] == "forward")
     assert any(c["ts"] <= forward["ts"] and forward["ts"] + forward["dur"] <= c["ts"] + c["dur"] + 0.2 for c in calls)
@@ -202,9 +222,14 @@ def test_degraded_gpu_tags_the_run_and_keeps_what_was_measured(monkeypatch):
     from rlbench.telemetry import job_telemetry
 
     summary = {k: None for k in job_telemetry.SUMMARY_KEYS}
-    summary |= {"energy_gpu_j": 50.0, "energy_per_task_j": 50.0, "power_gpu_w_avg": 100.0,
-                "energy_source_gpu": "nvml_counter", "energy_source_cpu": "none",
-                "telemetry_gpu_reason": "GPU 0 lost after 12 samples (GPU is lost)"}
+    summary |= {
+        "energy_gpu_j": 50.0,
+        "energy_per_task_j": 50.0,
+        "power_gpu_w_avg": 100.0,
+        "energy_source_gpu": "nvml_counter",
+        "energy_source_cpu": "none",
+        "telemetry_gpu_reason": "GPU 0 lost after 12 samples (GPU is lost)",
+    }
     jt = job_telemetry.JobTelemetry(TelemetryConfig(), torch.device("cpu"))
     monkeypatch.setattr(jt.sampler, "summary", lambda: summary)
     metrics, tags = jt.final({"fps": 200.0, "frames": 1_000_000, "runtime_s": 1.0}, [], {})

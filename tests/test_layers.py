@@ -47,6 +47,7 @@ def module_files(package: Path = PACKAGE) -> dict[str, Path]:
 def node_imports(name: str, is_init: bool, node: ast.stmt, modules: set[str]) -> set[str]:
     """The package's modules one import statement of module `name` loads (a package's own
     `__init__` is `is_init`)."""
+
     def known(dotted: str) -> str:
         while dotted not in modules:  # `from rlbench.x import y`: y is a module, or a name in rlbench.x
             dotted = dotted.rpartition(".")[0]
@@ -57,7 +58,7 @@ def node_imports(name: str, is_init: bool, node: ast.stmt, modules: set[str]) ->
         return {known(a.name) for a in node.names if a.name.split(".")[0] == root}
     if node.level:  # relative: from the module's package, up level - 1
         base = name.split(".") if is_init else name.split(".")[:-1]
-        base = base[:len(base) - node.level + 1]
+        base = base[: len(base) - node.level + 1]
         source = ".".join(base + ([node.module] if node.module else []))
     else:
         source = node.module or ""
@@ -90,7 +91,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -127,8 +128,10 @@ def wrong_imports(graph: dict[str, set[str]]) -> list[str]:
         for target in sorted(graph[module]):
             t_layer, t_group = place(target)
             if (t_layer > layer or (t_layer == layer and t_group != group)) and (module, target) not in ALLOWED_UP:
-                wrong.append(f"{module} ({group or 'commands'}, floor {layer}) -> {target} "
-                             f"({t_group or 'commands'}, floor {t_layer})")
+                wrong.append(
+                    f"{module} ({group or 'commands'}, floor {layer}) -> {target} "
+                    f"({t_group or 'commands'}, floor {t_layer})"
+                )
     return wrong
 
 
@@ -150,22 +153,30 @@ def test_no_module_imports_itself_back():
 
 def test_every_folder_is_a_floor():
     unplaced = sorted({folder(m) for m in import_graph() if place(m) is None})
-    assert not unplaced, (f"folders of rlbench/ on no floor: {unplaced}; add each to FLOORS (tests/test_layers.py) "
-                          "and to docs/architecture.md")
+    assert not unplaced, (
+        f"folders of rlbench/ on no floor: {unplaced}; add each to FLOORS (tests/test_layers.py) "
+        "and to docs/architecture.md"
+    )
 
 
 def test_imports_run_down_the_floors():
     wrong = wrong_imports(import_graph())
-    assert not wrong, ("imports up or sideways (move what is needed down, or the module up; "
-                       "docs/architecture.md):\n  " + "\n  ".join(wrong))
+    assert not wrong, (
+        "imports up or sideways (move what is needed down, or the module up; "
+        "docs/architecture.md):\n  " + "\n  ".join(wrong)
+    )
 
 
 def test_the_floor_check_sees_an_import_up_and_one_sideways():
-    graph = {"rlbench.core.metrics": {"rlbench.train.job"}, "rlbench.envs.spec": {"rlbench.tracking.store"},
-             "rlbench.train.job": {"rlbench.core.metrics"}}
+    graph = {
+        "rlbench.core.metrics": {"rlbench.train.job"},
+        "rlbench.envs.spec": {"rlbench.tracking.store"},
+        "rlbench.train.job": {"rlbench.core.metrics"},
+    }
     assert wrong_imports(graph) == [
         "rlbench.core.metrics (core, floor 0) -> rlbench.train.job (train, floor 7)",
-        "rlbench.envs.spec (envs, floor 2) -> rlbench.tracking.store (tracking, floor 2)"]
+        "rlbench.envs.spec (envs, floor 2) -> rlbench.tracking.store (tracking, floor 2)",
+    ]
     assert place("rlbench.actor") == (len(FLOORS) - 1, "") and place("rlbench.algo.r2d2.math") == (4, "algo")
 
 
@@ -188,10 +199,8 @@ def test_the_mlflow_finder_sees_lazy_and_from_imports(tmp_path):
 
 def test_only_tracking_imports_mlflow():
     """MLflow has one port (docs/architecture.md): everything else asks rlbench/tracking/."""
-    outside = [name for name, path in module_files().items()
-               if place(name)[1] != "tracking" and imports_mlflow(path)]
+    outside = [name for name, path in module_files().items() if place(name)[1] != "tracking" and imports_mlflow(path)]
     assert not outside, f"modules outside rlbench/tracking/ that import mlflow: {outside}; move the calls into the port"
-
 
 
 # The packages an import inside a function may keep off a command's start (docs/architecture.md,
@@ -225,8 +234,9 @@ def eager_imports(tree: ast.Module) -> list[ast.stmt]:
 def outside(node: ast.stmt) -> set[str]:
     """The packages outside rlbench an import statement loads: each top-level name, and the
     heavy ones along its path (optuna.visualization.matplotlib loads matplotlib)."""
-    names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-        ([] if node.level else [node.module or ""])
+    names = (
+        [a.name for a in node.names] if isinstance(node, ast.Import) else ([] if node.level else [node.module or ""])
+    )
     out = set()
     for name in names:
         parts = name.split(".")
@@ -266,8 +276,13 @@ class Loads:
 
 def lazy_imports(tree: ast.Module) -> list[ast.stmt]:
     """The import statements inside functions."""
-    return [node for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for node in ast.walk(f) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return [
+        node
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for node in ast.walk(f)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+    ]
 
 
 def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
@@ -282,7 +297,7 @@ def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
         for node in lazy_imports(ast.parse("\n".join(lines), str(path))):
             own = node_imports(name, path.name == "__init__.py", node, loads.names)
             heavy = set().union(outside(node) & HEAVY, *(loads.heavy(m) for m in own)) - loads.heavy(name)
-            said = " ".join(lines[node.lineno - 1:node.end_lineno])
+            said = " ".join(lines[node.lineno - 1 : node.end_lineno])
             if not heavy or not any(h in said.partition("#")[2] for h in heavy):
                 where = f"{path.relative_to(package.parent)}:{node.lineno}"
                 wrong.append(f"{where} loads {', '.join(sorted(heavy)) or 'nothing heavy'}: {ast.unparse(node)}")
@@ -291,22 +306,31 @@ def light_lazy_imports(package: Path = PACKAGE) -> list[str]:
 
 def test_imports_inside_functions_keep_a_heavy_package_off_and_say_which():
     wrong = light_lazy_imports()
-    assert not wrong, ("imports inside functions that keep nothing heavy off a command's start (move them to the "
-                       "top), or that do not name what they keep off in a comment:\n  " + "\n  ".join(wrong))
+    assert not wrong, (
+        "imports inside functions that keep nothing heavy off a command's start (move them to the "
+        "top), or that do not name what they keep off in a comment:\n  " + "\n  ".join(wrong)
+    )
 
 
 def test_the_lazy_import_check_follows_eager_imports(tmp_path):
     pkg = tmp_path / "rlbench"
     (pkg / "core").mkdir(parents=True)
-    for name, text in {"__init__.py": "", "core/__init__.py": "", "core/light.py": "import json\n",
-                       "core/net.py": "import torch\n",
-                       "core/user.py": ("def a():\n    from rlbench.core import light\n"
-                                        "def b():\n    from rlbench.core.net import x  # lazy: keeps torch off\n"
-                                        "def c():\n    import mlflow\n"
-                                        "def d():\n    import optuna.visualization.matplotlib  # lazy: matplotlib\n"),
-                       "core/torchy.py": "import torch\ndef e():\n    from rlbench.core import net  # lazy: torch\n"}.items():
+    for name, text in {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/light.py": "import json\n",
+        "core/net.py": "import torch\n",
+        "core/user.py": (
+            "def a():\n    from rlbench.core import light\n"
+            "def b():\n    from rlbench.core.net import x  # lazy: keeps torch off\n"
+            "def c():\n    import mlflow\n"
+            "def d():\n    import optuna.visualization.matplotlib  # lazy: matplotlib\n"
+        ),
+        "core/torchy.py": "import torch\ndef e():\n    from rlbench.core import net  # lazy: torch\n",
+    }.items():
         (pkg / name).write_text(text)
     assert light_lazy_imports(pkg) == [
         "rlbench/core/torchy.py:3 loads nothing heavy: from rlbench.core import net",  # torch is loaded already
         "rlbench/core/user.py:2 loads nothing heavy: from rlbench.core import light",
-        "rlbench/core/user.py:6 loads mlflow: import mlflow"]
+        "rlbench/core/user.py:6 loads mlflow: import mlflow",
+    ]

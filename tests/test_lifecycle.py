@@ -49,8 +49,9 @@ def test_runs_whose_process_is_gone_are_killed_in_every_experiment_at_once(store
     for run, status in ((gone, "KILLED"), (reused, "KILLED"), (alive, "RUNNING")):
         assert client.get_run(run.info.run_id).info.status == status
     reason = client.get_run(gone.info.run_id).data.tags["end_reason"]
-    assert reason.startswith(f"orphaned: its process {dead['rlbench.owner.pid']} on {dead['rlbench.owner.host']} "
-                             "is gone (killed?)")
+    assert reason.startswith(
+        f"orphaned: its process {dead['rlbench.owner.pid']} on {dead['rlbench.owner.host']} is gone (killed?)"
+    )
 
 
 def test_a_parent_whose_process_is_gone_closes_only_when_none_of_its_jobs_lives(store):
@@ -81,8 +82,13 @@ def test_runs_of_another_host_keep_the_heartbeat_rule(store):
 
 
 def _profile_tables():
-    return {"env": [{"threads": 1, "envs": 4, "sps": 100.0, "env_step_s": 0.01}],
-            "inference": [{"units": 1, "batch": 4, "seconds": 0.001}], "update": [], "corun": [], "power": []}
+    return {
+        "env": [{"threads": 1, "envs": 4, "sps": 100.0, "env_step_s": 0.01}],
+        "inference": [{"units": 1, "batch": 4, "seconds": 0.001}],
+        "update": [],
+        "corun": [],
+        "power": [],
+    }
 
 
 def test_a_profile_stopped_while_logging_is_killed_and_refused_with_its_reason(store, monkeypatch):
@@ -97,14 +103,17 @@ def test_a_profile_stopped_while_logging_is_killed_and_refused_with_its_reason(s
 
     monkeypatch.setattr(mlflow, "log_metrics", stopped_here)
     with pytest.raises(KeyboardInterrupt) as stop:
-        write_profile(tracking, "profile x", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(), {}, [])
+        write_profile(
+            tracking, "profile x", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(), {}, []
+        )
     ((what, run_id, status),) = stop.value.records
     assert (what, status) == ("profile run", "KILLED") and mlflow.get_run(run_id).info.status == "KILLED"
     with pytest.raises(ProfileError, match=f"--profile={run_id}: profile 'profile x' is incomplete: status KILLED"):
         load_profile(run_id)
     monkeypatch.setattr(mlflow, "log_metrics", real)
-    whole = write_profile(tracking, "profile y", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(),
-                          {}, [])
+    whole = write_profile(
+        tracking, "profile y", {"env_id": "CartPole-v1"}, {"algo.name": "r2d2"}, _profile_tables(), {}, []
+    )
     assert profile_runs(experiment="profiles") == [whole] and load_profile(whole).run_id == whole
 
 
@@ -130,8 +139,9 @@ def test_a_stopped_command_says_what_it_recorded_and_exits_128_plus_the_signal(c
     note_record(killed, "job run", "abc123", "KILLED")
     note_record(killed, "sweep parent", "def456", "KILLED")
     assert stopped(killed) == 143
-    assert capsys.readouterr().err == ("rlbench: stopped by SIGTERM: job run abc123 recorded as KILLED; "
-                                       "sweep parent def456 recorded as KILLED\n")
+    assert capsys.readouterr().err == (
+        "rlbench: stopped by SIGTERM: job run abc123 recorded as KILLED; sweep parent def456 recorded as KILLED\n"
+    )
     assert stopped(KeyboardInterrupt(), "rlbench profile") == 130
     assert capsys.readouterr().err == "rlbench profile: stopped by Ctrl-C (SIGINT): nothing was recorded\n"
 
@@ -149,11 +159,14 @@ def test_sigterm_takes_its_default_action_while_native_code_creates_envs():
 def test_a_job_whose_clean_up_outlasts_its_stop_bound_exits_143_at_the_bound_naming_where():
     """The backstop: a stopped job whose clean-up does not end (a store write waiting on a lock)
     still exits 143 once `exit_within_s` has passed since the SIGTERM, with its one line."""
-    code = ("import time\nfrom rlbench.core.signals import sigterm_raises\n"
-            "with sigterm_raises(exit_within_s=1.0):\n    try:\n        print('ready', flush=True)\n"
-            "        time.sleep(60)\n    finally:\n        time.sleep(60)  # a clean-up that never ends\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    code = (
+        "import time\nfrom rlbench.core.signals import sigterm_raises\n"
+        "with sigterm_raises(exit_within_s=1.0):\n    try:\n        print('ready', flush=True)\n"
+        "        time.sleep(60)\n    finally:\n        time.sleep(60)  # a clean-up that never ends\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline() == "ready\n"
         t0 = time.monotonic()
@@ -162,8 +175,10 @@ def test_a_job_whose_clean_up_outlasts_its_stop_bound_exits_143_at_the_bound_nam
     finally:
         proc.kill()
     assert proc.returncode == 143 and 1.0 <= time.monotonic() - t0 < 5.0, err
-    assert err == ("rlbench: stopped by SIGTERM: the job had not ended 1 s after the signal (main thread in <string>:8 "
-                   "<module>): exited there; a run it left RUNNING is closed KILLED by the next rlbench start\n")
+    assert err == (
+        "rlbench: stopped by SIGTERM: the job had not ended 1 s after the signal (main thread in <string>:8 "
+        "<module>): exited there; a run it left RUNNING is closed KILLED by the next rlbench start\n"
+    )
 
 
 def test_an_artifact_location_that_cannot_be_written_is_named_before_any_run(store, tmp_path):
@@ -362,8 +377,9 @@ def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_cha
             raise RuntimeError("(raised as a result of Query-invoked autoflush)\n... disk is full") from e
     except RuntimeError as e:
         wrapped = e
-    assert fault_text(wrapped).startswith("the disk is full: the store or an artifact could not be written "
-                                          "(OperationalError: database or disk is full)")
+    assert fault_text(wrapped).startswith(
+        "the disk is full: the store or an artifact could not be written (OperationalError: database or disk is full)"
+    )
     assert "(OSError: [Errno 28]" in fault_text(OSError(errno.ENOSPC, "No space left on device"))
     assert fault_text(ValueError("boom\nthe rest")) == "ValueError: boom"
 
@@ -409,8 +425,13 @@ def test_a_sigterm_in_a_single_run_ends_its_run_killed_and_the_command_143(store
     monkeypatch.setattr(signals, "_ending", threading.Lock())
     monkeypatch.setattr(logging, "shutdown", lambda *a, **kw: None)
     monkeypatch.setattr(signals.os, "_exit", exit_now)
-    out = rlbench_main(["env=cartpole", "algo=random", "workload=smoke", "telemetry.enabled=false", *store["overrides"]])
+    out = rlbench_main(
+        ["env=cartpole", "algo=random", "workload=smoke", "telemetry.enabled=false", *store["overrides"]]
+    )
     assert out.returncode == 143, out.stderr[-2000:]
     (run,) = runs(store["uri"])
-    assert out.stderr.strip().splitlines()[-1] == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
+    assert (
+        out.stderr.strip().splitlines()[-1]
+        == f"rlbench: stopped by SIGTERM: job run {run.info.run_id} recorded as KILLED"
+    )
     assert run.info.status == "KILLED"

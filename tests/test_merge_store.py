@@ -56,15 +56,25 @@ def test_a_study_merged_keeps_its_runs_histories_artifacts_and_parents_once(tmp_
     assert (again.copied, again.skipped) == (0, 2) and len(client.search_runs([exp.experiment_id])) == 2
 
 
-@pytest.mark.parametrize("args, said", [
-    (["{missing}"], "source=sqlite:///{missing}: {missing} does not exist"),
-    (["{db}", "--into", "sqlite:///{db}"], "--into=sqlite:///{db}: is the source itself"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["{missing}"], "source=sqlite:///{missing}: {missing} does not exist"),
+        (["{db}", "--into", "sqlite:///{db}"], "--into=sqlite:///{db}: is the source itself"),
+    ],
+)
 def test_merging_what_cannot_be_merged_is_refused_in_one_line(tmp_path, empty_store_db, args, said):
     shutil.copyfile(empty_store_db, tmp_path / "mlflow.db")
     where = {"missing": str(tmp_path / "nowhere.db"), "db": str(tmp_path / "mlflow.db")}
-    out = subprocess.run([sys.executable, "pipelines/merge_store.py", *(a.format(**where) for a in args)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=False,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert out.returncode == 2 and said.format(**where) in out.stderr and len(out.stderr.strip().splitlines()) == 1, \
+    out = subprocess.run(
+        [sys.executable, "pipelines/merge_store.py", *(a.format(**where) for a in args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 2 and said.format(**where) in out.stderr and len(out.stderr.strip().splitlines()) == 1, (
         out.stderr
+    )

@@ -32,7 +32,9 @@ def _built_in_algorithm_metrics() -> set[str]:
 def test_every_declared_metric_is_documented_and_every_documented_one_declared():
     documented = _doc_metric_names() - {"op_frac/<role>/<op>"}
     declared_names = set(METRICS) | set(FAMILIES) | set(PER_PROCESS) | {SYSTEM.name} | _built_in_algorithm_metrics()
-    assert documented - declared_names == set(), "in docs/metrics.md, declared neither in rlbench/core/metrics.py nor by an algorithm"
+    assert documented - declared_names == set(), (
+        "in docs/metrics.md, declared neither in rlbench/core/metrics.py nor by an algorithm"
+    )
     assert declared_names - documented == set(), "declared, not in docs/metrics.md"
 
 
@@ -43,16 +45,18 @@ def test_an_algorithms_own_metrics_are_its_and_may_not_shadow_the_shared_ones():
     assert "replay_size" in algorithm_metrics("r2d2") and "replay_size" not in algorithm_metrics("vtrace")
     assert declared("vtrace/entropy", "vtrace") and not declared("vtrace/entropy", "r2d2")
     assert "vtrace/entropy" in final_metrics("vtrace") and "vtrace/entropy" not in final_metrics("r2d2")
-    with pytest.raises(ValueError, match="algorithm 'shadow' declares fps, already in rlbench/core/metrics.py's contract"):
+    with pytest.raises(
+        ValueError, match="algorithm 'shadow' declares fps, already in rlbench/core/metrics.py's contract"
+    ):
         declare_algorithm("shadow", [METRICS["fps"]])
     assert "shadow" not in algorithm_metrics() and algorithm_metrics("shadow") == {}
 
 
 def test_every_operation_is_documented_under_its_role():
     text = DOC.replace("\n", " ")
-    text = text[text.index("Roles and operations:"):text.index("Every role also has")]
+    text = text[text.index("Roles and operations:") : text.index("Every role also has")]
     starts = sorted((text.index(f"`{role}` ("), role) for role in OPS)
-    for (start, role), (end, _) in zip(starts, [*starts[1:], (len(text), None)]):
+    for (start, role), (end, _) in zip(starts, [*starts[1:], (len(text), None)], strict=True):
         for op in OPS[role]:
             assert f"`{op}`" in text[start:end], f"{role}/{op} is not in docs/metrics.md's list of {role}' operations"
     assert "Every role also has `other`" in DOC.replace("\n", " ")
@@ -70,8 +74,14 @@ def test_each_actor_processs_metrics_are_a_declared_family():
     assert declared("op_frac/actor_proc3/other") and declared("actor_proc12/cpu_s")
     assert declared("actor_proc2/bytes_sent_per_step") and declared("actor_proc2/bytes_received_per_step")
     assert declared("op_frac/actor_procs/wait_actions") and declared("actor_rejoins")  # the summed role's
-    for name in ("op_frac/actor_proc/env_step", "op_frac/actor_proc01/env_step", "op_frac/actor_proc1/inference",
-                 "actor_proc1/cpu", "actor_procx/cpu_s", "op_frac/actor_proc<i>/<op>"):
+    for name in (
+        "op_frac/actor_proc/env_step",
+        "op_frac/actor_proc01/env_step",
+        "op_frac/actor_proc1/inference",
+        "actor_proc1/cpu",
+        "actor_procx/cpu_s",
+        "op_frac/actor_proc<i>/<op>",
+    ):
         assert not declared(name), name
 
 
@@ -81,8 +91,11 @@ def test_op_fracs_cover_every_role_op_and_other():
 
 
 def test_unknown_search_objective_is_refused_naming_it(compose_cfg):
-    with pytest.raises(ConfigError, match=r"search.objectives=\['fps', 'fpss'\]: 'fpss' is no final metric; "
-                                          r"did you mean 'fps'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"search.objectives=\['fps', 'fpss'\]: 'fpss' is no final metric; "
+        r"did you mean 'fps'",
+    ):
         validate(compose_cfg(["search=ratio", "search.objectives=[fps,fpss]", "search.directions=[maximize,maximize]"]))
     with pytest.raises(ConfigError, match="'vtrace/entropy' is no final metric"):  # V-trace's, not R2D2's
         validate(compose_cfg(["search=ratio", "search.objectives=[vtrace/entropy]", "search.directions=[maximize]"]))
@@ -104,10 +117,17 @@ def test_the_sweep_summary_report_and_search_read_only_declared_metrics():
     from rlbench.sweeps.sweep import SUMMARY_COLUMNS
     from rlbench.tracking.parent_note import SUMMARY_METRICS
 
-    read = r'(?:value|why_missing|metrics\.get|\bm\.get)\("([^"]+)"|\bm\["([^"]+)"\]|\("([a-z_]+)", "[^"]*", \w+\)'  # the last: (metric, label, transform) panels
+    # the last alternative: (metric, label, transform) panels
+    read = (
+        r'(?:value|why_missing|metrics\.get|\bm\.get)\("([^"]+)"|\bm\["([^"]+)"\]'
+        r'|\("([a-z_]+)", "[^"]*", \w+\)'
+    )
     names = set()
-    for path in [*(ROOT / "rlbench" / "report").glob("*.py"), *(ROOT / "rlbench" / "sweeps").glob("*.py"),
-                 *(ROOT / "rlbench" / "search").glob("*.py")]:
+    for path in [
+        *(ROOT / "rlbench" / "report").glob("*.py"),
+        *(ROOT / "rlbench" / "sweeps").glob("*.py"),
+        *(ROOT / "rlbench" / "search").glob("*.py"),
+    ]:
         names |= {n for groups in re.findall(read, path.read_text()) for n in groups if n}
     names |= set(SUMMARY_COLUMNS) - {"job", "name", "config", "repeat", "overrides", "status", "run_id", "verdict"}
     names |= set(SUMMARY_METRICS)  # the parent run's jobs/<m> and best/<m>

@@ -12,8 +12,17 @@ from rlbench.prepare.plan import envs_of, plan_job
 from rlbench.prepare.validate import validate
 from rlbench.train.trainer import train
 
-TASK = ["env=cartpole", "algo=random", "workload=smoke", "workload.frames=3000", "actors=2", "eval_envs=0",
-        "telemetry.enabled=false", "progress=log", "tracking.log_every_s=1"]
+TASK = [
+    "env=cartpole",
+    "algo=random",
+    "workload=smoke",
+    "workload.frames=3000",
+    "actors=2",
+    "eval_envs=0",
+    "telemetry.enabled=false",
+    "progress=log",
+    "tracking.log_every_s=1",
+]
 
 
 class Diary(JobObserver):

@@ -9,33 +9,67 @@ from matplotlib.colors import to_hex
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.operations import as_columns, op_breakdown_figure, op_breakdown_rows, plot_op_breakdown
 
-METRICS = {"fps": 10.0, "op_frac/learner/other": 0.1, "op_frac/learner/wait": 0.123456,
-           "op_frac/actors/inference": 0.5, "op_frac/actors/env_step": 0.4, "op_frac/actors/other": 0.1,
-           "op_frac/learner/forward_backward": 0.776544, "op_frac/inference/forward": 0.97,
-           "op_frac/inference/other": 0.03, "window/fps": 3.0, "op_frac/actors": 1.0}
+METRICS = {
+    "fps": 10.0,
+    "op_frac/learner/other": 0.1,
+    "op_frac/learner/wait": 0.123456,
+    "op_frac/actors/inference": 0.5,
+    "op_frac/actors/env_step": 0.4,
+    "op_frac/actors/other": 0.1,
+    "op_frac/learner/forward_backward": 0.776544,
+    "op_frac/inference/forward": 0.97,
+    "op_frac/inference/other": 0.03,
+    "window/fps": 3.0,
+    "op_frac/actors": 1.0,
+}
 
 
 def test_rows_follow_the_contract_order_with_rounded_fractions_and_seconds_where_the_wall_is_known():
     rows = op_breakdown_rows(METRICS, {"actors": 10.0, "inference": 2.0})
     assert [(r["role"], r["op"]) for r in rows] == [
-        ("actors", "env_step"), ("actors", "inference"), ("actors", "other"), ("inference", "forward"),
-        ("inference", "other"), ("learner", "wait"), ("learner", "forward_backward"), ("learner", "other")]
+        ("actors", "env_step"),
+        ("actors", "inference"),
+        ("actors", "other"),
+        ("inference", "forward"),
+        ("inference", "other"),
+        ("learner", "wait"),
+        ("learner", "forward_backward"),
+        ("learner", "other"),
+    ]
     assert rows[0] == {"role": "actors", "op": "env_step", "fraction": 0.4, "seconds": 4.0}
     assert rows[3]["seconds"] == 1.94
     assert rows[5] == {"role": "learner", "op": "wait", "fraction": 0.1235, "seconds": None}  # no learner wall
-    assert as_columns(rows) == {"role": [r["role"] for r in rows], "op": [r["op"] for r in rows],
-                                "fraction": [r["fraction"] for r in rows], "seconds": [r["seconds"] for r in rows]}
+    assert as_columns(rows) == {
+        "role": [r["role"] for r in rows],
+        "op": [r["op"] for r in rows],
+        "fraction": [r["fraction"] for r in rows],
+        "seconds": [r["seconds"] for r in rows],
+    }
 
 
 def test_rows_ignore_other_metrics_and_unmeasured_values_and_keep_unknown_roles_apart():
     assert op_breakdown_rows({"fps": 1.0, "loss": 2.0}) == []
     assert op_breakdown_rows({"op_frac/actors/env_step": math.nan, "op_frac/actors/other": None}) == []
-    rows = op_breakdown_rows({"op_frac/zeta/other": 0.5, "op_frac/replay/other": 0.2, "op_frac/replay/sample": 0.8,
-                              "op_frac/zeta/a": 0.5, "op_frac/learner/custom": 0.3, "op_frac/learner/other": 0.2,
-                              "op_frac/learner/publish": 0.5})
+    rows = op_breakdown_rows(
+        {
+            "op_frac/zeta/other": 0.5,
+            "op_frac/replay/other": 0.2,
+            "op_frac/replay/sample": 0.8,
+            "op_frac/zeta/a": 0.5,
+            "op_frac/learner/custom": 0.3,
+            "op_frac/learner/other": 0.2,
+            "op_frac/learner/publish": 0.5,
+        }
+    )
     assert [(r["role"], r["op"]) for r in rows] == [
-        ("learner", "publish"), ("learner", "custom"), ("learner", "other"),  # declared, undeclared, other
-        ("replay", "sample"), ("replay", "other"), ("zeta", "a"), ("zeta", "other")]
+        ("learner", "publish"),
+        ("learner", "custom"),
+        ("learner", "other"),  # declared, undeclared, other
+        ("replay", "sample"),
+        ("replay", "other"),
+        ("zeta", "a"),
+        ("zeta", "other"),
+    ]
 
 
 def _segments(fig) -> dict[str, object]:
@@ -48,8 +82,10 @@ def test_chart_has_one_bar_per_role_in_each_operation_s_colour():
     segments = _segments(fig)
     assert set(segments) == {f"{r['role']}/{r['op']}" for r in rows}
     centre = {gid: round(p.get_y() + p.get_height() / 2, 6) for gid, p in segments.items()}
-    bars = {role: {c for gid, c in centre.items() if gid.startswith(f"{role}/")} for role in ("actors", "inference",
-                                                                                            "learner")}
+    bars = {
+        role: {c for gid, c in centre.items() if gid.startswith(f"{role}/")}
+        for role in ("actors", "inference", "learner")
+    }
     assert all(len(ys) == 1 for ys in bars.values()) and len(set.union(*bars.values())) == 3  # one bar per role
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["actors", "inference", "learner"]
     assert all(to_hex(p.get_facecolor()) == op_colour(gid.split("/")[1]) for gid, p in segments.items())
@@ -94,7 +130,9 @@ def test_the_shared_tight_layout_saves_the_same_png_bytes_without_the_extra_draw
             monkeypatch.setattr(operations, "tight_layout", lambda fig, **kw: fig.tight_layout(**kw))
         fig = op_breakdown_figure(op_breakdown_rows(METRICS), "a job")
         draws = []
-        monkeypatch.setattr(Figure, "draw", lambda self, renderer, _d=Figure.draw: draws.append(1) or _d(self, renderer))
+        monkeypatch.setattr(
+            Figure, "draw", lambda self, renderer, _d=Figure.draw: draws.append(1) or _d(self, renderer)
+        )
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100)
         monkeypatch.undo()

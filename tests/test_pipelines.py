@@ -25,9 +25,12 @@ def test_the_actor_path_bench_counts_idle_and_iowait_as_the_hosts_idle_share():
 
 
 def test_extra_overrides_replace_the_pipelines_own():
-    assert merge(["experiment=sm_sweep_cpu", "actors=8", "workload=smoke"], ["actors=2", "env=cartpole"]) == \
-        ["experiment=sm_sweep_cpu", "workload=smoke", "actors=2", "env=cartpole"]
-
+    assert merge(["experiment=sm_sweep_cpu", "actors=8", "workload=smoke"], ["actors=2", "env=cartpole"]) == [
+        "experiment=sm_sweep_cpu",
+        "workload=smoke",
+        "actors=2",
+        "env=cartpole",
+    ]
 
 
 def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
@@ -38,8 +41,17 @@ def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
 
 @pytest.mark.e2e
 def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
-    cmd = [sys.executable, "pipelines/sm_sweep.py", "--quick", "--report-out", str(tmp_path / "report"),
-           *CARTPOLE_TINY, "actors=2", "telemetry.rate_hz=2", *store["overrides"]]
+    cmd = [
+        sys.executable,
+        "pipelines/sm_sweep.py",
+        "--quick",
+        "--report-out",
+        str(tmp_path / "report"),
+        *CARTPOLE_TINY,
+        "actors=2",
+        "telemetry.rate_hz=2",
+        *store["overrides"],
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
@@ -53,26 +65,48 @@ def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
 
 @pytest.mark.e2e
 def test_pipeline_refused_before_any_job_gets_no_report(store):
-    out = subprocess.run([sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 2 and "no report" in out.stderr and "actors" in out.stderr
 
 
 @pytest.mark.e2e
 def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
-    for bad, said in ((["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
-                      (["--actors", "40,x"], "--actors=40,x: allowed: comma-separated integers >= 1"),
-                      (["--actors", "40,40"], "allowed: distinct actor counts"),
-                      (["--threads", "nan"], "--threads=nan: allowed: an integer >= 0 (0 = all hardware threads)"),
-                      (["inference_batch=3"], "inference_batch=3: allowed: overrides other than inference_batch")):
-        out = subprocess.run([sys.executable, "pipelines/bench_inference_batch.py", *bad], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60, check=False)
+    for bad, said in (
+        (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
+        (["--actors", "40,x"], "--actors=40,x: allowed: comma-separated integers >= 1"),
+        (["--actors", "40,40"], "allowed: distinct actor counts"),
+        (["--threads", "nan"], "--threads=nan: allowed: an integer >= 0 (0 = all hardware threads)"),
+        (["inference_batch=3"], "inference_batch=3: allowed: overrides other than inference_batch"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "pipelines/bench_inference_batch.py", *bad],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
 def test_startup_benchmark_refuses_bad_arguments_before_any_job():
-    for bad, said in ((["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
-                      (["--envs", "4", "x"], "--envs=x: allowed: an integer >= 1")):
-        out = subprocess.run([sys.executable, "pipelines/bench_startup.py", *bad], cwd=ROOT,
-                             capture_output=True, text=True, timeout=60, check=False)
+    for bad, said in (
+        (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
+        (["--envs", "4", "x"], "--envs=x: allowed: an integer >= 1"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "pipelines/bench_startup.py", *bad],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

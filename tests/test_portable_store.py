@@ -20,8 +20,19 @@ def test_a_moved_store_still_finds_and_writes_its_artifacts(store, tmp_path):
     overrides = [o for o in store["overrides"] if not o.startswith(("tracking.uri", "tracking.artifact_location"))]
     # a process of its own: MLflow caches each run's artifact folder per process (by run id),
     # and a moved store is read by a later process
-    out = rlbench_cli(["-m", "seed=1,2", *CARTPOLE_TINY, "actors=2", "progress=log", "telemetry.rate_hz=2",
-                       f"tracking.uri={uri}", *overrides], timeout=300)
+    out = rlbench_cli(
+        [
+            "-m",
+            "seed=1,2",
+            *CARTPOLE_TINY,
+            "actors=2",
+            "progress=log",
+            "telemetry.rate_hz=2",
+            f"tracking.uri={uri}",
+            *overrides,
+        ],
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert sorted(p.name for p in first.iterdir()) == ["mlflow.db", "test"]  # artifacts beside the database
 

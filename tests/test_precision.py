@@ -218,24 +218,55 @@ def test_learner_tflops_counts_the_first_update_that_trained_and_times_the_other
     one = _Matmuls()
     one.update_target = 1
     one.run(threading.Event())
-    assert one.efficiency() == ({"learner_flops_per_update": 2 * (2 * 16 * 32 * 32)}, {
-        "learner_tflops": "only the first learner update (counted by FlopCounterMode, so left out of the rate) did work"})
+    assert one.efficiency() == (
+        {"learner_flops_per_update": 2 * (2 * 16 * 32 * 32)},
+        {
+            "learner_tflops": "only the first learner update (counted by FlopCounterMode, so left out of "
+            "the rate) did work"
+        },
+    )
 
 
 CPU_BF16 = frozenset({"avx512f", "avx512_bf16"})
 
 
-@pytest.mark.parametrize("precision, device, flags, major, says", [
-    ("fp16", "cpu", CPU_BF16, None, ("precision=fp16: no fast fp16 math on this CPU (x) (none of the CPU flags "
-                                     "avx512_fp16, amx_fp16); allowed on device cpu: fp32, bf16")),
-    ("bf16", "cpu", frozenset({"avx2"}), None, "allowed on device cpu: fp32"),
-    ("tf32", "cpu", CPU_BF16, None, "precision=tf32: TF32 is a CUDA tensor-core format; allowed on device cpu: fp32, bf16"),
-    ("bf16", "cuda", frozenset(), 7, ("precision=bf16: needs compute capability >= 8.0 for tensor-core bf16, "
-                                      "Tesla V100 has 7.x; allowed on device cuda: fp32, fp16")),
-    ("tf32", "cuda", frozenset(), 7, "allowed on device cuda: fp32, fp16"),
-])
-def test_a_precision_the_device_cannot_run_fast_is_refused_naming_key_device_and_allowed(precision, device, flags,
-                                                                                           major, says):
+@pytest.mark.parametrize(
+    "precision, device, flags, major, says",
+    [
+        (
+            "fp16",
+            "cpu",
+            CPU_BF16,
+            None,
+            (
+                "precision=fp16: no fast fp16 math on this CPU (x) (none of the CPU flags "
+                "avx512_fp16, amx_fp16); allowed on device cpu: fp32, bf16"
+            ),
+        ),
+        ("bf16", "cpu", frozenset({"avx2"}), None, "allowed on device cpu: fp32"),
+        (
+            "tf32",
+            "cpu",
+            CPU_BF16,
+            None,
+            "precision=tf32: TF32 is a CUDA tensor-core format; allowed on device cpu: fp32, bf16",
+        ),
+        (
+            "bf16",
+            "cuda",
+            frozenset(),
+            7,
+            (
+                "precision=bf16: needs compute capability >= 8.0 for tensor-core bf16, "
+                "Tesla V100 has 7.x; allowed on device cuda: fp32, fp16"
+            ),
+        ),
+        ("tf32", "cuda", frozenset(), 7, "allowed on device cuda: fp32, fp16"),
+    ],
+)
+def test_a_precision_the_device_cannot_run_fast_is_refused_naming_key_device_and_allowed(
+    precision, device, flags, major, says
+):
     name = "this CPU (x)" if device == "cpu" else "Tesla V100"
     assert says in precision_problem(precision, device, name, flags, major)
 
@@ -243,7 +274,9 @@ def test_a_precision_the_device_cannot_run_fast_is_refused_naming_key_device_and
 def test_what_each_device_runs_fast():
     assert allowed("cpu", CPU_BF16) == ["fp32", "bf16"]
     assert allowed("cpu", frozenset({"avx512_bf16", "amx_fp16"})) == ["fp32", "bf16", "fp16"]
-    assert allowed("cuda", cuda_major=9) == ["fp32", "tf32", "bf16", "fp16"] and allowed("cuda", cuda_major=6) == ["fp32"]
+    assert allowed("cuda", cuda_major=9) == ["fp32", "tf32", "bf16", "fp16"] and allowed("cuda", cuda_major=6) == [
+        "fp32"
+    ]
     assert precision_problem("fp32", "cpu", "any", frozenset()) is None
 
 
@@ -251,8 +284,11 @@ def test_validation_refuses_a_precision_this_cpu_lacks_before_any_job(compose_cf
     import rlbench.core.precision
 
     monkeypatch.setattr(rlbench.core.precision, "cpu_flags", lambda: CPU_BF16)
-    with pytest.raises(ConfigError, match=r"precision=fp16: no fast fp16 math on this CPU .*allowed on device cpu: "
-                                          r"fp32, bf16"):
+    with pytest.raises(
+        ConfigError,
+        match=r"precision=fp16: no fast fp16 math on this CPU .*allowed on device cpu: "
+        r"fp32, bf16",
+    ):
         validate(compose_cfg(["env=cartpole", "device=cpu", "precision=fp16"]))
     assert validate(compose_cfg(["env=cartpole", "device=cpu", "precision=bf16"])).precision == "bf16"
     monkeypatch.setattr(rlbench.core.precision, "cpu_flags", lambda: frozenset({"avx2"}))
@@ -264,8 +300,10 @@ def test_validation_refuses_a_precision_this_cpu_lacks_before_any_job(compose_cf
 
 def test_the_command_refuses_it_with_exit_2_and_records_nothing(store, rlbench_main):
     out = rlbench_main(["env=cartpole", "device=cpu", "precision=tf32", *store["overrides"]])
-    assert out.returncode == 2 and "\n  precision=tf32: TF32 is a CUDA tensor-core format; allowed on device " \
-                                   "cpu: fp32" in out.stderr, out.stderr[-2000:]
+    assert (
+        out.returncode == 2
+        and "\n  precision=tf32: TF32 is a CUDA tensor-core format; allowed on device cpu: fp32" in out.stderr
+    ), out.stderr[-2000:]
     assert "Traceback" not in out.stderr and runs(store["uri"]) == []
 
 
@@ -276,8 +314,19 @@ def test_fp32_jobs_keep_their_config_hash_and_other_precisions_get_their_own(com
 
     conf = validate(compose_cfg(["env=cartpole"]), host=False)
     d = dataclasses.asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict", "actor_procs", "actor_hosts", "actor_launch",
-                "actor_server", "precision"):
+    for key in (
+        "tracking",
+        "progress",
+        "resume",
+        "repeats",
+        "dry_run",
+        "verdict",
+        "actor_procs",
+        "actor_hosts",
+        "actor_launch",
+        "actor_server",
+        "precision",
+    ):
         d.pop(key)  # the work as it was hashed before the key existed
     assert config_hash(conf) == hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
     conf.precision = "bf16"
@@ -298,10 +347,19 @@ def test_a_known_gpu_takes_its_published_peak_and_a_cpu_the_profiles_gemm(store)
     none, why = host_peak("bf16", "cpu", "cpu", "h", experiment="profiles")
     assert none is None and "python -m rlbench.profile precision=bf16" in why
     tags = {"host": "h", "profile_device": "cpu", "env_id": "CartPole-v1"}
-    run = write_profile(TrackingConfig(uri=store["uri"], experiment="profiles"), "p", tags, {"precision": "bf16"},
-                        {}, {peak_metric("bf16"): 1.25}, [])
+    run = write_profile(
+        TrackingConfig(uri=store["uri"], experiment="profiles"),
+        "p",
+        tags,
+        {"precision": "bf16"},
+        {},
+        {peak_metric("bf16"): 1.25},
+        [],
+    )
     assert host_peak("bf16", "cpu", "cpu", "h", experiment="profiles") == (
-        1.25, f"measured: a bf16 GEMM in profile run {run} of this host")
+        1.25,
+        f"measured: a bf16 GEMM in profile run {run} of this host",
+    )
     assert host_peak("fp32", "cpu", "cpu", "h", experiment="profiles")[0] is None  # measured per precision
 
 
@@ -320,7 +378,8 @@ def test_the_verdict_says_how_far_the_best_actor_count_moved_or_what_bounds_inst
     moved = precision_shift({"bf16": bf16, "fp32": fp32})
     assert moved.moved and moved.text == (
         "the best actor count moved between precisions: fp32 best at 4 actors (100.0 s, learner_mfu 20.0%); "
-        "bf16 best at 40 actors (60.0 s, -40% task time against fp32, learner_mfu 10.0%)")
+        "bf16 best at 40 actors (60.0 s, -40% task time against fp32, learner_mfu 10.0%)"
+    )
     still = precision_shift({"fp32": fp32, "bf16": bf16 | {"actors": 4}})
     assert not still.moved and still.text.startswith("the best actor count did not move (4 actors at every precision)")
     assert still.text.endswith("what bounds the best jobs instead: fp32 learner 80%, bf16 environment stepping 55%")
@@ -331,8 +390,15 @@ def _job(name, precision, actors, runtime):
     from rlbench.tracking.study_records import JobRun
 
     params = {"actors": str(actors)} | ({"precision": precision} if precision else {})
-    return JobRun(run_id=name, name=name, status="FINISHED", params=params, nulls={}, tags={},
-                  metrics={"runtime_s": runtime, "fps": 1000.0 * actors / runtime, "cpu_gpu_ratio": 1.0})
+    return JobRun(
+        run_id=name,
+        name=name,
+        status="FINISHED",
+        params=params,
+        nulls={},
+        tags={},
+        metrics={"runtime_s": runtime, "fps": 1000.0 * actors / runtime, "cpu_gpu_ratio": 1.0},
+    )
 
 
 def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_param_is_fp32():
@@ -340,7 +406,12 @@ def test_the_report_draws_runtime_and_fps_per_precision_and_a_job_without_the_pa
     from rlbench.report.findings import precision_best
     from rlbench.tracking.study_records import Study
 
-    jobs = [_job("a", None, 4, 100.0), _job("b", None, 40, 90.0), _job("c", "bf16", 4, 70.0), _job("d", "bf16", 40, 50.0)]
+    jobs = [
+        _job("a", None, 4, 100.0),
+        _job("b", None, 40, 90.0),
+        _job("c", "bf16", 4, 70.0),
+        _job("d", "bf16", 40, 50.0),
+    ]
     study = Study(kind="sweep", title="t", parent_id="p", host={}, jobs=jobs, missing=[])
     drawn = precision_scaling(study)
     gids = {line.get_gid() for ax in drawn.fig.axes for line in ax.get_lines()}
@@ -359,11 +430,22 @@ def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, t
     from rlbench.tracking.study_records import load_parent
     from tests.bf16_cpu import cpu_flags
 
-    monkeypatch.setattr(rlbench.core.precision, "cpu_flags", cpu_flags)  # the sweep and the profiles run in this process
+    monkeypatch.setattr(
+        rlbench.core.precision, "cpu_flags", cpu_flags
+    )  # the sweep and the profiles run in this process
     peak = measure.gemm_peak  # their GEMM peak small: bf16 emulated on a CPU without it takes minutes at 2048
-    monkeypatch.setattr(measure, "gemm_peak", lambda precision, device, n=None, repeats=5: peak(precision, device, 256, 2))
-    args = ["-m", "precision=fp32,bf16", *CARTPOLE_TINY, "workload.learner_updates=3", "actors=2", "progress=log",
-            *store["overrides"]]
+    monkeypatch.setattr(
+        measure, "gemm_peak", lambda precision, device, n=None, repeats=5: peak(precision, device, 256, 2)
+    )
+    args = [
+        "-m",
+        "precision=fp32,bf16",
+        *CARTPOLE_TINY,
+        "workload.learner_updates=3",
+        "actors=2",
+        "progress=log",
+        *store["overrides"],
+    ]
     out = main_in_process(args)  # any CPU: this tests the record, not the CPU
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
@@ -388,8 +470,28 @@ def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
     from rlbench.report.build import build_report
     from rlbench.tracking.study_records import load_parent
 
-    tiny = ["--threads", "1", "--envs", "2", "--batches", "2,4", "--units", "1", "--seconds", "0.2", "--repeats", "2",
-            "--updates", "1", "--corun-envs", "0", "--tracking-uri", store["uri"], *CARTPOLE_TINY, "eval_envs=0"]
+    tiny = [
+        "--threads",
+        "1",
+        "--envs",
+        "2",
+        "--batches",
+        "2,4",
+        "--units",
+        "1",
+        "--seconds",
+        "0.2",
+        "--repeats",
+        "2",
+        "--updates",
+        "1",
+        "--corun-envs",
+        "0",
+        "--tracking-uri",
+        store["uri"],
+        *CARTPOLE_TINY,
+        "eval_envs=0",
+    ]
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", store["uri"], "--no-log"]) == 2
     assert re.search(r"precision '(fp32|bf16)'", capsys.readouterr().err)  # no profile yet: names the precision
     ids = {}

@@ -52,9 +52,35 @@ def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
 
     from rlbench.profile import main
 
-    assert main(["--threads", "1", "--envs", "2", "--batches", "1,4", "--units", "1", "--seconds", "0.2",
-                 "--repeats", "2", "--updates", "1", "--corun-envs", "4", "--tracking-uri", store["uri"], "--experiment", "prof",
-                 "env=cartpole", "eval_envs=0"]) == 0
+    assert (
+        main(
+            [
+                "--threads",
+                "1",
+                "--envs",
+                "2",
+                "--batches",
+                "1,4",
+                "--units",
+                "1",
+                "--seconds",
+                "0.2",
+                "--repeats",
+                "2",
+                "--updates",
+                "1",
+                "--corun-envs",
+                "4",
+                "--tracking-uri",
+                store["uri"],
+                "--experiment",
+                "prof",
+                "env=cartpole",
+                "eval_envs=0",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "env stepping: 1 threads x 2 envs" in out and "central inference at 1 units" in out
     mlflow.set_tracking_uri(store["uri"])
@@ -71,7 +97,10 @@ def test_profile_command_refuses_bad_input_before_measuring(capsys):
 
     with pytest.raises(SystemExit) as e:
         main(["--units", "0"])
-    assert e.value.code == 2 and capsys.readouterr().err == "rlbench.profile: --units=0: allowed: comma-separated integers >= 1, e.g. 1,2\n"
+    assert (
+        e.value.code == 2
+        and capsys.readouterr().err == "rlbench.profile: --units=0: allowed: comma-separated integers >= 1, e.g. 1,2\n"
+    )
     assert main(["actors=0", "--no-log"]) == 2
     assert main(["--units", "999", "--no-log", "env=cartpole"]) == 2
     assert "--units=[999]: allowed: threads in 1.." in capsys.readouterr().err

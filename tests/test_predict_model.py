@@ -5,8 +5,9 @@ import pytest
 from rlbench.predict.model import CORES, ENV, INFERENCE, LEARNER, SYNC, Costs, actor_rate, predict
 
 # 1 ms per env step, 2 env threads; a forward of b envs takes 2 ms + 0.1 ms x b; 1 s per update
-C = Costs(env_step_s=1e-3, actor_threads=2, infer_fixed_s=2e-3, infer_per_env_s=1e-4, update_s=1.0,
-          infer_threads=0, cores=0)
+C = Costs(
+    env_step_s=1e-3, actor_threads=2, infer_fixed_s=2e-3, infer_per_env_s=1e-4, update_s=1.0, infer_threads=0, cores=0
+)
 
 
 def test_synchronous_pipeline_adds_stepping_and_inference():
@@ -66,11 +67,13 @@ def test_seeds_unroll_queue_lets_a_slower_learner_pace_the_actors():
     assert p.actors_s == pytest.approx(3.6) and p.learner_s == pytest.approx(5.6) and p.bound == LEARNER
     assert p.sps == pytest.approx(600 / 3.6)
     assert p.phases == {"actors": pytest.approx(0.1), "both": pytest.approx(1.0), "learner": pytest.approx(4.5)}
-    fast = paced(C, q, actors=10, frame_steps=600, updates=5, rate=(1000.0, SYNC), sps_s=5000.0, share_l=1.0,
-                 start_s=0.0)  # actors 10x faster than before: each update's steps take little; still 3 waits
+    fast = paced(
+        C, q, actors=10, frame_steps=600, updates=5, rate=(1000.0, SYNC), sps_s=5000.0, share_l=1.0, start_s=0.0
+    )  # actors 10x faster than before: each update's steps take little; still 3 waits
     assert fast.actors_s == pytest.approx(0.1 + 3 * 1.0)
-    free = predict(C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000,
-                   steps_per_update=1000)  # no queue: the actors are done at 25 s, the learner 24.5 s later
+    free = predict(
+        C, actors=40, frames=200_000, frameskip=4, updates=49, batch=20, learner_start_steps=1000, steps_per_update=1000
+    )  # no queue: the actors are done at 25 s, the learner 24.5 s later
     assert free.actors_s == pytest.approx(25.0)
 
 
@@ -80,15 +83,26 @@ def test_the_actors_step_past_the_frames_until_the_learner_has_its_unrolls():
     from rlbench.predict.model import UnrollQueue, paced
 
     q = UnrollQueue(capacity=100, take=10, first_take=10, first_steps=10, stride=10)
-    p = paced(C, q, actors=10, frame_steps=120, updates=3, rate=(1000.0, ENV), sps_s=1000.0, share_l=1.0,
-              start_s=0.0, group=5)
+    p = paced(
+        C, q, actors=10, frame_steps=120, updates=3, rate=(1000.0, ENV), sps_s=1000.0, share_l=1.0, start_s=0.0, group=5
+    )
     assert p.sps == pytest.approx(300 / p.actors_s) and p.actors_s == pytest.approx(0.3)
     assert q.made(10, 120) == 10 and q.made(10, 300) == 30 and q.task_unrolls(3) == 30
     # a queue of 15: at update 1 (0.1 s, 10 taken) unrolls 11-25 fit, the third wave (300 steps, 0.2 s
     # on) waits for update 2's take at 1.1 s; the learner makes updates 2 and 3 alone
     small = UnrollQueue(capacity=15, take=10, first_take=10, first_steps=10, stride=10)
-    s = paced(C, small, actors=10, frame_steps=120, updates=3, rate=(1000.0, ENV), sps_s=1000.0, share_l=1.0,
-              start_s=0.0, group=5)
+    s = paced(
+        C,
+        small,
+        actors=10,
+        frame_steps=120,
+        updates=3,
+        rate=(1000.0, ENV),
+        sps_s=1000.0,
+        share_l=1.0,
+        start_s=0.0,
+        group=5,
+    )
     assert s.actors_s == pytest.approx(1.1) and s.learner_s == pytest.approx(3.1)
 
 
@@ -114,8 +128,8 @@ def test_sharing_the_cores_slows_both_while_they_overlap():
     p = predict(c, actors=40, frames=40_000, frameskip=4, updates=10, learner_start_steps=2000, learner_threads=2)
     sps0 = 40 / 0.026
     share = 2 / (sps0 * 1e-3 + 2)
-    t1 = 2000 / sps0                           # actors alone until the learner may start
-    t2 = 8000 / (sps0 * share)                 # then 8000 steps at the shared rate: the actors finish first
+    t1 = 2000 / sps0  # actors alone until the learner may start
+    t2 = 8000 / (sps0 * share)  # then 8000 steps at the shared rate: the actors finish first
     learner_s = t1 + t2 + (10 - t2 / (1.0 / share)) * 1.0  # the rest of the updates alone
     assert p.actors_s == pytest.approx(t1 + t2) and p.learner_s == pytest.approx(learner_s)
     assert p.runtime_s == pytest.approx(learner_s) and p.bound == LEARNER
@@ -149,13 +163,21 @@ def test_a_learner_waiting_for_data_keeps_pace_with_the_actors_and_frees_its_cor
     # update_s 10 ms alone would do 100 updates/s; the data allows sps / 200 steps per update
     c = Costs(**{**C.__dict__, "cores": 2, "update_s": 0.01})
     sps0 = 40 / 0.026
-    p = predict(c, actors=40, frames=400_000, frameskip=4, updates=600, learner_start_steps=0, learner_threads=2,
-                steps_per_update=200)
-    busy = sps0 * 0.01 / 200                     # the learner works 7.7% of the time
+    p = predict(
+        c,
+        actors=40,
+        frames=400_000,
+        frameskip=4,
+        updates=600,
+        learner_start_steps=0,
+        learner_threads=2,
+        steps_per_update=200,
+    )
+    busy = sps0 * 0.01 / 200  # the learner works 7.7% of the time
     share = min(1.0, 2 / (sps0 * 1e-3 + 2 * busy))
-    rate = share * sps0 / 200                    # updates/s, bound by the data
-    assert share == 1.0                          # demand 1.54 + 0.15 cores fits in 2
-    t2 = 100_000 / (sps0 * share)                # the actors finish first (600 updates need 78 s > 65 s)
+    rate = share * sps0 / 200  # updates/s, bound by the data
+    assert share == 1.0  # demand 1.54 + 0.15 cores fits in 2
+    t2 = 100_000 / (sps0 * share)  # the actors finish first (600 updates need 78 s > 65 s)
     assert p.actors_s == pytest.approx(t2)
     assert p.learner_s == pytest.approx(t2 + (600 - t2 * rate) * 0.01) and p.bound == LEARNER
     busy_learner = predict(c, actors=40, frames=400_000, frameskip=4, updates=600, learner_threads=2)
@@ -180,8 +202,9 @@ def test_the_first_reset_delays_everything_but_not_the_stepping_rate():
 
 def test_measured_loop_overhead_and_effective_cores_replace_the_ideal_sharing():
     # the loop takes 1.25x the composed time; sharing, the actors see 1 core, the learner 1.5
-    c = Costs(**{**C.__dict__, "cores": 2, "loop_overhead": 1.25, "share_cores_actors": 1.0,
-                 "share_cores_learner": 1.5})
+    c = Costs(
+        **{**C.__dict__, "cores": 2, "loop_overhead": 1.25, "share_cores_actors": 1.0, "share_cores_learner": 1.5}
+    )
     sps0 = 40 / (1.25 * 0.026)
     demand = sps0 * 1.25 * 1e-3 + 2
     share_a, share_l = 1.0 / demand, 1.5 / demand

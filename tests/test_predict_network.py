@@ -19,8 +19,9 @@ from tests.conftest import main_in_process
 
 # per message: the actor's side 100 us, the server's 50 us, 7000 bytes per frame up
 REMOTE = {"actor_s": (100e-6, 0.0), "server_s": (50e-6, 0.0), "bytes_up": (0.0, 7000.0)}
-GPU = model.Costs(env_step_s=2e-3, actor_threads=8, infer_fixed_s=2e-3, infer_per_env_s=0.0, update_s=5.0,
-                  infer_threads=0, cores=8)  # inference and the learner on a GPU: no learner-host cores used
+GPU = model.Costs(
+    env_step_s=2e-3, actor_threads=8, infer_fixed_s=2e-3, infer_per_env_s=0.0, update_s=5.0, infer_threads=0, cores=8
+)  # inference and the learner on a GPU: no learner-host cores used
 
 
 def hosts(bandwidth_bps: float, latency_s: float = 0.0) -> model.Remote:
@@ -54,8 +55,15 @@ def test_a_slow_learner_bounds_the_task_whatever_the_link():
 
 
 def test_local_actor_processes_load_the_learner_hosts_cores():
-    c = model.Costs(env_step_s=1e-3, actor_threads=2, infer_fixed_s=1e-3, infer_per_env_s=1e-4, update_s=5.0,
-                    infer_threads=2, cores=2)
+    c = model.Costs(
+        env_step_s=1e-3,
+        actor_threads=2,
+        infer_fixed_s=1e-3,
+        infer_per_env_s=1e-4,
+        update_s=5.0,
+        infer_threads=2,
+        cores=2,
+    )
     local = model.Remote(2, 2, 0, 2, **REMOTE)
     sps, bound = model.actor_rate(c, 40, 20, remote=local)
     # per env step on the 2 cores: the step 1 ms, a forward of 20 on 2 threads 2 x 3 ms / 20, both sides 150 us / 20
@@ -73,10 +81,30 @@ def test_the_link_flag_reads_a_rate_and_a_one_way_latency():
     assert parse(["actor_hosts=8", "--link", "10gbit,0.1ms", "--actor-host-cpus", "32"]).actor_host_cpus == 32
 
 
-RPC = [{"frames": 1, "messages": 100, "actor_cpu_s": 110e-6, "server_cpu_s": 60e-6, "bytes_up": 7012.0,
-        "bytes_down": 5.0, "rtt_p50_ms": 0.3, "start_s": 2.0, "reason": ""},
-       {"frames": 11, "messages": 100, "actor_cpu_s": 210e-6, "server_cpu_s": 110e-6, "bytes_up": 77012.0,
-        "bytes_down": 15.0, "rtt_p50_ms": 0.5, "start_s": 2.5, "reason": ""}]
+RPC = [
+    {
+        "frames": 1,
+        "messages": 100,
+        "actor_cpu_s": 110e-6,
+        "server_cpu_s": 60e-6,
+        "bytes_up": 7012.0,
+        "bytes_down": 5.0,
+        "rtt_p50_ms": 0.3,
+        "start_s": 2.0,
+        "reason": "",
+    },
+    {
+        "frames": 11,
+        "messages": 100,
+        "actor_cpu_s": 210e-6,
+        "server_cpu_s": 110e-6,
+        "bytes_up": 77012.0,
+        "bytes_down": 15.0,
+        "rtt_p50_ms": 0.5,
+        "start_s": 2.5,
+        "reason": "",
+    },
+]
 ENV = [{"threads": t, "envs": e, "sps": 0.0, "env_step_s": 1e-3, "reset_s": 0.01} for t in (1, 2) for e in (4, 64)]
 INF = [{"units": u, "batch": b, "seconds": (2e-3 + 1e-4 * b) / u} for u in (1, 2) for b in (4, 16, 64)]
 UPD = [{"units": 1, "seconds": 2.0}, {"units": 2, "seconds": 1.2}]
@@ -95,8 +123,15 @@ def test_the_grid_over_actor_hosts_names_where_more_stop_helping(compose_cfg):
 
     gpu = Profile("p1", TAGS | {"device": "cuda", "gpu_name": "G"}, ENV, INF, UPD, rpc=RPC)  # no core sharing
     m = Machine(gpu, gpu, link=model.Link(1e9, 1e-4), actor_host_cpus=8)
-    task = ["env=cartpole", "actors=64", "sm_limit=2", "eval_envs=0", "workload.frames=100000",
-            "workload.learner_updates=40", "algo.coupling=free_running"]
+    task = [
+        "env=cartpole",
+        "actors=64",
+        "sm_limit=2",
+        "eval_envs=0",
+        "workload.frames=100000",
+        "workload.learner_updates=40",
+        "algo.coupling=free_running",
+    ]
     preds = [predict_job(validate(compose_cfg([*task, f"actor_hosts={h}"]), host=False), m) for h in (1, 2, 4, 8, 16)]
     assert [p.bound for p in preds] == [model.HOSTS, model.HOSTS, model.LEARNER, model.LEARNER, model.LEARNER]
     # the ratio counts the actor hosts' stepping threads (gym: one per host) over the learner's 2 units
@@ -109,17 +144,21 @@ def test_the_grid_over_actor_hosts_names_where_more_stop_helping(compose_cfg):
     assert "at 16 the bound is learner" in line
     assert not any("--actor-host-cpus" in n or "--link" in n for n in preds[0].notes)  # both given: no assumption
     cpu = Profile("p1", TAGS, ENV, INF, UPD, rpc=RPC)
-    bare = predict_job(validate(compose_cfg(["env=cartpole", "actors=64", "actor_hosts=4"]), host=False),
-                       Machine(cpu, cpu))
+    bare = predict_job(
+        validate(compose_cfg(["env=cartpole", "actors=64", "actor_hosts=4"]), host=False), Machine(cpu, cpu)
+    )
     assert any("--link" in n for n in bare.notes) and any("--actor-host-cpus" in n for n in bare.notes)
     with pytest.raises(ValueError, match="did not measure the actor protocol"):
-        predict_job(validate(compose_cfg(["env=cartpole", "actors=64", "actor_hosts=4"]), host=False),
-                    Machine(Profile("p0", TAGS, ENV, INF, UPD), Profile("p0", TAGS, ENV, INF, UPD)))
+        predict_job(
+            validate(compose_cfg(["env=cartpole", "actors=64", "actor_hosts=4"]), host=False),
+            Machine(Profile("p0", TAGS, ENV, INF, UPD), Profile("p0", TAGS, ENV, INF, UPD)),
+        )
 
 
 def _child(client, exp, parent, overrides, metrics):
-    run = client.create_run(exp, run_name=overrides, tags={"mlflow.parentRunId": parent, "overrides": overrides,
-                                                           "host": "h"})
+    run = client.create_run(
+        exp, run_name=overrides, tags={"mlflow.parentRunId": parent, "overrides": overrides, "host": "h"}
+    )
     for k, v in metrics.items():
         client.log_metric(run.info.run_id, k, v)
     client.set_terminated(run.info.run_id, "FINISHED")
@@ -134,25 +173,42 @@ def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_fr
     from rlbench.tracking.profiles import write_profile
 
     mlflow.set_tracking_uri(store["uri"])
-    profile = write_profile(TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"), "p", TAGS,
-                            {"algo.name": "r2d2"}, {"env": ENV, "inference": INF, "update": UPD, "rpc": RPC}, {}, [])
+    profile = write_profile(
+        TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"),
+        "p",
+        TAGS,
+        {"algo.name": "r2d2"},
+        {"env": ENV, "inference": INF, "update": UPD, "rpc": RPC},
+        {},
+        [],
+    )
     client = mlflow.MlflowClient()
     exp = client.create_experiment("test", artifact_location=str(store["db"].parent / "artifacts"))
     parent = client.create_run(exp, run_name="procs", tags={"rlbench.role": "sweep", "host": "h"}).info.run_id
     measured = {1: (9000.0, 60.0), 2: (11000.0, 50.0), 4: (8000.0, 70.0)}
     for procs, (fps, runtime) in measured.items():
-        _child(client, exp, parent, f"env=cartpole actors=4 eval_envs=0 actor_procs={procs}",
-               {"fps": fps, "runtime_s": runtime})
+        _child(
+            client,
+            exp,
+            parent,
+            f"env=cartpole actors=4 eval_envs=0 actor_procs={procs}",
+            {"fps": fps, "runtime_s": runtime},
+        )
     client.set_terminated(parent, "FINISHED")
-    assert predict_main(["--validate", "--sweep", parent, "--profile", profile, "--tracking-uri", store["uri"],
-                         "--no-log"]) == 0
+    assert (
+        predict_main(
+            ["--validate", "--sweep", parent, "--profile", profile, "--tracking-uri", store["uri"], "--no-log"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     printed = float(re.search(r"^prediction_error=([0-9.]+)$", out.strip().splitlines()[-1]).group(1))
     prof = load_profile(profile)
     errors, predicted = {"fps": [], "runtime_s": []}, set()
     for procs, (fps, runtime) in measured.items():
-        p = predict_job(job_conf({"overrides": f"env=cartpole actors=4 eval_envs=0 actor_procs={procs}"}),
-                        Machine(prof, prof))
+        p = predict_job(
+            job_conf({"overrides": f"env=cartpole actors=4 eval_envs=0 actor_procs={procs}"}), Machine(prof, prof)
+        )
         assert p.knobs["actor_procs"] == procs and p.actor_bound in (model.PROCS, model.INFERENCE, model.CORES)
         predicted.add(round(p.fps, 3))
         errors["fps"].append(abs(p.fps - fps) / fps)
@@ -167,11 +223,15 @@ def test_one_actor_process_is_predicted_with_the_forward_of_all_its_envs(compose
     from rlbench.prepare.validate import validate
 
     cpu = Profile("p1", TAGS, ENV, INF, UPD, rpc=RPC)
-    conf = validate(compose_cfg(["env=cartpole", "actors=32", "eval_envs=2", "actor_procs=1", "learner=false"]),
-                    host=False)
+    conf = validate(
+        compose_cfg(["env=cartpole", "actors=32", "eval_envs=2", "actor_procs=1", "learner=false"]), host=False
+    )
     pred = predict_job(conf, Machine(cpu, cpu))
     fit = fit_rpc(RPC)
-    line = lambda key, k: fit[key][0] + fit[key][1] * k
+
+    def line(key, k):
+        return fit[key][0] + fit[key][1] * k
+
     forward = (2e-3 + 1e-4 * 34) / 2  # the profile's seconds at batch 34 on the 2 CPU threads (INF is linear)
     cycle = 34 * 1e-3 / 1 + line("actor_cpu_s", 34) + line("server_cpu_s", 34) + forward  # gym: 1 thread steps
     assert pred.actor_bound == model.PROCS
@@ -190,19 +250,43 @@ def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_
     from rlbench.predict.curves import load_profile
     from rlbench.tracking.profiles import write_profile
 
-    out = main_in_process(["-m", "env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2",
-                           "progress=log", *store["overrides"]])
+    out = main_in_process(
+        [
+            "-m",
+            "env=cartpole",
+            "actors=4",
+            "learner=false",
+            "workload.frames=2000",
+            "actor_procs=1,2",
+            "progress=log",
+            *store["overrides"],
+        ]
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     parent = re.search(r"\[rlbench sweep\] parent run ([0-9a-f]+)", out.stdout).group(1)
-    profile = write_profile(TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"), "p", TAGS,
-                            {"algo.name": "r2d2"}, {"env": ENV, "inference": INF, "update": UPD, "rpc": RPC}, {}, [])
-    assert predict_main(["--validate", "--sweep", parent, "--profile", profile, "--tracking-uri", store["uri"],
-                         "--no-log"]) == 0
-    printed = float(re.search(r"^prediction_error=([0-9.]+)$", capsys.readouterr().out.strip().splitlines()[-1]).group(1))
+    profile = write_profile(
+        TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"),
+        "p",
+        TAGS,
+        {"algo.name": "r2d2"},
+        {"env": ENV, "inference": INF, "update": UPD, "rpc": RPC},
+        {},
+        [],
+    )
+    assert (
+        predict_main(
+            ["--validate", "--sweep", parent, "--profile", profile, "--tracking-uri", store["uri"], "--no-log"]
+        )
+        == 0
+    )
+    printed = float(
+        re.search(r"^prediction_error=([0-9.]+)$", capsys.readouterr().out.strip().splitlines()[-1]).group(1)
+    )
     prof, errors = load_profile(profile), {"fps": [], "runtime_s": []}
     mlflow.set_tracking_uri(store["uri"])
-    kids = mlflow.search_runs(experiment_names=["test"], filter_string=f"tags.mlflow.parentRunId = '{parent}'",
-                              output_format="list")
+    kids = mlflow.search_runs(
+        experiment_names=["test"], filter_string=f"tags.mlflow.parentRunId = '{parent}'", output_format="list"
+    )
     assert sorted(int(k.data.params["actor_procs"]) for k in kids) == [1, 2]
     for kid in kids:
         assert kid.info.status == "FINISHED"

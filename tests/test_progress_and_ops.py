@@ -47,8 +47,9 @@ def test_op_metrics_names_and_missing_walls():
     t.add("forward_backward", 0.3)
     t.add("wait", 0.1)
     m = op_metrics([t, OpTimer("inference")], {"learner": 1.0}, 0.0, 0.0)
-    assert m == pytest.approx({"op_frac/learner/forward_backward": 0.3, "op_frac/learner/wait": 0.1,
-                               "op_frac/learner/other": 0.6})
+    assert m == pytest.approx(
+        {"op_frac/learner/forward_backward": 0.3, "op_frac/learner/wait": 0.1, "op_frac/learner/other": 0.6}
+    )
 
 
 def test_calibration_measures_a_positive_cost_with_inner_part_smaller():
@@ -57,7 +58,11 @@ def test_calibration_measures_a_positive_cost_with_inner_part_smaller():
 
 
 def test_op_shares_from_cumulative_totals():
-    ticks = [(0.0, {"actors": {}}), (1.0, {"actors": {"env_step": 0.5}}), (3.0, {"actors": {"env_step": 1.5, "inference": 0.4}})]
+    ticks = [
+        (0.0, {"actors": {}}),
+        (1.0, {"actors": {"env_step": 0.5}}),
+        (3.0, {"actors": {"env_step": 1.5, "inference": 0.4}}),
+    ]
     times, shares = op_shares(ticks, "actors")
     assert times == [1.0, 3.0]
     assert shares["env_step"] == pytest.approx([0.5, 0.5]) and shares["inference"] == pytest.approx([0.0, 0.2])

@@ -207,9 +207,20 @@ def test_initial_priorities_bootstrap_from_the_played_action_as_seed_rl():
     q = np.array([[[1.0, 2.0], [3.0, 0.5], [0.2, 4.0]]], np.float32)  # [1 sequence, 3 steps, 2 actions]
     action = np.array([[0, 1, 0]])  # step 1 plays 1 (argmax 0), step 2 plays 0 (argmax 1)
     reward = np.array([[0.0, 1.0, -1.0]], np.float32)
-    seqs = Sequences(frames=np.zeros((1, 3, 1)), head=np.zeros((1, 0, 1)), action=action, prev_action=action,
-                     reward=reward, done=np.zeros((1, 3), bool), agent_out=q, state=np.zeros((1, 0), np.float32))
-    h, hinv = (lambda x: float(value_rescale(torch.tensor(x)))), (lambda x: float(inverse_value_rescale(torch.tensor(x))))
+    seqs = Sequences(
+        frames=np.zeros((1, 3, 1)),
+        head=np.zeros((1, 0, 1)),
+        action=action,
+        prev_action=action,
+        reward=reward,
+        done=np.zeros((1, 3), bool),
+        agent_out=q,
+        state=np.zeros((1, 0), np.float32),
+    )
+    h, hinv = (
+        (lambda x: float(value_rescale(torch.tensor(x)))),
+        (lambda x: float(inverse_value_rescale(torch.tensor(x)))),
+    )
     td = [abs(h(1.0 + 0.5 * hinv(0.5)) - 1.0), abs(h(-1.0 + 0.5 * hinv(0.2)) - 0.5)]  # Q(s1, 1), Q(s2, 0)
     expected = 0.9 * max(td) + 0.1 * sum(td) / 2
     assert initial_priorities(seqs, algo)[0] == pytest.approx(expected, rel=1e-5)

@@ -53,8 +53,14 @@ def actors():
         if token is not None:
             env["RLBENCH_ACTOR_TOKEN"] = token
         with _sigint_as_from_a_terminal():
-            p = psutil.Popen([sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs),
-                              *overrides], cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            p = psutil.Popen(
+                [sys.executable, "-m", "rlbench.actor", "--server", server, "--envs", str(envs), *overrides],
+                cwd=ROOT,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
         started.append(p)
         return p
 
@@ -97,8 +103,11 @@ def _drive_until(remote: RemoteEnvs, batch, rng: np.random.Generator, procs, rea
         if (value := reached(batch)) is not None:
             return batch, value
         assert time.monotonic() < deadline, "; ".join(
-            f"pid {p.pid}: exit {p.poll()}: {p.communicate()[1].strip()[-2000:]}" if p.poll() is not None
-            else f"pid {p.pid}: running" for p in procs)
+            f"pid {p.pid}: exit {p.poll()}: {p.communicate()[1].strip()[-2000:]}"
+            if p.poll() is not None
+            else f"pid {p.pid}: running"
+            for p in procs
+        )
 
 
 def _close_and_wait(remote: RemoteEnvs, procs) -> list[tuple[int, str]]:
@@ -134,8 +143,9 @@ def test_two_pong_actor_processes_batch_on_the_server_within_the_wire_budget(act
         procs += [actors(remote.address, 2, "env=pong") for _ in range(2)]
         batches = _drive(remote, remote.reset(seed=5), 40, np.random.default_rng(1))
         assert remote.inference_batch == 2 and batches[0].obs.shape == (4, 4, 84, 84)
-        assert all(len(b.env_ids) == 2 and b.obs.shape == (2, 4, 84, 84) and b.obs.dtype == np.uint8
-                   for b in batches[1:])  # one actor's whole Step each
+        assert all(
+            len(b.env_ids) == 2 and b.obs.shape == (2, 4, 84, 84) and b.obs.dtype == np.uint8 for b in batches[1:]
+        )  # one actor's whole Step each
         wire = remote.wire_bytes()
         per_env_step = (wire["received"] + wire["sent"]) / wire["env_steps"]
         print(f"bytes per Atari env step on the wire (messages): {per_env_step:.0f}")
@@ -180,8 +190,10 @@ def test_a_wrong_token_is_refused_and_counted_and_the_right_one_joins(actors, ca
         wrong = actors(remote.address, 2, "env=cartpole", token="not-the-token")
         assert wrong.wait(timeout=60) == 2
         out, err = wrong.communicate()
-        assert err.strip() == (f"rlbench.actor: the job at {remote.address} refused this actor: wrong or missing "
-                               f"token (the authorization metadata, from RLBENCH_ACTOR_TOKEN)")
+        assert err.strip() == (
+            f"rlbench.actor: the job at {remote.address} refused this actor: wrong or missing "
+            f"token (the authorization metadata, from RLBENCH_ACTOR_TOKEN)"
+        )
         assert "not-the-token" not in out + err  # never printed
         assert remote.counts["refused_token"] == 1
         (line,) = [r.getMessage() for r in caplog.records if r.name == "rlbench.remote.server"]
@@ -213,8 +225,9 @@ def test_an_actor_that_cannot_reach_the_job_exits_2_naming_the_address(actors, t
 
 
 def test_a_killed_actor_leaves_the_batching_and_a_new_one_rejoins_its_range(actors, tmp_path):
-    remote = _remote(["env=cartpole"], 4, batch=0, bind=f"unix:{tmp_path}/job.sock", join_timeout_s=90,
-                     idle_timeout_s=1)
+    remote = _remote(
+        ["env=cartpole"], 4, batch=0, bind=f"unix:{tmp_path}/job.sock", join_timeout_s=90, idle_timeout_s=1
+    )
     rng = np.random.default_rng(3)
     try:
         procs = [actors(remote.address, 2, "env=cartpole") for _ in range(2)]
@@ -223,12 +236,16 @@ def test_a_killed_actor_leaves_the_batching_and_a_new_one_rejoins_its_range(acto
         victim.kill()
         victim.wait(timeout=10)
         # recv goes on with the other actor; the loss is reported once
-        batch, lost = _drive_until(remote, batch, rng, procs, lambda _: d if (d := remote.take_disconnected()).size else None)
+        batch, lost = _drive_until(
+            remote, batch, rng, procs, lambda _: d if (d := remote.take_disconnected()).size else None
+        )
         assert lost.tolist() == [0, 1] and remote.counts["disconnects"] == 1
         batch = _drive(remote, batch, 3, rng)[-1]
         assert batch.env_ids.tolist() == [2, 3] and remote.take_disconnected().size == 0
         procs.append(actors(remote.address, 2, "env=cartpole"))
-        batch, _ = _drive_until(remote, batch, rng, procs, lambda b: b if 0 in b.env_ids else None)  # the new one joined
+        batch, _ = _drive_until(
+            remote, batch, rng, procs, lambda b: b if 0 in b.env_ids else None
+        )  # the new one joined
         first = batch.env_ids < 2
         assert batch.done[first].all() and sorted(batch.env_ids.tolist()) == [0, 1, 2, 3]
         assert remote.counts["rejoins"] == 1 and remote.counts["joins"] == 3
@@ -251,6 +268,8 @@ def test_an_actor_stopped_by_a_signal_says_so_in_one_line(actors, signum):
         p.send_signal(signum)
         assert p.wait(timeout=EXIT_S) == 128 + signum
         out, err = p.communicate()
-        assert (out + err).strip() == f"rlbench.actor: stopped by {signal.Signals(signum).name} (job at {remote.address})"
+        assert (
+            out + err
+        ).strip() == f"rlbench.actor: stopped by {signal.Signals(signum).name} (job at {remote.address})"
     finally:
         remote.close()

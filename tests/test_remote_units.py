@@ -32,12 +32,21 @@ PROTO = "rlbench/remote/actors.proto"
 def test_checked_in_stubs_are_generated_from_the_proto(tmp_path):
     (tmp_path / "rlbench/remote").mkdir(parents=True)
     shutil.copy(ROOT / PROTO, tmp_path / PROTO)
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.", "--grpc_python_out=.", PROTO],
-                   cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "grpc_tools.protoc", "-I.", "--python_out=.", "--grpc_python_out=.", PROTO],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     for name in ("actors_pb2.py", "actors_pb2_grpc.py"):
-        fresh, checked_in = (tmp_path / "rlbench/remote" / name).read_text(), (ROOT / "rlbench/remote" / name).read_text()
-        assert fresh == checked_in, (f"rlbench/remote/{name} is stale: regenerate it from the repository root with "
-                                     f"python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. {PROTO}")
+        fresh, checked_in = (
+            (tmp_path / "rlbench/remote" / name).read_text(),
+            (ROOT / "rlbench/remote" / name).read_text(),
+        )
+        assert fresh == checked_in, (
+            f"rlbench/remote/{name} is stale: regenerate it from the repository root with "
+            f"python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. {PROTO}"
+        )
 
 
 def test_frame_stacks_zero_the_frames_before_an_episode_start_as_replay_rebuilds_them():
@@ -56,8 +65,9 @@ def test_frame_stacks_zero_the_frames_before_an_episode_start_as_replay_rebuilds
     want = rebuild_stacks(head, torch.from_numpy(frames.transpose(1, 0, 2).copy()), torch.from_numpy(done.T.copy()))
     np.testing.assert_array_equal(got, want.numpy())
     assert got[0, 6].ravel().tolist() == [0, 0, 11, 13]  # env 0: its episode started at t=5 (frame 11)
-    assert FrameStacks(2, 1, (3,), np.dtype(np.float32)).push(np.array([0]), np.ones((1, 3), np.float32),
-                                                              np.array([False])).shape == (1, 3)
+    assert FrameStacks(2, 1, (3,), np.dtype(np.float32)).push(
+        np.array([0]), np.ones((1, 3), np.float32), np.array([False])
+    ).shape == (1, 3)
 
 
 def test_env_slots_hand_out_contiguous_ranges_first_fit():
@@ -105,10 +115,20 @@ def test_decode_step_takes_a_lock_step_step_fast_and_any_other_order_by_the_full
 def test_step_size_is_the_messages_byte_size_without_encoding_it():
     from rlbench.remote.wire import step_size
 
-    cases = [([], 0), ([0], 1), ([0, 1, 2], 3 * 7056), ([127, 128], 255), (list(range(20)), 141_120),
-             ([16_383, 16_384, 2**21, 2**28, 2**31 - 1], 5 * 12), ([-1, 3], 8), (list(range(130)), 130 * 4)]
+    cases = [
+        ([], 0),
+        ([0], 1),
+        ([0, 1, 2], 3 * 7056),
+        ([127, 128], 255),
+        (list(range(20)), 141_120),
+        ([16_383, 16_384, 2**21, 2**28, 2**31 - 1], 5 * 12),
+        ([-1, 3], 8),
+        (list(range(130)), 130 * 4),
+    ]
     for ids, nbytes in cases:
-        msg = step_message(np.array(ids, np.int64), np.zeros(nbytes, np.uint8), np.zeros(len(ids)), np.zeros(len(ids), bool))
+        msg = step_message(
+            np.array(ids, np.int64), np.zeros(nbytes, np.uint8), np.zeros(len(ids)), np.zeros(len(ids), bool)
+        )
         assert msg.step.env_ids[:] == ids and len(msg.step.frames) == nbytes
         assert step_size(np.array(ids), nbytes) == msg.ByteSize(), (ids[:3], nbytes)
 
@@ -126,13 +146,16 @@ def test_grpc_engine_experiments_are_set_only_where_measured_and_never_over_the_
 
 
 def test_importing_the_remote_package_picks_the_engine_before_grpc_starts():
-    code = ("import os, sys; import rlbench.remote.server, rlbench.remote.actor_loop; "
-            "print(os.environ.get('GRPC_EXPERIMENTS'))")
+    code = (
+        "import os, sys; import rlbench.remote.server, rlbench.remote.actor_loop; "
+        "print(os.environ.get('GRPC_EXPERIMENTS'))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     from importlib import metadata
 
     from rlbench.remote.engine import experiments_setting
+
     assert out.strip() == str(experiments_setting({}, metadata.version("grpcio"), grpc_imported=False))
 
 

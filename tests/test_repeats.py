@@ -24,20 +24,27 @@ from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_
 
 def _sweeper(config: dict | None = None, params: dict | None = None):
     """What plan() reads of the Hydra sweeper: the preset's params, the composed config, Hydra's grid."""
-    return SimpleNamespace(_parse_config=lambda: [f"{k}={v}" for k, v in (params or {}).items()],
-                           hydra_context=SimpleNamespace(config_loader=None),
-                           config=OmegaConf.create({"seed": 1, "repeats": 1, "search": None} | (config or {})),
-                           split_arguments=BasicSweeper.split_arguments)
+    return SimpleNamespace(
+        _parse_config=lambda: [f"{k}={v}" for k, v in (params or {}).items()],
+        hydra_context=SimpleNamespace(config_loader=None),
+        config=OmegaConf.create({"seed": 1, "repeats": 1, "search": None} | (config or {})),
+        split_arguments=BasicSweeper.split_arguments,
+    )
 
 
 # --- expansion ---
 
+
 def test_repeats_run_every_configuration_with_its_own_seed_interleaved():
     grid = plan(_sweeper(), ["actors=4,40", "repeats=3"])
     assert grid.repeats == 3 and grid.jobs == [
-        ["actors=4", "seed=1"], ["actors=40", "seed=1"],
-        ["actors=4", f"seed={1 + SEED_STRIDE}"], ["actors=40", f"seed={1 + SEED_STRIDE}"],
-        ["actors=4", f"seed={1 + 2 * SEED_STRIDE}"], ["actors=40", f"seed={1 + 2 * SEED_STRIDE}"]]
+        ["actors=4", "seed=1"],
+        ["actors=40", "seed=1"],
+        ["actors=4", f"seed={1 + SEED_STRIDE}"],
+        ["actors=40", f"seed={1 + SEED_STRIDE}"],
+        ["actors=4", f"seed={1 + 2 * SEED_STRIDE}"],
+        ["actors=40", f"seed={1 + 2 * SEED_STRIDE}"],
+    ]
     assert grid.configs == ["actors=4", "actors=40"] * 3 and grid.repeat == [0, 0, 1, 1, 2, 2]
 
 
@@ -48,15 +55,21 @@ def test_repeats_start_from_the_given_seed_or_the_configs():
 
 def test_a_seed_list_of_repeats_values_gives_the_repeats_seeds():
     grid = plan(_sweeper(), ["actors=4,40", "repeats=3", "seed=1,2,3"])
-    assert [j for j in grid.jobs if j[0] == "actors=4"] == [["actors=4", "seed=1"], ["actors=4", "seed=2"],
-                                                            ["actors=4", "seed=3"]]
+    assert [j for j in grid.jobs if j[0] == "actors=4"] == [
+        ["actors=4", "seed=1"],
+        ["actors=4", "seed=2"],
+        ["actors=4", "seed=3"],
+    ]
     assert len(grid.jobs) == 6  # not a grid axis: 2 configurations x 3 repeats, not x 3 x 3
 
 
 def test_repeats_one_leaves_the_grid_as_it_was():
     grid = plan(_sweeper(), ["actors=4,40", "seed=1,2"])  # a seed grid: every seed its own configuration
-    assert grid.jobs == [["actors=4", "seed=1"], ["actors=4", "seed=2"], ["actors=40", "seed=1"],
-                         ["actors=40", "seed=2"]] and grid.repeats == 1 and grid.repeat == [0] * 4
+    assert (
+        grid.jobs == [["actors=4", "seed=1"], ["actors=4", "seed=2"], ["actors=40", "seed=1"], ["actors=40", "seed=2"]]
+        and grid.repeats == 1
+        and grid.repeat == [0] * 4
+    )
 
 
 def test_a_preset_sweep_is_repeated_too():
@@ -64,13 +77,16 @@ def test_a_preset_sweep_is_repeated_too():
     assert [j[0] for j in grid.jobs] == ["actors=4", "actors=8", "actors=4", "actors=8"]
 
 
-@pytest.mark.parametrize("args, config, message", [
-    (["actors=4,40", "repeats=3", "seed=1,2"], {}, "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
-    (["repeats=0"], {}, "repeats=0: allowed: an integer >= 1"),
-    (["repeats=1,3"], {}, "repeats=1,3: allowed: one integer >= 1 per sweep, not a list"),
-    (["repeats=2", "seed=4,4"], {}, "seed: the repeats' seeds (4,4) must differ"),
-    (["repeats=2"], {"search": {"study": "ratio"}}, "repeats=2: allowed with search=...: 1 only"),
-])
+@pytest.mark.parametrize(
+    "args, config, message",
+    [
+        (["actors=4,40", "repeats=3", "seed=1,2"], {}, "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
+        (["repeats=0"], {}, "repeats=0: allowed: an integer >= 1"),
+        (["repeats=1,3"], {}, "repeats=1,3: allowed: one integer >= 1 per sweep, not a list"),
+        (["repeats=2", "seed=4,4"], {}, "seed: the repeats' seeds (4,4) must differ"),
+        (["repeats=2"], {"search": {"study": "ratio"}}, "repeats=2: allowed with search=...: 1 only"),
+    ],
+)
 def test_bad_repeats_are_refused_before_any_job_with_the_key(args, config, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         plan(_sweeper(config), args)
@@ -96,6 +112,7 @@ def test_seed_overlap_warns_when_the_repeats_envs_share_seeds():
 
 
 # --- statistics ---
+
 
 def test_spread_median_range_and_count():
     s = spread([75.3, 70.1, 72.8, None, float("nan")])
@@ -127,18 +144,72 @@ def test_single_runs_leave_the_floor_unknown_whatever_the_minimum():
 
 
 ROWS = [  # 2 configurations x 3 repeats, interleaved as the sweep runs them; one run failed
-    {"job": 0, "name": "actors=4 seed=1", "config": "actors=4", "status": "FINISHED", "runtime_s": 130.4,
-     "fps": 1581.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "a" * 32},
-    {"job": 1, "name": "actors=40 seed=1", "config": "actors=40", "status": "FINISHED", "runtime_s": 72.8,
-     "fps": 3393.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "b" * 32},
-    {"job": 2, "name": "actors=4 seed=10001", "config": "actors=4", "status": "FINISHED", "runtime_s": 128.0,
-     "fps": 1600.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "c" * 32},
-    {"job": 3, "name": "actors=40 seed=10001", "config": "actors=40", "status": "FINISHED", "runtime_s": 75.3,
-     "fps": 3300.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "d" * 32},
-    {"job": 4, "name": "actors=4 seed=20001", "config": "actors=4", "status": "FAILED", "runtime_s": None,
-     "fps": None, "energy_per_task_j": None, "cpu_gpu_ratio": None, "run_id": "e" * 32},
-    {"job": 5, "name": "actors=40 seed=20001", "config": "actors=40", "status": "FINISHED", "runtime_s": 70.1,
-     "fps": 3400.0, "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "f" * 32},
+    {
+        "job": 0,
+        "name": "actors=4 seed=1",
+        "config": "actors=4",
+        "status": "FINISHED",
+        "runtime_s": 130.4,
+        "fps": 1581.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "a" * 32,
+    },
+    {
+        "job": 1,
+        "name": "actors=40 seed=1",
+        "config": "actors=40",
+        "status": "FINISHED",
+        "runtime_s": 72.8,
+        "fps": 3393.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "b" * 32,
+    },
+    {
+        "job": 2,
+        "name": "actors=4 seed=10001",
+        "config": "actors=4",
+        "status": "FINISHED",
+        "runtime_s": 128.0,
+        "fps": 1600.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "c" * 32,
+    },
+    {
+        "job": 3,
+        "name": "actors=40 seed=10001",
+        "config": "actors=40",
+        "status": "FINISHED",
+        "runtime_s": 75.3,
+        "fps": 3300.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "d" * 32,
+    },
+    {
+        "job": 4,
+        "name": "actors=4 seed=20001",
+        "config": "actors=4",
+        "status": "FAILED",
+        "runtime_s": None,
+        "fps": None,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": None,
+        "run_id": "e" * 32,
+    },
+    {
+        "job": 5,
+        "name": "actors=40 seed=20001",
+        "config": "actors=40",
+        "status": "FINISHED",
+        "runtime_s": 70.1,
+        "fps": 3400.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "f" * 32,
+    },
 ]
 
 
@@ -160,29 +231,36 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
     # 129.2 s vs 72.8 s: 77.5% apart; the floor is actors=40's 75.3 / 70.1 - 1
     assert "- actors=40 is 77.5% faster than actors=4; noise floor 7.4%: told apart" in note
-    assert ("Verdict: Best by median runtime_s: actors=40; told apart from every other configuration: at least "
-            "77.5% faster than actors=4 (noise floor 7.4%)") in note
+    assert (
+        "Verdict: Best by median runtime_s: actors=40; told apart from every other configuration: at least "
+        "77.5% faster than actors=4 (noise floor 7.4%)"
+    ) in note
 
 
-TIED = [dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r
-        for r in ROWS]  # actors=4 now 74.2 s (73.0..75.4): 1.9% slower than actors=40, within its 7.4%
+TIED = [
+    dict(r, runtime_s=r["runtime_s"] and r["runtime_s"] - 55.0) if r["config"] == "actors=4" else r for r in ROWS
+]  # actors=4 now 74.2 s (73.0..75.4): 1.9% slower than actors=40, within its 7.4%
 
 
 def test_the_parent_says_when_the_best_cannot_be_told_apart():
     assert best_row(TIED)["name"] == "actors=40" and best_row(TIED)["verdict"].tied == ("actors=4",)
-    assert "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart" in \
-        sweep_note("s", TIED, "FINISHED", "1", "p" * 32)
+    assert "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart" in sweep_note(
+        "s", TIED, "FINISHED", "1", "p" * 32
+    )
     answer = answer_lines(TIED)  # the terminal's last lines before the next command: plain text
     assert answer[0].startswith("Best (median runtime_s): actors=40 (3 of 3 runs finished): runtime_s 72.8")
-    assert answer[1:] == [("Verdict: Best by median runtime_s: actors=40; not told apart from actors=4 (1.9% slower): "
-                           "noise floor 7.4%"), "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart"]
+    assert answer[1:] == [
+        ("Verdict: Best by median runtime_s: actors=40; not told apart from actors=4 (1.9% slower): noise floor 7.4%"),
+        "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart",
+    ]
 
 
 def test_single_runs_say_the_spread_is_unknown():
     rows = [dict(r, config=r["name"]) for r in ROWS[:2]]
     assert best_row(rows)["job"] == 1 and best_row(rows)["verdict"].tied == ()
-    assert f"Verdict: Best by median runtime_s: actors=40 seed=1; {UNKNOWN_FLOOR}" in \
-        sweep_note("s", rows, "FINISHED", "1", "p" * 32)
+    assert f"Verdict: Best by median runtime_s: actors=40 seed=1; {UNKNOWN_FLOOR}" in sweep_note(
+        "s", rows, "FINISHED", "1", "p" * 32
+    )
 
 
 def test_each_finished_job_is_tagged_with_its_configurations_verdict():
@@ -191,20 +269,26 @@ def test_each_finished_job_is_tagged_with_its_configurations_verdict():
     a failed job (e) none."""
     slower, best = "slower than best: 77.5% slower; noise floor 7.4%", "best; noise floor 7.4%"
     assert verdicts(ROWS) == {"a" * 32: slower, "b" * 32: best, "c" * 32: slower, "d" * 32: best, "f" * 32: best}
-    assert verdicts(TIED)["a" * 32] == verdicts(TIED)["c" * 32] == \
-        "not told apart from best: 1.9% slower; noise floor 7.4%"
+    assert (
+        verdicts(TIED)["a" * 32]
+        == verdicts(TIED)["c" * 32]
+        == "not told apart from best: 1.9% slower; noise floor 7.4%"
+    )
     assert verdicts(TIED)["b" * 32] == best
 
 
 def test_single_runs_verdicts_say_the_spread_is_unknown():
     single = [dict(r, config=r["name"]) for r in ROWS[:2]]
-    assert verdicts(single) == {"a" * 32: "79.1% slower than best; noise floor unknown",
-                                "b" * 32: "best; noise floor unknown"}
+    assert verdicts(single) == {
+        "a" * 32: "79.1% slower than best; noise floor unknown",
+        "b" * 32: "best; noise floor unknown",
+    }
     assert verdicts(single[1:]) == {"b" * 32: "best"}  # one configuration: best, with nothing to compare
     assert verdicts([ROWS[4], dict(ROWS[1], run_id=None)]) == {}  # failed, or no run to tag
 
 
 # --- the verdict ---
+
 
 def test_the_knee_is_not_placed_by_a_difference_within_the_noise_floor():
     # 4 -> 40 shortens the task 44%, measurably; 40 -> 256 by 12.5%, above the 10% threshold but
@@ -220,7 +304,8 @@ def test_the_knee_is_not_placed_by_a_difference_within_the_noise_floor():
 def test_a_slower_larger_count_within_the_floor_is_said_to_be_indistinguishable():
     k = knee({40: 72.8, 256: 74.0}, 0.10, {40: 3393.0, 256: 3401.0}, 0.074)
     assert k.actors == 40 and k.text.endswith(
-        "at 256 actors: actors' fps +0.2%, task +1.6% (not told apart: 1.6% difference, noise floor 7.4%)")
+        "at 256 actors: actors' fps +0.2%, task +1.6% (not told apart: 1.6% difference, noise floor 7.4%)"
+    )
 
 
 def test_the_knee_with_single_runs_says_the_spread_is_unknown():
@@ -230,13 +315,26 @@ def test_the_knee_with_single_runs_says_the_spread_is_unknown():
 
 def _candidate(name, runs):
     s = spread(runs)
-    return {"name": name, "ratio": 0.5, "runtime_s": s.median, "fps": 1000.0, "energy_j": None,
-            "runtime_spread": s.width, "runs": s.n, "runtime_runs": runs}
+    return {
+        "name": name,
+        "ratio": 0.5,
+        "runtime_s": s.median,
+        "fps": 1000.0,
+        "energy_j": None,
+        "runtime_spread": s.width,
+        "runs": s.n,
+        "runtime_runs": runs,
+    }
 
 
 def test_the_recommendation_names_what_it_cannot_tell_apart():
-    rec = recommend([_candidate("actors=4", [70.6, 71.8, 72.9]), _candidate("actors=40", [72.2, 72.8, 73.3]),
-                     _candidate("actors=256", [85.4, 86.1, 86.9])])  # floor: 72.9 / 70.6 - 1 = 3.3%
+    rec = recommend(
+        [
+            _candidate("actors=4", [70.6, 71.8, 72.9]),
+            _candidate("actors=40", [72.2, 72.8, 73.3]),
+            _candidate("actors=256", [85.4, 86.1, 86.9]),
+        ]
+    )  # floor: 72.9 / 70.6 - 1 = 3.3%
     assert rec.name == "actors=4" and rec.tied == ["actors=40"] and rec.runs == 3
     assert rec.noise_floor == pytest.approx(72.9 / 70.6 - 1)
     assert "task in 71.8 s (median of 3 runs; noise floor 3.3%)" in rec.text
@@ -251,10 +349,17 @@ def test_the_recommendation_on_single_runs_says_the_spread_is_unknown():
 
 # --- the report on repeated runs ---
 
+
 def _run(i: int, actors: int, runtime: float, fps: float) -> JobRun:
-    return JobRun(f"id{i}", f"actors={actors} seed={1 + (i // 2) * SEED_STRIDE}", "FINISHED", {"actors": str(actors)},
-                  {"runtime_s": runtime, "fps": fps, "cpu_gpu_ratio": 0.5}, {},
-                  {"repeat_group": f"actors={actors}", "repeat": str(i // 2), "repeats": "3"})
+    return JobRun(
+        f"id{i}",
+        f"actors={actors} seed={1 + (i // 2) * SEED_STRIDE}",
+        "FINISHED",
+        {"actors": str(actors)},
+        {"runtime_s": runtime, "fps": fps, "cpu_gpu_ratio": 0.5},
+        {},
+        {"repeat_group": f"actors={actors}", "repeat": str(i // 2), "repeats": "3"},
+    )
 
 
 def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spread():
@@ -263,8 +368,13 @@ def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spr
     jobs = [_run(2 * k + (a == 40), a, times[a][k], 1000.0 + a) for k in range(3) for a in (4, 40)]
     study = Study("sweep", "sweep actors=4,40 repeats=3", "p", {"hardware_threads": "2"}, jobs, [])
     f = findings(study)
-    assert f["configurations"]["actors=40"]["runtime_s"] == {"median": 72.8, "low": 70.1, "high": 75.3, "n": 3,
-                                                             "spread": pytest.approx(5.2)}
+    assert f["configurations"]["actors=40"]["runtime_s"] == {
+        "median": 72.8,
+        "low": 70.1,
+        "high": 75.3,
+        "n": 3,
+        "spread": pytest.approx(5.2),
+    }
     rec = f["recommendation"]
     assert rec["name"] == "actors=40" and rec["runs"] == 3 and rec["tied"] == ["actors=4"]
     assert "actors=40 is 0.3% faster than actors=4; noise floor 7.4%: not told apart" in rec["text"]
@@ -278,11 +388,15 @@ def test_findings_and_the_html_use_the_median_per_configuration_and_show_the_spr
 
 # --- the command line: refusals before any run, and a real sweep with repeats ---
 
+
 @pytest.mark.e2e
-@pytest.mark.parametrize("args, message", [
-    (["-m", "actors=2,4", "repeats=3", "seed=1,2"], "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
-    (["repeats=3"], "repeats=3 runs every configuration 3 times as one sweep: add -m"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-m", "actors=2,4", "repeats=3", "seed=1,2"], "seed: 2 values (1,2) but repeats=3: give 3 seeds or one"),
+        (["repeats=3"], "repeats=3 runs every configuration 3 times as one sweep: add -m"),
+    ],
+)
 def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
     out = rlbench_cli(args + CARTPOLE_TINY + store["overrides"], timeout=60)
     assert out.returncode == 2 and message in out.stderr, out.stderr[-2000:]
@@ -291,32 +405,50 @@ def test_the_command_refuses_bad_repeats_before_any_run(store, args, message):
 
 @pytest.mark.e2e
 def test_a_sweep_with_repeats_records_each_run_and_summarises_each_configuration(store):
-    out = main_in_process(["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2",
-                           *store["overrides"]])
+    out = main_in_process(
+        ["-m", "actors=2,4", "repeats=2", *CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", *store["overrides"]]
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = [r for r in all_runs if r.data.tags.get("rlbench.role") == "sweep"]
-    kids = sorted((r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
-                  key=lambda r: r.info.run_name)
+    kids = sorted(
+        (r for r in all_runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
+        key=lambda r: r.info.run_name,
+    )
     assert parent.info.run_name == "sweep actors=2,4 repeats=2" and parent.data.params["repeats"] == "2"
-    assert [k.info.run_name for k in kids] == ["actors=2 seed=1", "actors=2 seed=10001", "actors=4 seed=1",
-                                               "actors=4 seed=10001"]
+    assert [k.info.run_name for k in kids] == [
+        "actors=2 seed=1",
+        "actors=2 seed=10001",
+        "actors=4 seed=1",
+        "actors=4 seed=10001",
+    ]
     assert [(k.data.tags["repeat_group"], k.data.tags["repeat"], k.data.tags["repeats"]) for k in kids] == [
-        ("actors=2", "0", "2"), ("actors=2", "1", "2"), ("actors=4", "0", "2"), ("actors=4", "1", "2")]
+        ("actors=2", "0", "2"),
+        ("actors=2", "1", "2"),
+        ("actors=4", "0", "2"),
+        ("actors=4", "1", "2"),
+    ]
     assert all("repeats" not in k.data.params and k.info.status == "FINISHED" for k in kids)
     assert len({k.data.tags["config_hash"] for k in kids}) == 4  # each repeat is its own work (its seed)
     assert "[rlbench sweep] per configuration, median (min..max, n) of its finished runs:" in out.stdout
     assert re.search(r"actors=2\s+2 FINISHED\s+[\d.]+ \([\d.]+\.\.[\d.]+, n=2\)", out.stdout), out.stdout[-2000:]
     arts = [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)]
     assert "summary_configs.csv" in arts and "summary.csv" in arts
-    medians = {g: statistics.median(k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g)
-               for g in ("actors=2", "actors=4")}
+    medians = {
+        g: statistics.median(k.data.metrics["runtime_s"] for k in kids if k.data.tags["repeat_group"] == g)
+        for g in ("actors=2", "actors=4")
+    }
     assert parent.data.metrics["best/runtime_s"] == pytest.approx(min(medians.values()), rel=1e-5)
-    view = mlflow.MlflowClient().get_experiment(parent.info.experiment_id).tags[
-        f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"]  # the address the sweep prints
+    view = (
+        mlflow.MlflowClient()
+        .get_experiment(parent.info.experiment_id)
+        .tags[f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"]
+    )  # the address the sweep prints
     state = json.loads(view)
-    assert state["groupBy"] == {"aggregateFunction": "average",
-                                "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
+    assert state["groupBy"] == {
+        "aggregateFunction": "average",
+        "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}],
+    }
     assert "params.`actors`" in state["selectedColumns"] and "params.`seed`" not in state["selectedColumns"]
     assert next(c for c in state["selectedColumns"] if c.startswith("tags.")) == "tags.`verdict`"
     # each run tagged with its configuration's verdict: the one rule over the runs' logged values

@@ -8,14 +8,27 @@ from rlbench.tracking.study_records import JobRun, Study
 
 OPS = {"op_frac/actors/env_step": 0.2, "op_frac/actors/inference": 0.7, "op_frac/actors/other": 0.1}
 # actor hosts -> (fps, runtime_s, learner_share): more hosts help until 4, then the learner holds the task
-RUNS = {1: (1000.0, 400.0, 0.25), 2: (2000.0, 200.0, 0.5), 4: (3600.0, 111.0, 0.9), 8: (3800.0, 105.0, 0.95),
-        16: (3850.0, 104.0, 0.96)}
+RUNS = {
+    1: (1000.0, 400.0, 0.25),
+    2: (2000.0, 200.0, 0.5),
+    4: (3600.0, 111.0, 0.9),
+    8: (3800.0, 105.0, 0.95),
+    16: (3850.0, 104.0, 0.96),
+}
 
 
 def _study(axis="actor_hosts") -> Study:
-    jobs = [JobRun(f"r{h}", f"{axis}={h}", "FINISHED", {axis: str(h), "actors": "64", "env.frameskip": "4"},
-                   {"fps": fps, "runtime_s": rt, "frames": 400_000.0, "learner_share": share, **OPS}, {})
-            for h, (fps, rt, share) in RUNS.items()]
+    jobs = [
+        JobRun(
+            f"r{h}",
+            f"{axis}={h}",
+            "FINISHED",
+            {axis: str(h), "actors": "64", "env.frameskip": "4"},
+            {"fps": fps, "runtime_s": rt, "frames": 400_000.0, "learner_share": share, **OPS},
+            {},
+        )
+        for h, (fps, rt, share) in RUNS.items()
+    ]
     return Study("sweep", "scale-out", "p", {"host": "h"}, jobs, [])
 
 

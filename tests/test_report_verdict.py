@@ -42,8 +42,10 @@ def test_a_knee_where_more_actors_only_slow_the_task_says_so():
     k = knee({40: 72.8, 256: 86.1}, share=0.10, fps={40: 3393.0, 256: 3401.0})  # the main command on 2 cores
     assert k.actors == 40 and "no larger actor count shortens the task" in k.text
     # no claim about the learner; one run each: the spread is unknown, and the text says so
-    assert k.text.endswith("at 256 actors: actors' fps +0.2%, task +18.3%; noise floor unknown: one run per "
-                           "configuration; rerun with repeats=3 to tell")
+    assert k.text.endswith(
+        "at 256 actors: actors' fps +0.2%, task +18.3%; noise floor unknown: one run per "
+        "configuration; rerun with repeats=3 to tell"
+    )
 
 
 def test_knee_share_is_configurable():
@@ -53,16 +55,25 @@ def test_knee_share_is_configurable():
 
 
 def _ops(env, inf, rate, other, **extra):
-    return {"op_frac/actors/env_step": env, "op_frac/actors/inference": inf, "op_frac/actors/rate_limited": rate,
-            "op_frac/actors/other": other, "op_frac/learner/wait": 0.5, **extra}
+    return {
+        "op_frac/actors/env_step": env,
+        "op_frac/actors/inference": inf,
+        "op_frac/actors/rate_limited": rate,
+        "op_frac/actors/other": other,
+        "op_frac/learner/wait": 0.5,
+        **extra,
+    }
 
 
-@pytest.mark.parametrize("ops, kind", [
-    (_ops(0.7, 0.2, 0.05, 0.05), "environment stepping"),
-    (_ops(0.2, 0.7, 0.05, 0.05), "inference"),
-    (_ops(0.1, 0.2, 0.6, 0.1), "learner"),
-    (_ops(0.1, 0.2, 0.1, 0.6), "waiting"),
-])
+@pytest.mark.parametrize(
+    "ops, kind",
+    [
+        (_ops(0.7, 0.2, 0.05, 0.05), "environment stepping"),
+        (_ops(0.2, 0.7, 0.05, 0.05), "inference"),
+        (_ops(0.1, 0.2, 0.6, 0.1), "learner"),
+        (_ops(0.1, 0.2, 0.1, 0.6), "waiting"),
+    ],
+)
 def test_bound_from_the_actors_time(ops, kind):
     # Actors stepped the whole runtime: 1e6 frames at 1e4 fps in 100 s.
     b = bottleneck(ops | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
@@ -73,18 +84,23 @@ def test_bound_from_the_actors_time(ops, kind):
 def test_inference_blocked_on_a_full_unroll_queue_counts_as_the_learner():
     # SEED's coupling: 94% of the actors' time in the inference call, 46% of that blocked on the
     # queue (the main command's 40-actor job): 0.43 of their time waited on the learner, 0.51 inferred
-    b = bottleneck(_ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.462})
-                   | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
+    b = bottleneck(
+        _ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.462})
+        | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4}
+    )
     assert b.kind == "inference" and b.share == pytest.approx(0.94 * (1 - 0.462))
-    b = bottleneck(_ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.644})
-                   | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4})
+    b = bottleneck(
+        _ops(0.06, 0.94, 0.0, 0.0, **{"op_frac/inference/queue_full_wait": 0.644})
+        | {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4}
+    )
     assert b.kind == "learner" and b.share == pytest.approx(0.94 * 0.644) and "full unroll queue" in b.text
 
 
 def test_learner_tail_bounds_the_task():
     # Actors done after 20 s of 100 s: the learner's updates set the runtime.
-    b = bottleneck(_ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4,
-                                                  "learner_updates": 15.0})
+    b = bottleneck(
+        _ops(0.8, 0.1, 0.05, 0.05) | {"runtime_s": 100.0, "frames": 2e5, "fps": 1e4, "learner_updates": 15.0}
+    )
     assert b.kind == "learner" and b.share == pytest.approx(0.8) and "20.0 s of 100.0 s" in b.text
 
 
@@ -108,9 +124,11 @@ def test_bound_unknown_without_breakdown():
 
 
 def test_recommend_trades_a_little_time_for_energy():
-    jobs = [{"name": "a", "ratio": 0.5, "runtime_s": 100.0, "fps": 1000.0, "energy_j": 900.0},
-            {"name": "b", "ratio": 1.0, "runtime_s": 104.0, "fps": 970.0, "energy_j": 600.0},
-            {"name": "c", "ratio": 2.0, "runtime_s": 125.0, "fps": 800.0, "energy_j": 400.0}]
+    jobs = [
+        {"name": "a", "ratio": 0.5, "runtime_s": 100.0, "fps": 1000.0, "energy_j": 900.0},
+        {"name": "b", "ratio": 1.0, "runtime_s": 104.0, "fps": 970.0, "energy_j": 600.0},
+        {"name": "c", "ratio": 2.0, "runtime_s": 125.0, "fps": 800.0, "energy_j": 400.0},
+    ]
     rec = recommend(jobs, tolerance=0.05)
     assert rec.name == "b" and rec.ratio == 1.0 and rec.energy_j == 600.0 and "task in 104.0 s" in rec.text
     assert recommend(jobs, tolerance=0.0).name == "a"
@@ -118,25 +136,33 @@ def test_recommend_trades_a_little_time_for_energy():
 
 def test_recommend_without_energy_takes_the_shortest_task_and_says_so():
     # b has the higher fps, but a finishes the task first (the learner tail decides).
-    jobs = [{"name": "a", "ratio": 2.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
-            {"name": "b", "ratio": 1.0, "runtime_s": 60.0, "fps": 1000.0, "energy_j": None}]
+    jobs = [
+        {"name": "a", "ratio": 2.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
+        {"name": "b", "ratio": 1.0, "runtime_s": 60.0, "fps": 1000.0, "energy_j": None},
+    ]
     rec = recommend(jobs)
     assert rec.name == "a" and rec.energy_j is None and "not measured" in rec.text
     assert recommend([]) is None
 
 
 def test_recommend_names_what_differs_when_every_job_has_the_same_ratio():
-    jobs = [{"name": "algo=r2d2", "ratio": 1.0, "runtime_s": 160.0, "fps": 6000.0, "energy_j": None},
-            {"name": "algo=vtrace", "ratio": 1.0, "runtime_s": 67.0, "fps": 3200.0, "energy_j": None}]
+    jobs = [
+        {"name": "algo=r2d2", "ratio": 1.0, "runtime_s": 160.0, "fps": 6000.0, "energy_j": None},
+        {"name": "algo=vtrace", "ratio": 1.0, "runtime_s": 67.0, "fps": 3200.0, "energy_j": None},
+    ]
     rec = recommend(jobs)
     assert rec.text.startswith("algo=vtrace: task in 67.0 s") and "CPU/GPU ratio 1 (" not in rec.text
-    assert rec.text.endswith("every job ran at CPU/GPU ratio 1, so this comparison picks no ratio; "
-                             "noise floor unknown: one run per configuration; rerun with repeats=3 to tell")
+    assert rec.text.endswith(
+        "every job ran at CPU/GPU ratio 1, so this comparison picks no ratio; "
+        "noise floor unknown: one run per configuration; rerun with repeats=3 to tell"
+    )
 
 
 def test_recommend_without_a_gpu_names_no_ratio():
-    jobs = [{"name": "actors=8", "ratio": 1.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
-            {"name": "actors=4", "ratio": 1.0, "runtime_s": 60.0, "fps": 500.0, "energy_j": None}]
+    jobs = [
+        {"name": "actors=8", "ratio": 1.0, "runtime_s": 30.0, "fps": 900.0, "energy_j": None},
+        {"name": "actors=4", "ratio": 1.0, "runtime_s": 60.0, "fps": 500.0, "energy_j": None},
+    ]
     rec = recommend(jobs, ratios=False)
     assert rec.text.startswith("actors=8: task in 30.0 s, 900 fps") and "CPU/GPU ratio" not in rec.text
 
@@ -151,7 +177,8 @@ def test_study_rule_on_a_dgx1_like_host():
     assert "not evaluated" in study_rule(None, 80, "SM", [])
     assert "spread" not in text  # medians of repeats: said as measured
     assert study_rule(40, 80, "SM", [(0.5, 100.0), (1.0, 150.0)], single_run=True).endswith(
-        "(the rule does not hold here); noise floor unknown: one run per configuration; rerun with repeats=3 to tell")
+        "(the rule does not hold here); noise floor unknown: one run per configuration; rerun with repeats=3 to tell"
+    )
 
 
 def test_pareto_front():
@@ -180,16 +207,35 @@ def test_one_bound_line_per_configuration_from_its_runs_median_shares_saying_whe
     from rlbench.tracking.study_records import JobRun
 
     task = {"runtime_s": 100.0, "frames": 1e6, "fps": 1e4}
-    runs = [("a", _ops(0.2, 0.7, 0.05, 0.05)), ("a", _ops(0.3, 0.6, 0.05, 0.05)), ("a", _ops(0.1, 0.2, 0.6, 0.1)),
-            ("b", _ops(0.7, 0.2, 0.05, 0.05)), ("b", _ops(0.6, 0.3, 0.05, 0.05)), ("c", _ops(0.1, 0.2, 0.1, 0.6))]
-    jobs = [JobRun(f"r{i}", f"{c} #{i}", "FINISHED", {}, ops | task, {}, {"repeat_group": c})
-            for i, (c, ops) in enumerate(runs)]
+    runs = [
+        ("a", _ops(0.2, 0.7, 0.05, 0.05)),
+        ("a", _ops(0.3, 0.6, 0.05, 0.05)),
+        ("a", _ops(0.1, 0.2, 0.6, 0.1)),
+        ("b", _ops(0.7, 0.2, 0.05, 0.05)),
+        ("b", _ops(0.6, 0.3, 0.05, 0.05)),
+        ("c", _ops(0.1, 0.2, 0.1, 0.6)),
+    ]
+    jobs = [
+        JobRun(f"r{i}", f"{c} #{i}", "FINISHED", {}, ops | task, {}, {"repeat_group": c})
+        for i, (c, ops) in enumerate(runs)
+    ]
     bounds = config_bounds(jobs)
     assert list(bounds) == ["a", "b", "c"]  # one per configuration, not per run
     assert bounds["a"]["kind"] == "inference" and bounds["a"]["share"] == pytest.approx(0.6)  # median inference share
-    assert bounds["a"]["text"].endswith("; median shares of its 3 runs; its runs disagree: inference in 2, learner in 1")
+    assert bounds["a"]["text"].endswith(
+        "; median shares of its 3 runs; its runs disagree: inference in 2, learner in 1"
+    )
     assert bounds["b"]["text"].endswith("; median shares of its 2 runs")  # they agree: nothing more to say
     assert bounds["c"]["kind"] == "waiting" and "median shares" not in bounds["c"]["text"]  # one run
-    lines = verdict_lines({"knee": {}, "bottleneck": {}, "bound_per_config": bounds, "recommendation": None,
-                           "study_rule": "rule", "not_finished": [], "missing": []})
+    lines = verdict_lines(
+        {
+            "knee": {},
+            "bottleneck": {},
+            "bound_per_config": bounds,
+            "recommendation": None,
+            "study_rule": "rule",
+            "not_finished": [],
+            "missing": [],
+        }
+    )
     assert [ln.split(":")[0] for ln in lines if ln.startswith("bound")] == ["bound (a)", "bound (b)", "bound (c)"]

@@ -77,10 +77,15 @@ def fake_torch(sms=132, major=9, initialized=False):
     props = SimpleNamespace(multi_processor_count=sms, major=major, name="Fake H100")
     # autograd is torch's own, its tensors on the CPU: there the backward runs in the calling
     # thread, which stands for the CUDA device's autograd thread
-    return SimpleNamespace(cuda=FakeCuda(props, initialized), get_num_threads=torch.get_num_threads,
-                           set_num_threads=torch.set_num_threads, autograd=torch.autograd,
-                           inference_mode=torch.inference_mode, enable_grad=torch.enable_grad,
-                           zeros=lambda *shape, device=None, **kw: torch.zeros(*shape, **kw))
+    return SimpleNamespace(
+        cuda=FakeCuda(props, initialized),
+        get_num_threads=torch.get_num_threads,
+        set_num_threads=torch.set_num_threads,
+        autograd=torch.autograd,
+        inference_mode=torch.inference_mode,
+        enable_grad=torch.enable_grad,
+        zeros=lambda *shape, device=None, **kw: torch.zeros(*shape, **kw),
+    )
 
 
 def limit(sm_limit, backend="green_context", torch_mod=None, **kw):
@@ -99,8 +104,10 @@ def test_study_ratios():
         cpu_gpu_ratio(0, 8)
 
 
-@pytest.mark.parametrize("requested, major, granted", [(132, 9, 132), (66, 9, 72), (32, 9, 32), (1, 9, 8),
-                                                       (5, 8, 6), (1, 8, 4), (3, 7, 4), (130, 9, 132)])
+@pytest.mark.parametrize(
+    "requested, major, granted",
+    [(132, 9, 132), (66, 9, 72), (32, 9, 32), (1, 9, 8), (5, 8, 6), (1, 8, 4), (3, 7, 4), (130, 9, 132)],
+)
 def test_green_context_granularity(requested, major, granted):
     assert granted_sms(requested, 132, major) == granted
 
@@ -112,7 +119,11 @@ def test_cpu_limit_caps_and_restores_intra_op_threads():
     torch.set_num_threads(3)
     try:
         limit = ComputeLimit(1, torch.device("cpu"))
-        assert (limit.grant.compute_unit, limit.grant.granted, limit.grant.total) == ("cpu_thread", 1, len(usable_cpus()))
+        assert (limit.grant.compute_unit, limit.grant.granted, limit.grant.total) == (
+            "cpu_thread",
+            1,
+            len(usable_cpus()),
+        )
         with limit:
             assert torch.get_num_threads() == 1
         assert torch.get_num_threads() == 3
@@ -130,8 +141,12 @@ def test_green_context_is_current_in_role_threads(monkeypatch):
 
     monkeypatch.setattr(gc, "GreenContext", FakeGreenContext)
     limit_ = limit(16)
-    assert (limit_.grant.backend, limit_.grant.requested, limit_.grant.granted, limit_.grant.total) == \
-        ("green_context", 16, 16, 132)
+    assert (limit_.grant.backend, limit_.grant.requested, limit_.grant.granted, limit_.grant.total) == (
+        "green_context",
+        16,
+        16,
+        132,
+    )
     seen = []
 
     class Role:
@@ -241,18 +256,31 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
     from tests.conftest import CARTPOLE_TINY, runs
 
     for n in (1, 2):
-        cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", f"sm_limit={n}", "progress=log", "device=cpu",  # a CUDA host too
-                           "telemetry.enabled=false", *store["overrides"]])
+        cfg = compose_cfg(
+            [
+                *CARTPOLE_TINY,
+                "actors=2",
+                f"sm_limit={n}",
+                "progress=log",
+                "device=cpu",  # a CUDA host too
+                "telemetry.enabled=false",
+                *store["overrides"],
+            ]
+        )
         final = run_job(cfg, overrides=[f"sm_limit={n}"])
         assert final["learner_intra_op_threads"] == n
         assert final["sm_granted"] == n and final["cpu_gpu_ratio"] == pytest.approx(1 / n)
     by_name = {r.info.run_name: r for r in runs(store["uri"])}
-    assert by_name["sm_limit=2"].data.metrics["cpu_gpu_ratio"] == 0.5 and "cpu_gpu_ratio" not in by_name[
-        "sm_limit=2"].data.params  # a metric, not also a param
+    assert (
+        by_name["sm_limit=2"].data.metrics["cpu_gpu_ratio"] == 0.5
+        and "cpu_gpu_ratio" not in by_name["sm_limit=2"].data.params
+    )  # a metric, not also a param
     assert by_name["sm_limit=2"].data.tags["compute_unit"] == "cpu_thread"
     # telemetry off: the energy a sweep's table leaves empty says why (not "no reason logged")
     assert "energy_per_task_j: telemetry.enabled=false" in by_name["sm_limit=2"].data.tags["unmeasured"]
-    assert final.get("energy_per_task_j") is None and "telemetry.enabled=false" in final["unmeasured"]["energy_per_task_j"]
+    assert (
+        final.get("energy_per_task_j") is None and "telemetry.enabled=false" in final["unmeasured"]["energy_per_task_j"]
+    )
 
 
 def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_cfg, monkeypatch):

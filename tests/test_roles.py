@@ -44,6 +44,7 @@ WAIT_S = 5.0  # upper bound for any Event wait; the awaited things happen in mil
 
 # --- central inference: the per-env recurrent state -----------------------------------------
 
+
 class _AddNet(torch.nn.Module):
     """A recurrent net that ignores `done` (so only inference can zero the state it uses):
     h' = h + obs, c' = c + 2 obs (c is [B, 1, 2]: a state tensor of more than two dims),
@@ -92,8 +93,9 @@ def _add_net_server():
 
 
 def _step(ids, obs, done) -> StepBatch:
-    return StepBatch(np.asarray(ids), np.asarray(obs, np.float32), np.zeros(len(ids), np.float32),
-                     np.asarray(done, bool))
+    return StepBatch(
+        np.asarray(ids), np.asarray(obs, np.float32), np.zeros(len(ids), np.float32), np.asarray(done, bool)
+    )
 
 
 # env 1 continues with obs [1, 1]; env 0 starts an episode with obs [1, 2]; env 2 does not step
@@ -150,8 +152,14 @@ def _drive(server: InferenceServer, steps: int, seed: int) -> int:
         done = (rng.random(len(ids)) < 0.15) | ~started[ids]
         started[ids] = True
         dones += int(done.sum())
-        server.step(StepBatch(ids, rng.normal(size=(len(ids), *OBS)).astype(np.float32),
-                              rng.normal(size=len(ids)).astype(np.float32), done))
+        server.step(
+            StepBatch(
+                ids,
+                rng.normal(size=(len(ids), *OBS)).astype(np.float32),
+                rng.normal(size=len(ids)).astype(np.float32),
+                done,
+            )
+        )
     return dones
 
 
@@ -179,8 +187,12 @@ def test_r2d2_stores_the_state_before_step_0_so_its_burn_in_reproduces_inference
     held before step burn_in and burns in from step 0 with it (agents/r2d2/learner.py:362-369,
     826-830): the last assertion shows that alignment does not give inference's Q values.
     docs/r2d2.md, "Decisions where rlbench differs"."""
-    algo = R2D2Schema(burn_in=3, seq_len=4, n_step=2, network=R2D2NetworkConfig(
-        torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8))
+    algo = R2D2Schema(
+        burn_in=3,
+        seq_len=4,
+        n_step=2,
+        network=R2D2NetworkConfig(torso="mlp", mlp_hidden=8, lstm_hidden=8, head_hidden=8),
+    )
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     torch.manual_seed(1)
     acting = R2D2Net(OBS, ACTIONS, algo.network)
@@ -235,6 +247,7 @@ def test_vtrace_unroll_from_the_stored_state_reproduces_the_behaviour_logits(one
 
 
 # --- the runner: stop and error paths ---------------------------------------------------------
+
 
 class _WaitingRole:
     """Runs until `stop` (or WAIT_S); records whether it saw stop and that it returned."""
@@ -350,7 +363,9 @@ def test_runner_ticks_carry_the_seconds_since_the_task_started_and_their_whole_s
     """The step is the tick's whole seconds and `task_elapsed_s` the same seconds unrounded: the
     chart view draws the window/* series over it (rlbench/tracking/views.py window_cards)."""
     ticks = []
-    run_roles(_FakeTrainer([_TimedRole("actors", 1.6)]), lambda metrics, step: ticks.append((metrics, step)), tick_s=0.5)
+    run_roles(
+        _FakeTrainer([_TimedRole("actors", 1.6)]), lambda metrics, step: ticks.append((metrics, step)), tick_s=0.5
+    )
     assert len(ticks) >= 1 and [step for _, step in ticks] == sorted(step for _, step in ticks)
     for metrics, step in ticks:
         assert metrics["fps"] == 0.0 and step == int(metrics["task_elapsed_s"]) and metrics["task_elapsed_s"] >= 0.5
@@ -364,18 +379,26 @@ def test_windowed_fps_is_logged_only_for_windows_the_actors_stepped_throughout()
     from rlbench.roles.runner import Window
     from rlbench.train.trainer import Trainer
 
-    actors = types.SimpleNamespace(steps=0, frameskip=4, frames=0, stepping_since=None, done=threading.Event(),
-                                   fault_metrics=dict)
-    trainer = types.SimpleNamespace(actors=actors, learner=None, updates=lambda: 0,
-                                    parts=types.SimpleNamespace(metrics=lambda final: {}),
-                                    inference=types.SimpleNamespace(stats=dict))
+    actors = types.SimpleNamespace(
+        steps=0, frameskip=4, frames=0, stepping_since=None, done=threading.Event(), fault_metrics=dict
+    )
+    trainer = types.SimpleNamespace(
+        actors=actors,
+        learner=None,
+        updates=lambda: 0,
+        parts=types.SimpleNamespace(metrics=lambda final: {}),
+        inference=types.SimpleNamespace(stats=dict),
+    )
+
     def fps(window, now, stepping_since, steps):
         actors.stepping_since, actors.steps = stepping_since, steps
         return Trainer.step_metrics(trainer, window, now).get("window/fps")
 
     window = Window(0.0)
-    logged = [fps(window, now, since, steps) for now, since, steps in
-              ((1.0, None, 0), (2.0, 1.6, 0), (3.0, 1.6, 50), (4.0, 1.6, 150))]
+    logged = [
+        fps(window, now, since, steps)
+        for now, since, steps in ((1.0, None, 0), (2.0, 1.6, 0), (3.0, 1.6, 50), (4.0, 1.6, 150))
+    ]
     assert logged == [None, None, 200.0, 400.0]  # the reset ended at 1.6 s: 0.4 s of its window stepped
     assert fps(Window(0.0), 1.0, 0.25, 30) == pytest.approx(30 * 4 / 0.75)  # 0.75 s of it stepped
     actors.done.set()
@@ -431,21 +454,30 @@ def test_a_runner_ended_otherwise_than_by_a_signal_waits_for_every_role(monkeypa
         raise JobPruned()
 
     with pytest.raises(JobPruned if end == "pruned" else TimeoutError):
-        run_roles(_FakeTrainer([busy, _WaitingRole("learner")]), pruned if end == "pruned" else lambda m, s: None,
-                  tick_s=0.01, max_runtime_s=0.0 if end == "pruned" else 0.05)
+        run_roles(
+            _FakeTrainer([busy, _WaitingRole("learner")]),
+            pruned if end == "pruned" else lambda m, s: None,
+            tick_s=0.01,
+            max_runtime_s=0.0 if end == "pruned" else 0.05,
+        )
     assert busy.stop_seen is True  # it returned (after the stop) before run_roles did
 
 
 # --- V-trace's FIFO of unrolls ----------------------------------------------------------------
+
 
 def _unrolls(first: int, k: int, length: int = 3) -> Sequences:
     """k unrolls numbered first .. first + k - 1; every field carries the unroll's number."""
     n = np.arange(first, first + k)
     per_step = np.repeat(n[:, None], length, axis=1)
     return Sequences(
-        frames=per_step[..., None].astype(np.float32), head=np.zeros((k, 0, 1), np.float32),
-        action=per_step.copy(), prev_action=per_step + 1, reward=per_step.astype(np.float32),
-        done=per_step % 2 == 0, agent_out=np.repeat(per_step[..., None], 2, axis=2).astype(np.float32),
+        frames=per_step[..., None].astype(np.float32),
+        head=np.zeros((k, 0, 1), np.float32),
+        action=per_step.copy(),
+        prev_action=per_step + 1,
+        reward=per_step.astype(np.float32),
+        done=per_step % 2 == 0,
+        agent_out=np.repeat(per_step[..., None], 2, axis=2).astype(np.float32),
         state=np.repeat(n[:, None], 4, axis=1).astype(np.float32),
     )
 
@@ -512,6 +544,7 @@ def test_unroll_queue_is_full_at_capacity():
 
 # --- the actors' flow control -----------------------------------------------------------------
 
+
 class _FakeEnv:
     frameskip = 1
 
@@ -573,9 +606,15 @@ def test_actors_wait_in_rate_limited_and_do_not_step_while_may_step_is_false():
 
 # --- the generic learner loop -----------------------------------------------------------------
 
+
 class _Learner(LearnerLoop):
-    def __init__(self, update_target: int, data: threading.Event | None = None, exhausted_after: int | None = None,
-                 fail: bool = False):
+    def __init__(
+        self,
+        update_target: int,
+        data: threading.Event | None = None,
+        exhausted_after: int | None = None,
+        fail: bool = False,
+    ):
         super().__init__(update_target, threading.Event())
         self.data, self.exhausted_after, self.fail = data, exhausted_after, fail
         self.polls = 0
@@ -654,8 +693,15 @@ def test_the_actors_end_wakes_a_learner_that_waits_for_it():
     learner = _Learner(update_target=1, data=threading.Event())
     learner.stop_check_s = 60.0
     learner.may_update = lambda: learner.actors_done.is_set()
-    role = ActorRole(_FakeEnv(), _FakeInference(notify_after=10**9), num_actors=2, frame_target=6, seed=0,
-                     done=learner.actors_done, on_done=learner.wakeup.ring)
+    role = ActorRole(
+        _FakeEnv(),
+        _FakeInference(notify_after=10**9),
+        num_actors=2,
+        frame_target=6,
+        seed=0,
+        done=learner.actors_done,
+        on_done=learner.wakeup.ring,
+    )
     thread = _start(learner, stop)
     try:
         wait_until(lambda: learner.timer.open is not None, WAIT_S, "the learner asleep in op wait")
@@ -667,9 +713,14 @@ def test_the_actors_end_wakes_a_learner_that_waits_for_it():
         thread.join(WAIT_S)
 
 
-@pytest.mark.parametrize("overrides, source", [(["algo=r2d2_vector"], "queue"),  # SEED's unroll queue
-                                               (["algo=r2d2_vector", "algo.coupling=free_running"], "replay"),
-                                               (["algo=vtrace_vector"], "queue")])
+@pytest.mark.parametrize(
+    "overrides, source",
+    [
+        (["algo=r2d2_vector"], "queue"),  # SEED's unroll queue
+        (["algo=r2d2_vector", "algo.coupling=free_running"], "replay"),
+        (["algo=vtrace_vector"], "queue"),
+    ],
+)
 def test_a_jobs_learner_is_rung_by_what_it_waits_for(compose_cfg, overrides, source):
     """build_trainer's wiring: the learner's data (its queue, or replay under the free couplings)
     and the actors' end ring its wakeup."""

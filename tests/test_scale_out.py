@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -28,9 +29,16 @@ from tests.servers import PG_PASSWORD, free_port
 # The tiniest real jobs. One intra-op thread each (sm_limit=1): several jobs share this host's
 # cores at once, and oversubscribed torch threads would make each take minutes, not seconds.
 TINY = [*CARTPOLE_TINY, "actors=2", "sm_limit=1", "progress=log", "telemetry.rate_hz=2"]
-SEARCH = [*(o for o in TINY if not o.startswith(("actors=", "sm_limit="))), "search=ratio", "search.objectives=[fps]",
-          "search.directions=[maximize]", "search.actors=[2,8]", "search.actor_threads=[1,1]",
-          "search.sm_limit=[1,1]", "search.workers=2"]
+SEARCH = [
+    *(o for o in TINY if not o.startswith(("actors=", "sm_limit="))),
+    "search=ratio",
+    "search.objectives=[fps]",
+    "search.directions=[maximize]",
+    "search.actors=[2,8]",
+    "search.actor_threads=[1,1]",
+    "search.sm_limit=[1,1]",
+    "search.workers=2",
+]
 
 
 def _children(all_runs, parent_id):
@@ -60,8 +68,19 @@ def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow
     # The report works unchanged against the server, and logs through it onto the parent.
     from rlbench.report.__main__ import main as report
 
-    assert report(["--sweep", parent.info.run_id, "--tracking-uri", mlflow_server.url, "--out",
-                   str(mlflow_server.artifacts.parent / "report")]) == 0
+    assert (
+        report(
+            [
+                "--sweep",
+                parent.info.run_id,
+                "--tracking-uri",
+                mlflow_server.url,
+                "--out",
+                str(mlflow_server.artifacts.parent / "report"),
+            ]
+        )
+        == 0
+    )
     assert "report/report.html" in [a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id, "report")]
     assert list(mlflow_server.artifacts.rglob("report.html"))
 
@@ -73,18 +92,35 @@ def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tm
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 1\n")
-    (bin_dir / "sbatch").write_text(f'#!/bin/sh\nfor a in "$@"; do [ -f "$a" ] && cp "$a" {tmp_path}/job.sh; done\n'
-                                    'echo "sbatch: error: no cluster (test stand-in)" >&2\nexit 1\n')
+    (bin_dir / "sbatch").write_text(
+        f'#!/bin/sh\nfor a in "$@"; do [ -f "$a" ] && cp "$a" {tmp_path}/job.sh; done\n'
+        'echo "sbatch: error: no cluster (test stand-in)" >&2\nexit 1\n'
+    )
     for f in bin_dir.iterdir():
         f.chmod(0o755)
-    args = ["-m", "hydra/launcher=slurm", "experiment=actor_sweep", "hydra.launcher.partition=debug",
-            "hydra.launcher.mem_gb=32", "hydra.launcher.timeout_min=30", "env=cartpole", "workload=smoke",
-            *store["overrides"]]
+    args = [
+        "-m",
+        "hydra/launcher=slurm",
+        "experiment=actor_sweep",
+        "hydra.launcher.partition=debug",
+        "hydra.launcher.mem_gb=32",
+        "hydra.launcher.timeout_min=30",
+        "env=cartpole",
+        "workload=smoke",
+        *store["overrides"],
+    ]
     out = main_in_process(args, extra_env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})  # submitit runs sbatch
     assert out.returncode == 1 and "no cluster (test stand-in)" in out.stderr, out.stderr[-2000:]  # a failed submission
     script = (tmp_path / "job.sh").read_text()
-    for line in ("--array=0-7%8", "--partition=debug", "--cpus-per-task=16", "--gpus-per-node=1", "--mem=32GB",
-                 "--time=30", "--job-name=rlbench"):
+    for line in (
+        "--array=0-7%8",
+        "--partition=debug",
+        "--cpus-per-task=16",
+        "--gpus-per-node=1",
+        "--mem=32GB",
+        "--time=30",
+        "--job-name=rlbench",
+    ):
         assert f"#SBATCH {line}\n" in script, line
     (parent,) = _by_role(runs(store["uri"]), "sweep")  # nothing ran: the parent says so
     assert parent.info.status == "FAILED"
@@ -92,8 +128,13 @@ def test_slurm_launcher_submits_an_array_with_the_configured_resources(store, tm
 
 def _worker(args: list[str], log: Path) -> psutil.Popen:
     with open(log, "w") as f:
-        return psutil.Popen([sys.executable, "-m", "rlbench", *args], cwd=ROOT, stdout=f, stderr=f,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "1"})
+        return psutil.Popen(
+            [sys.executable, "-m", "rlbench", *args],
+            cwd=ROOT,
+            stdout=f,
+            stderr=f,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "1"},
+        )
 
 
 def _wait(procs: list[psutil.Popen], timeout: float) -> list[int]:
@@ -107,6 +148,7 @@ def _wait(procs: list[psutil.Popen], timeout: float) -> list[int]:
 
 def _wait_for(ready, proc: psutil.Popen, log: Path, timeout: float = 180) -> None:
     """Until ready(); fails (with the worker's log) if the worker exits or `timeout` passes first."""
+
     def ready_or_dead() -> bool:
         if ready():
             return True
@@ -119,10 +161,8 @@ def _wait_for(ready, proc: psutil.Popen, log: Path, timeout: float = 180) -> Non
 def _kill_tree(proc: psutil.Popen) -> None:
     family = proc.children(recursive=True) + [proc]
     for p in family:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
     psutil.wait_procs(family, timeout=30)
 
 
@@ -133,7 +173,8 @@ def _check_runs_match_trials(study, server_url: str, experiment: str) -> None:
     kids = {r.info.run_id: r for r in _children(all_runs, parent.info.run_id)}
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert sorted(t.user_attrs["run_id"] for t in done) == sorted(
-        rid for rid, r in kids.items() if r.info.status == "FINISHED")
+        rid for rid, r in kids.items() if r.info.status == "FINISHED"
+    )
     for t in done:
         run = kids[t.user_attrs["run_id"]]
         assert run.data.tags["optuna_trial"] == str(t.number)
@@ -145,8 +186,14 @@ def _check_runs_match_trials(study, server_url: str, experiment: str) -> None:
 @pytest.mark.integration
 def test_two_search_workers_complete_exactly_n_trials(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_two_workers")
-    args = ["-m", *SEARCH, "search.n_trials=4", f"search.storage={storage}", "search.heartbeat_s=2",
-            *server_store["overrides"]]
+    args = [
+        "-m",
+        *SEARCH,
+        "search.n_trials=4",
+        f"search.storage={storage}",
+        "search.heartbeat_s=2",
+        *server_store["overrides"],
+    ]
     logs = [tmp_path / "worker0.log", tmp_path / "worker1.log"]
     procs = [_worker(args + [f"hydra.sweep.dir={tmp_path}/w{i}"], logs[i]) for i in range(2)]
     codes = _wait(procs, timeout=400)
@@ -170,7 +217,9 @@ class _FakeLauncher:
     def launch(self, overrides, initial_job_idx):
         from hydra.core.utils import JobReturn, JobStatus
 
-        time.sleep(self.rng.uniform(0.0, 0.2))  # not synchronisation: the fake job's work, so workers' claims interleave
+        time.sleep(
+            self.rng.uniform(0.0, 0.2)
+        )  # not synchronisation: the fake job's work, so workers' claims interleave
         if self.rng.random() < 0.2:
             return [JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("injected failure"))]
         return [JobReturn(status=JobStatus.COMPLETED, _return_value={"fps": self.rng.random(), "run_id": "r"})]
@@ -180,8 +229,16 @@ def _claiming_worker(storage: str, seed: int) -> None:
     from rlbench.config.schema import SearchConfig
     from rlbench.search import StudyLock, open_study, run_trials
 
-    s = SearchConfig(storage=storage, n_trials=12, objectives=["fps"], directions=["maximize"], workers=4,
-                     heartbeat_s=1, max_failures=100, sm_limit=[1, 1])
+    s = SearchConfig(
+        storage=storage,
+        n_trials=12,
+        objectives=["fps"],
+        directions=["maximize"],
+        workers=4,
+        heartbeat_s=1,
+        max_failures=100,
+        sm_limit=[1, 1],
+    )
     lock = StudyLock(storage, s.study)
     with lock:
         study = open_study(s)
@@ -213,17 +270,30 @@ def test_four_claiming_workers_stop_at_exactly_n_trials(postgres):
 @pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store, postgres, mlflow_server, tmp_path):
     storage = postgres.create_db("study_killed_worker")
-    args = ["-m", *SEARCH, "search.n_trials=2", f"search.storage={storage}", "search.heartbeat_s=1",
-            *server_store["overrides"]]
+    args = [
+        "-m",
+        *SEARCH,
+        "search.n_trials=2",
+        f"search.storage={storage}",
+        "search.heartbeat_s=1",
+        *server_store["overrides"],
+    ]
     # the victim's trial would run for hours: it is surely mid-trial when killed
-    victim = _worker(args + [f"hydra.sweep.dir={tmp_path}/victim", "workload.frames=400000000"], tmp_path / "victim.log")
+    victim = _worker(
+        args + [f"hydra.sweep.dir={tmp_path}/victim", "workload.frames=400000000"], tmp_path / "victim.log"
+    )
     survivor = None
     try:
-        _wait_for(lambda: "[rlbench search] trial" in (tmp_path / "victim.log").read_text(), victim, tmp_path / "victim.log")
+        _wait_for(
+            lambda: "[rlbench search] trial" in (tmp_path / "victim.log").read_text(), victim, tmp_path / "victim.log"
+        )
         # the victim holds one of the 2 slots: the survivor takes the other, then must wait for it
         survivor = _worker(args + [f"hydra.sweep.dir={tmp_path}/survivor"], tmp_path / "survivor.log")
-        _wait_for(lambda: any("frames" in p.read_text() for p in (tmp_path / "victim").rglob("__main__.log")),
-                  victim, tmp_path / "victim.log")
+        _wait_for(
+            lambda: any("frames" in p.read_text() for p in (tmp_path / "victim").rglob("__main__.log")),
+            victim,
+            tmp_path / "victim.log",
+        )
         _kill_tree(victim)  # mid-trial, no chance to clean up: its trial stays RUNNING, its heartbeat stops
         (code,) = _wait([survivor], timeout=300)
     finally:
@@ -235,8 +305,9 @@ def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store
     states = sorted(t.state.name for t in study.trials)
     assert states == ["COMPLETE", "COMPLETE", "FAIL"]
     (failed,) = [t for t in study.trials if t.state.name == "FAIL"]
-    retried = [t for t in study.trials
-               if optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) == failed.number]
+    retried = [
+        t for t in study.trials if optuna.storages.RetryFailedTrialCallback.retried_trial_number(t) == failed.number
+    ]
     assert len(retried) == 1 and retried[0].state.name == "COMPLETE" and retried[0].params == failed.params
     _check_runs_match_trials(study, mlflow_server.url, server_store["experiment"])
 
@@ -245,15 +316,25 @@ def test_worker_killed_mid_trial_is_retried_and_the_study_completes(server_store
 @pytest.mark.integration
 def test_tracking_server_down_no_job_started(tmp_path):
     down = f"http://mlflow:pw-xyz@127.0.0.1:{free_port()}"  # nothing listens there
-    common = [*TINY, f"tracking.uri={down}", "tracking.experiment=down", f"hydra.sweep.dir={tmp_path}/multirun",
-              f"hydra.run.dir={tmp_path}/out"]
-    for args in (["-m", "seed=1,2", *common], ["-m", *SEARCH[:-1], f"search.storage=sqlite:///{tmp_path}/o.db", *common],
-                 common):
+    common = [
+        *TINY,
+        f"tracking.uri={down}",
+        "tracking.experiment=down",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+        f"hydra.run.dir={tmp_path}/out",
+    ]
+    for args in (
+        ["-m", "seed=1,2", *common],
+        ["-m", *SEARCH[:-1], f"search.storage=sqlite:///{tmp_path}/o.db", *common],
+        common,
+    ):
         out = main_in_process(args)
         assert out.returncode == 2, out.stderr[-2000:]
         assert masked(down) in out.stderr and "not reachable" in out.stderr and "pw-xyz" not in out.stderr
-        assert out.stderr.startswith(f"rlbench: tracking.uri={masked(down)}: MLflow tracking server not reachable: "
-                                     "GET /health failed: [Errno 111] Connection refused; start it")
+        assert out.stderr.startswith(
+            f"rlbench: tracking.uri={masked(down)}: MLflow tracking server not reachable: "
+            "GET /health failed: [Errno 111] Connection refused; start it"
+        )
     assert not (tmp_path / "multirun").exists()  # no Hydra job of the sweep or search began
     assert not (tmp_path / "o.db").exists() and not (tmp_path / "out").exists()  # the single run: refused before Hydra
 
@@ -264,7 +345,9 @@ def test_study_storage_down_no_job_started(server_store, postgres, mlflow_server
     storage = postgres.url("no_such_db")
     out = main_in_process(["-m", *SEARCH, f"search.storage={storage}", *server_store["overrides"]])
     assert out.returncode == 2, out.stderr[-2000:]
-    assert masked(storage) in out.stderr and PG_PASSWORD not in out.stderr and '"no_such_db" does not exist' in out.stderr
+    assert (
+        masked(storage) in out.stderr and PG_PASSWORD not in out.stderr and '"no_such_db" does not exist' in out.stderr
+    )
     assert runs(mlflow_server.url, server_store["experiment"]) == []
     assert not (tmp_path / "multirun").exists()
 
@@ -296,11 +379,15 @@ def test_preflight_names_the_url_masks_the_password_and_says_what_failed(tmp_pat
     port = free_port()
     with pytest.raises(PreflightError) as e:
         check(storage=f"postgresql+psycopg2://bob:hunter2@127.0.0.1:{port}/optuna")
-    assert str(e.value).startswith(f"search.storage=postgresql+psycopg2://bob:***@127.0.0.1:{port}/optuna: "
-                                   "an Optuna study storage not reachable: connect failed")
+    assert str(e.value).startswith(
+        f"search.storage=postgresql+psycopg2://bob:***@127.0.0.1:{port}/optuna: "
+        "an Optuna study storage not reachable: connect failed"
+    )
     assert "hunter2" not in str(e.value)
-    with pytest.raises(PreflightError, match=f"tracking.uri=http://127.0.0.1:{port}: MLflow tracking server not "
-                                             "reachable: GET /health failed"):
+    with pytest.raises(
+        PreflightError,
+        match=f"tracking.uri=http://127.0.0.1:{port}: MLflow tracking server not reachable: GET /health failed",
+    ):
         check(f"http://127.0.0.1:{port}")
 
 

@@ -13,8 +13,15 @@ import pytest
 from rlbench.search import objective_values, recommend
 from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 
-TINY = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", "telemetry.cpu_tdp_w=50",
-        "search.actors=[2,8]", "search.actor_threads=[1,1]", "search.sm_limit=[1,2]"]
+TINY = [
+    *CARTPOLE_TINY,
+    "progress=log",
+    "telemetry.rate_hz=2",
+    "telemetry.cpu_tdp_w=50",
+    "search.actors=[2,8]",
+    "search.actor_threads=[1,1]",
+    "search.sm_limit=[1,2]",
+]
 
 
 def _search(store, tmp_path, n, *extra, timeout=600, base=TINY, command=None):
@@ -56,22 +63,47 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
 
 def test_an_objective_the_job_cannot_produce_is_refused_before_the_first_trial(store, tmp_path, rlbench_main):
     """learner=false logs no learner_updates_per_s: every trial would FAIL; refused instead, naming it."""
-    out = _search(store, tmp_path, 1, "search.objectives=[fps,learner_updates_per_s]",
-                  "search.directions=[maximize,maximize]", "learner=false", command=rlbench_main)
+    out = _search(
+        store,
+        tmp_path,
+        1,
+        "search.objectives=[fps,learner_updates_per_s]",
+        "search.directions=[maximize,maximize]",
+        "learner=false",
+        command=rlbench_main,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "'learner_updates_per_s' cannot be produced by this job on this host: learner=false runs no learner" \
+    assert (
+        "'learner_updates_per_s' cannot be produced by this job on this host: learner=false runs no learner"
         in out.stderr
+    )
     assert not (tmp_path / "optuna.db").exists() and runs(store["uri"]) == []
 
 
 @pytest.mark.e2e
 def test_failing_trials_are_fail_and_the_study_completes(store, tmp_path):
     # a job that raises (time limit) is FAIL
-    out = _search(store, tmp_path, 1, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
-                  "workload.max_runtime_s=0.001", "search.max_failures=1", command=main_in_process)
+    out = _search(
+        store,
+        tmp_path,
+        1,
+        "search.objectives=[fps]",
+        "search.directions=[maximize]",
+        "search.study=second",
+        "workload.max_runtime_s=0.001",
+        "search.max_failures=1",
+        command=main_in_process,
+    )
     assert out.returncode == 1, out.stderr[-2000:]  # a search stopped by its failures (docs/usage.md)
-    out = _search(store, tmp_path, 2, "search.objectives=[fps]", "search.directions=[maximize]", "search.study=second",
-                  command=main_in_process)
+    out = _search(
+        store,
+        tmp_path,
+        2,
+        "search.objectives=[fps]",
+        "search.directions=[maximize]",
+        "search.study=second",
+        command=main_in_process,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     second = optuna.load_study(study_name="second", storage=f"sqlite:///{tmp_path}/optuna.db")
     assert _states(second) == ["COMPLETE", "COMPLETE", "FAIL"]
@@ -80,8 +112,15 @@ def test_failing_trials_are_fail_and_the_study_completes(store, tmp_path):
 @pytest.mark.e2e
 def test_kill_and_rerun_resumes_to_the_total(store, tmp_path):
     heartbeat_s = 1
-    args = ["-m", "search=ratio", "search.n_trials=3", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-            f"search.heartbeat_s={heartbeat_s}", *TINY, *store["overrides"]]
+    args = [
+        "-m",
+        "search=ratio",
+        "search.n_trials=3",
+        f"search.storage=sqlite:///{tmp_path}/optuna.db",
+        f"search.heartbeat_s={heartbeat_s}",
+        *TINY,
+        *store["overrides"],
+    ]
     proc = psutil.Popen([sys.executable, "-m", "rlbench", *args, "workload.frames=400000000"], cwd=ROOT)
     progress = re.compile(r"\bframes \d+/\d+")  # the job's progress line, as rlbench.core.progress logs it
 
@@ -185,9 +224,17 @@ def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
 
 @pytest.mark.e2e
 def test_pruning_study_counts_only_complete_trials(store, tmp_path):
-    out = _search(store, tmp_path, 3, "search.objectives=[fps]", "search.directions=[maximize]",
-                  "search.pruning=true", "search.pruner_startup_trials=1", "workload.frames=6000",
-                  command=main_in_process)
+    out = _search(
+        store,
+        tmp_path,
+        3,
+        "search.objectives=[fps]",
+        "search.directions=[maximize]",
+        "search.pruning=true",
+        "search.pruner_startup_trials=1",
+        "workload.frames=6000",
+        command=main_in_process,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     states = _states(_study(tmp_path))
     assert states.count("COMPLETE") == 3 and "FAIL" not in states

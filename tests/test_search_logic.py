@@ -54,8 +54,19 @@ class Lock:
 
 
 def space(**kw) -> SearchConfig:
-    return SearchConfig(**{"n_trials": 3, "objectives": ["fps"], "directions": ["maximize"], "actors": [2, 16],
-                           "actor_threads": [1, 1], "sm_limit": [1, 2], "heartbeat_s": 1, "max_failures": 2} | kw)
+    return SearchConfig(
+        **{
+            "n_trials": 3,
+            "objectives": ["fps"],
+            "directions": ["maximize"],
+            "actors": [2, 16],
+            "actor_threads": [1, 1],
+            "sm_limit": [1, 2],
+            "heartbeat_s": 1,
+            "max_failures": 2,
+        }
+        | kw
+    )
 
 
 def new_study(s: SearchConfig) -> optuna.Study:
@@ -79,10 +90,20 @@ class Launcher:
         got = self.outcome(overrides) if self.outcome else None
         if isinstance(got, BaseException):
             raise got
-        return [got or JobReturn(status=JobStatus.COMPLETED, _return_value={
-            "fps": 100.0 * knob(overrides, "actors"), "cpu_gpu_ratio": 0.5, "run_id": f"run-{len(self.launched)}",
-            "actor_threads_used": knob(overrides, "actor_threads"), "sm_granted": knob(overrides, "sm_limit"),
-            "compute_unit": "sm"})]
+        return [
+            got
+            or JobReturn(
+                status=JobStatus.COMPLETED,
+                _return_value={
+                    "fps": 100.0 * knob(overrides, "actors"),
+                    "cpu_gpu_ratio": 0.5,
+                    "run_id": f"run-{len(self.launched)}",
+                    "actor_threads_used": knob(overrides, "actor_threads"),
+                    "sm_granted": knob(overrides, "sm_limit"),
+                    "compute_unit": "sm",
+                },
+            )
+        ]
 
 
 def failed(overrides):
@@ -102,9 +123,15 @@ def study_run(launcher, s, parent=None, experiment=None, study=None):
 
 def test_a_trials_job_is_told_its_knobs_parent_store_and_study():
     assert trial_overrides(JOB, {"actors": 8, "sm_limit": 2}, "ratio", 4, "p1", URI) == [
-        "env=cartpole", "actors=8", "sm_limit=2", f"tracking.uri='{URI}'", "tracking.parent_run_id=p1",
-        "tracking.run_name='trial 4: actors=8 sm_limit=2'", "+tracking.tags.optuna_study=ratio",
-        "+tracking.tags.optuna_trial=4"]
+        "env=cartpole",
+        "actors=8",
+        "sm_limit=2",
+        f"tracking.uri='{URI}'",
+        "tracking.parent_run_id=p1",
+        "tracking.run_name='trial 4: actors=8 sm_limit=2'",
+        "+tracking.tags.optuna_study=ratio",
+        "+tracking.tags.optuna_trial=4",
+    ]
 
 
 def test_trials_run_until_n_trials_are_complete_each_told_its_jobs_objective():
@@ -116,7 +143,7 @@ def test_trials_run_until_n_trials_are_complete_each_told_its_jobs_objective():
     assert [t.values for t in trials] == [[100.0 * t.params["actors"]] for t in trials]
     assert [t.user_attrs["run_id"] for t in trials] == ["run-1", "run-2", "run-3"]
     assert [knob(o, "+tracking.tags.optuna_trial") for o in launcher.launched] == [0, 1, 2]
-    assert all(knob(o, "actors") == t.params["actors"] for o, t in zip(launcher.launched, trials))
+    assert all(knob(o, "actors") == t.params["actors"] for o, t in zip(launcher.launched, trials, strict=True))
     assert set(study._storage.beats) == {t._trial_id for t in trials}  # each heartbeat while it ran
     assert lock.entered == 4  # every claim under the lock, the last one finding the study done
 
@@ -147,24 +174,42 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     study, parent, _ = study_run(Launcher(), space(n_trials=2), parent, experiment)
     best = study.best_trial
     assert parent.statuses == ["FINISHED"] and "trials.csv" in parent.files
-    assert parent.tags()["best_actors"] == str(best.params["actors"]) and parent.tags()["best_trial"] == str(best.number)
+    assert parent.tags()["best_actors"] == str(best.params["actors"]) and parent.tags()["best_trial"] == str(
+        best.number
+    )
     assert parent.metrics == {"best_fps": 100.0 * best.params["actors"]}
     lines = plain_table(parent.note).splitlines()
     assert lines[:2] == ["**rlbench search** study `ratio` · 2 complete trials", ""]
     # as a sweep's parent: its links, then a row per trial linked to its run, numbers to 4 digits
     assert lines[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
     # one objective: the history plot, named so; no Pareto front
-    assert "[Optimisation history](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/optimisation_history.png" in lines[2]
+    assert (
+        "[Optimisation history](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/optimisation_history.png" in lines[2]
+    )
     assert "Pareto" not in lines[2] and "optimisation_history.png" in parent.files
     assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
     for t in study.trials:
-        knobs = f"actors={t.params['actors']} actor_threads_used={t.params['actor_threads']} sm_granted={t.params['sm_limit']}"
-        row = (f"| [trial {t.number}: {knobs}](#/experiments/7/runs/{t.user_attrs['run_id']}?workflowType=machine_learning)"
-               f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured | 0.5 |  |")
+        knobs = (
+            f"actors={t.params['actors']} actor_threads_used={t.params['actor_threads']} "
+            f"sm_granted={t.params['sm_limit']}"
+        )
+        row = (
+            f"| [trial {t.number}: "
+            f"{knobs}](#/experiments/7/runs/{t.user_attrs['run_id']}?workflowType=machine_learning)"
+            f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured | 0.5 |  |"
+        )
         assert row in lines, (row, lines)
     assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
     assert f"recommended: actors={best.params['actors']} " in parent.note
-    assert experiment.views == [(parent.run_id, ["actors", "actor_threads", "sm_limit"], {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"}, None, ())]
+    assert experiment.views == [
+        (
+            parent.run_id,
+            ["actors", "actor_threads", "sm_limit"],
+            {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"},
+            None,
+            (),
+        )
+    ]
 
 
 def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):
@@ -203,8 +248,12 @@ def test_a_new_study_parent_records_what_it_searches_as_its_parameters():
     s = SearchConfig(n_trials=5, actors=[2, 8], seed=3)
     params = study_params(s, ["env=cartpole", "workload=smoke"])
     opened = study_parent(FakeExperiment(), "ratio", "CartPole-v1 r2d2", params)
-    assert opened.params == {"job": "env=cartpole workload=smoke", "n_trials": 5, "sampler_seed": 3,
-                             "space": "actors=[2, 8] actor_threads=[1, 2] sm_limit=[1, 2]"}
+    assert opened.params == {
+        "job": "env=cartpole workload=smoke",
+        "n_trials": 5,
+        "sampler_seed": 3,
+        "space": "actors=[2, 8] actor_threads=[1, 2] sm_limit=[1, 2]",
+    }
     found = FakeParent(name="study ratio")
     assert study_parent(FakeExperiment(found={"ratio": found}), "ratio", "", params).params == {}
 
@@ -216,10 +265,13 @@ def test_the_warm_start_is_recorded_on_the_parent():
     parent = FakeParent()
     record(parent, s, machine, rows, ["energy_per_task_j"])
     assert parent.tags()["warm_start_profile"] == "prof1"
-    assert parent.tags()["warm_start_note"] == ("warm start: 2 trial(s) enqueued from profile prof1; ranked by fps; "
-                                                "not predictable, left out of the ranking: energy_per_task_j")
-    assert parent.tables == {"warm_start/predictions.json": {"trial": [0, 1], "actors": [4, 8],
-                                                             "predicted_fps": [900.0, 800.0]}}
+    assert parent.tags()["warm_start_note"] == (
+        "warm start: 2 trial(s) enqueued from profile prof1; ranked by fps; "
+        "not predictable, left out of the ranking: energy_per_task_j"
+    )
+    assert parent.tables == {
+        "warm_start/predictions.json": {"trial": [0, 1], "actors": [4, 8], "predicted_fps": [900.0, 800.0]}
+    }
 
 
 def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_inside_the_searchs_calls():
@@ -227,17 +279,20 @@ def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_in
 
     from rlbench.search.study import quiet_optuna
 
-    cases = [(optuna.exceptions.ExperimentalWarning, "Argument ``heartbeat_interval`` is an experimental feature"),
-             (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params to achieve low `target`"),
-             (UserWarning, "Attempting to set identical low and high xlims makes transformation singular"),
-             (UserWarning, "Heartbeat of storage is supposed to be used with Study.optimize."),
-             (UserWarning, "something else"), (FutureWarning, "a future change")]
+    cases = [
+        (optuna.exceptions.ExperimentalWarning, "Argument ``heartbeat_interval`` is an experimental feature"),
+        (UserWarning, "PedAnovaImportanceEvaluator computes the importances of params to achieve low `target`"),
+        (UserWarning, "Attempting to set identical low and high xlims makes transformation singular"),
+        (UserWarning, "Heartbeat of storage is supposed to be used with Study.optimize."),
+        (UserWarning, "something else"),
+        (FutureWarning, "a future change"),
+    ]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with quiet_optuna():
             for category, text in cases:
-                warnings.warn(text, category)
-        warnings.warn("outside", optuna.exceptions.ExperimentalWarning)
+                warnings.warn(text, category, stacklevel=1)
+        warnings.warn("outside", optuna.exceptions.ExperimentalWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["something else", "a future change", "outside"]
 
 
@@ -266,9 +321,15 @@ def test_the_stores_filter_takes_this_studys_trials_only(monkeypatch):
     study's trial 3 and a run without a trial number are not this study's."""
     from rlbench.tracking import readers
 
-    tags = {"a": {"optuna_study": "ratio", "optuna_trial": "2"}, "b": {"optuna_study": "other", "optuna_trial": "3"},
-            "c": {"optuna_study": "ratio"}, "d": {"optuna_trial": "5"}}
-    monkeypatch.setattr(readers, "read_run", lambda run_id: readers.RunRecord(run_id, "", "1", "KILLED", tags=tags[run_id]))
+    tags = {
+        "a": {"optuna_study": "ratio", "optuna_trial": "2"},
+        "b": {"optuna_study": "other", "optuna_trial": "3"},
+        "c": {"optuna_study": "ratio"},
+        "d": {"optuna_trial": "5"},
+    }
+    monkeypatch.setattr(
+        readers, "read_run", lambda run_id: readers.RunRecord(run_id, "", "1", "KILLED", tags=tags[run_id])
+    )
     assert readers.trial_numbers(list(tags), "ratio") == {2}
     assert readers.trial_numbers(list(tags), "other") == {3}
 
@@ -300,15 +361,29 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     seen = {}
 
     def no_trials(launcher, study, s, job, experiment, parent, lock, labels=None, **kw):
-        seen.update(objectives=list(s.objectives), directions=list(s.directions), study=study.directions,
-                    tag=parent.tags()["objectives"])
+        seen.update(
+            objectives=list(s.objectives),
+            directions=list(s.directions),
+            study=study.directions,
+            tag=parent.tags()["objectives"],
+        )
         lock.close()
         return "FINISHED"
 
     monkeypatch.setattr(search, "host_meters", lambda: meters)
     monkeypatch.setattr(search, "run_study", no_trials)
-    out = rlbench_main(["-m", "search=ratio", "search.n_trials=1", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-                        "env=cartpole", "algo=random", "workload=smoke", *store["overrides"]])
+    out = rlbench_main(
+        [
+            "-m",
+            "search=ratio",
+            "search.n_trials=1",
+            f"search.storage=sqlite:///{tmp_path}/optuna.db",
+            "env=cartpole",
+            "algo=random",
+            "workload=smoke",
+            *store["overrides"],
+        ]
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert seen["objectives"] == ["runtime_s"] and seen["directions"] == ["minimize"]
     assert [d.name for d in seen["study"]] == ["MINIMIZE"] and seen["tag"] == "runtime_s (minimize)"

@@ -26,10 +26,18 @@ def timed(overrides):
     """runtime_s by actors and repeat (its seed); the job gets one actor thread, whatever was asked."""
     seeds = repeat_seeds(3, 1)
     runtime = RUNTIMES[knob(overrides, "actors")][seeds.index(str(knob(overrides, "seed")))]
-    return JobReturn(status=JobStatus.COMPLETED, _return_value={
-        "runtime_s": runtime, "fps": 1000 / runtime, "cpu_gpu_ratio": 1 / knob(overrides, "sm_limit"),
-        "run_id": f"run-{knob(overrides, 'actors')}-{knob(overrides, 'seed')}", "actor_threads_used": 1,
-        "sm_granted": knob(overrides, "sm_limit"), "compute_unit": "sm"})
+    return JobReturn(
+        status=JobStatus.COMPLETED,
+        _return_value={
+            "runtime_s": runtime,
+            "fps": 1000 / runtime,
+            "cpu_gpu_ratio": 1 / knob(overrides, "sm_limit"),
+            "run_id": f"run-{knob(overrides, 'actors')}-{knob(overrides, 'seed')}",
+            "actor_threads_used": 1,
+            "sm_granted": knob(overrides, "sm_limit"),
+            "compute_unit": "sm",
+        },
+    )
 
 
 def searched(outcome=timed, actors=(2, 4, 8), repeats=3, **kw):
@@ -58,24 +66,34 @@ def test_the_recommendation_is_the_set_not_told_apart_with_the_knobs_as_they_ran
     # noise floor: the largest ratio between two runs of one trial, 11.0 / 10.0 - 1 = 10%; actors=4
     # (median 10.4) and actors=2 (10.5) are 1.0% apart: not told apart; actors=8 (20.5) is told apart
     assert tags["best_actors"] == "4" and tags["best_actor_threads_used"] == "1" and tags["best_sm_granted"] == "2"
-    assert tags["best_set"] == ("trial 1: actors=4 actor_threads_used=1 sm_granted=2; "
-                                "trial 0: actors=2 actor_threads_used=1 sm_granted=2")
-    assert "recommended: actors=4 actor_threads_used=1 sm_granted=2 -> cpu_gpu_ratio=0.5 " \
-           "(runtime_s=10.4; median of 3 runs; trial 1)" in note
+    assert tags["best_set"] == (
+        "trial 1: actors=4 actor_threads_used=1 sm_granted=2; trial 0: actors=2 actor_threads_used=1 sm_granted=2"
+    )
+    assert (
+        "recommended: actors=4 actor_threads_used=1 sm_granted=2 -> cpu_gpu_ratio=0.5 "
+        "(runtime_s=10.4; median of 3 runs; trial 1)" in note
+    )
     assert "not told apart from it (noise floor 10.0%): trial 0: actors=2 actor_threads_used=1 sm_granted=2\n" in note
     assert "actor_threads=2" not in note.split("```")[1]  # what Optuna proposed is never what it recommends
-    assert tags["verdict"] == ("Best by median runtime_s: trial 1: actors=4 actor_threads_used=1 sm_granted=2; not told "
-                               "apart from trial 0: actors=2 actor_threads_used=1 sm_granted=2 (1.0% slower): noise floor 10.0%")
+    assert tags["verdict"] == (
+        "Best by median runtime_s: trial 1: actors=4 actor_threads_used=1 sm_granted=2; not told "
+        "apart from trial 0: actors=2 actor_threads_used=1 sm_granted=2 (1.0% slower): noise floor 10.0%"
+    )
     # the trials table: per trial its runs' median and range, and cpu_gpu_ratio
     head = next(line for line in note.splitlines() if line.startswith("| job "))
     assert head == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
-    assert any(line.startswith("| `trial 2: actors=8 actor_threads_used=1 sm_granted=2` [1](")
-               and "| 20.5 (20..21, n=3) |" in line for line in note.splitlines()), note
+    assert any(
+        line.startswith("| `trial 2: actors=8 actor_threads_used=1 sm_granted=2` [1](")
+        and "| 20.5 (20..21, n=3) |" in line
+        for line in note.splitlines()
+    ), note
 
 
 def test_a_seed_the_job_names_is_replaced_by_the_repeats_seeds():
     assert repeat_overrides(["env=cartpole", "seed=5", "actors=2"], ["5", "10005"]) == [
-        ["env=cartpole", "actors=2", "seed=5"], ["env=cartpole", "actors=2", "seed=10005"]]
+        ["env=cartpole", "actors=2", "seed=5"],
+        ["env=cartpole", "actors=2", "seed=10005"],
+    ]
     assert repeat_overrides(["seed=5"], None) == [["seed=5"]] and repeat_overrides(["a=1"], ["1"]) == [["a=1"]]
 
 
@@ -84,6 +102,7 @@ def test_without_a_gpu_the_search_compares_no_ratio_as_the_report_does():
         ret = timed(overrides)
         ret.return_value["compute_unit"] = "cpu_thread"
         return ret
+
     _, parent, _ = searched(cpu, actors=(2,))
     assert NO_GPU_RATIO in parent.note and "-> cpu_gpu_ratio" not in parent.note
     assert parent.tags()["best_cpu_gpu_ratio"] == "not compared (no GPU)"
@@ -100,8 +119,10 @@ def test_two_objectives_link_the_pareto_front():
         ret = timed(overrides)
         ret.return_value["energy_per_task_j"] = 50.0 * knob(overrides, "actors")
         return ret
-    _, parent, _ = searched(both, actors=(2, 8), objectives=["runtime_s", "energy_per_task_j"],
-                            directions=["minimize", "minimize"])
+
+    _, parent, _ = searched(
+        both, actors=(2, 8), objectives=["runtime_s", "energy_per_task_j"], directions=["minimize", "minimize"]
+    )
     links = plain_table(parent.note).splitlines()[2]
     assert "[Pareto front](" in links and "pareto_front.png" in links and "Optimisation history" not in links
 
@@ -109,8 +130,10 @@ def test_two_objectives_link_the_pareto_front():
 def test_the_space_proposes_only_the_threads_the_env_family_grants():
     conf = OmegaConf.create({"env": {"kind": "gym"}})
     s = space(actor_threads=[1, 2])
-    assert granted_space(s, conf, cpus=2) == ("search.actor_threads=[1, 2] searched as [1, 1]: what a gym job is "
-                                               "granted on this host (its actor_threads_used)")
+    assert granted_space(s, conf, cpus=2) == (
+        "search.actor_threads=[1, 2] searched as [1, 1]: what a gym job is "
+        "granted on this host (its actor_threads_used)"
+    )
     assert list(s.actor_threads) == [1, 1]
     atari = space(actor_threads=[1, 2])
     assert granted_space(atari, OmegaConf.create({"env": {"kind": "atari"}}), cpus=2) is None
@@ -119,10 +142,23 @@ def test_the_space_proposes_only_the_threads_the_env_family_grants():
 
 @pytest.mark.parametrize("value, shown", [("0", "0"), ("-1", "-1")])
 def test_search_repeats_below_one_is_refused_before_any_work(store, tmp_path, rlbench_main, value, shown):
-    out = rlbench_main(["-m", "search=ratio", f"search.repeats={value}", f"search.storage=sqlite:///{tmp_path}/optuna.db",
-                        "env=cartpole", "workload=smoke", *store["overrides"]])
+    out = rlbench_main(
+        [
+            "-m",
+            "search=ratio",
+            f"search.repeats={value}",
+            f"search.storage=sqlite:///{tmp_path}/optuna.db",
+            "env=cartpole",
+            "workload=smoke",
+            *store["overrides"],
+        ]
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     lines = out.stderr.strip().splitlines()
-    assert lines == [(f"rlbench: no job started: search.repeats={shown}: allowed: an integer >= 1 (runs of each "
-                      "trial's configuration)")], out.stderr
+    assert lines == [
+        (
+            f"rlbench: no job started: search.repeats={shown}: allowed: an integer >= 1 (runs of each "
+            "trial's configuration)"
+        )
+    ], out.stderr
     assert not (tmp_path / "optuna.db").exists() and runs(store["uri"]) == []

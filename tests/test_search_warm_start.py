@@ -26,8 +26,9 @@ def test_candidates_cover_the_space_with_powers_of_two_and_the_ends():
 
 
 def _pred(fps, runtime, energy=None, actors=4):
-    return SimpleNamespace(fps=fps, runtime_s=runtime, energy_per_task_j=energy, learner_updates_per_s=None,
-                           knobs={"actors": actors})
+    return SimpleNamespace(
+        fps=fps, runtime_s=runtime, energy_per_task_j=energy, learner_updates_per_s=None, knobs={"actors": actors}
+    )
 
 
 def test_ranking_uses_the_predictable_objectives_and_names_the_others():
@@ -55,20 +56,27 @@ def cartpole_compose():
             if key in ("actors", "actor_threads", "sm_limit"):
                 setattr(conf, key, int(value))
         return conf
+
     return _compose
 
 
 def _space(**kw) -> SearchConfig:
     """Two objectives, one the model cannot predict (energy: no power in the synthetic profile)."""
-    return SearchConfig(actors=[2, 8], actor_threads=[1, 2], sm_limit=[1, 2], warm_start_profile="p1",
-                        **({"objectives": ["fps", "energy_per_task_j"], "directions": ["maximize", "minimize"]} | kw))
+    return SearchConfig(
+        actors=[2, 8],
+        actor_threads=[1, 2],
+        sm_limit=[1, 2],
+        warm_start_profile="p1",
+        **({"objectives": ["fps", "energy_per_task_j"], "directions": ["maximize", "minimize"]} | kw),
+    )
 
 
 def test_candidates_are_predicted_with_their_own_params(cartpole_compose):
     from rlbench.predict.jobs import Machine
 
-    pairs = predict_candidates(["env=cartpole", "actors=40", "sm_limit=1"], _space(), Machine(prof(), prof()),
-                               cartpole_compose)
+    pairs = predict_candidates(
+        ["env=cartpole", "actors=40", "sm_limit=1"], _space(), Machine(prof(), prof()), cartpole_compose
+    )
     assert [c for c, _ in pairs] == candidates(_space()) and len(pairs) == 3 * 2 * 2
     assert all(p.knobs["actors"] == c["actors"] and p.knobs["sm_limit"] == c["sm_limit"] for c, p in pairs)
     # a gym env is modelled stepping on one thread: actor_threads=2 predicts the same job as 1
@@ -119,13 +127,45 @@ def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
 def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_them(store, tmp_path):
     from rlbench.profile import main as profile_main
 
-    assert profile_main(["--threads", "1", "--envs", "2,8", "--batches", "2,8", "--units", "1,2", "--seconds", "0.2",
-                         "--repeats", "2", "--updates", "1", "--corun-envs", "4", "--tracking-uri", store["uri"],
-                         *CARTPOLE_TINY, "eval_envs=0"]) == 0
+    assert (
+        profile_main(
+            [
+                "--threads",
+                "1",
+                "--envs",
+                "2,8",
+                "--batches",
+                "2,8",
+                "--units",
+                "1,2",
+                "--seconds",
+                "0.2",
+                "--repeats",
+                "2",
+                "--updates",
+                "1",
+                "--corun-envs",
+                "4",
+                "--tracking-uri",
+                store["uri"],
+                *CARTPOLE_TINY,
+                "eval_envs=0",
+            ]
+        )
+        == 0
+    )
     mlflow.set_tracking_uri(store["uri"])
-    (profile,) = [r.info.run_id for r in mlflow.search_runs(experiment_names=["rlbench-profiles"], output_format="list")]
-    out = _search(store, tmp_path, 3, f"search.warm_start_profile={profile}", "search.warm_start_trials=2",
-                  command=main_in_process)
+    (profile,) = [
+        r.info.run_id for r in mlflow.search_runs(experiment_names=["rlbench-profiles"], output_format="list")
+    ]
+    out = _search(
+        store,
+        tmp_path,
+        3,
+        f"search.warm_start_profile={profile}",
+        "search.warm_start_trials=2",
+        command=main_in_process,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "warm start: 2 trial(s) enqueued from profile" in out.stdout
     study = _study(tmp_path)
@@ -137,12 +177,18 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     assert parent.data.tags["warm_start_note"] in parent.data.tags["mlflow.note.content"]  # the description
     with open(mlflow.MlflowClient().download_artifacts(parent.info.run_id, "warm_start/predictions.json")) as f:
         table = json.load(f)
-    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["data"]]
     assert [dict(t.params) for t in warm] == [{k: r[k] for k in ("actors", "actor_threads", "sm_limit")} for r in rows]
     assert [r["trial"] for r in rows] == [0, 1] and all(r["predicted_fps"] > 0 and r["predicted_bound"] for r in rows)
     assert [t.user_attrs["predicted_fps"] for t in warm] == pytest.approx([r["predicted_fps"] for r in rows])
-    out = _search(store, tmp_path, 4, f"search.warm_start_profile={profile}", "search.warm_start_trials=2",
-                  command=main_in_process)
+    out = _search(
+        store,
+        tmp_path,
+        4,
+        f"search.warm_start_profile={profile}",
+        "search.warm_start_trials=2",
+        command=main_in_process,
+    )
     assert out.returncode == 0 and "warm start" not in out.stdout  # resumed: nothing enqueued again
     assert len([t for t in _study(tmp_path).trials if t.user_attrs.get("warm_start")]) == 2
     from rlbench.report import build_report, load_parent
@@ -152,10 +198,16 @@ def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_th
     assert any(ln.startswith("model: prediction_error=") and "named on the parent run" in ln for ln in result["lines"])
 
 
-@pytest.mark.parametrize(("extra", "says"), [
-    (["search.warm_start_profile=" + "0" * 32], "search.warm_start_profile=" + "0" * 32 + ": --profile="),
-    (["search.warm_start_profile=x", "search.warm_start_trials=9"], "search.warm_start_trials=9: allowed: an integer [1, search.n_trials=3]"),
-])
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["search.warm_start_profile=" + "0" * 32], "search.warm_start_profile=" + "0" * 32 + ": --profile="),
+        (
+            ["search.warm_start_profile=x", "search.warm_start_trials=9"],
+            "search.warm_start_trials=9: allowed: an integer [1, search.n_trials=3]",
+        ),
+    ],
+)
 def test_a_bad_warm_start_is_refused_before_any_trial(store, tmp_path, extra, says, rlbench_main):
     out = _search(store, tmp_path, 3, *extra, command=rlbench_main)
     assert out.returncode == 2 and says in out.stderr, out.stderr[-2000:]

@@ -26,8 +26,14 @@ print(json.dumps({"run_id": record.run_id}))
 
 def test_opening_a_jobs_run_keeps_mlflows_source_tags(store):
     overrides = [o for o in store["overrides"] if not o.startswith("hydra.")]
-    p = subprocess.run([sys.executable, "-c", OPEN_A_RECORD, *overrides], check=False, cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", OPEN_A_RECORD, *overrides],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     mlflow.set_tracking_uri(store["uri"])

@@ -48,34 +48,41 @@ def test_the_tail_is_cut_and_windows_without_stepping_are_not_counted():
 def test_too_few_windows_give_the_count_and_why_never_a_rate():
     values, nulls = st.steady_rates(st.windows_of(ticks([50, 60, 70, 80])), 1.5, 4.0, 3, {})
     assert values == {st.WINDOWS: 2, st.SECONDS: 2.0}
-    assert nulls[st.FPS] == ("2 steady windows, 3 needed (tracking.steady_min_windows): warm-up until 1.5 s, the "
-                             "first role done at 4.0 s")
+    assert nulls[st.FPS] == (
+        "2 steady windows, 3 needed (tracking.steady_min_windows): warm-up until 1.5 s, the first role done at 4.0 s"
+    )
     assert set(nulls) == {*st.RATES, *st.POWERS, st.FRAMES_PER_J}
     values, nulls = st.steady_rates(st.windows_of(ticks([50, 60, 70, 80])), None, 4.0, 3, {"warm": "no update"})
     assert values == {st.WINDOWS: 0, st.SECONDS: 0.0} and nulls[st.FPS] == "no update"
 
 
 def test_power_is_the_median_and_frames_per_joule_the_frames_over_the_joules():
-    values, nulls = st.steady_rates(st.windows_of(ticks([100, 200, 300], gpu=[100, 300, 200], cpu=[50, 50, None])),
-                                    0.0, 3.0, 3, {})
+    values, nulls = st.steady_rates(
+        st.windows_of(ticks([100, 200, 300], gpu=[100, 300, 200], cpu=[50, 50, None])), 0.0, 3.0, 3, {}
+    )
     assert values[st.POWER_GPU] == 200 and values[st.POWER_CPU] == 50 and not nulls
     assert values[st.FRAMES_PER_J] == pytest.approx((100 + 200) / (150 + 350))  # the third: no CPU power at its tick
 
 
 def test_unmeasured_power_is_null_with_the_reason_never_zero():
-    values, nulls = st.steady_rates(st.windows_of(ticks([100, 200, 300], ups=None, gpu=[100, 300, 200])), 0.0, 3.0,
-                                    3, {st.POWER_CPU: "no RAPL"})
+    values, nulls = st.steady_rates(
+        st.windows_of(ticks([100, 200, 300], ups=None, gpu=[100, 300, 200])), 0.0, 3.0, 3, {st.POWER_CPU: "no RAPL"}
+    )
     assert values[st.POWER_GPU] == 200 and values[st.FRAMES_PER_J] == pytest.approx(600 / 600)
     assert nulls == {st.POWER_CPU: "no RAPL", st.UPDATES: nulls[st.UPDATES]} and "no learner" in nulls[st.UPDATES]
-    _, nulls = st.steady_rates(st.windows_of(ticks([100, 200, 300])), 0.0, 3.0, 3,
-                               {st.POWER_GPU: "no NVML", st.POWER_CPU: "no RAPL"})
+    _, nulls = st.steady_rates(
+        st.windows_of(ticks([100, 200, 300])), 0.0, 3.0, 3, {st.POWER_GPU: "no NVML", st.POWER_CPU: "no RAPL"}
+    )
     assert nulls[st.FRAMES_PER_J] == "no NVML; no RAPL"
 
 
 def trainer(first_step, first_update, actors_done, learner_done, learner=True, updates=10):
     actors = SimpleNamespace(first_step_at=first_step, stepping_until=actors_done)
-    loop = SimpleNamespace(first_update_at=first_update, finished_at=learner_done, update_target=updates) \
-        if learner else None
+    loop = (
+        SimpleNamespace(first_update_at=first_update, finished_at=learner_done, update_target=updates)
+        if learner
+        else None
+    )
     return SimpleNamespace(started=100.0, actors=actors, learner=loop)
 
 
@@ -99,7 +106,9 @@ def test_the_observer_logs_the_rates_and_tags_each_unmeasured_value():
     for m in ticks([10, 100, 100, 120, 80, 7, None]):
         obs.tick(m, int(m["task_elapsed_s"]))
     values, tags = obs.final_values({"runtime_s": 7.2}, trainer(100.5, 101.0, 105.5, 107.0))
-    assert values == {st.WINDOWS: 4, st.SECONDS: 4.0} and tags["null/steady/fps"].startswith("4 steady windows, 5 needed")
+    assert values == {st.WINDOWS: 4, st.SECONDS: 4.0} and tags["null/steady/fps"].startswith(
+        "4 steady windows, 5 needed"
+    )
 
 
 @pytest.mark.parametrize("value", ["0", "-2"])

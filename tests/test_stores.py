@@ -13,6 +13,7 @@ seconds, before any work; a store two processes open at once works for both.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
@@ -42,12 +43,15 @@ def drivers_imported():
     MLflow port), imported before any refusal is timed: on a busy 2-core host, with another pytest
     worker beside this one, a first import alone can take 3 s. A missing one is left to the test
     that names it."""
-    for name in ("sqlalchemy", "sqlalchemy.dialects.postgresql.psycopg", "psycopg", "optuna.storages",
-                 "rlbench.tracking.store"):
-        try:
+    for name in (
+        "sqlalchemy",
+        "sqlalchemy.dialects.postgresql.psycopg",
+        "psycopg",
+        "optuna.storages",
+        "rlbench.tracking.store",
+    ):
+        with contextlib.suppress(ImportError):
             __import__(name)
-        except ImportError:
-            pass
 
 
 def refused(uri: str | None = None, storage: str | None = None, **kw) -> str:
@@ -63,10 +67,14 @@ def refused(uri: str | None = None, storage: str | None = None, **kw) -> str:
 
 def test_a_garbage_file_a_folder_and_a_file_in_the_way_are_refused(garbage, tmp_path):
     uri = f"sqlite:///{garbage}"
-    assert refused(uri) == (f"tracking.uri={uri}: {garbage} is not an SQLite database (it starts with b'this is '); "
-                            "point tracking.uri at an MLflow tracking store's file, or at a new path to start one")
-    assert "is a folder, not a database file; name the database file, e.g. " \
-           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db" in refused(f"sqlite:///{tmp_path}")
+    assert refused(uri) == (
+        f"tracking.uri={uri}: {garbage} is not an SQLite database (it starts with b'this is '); "
+        "point tracking.uri at an MLflow tracking store's file, or at a new path to start one"
+    )
+    assert (
+        "is a folder, not a database file; name the database file, e.g. "
+        f"tracking.uri=sqlite:///{tmp_path}/mlflow.db" in refused(f"sqlite:///{tmp_path}")
+    )
     assert f"{garbage} is a file, not a folder" in refused(f"sqlite:///{garbage}/sub/mlflow.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]  # nothing created
 
@@ -76,8 +84,9 @@ def test_another_kind_of_sqlite_database_is_refused(tmp_path):
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE notes (text)")
     assert f"{other} is not an MLflow tracking store (its tables: notes)" in refused(f"sqlite:///{other}")
-    assert f"search.storage=sqlite:///{other}: {other} is not an Optuna study storage" in \
-        refused(storage=f"sqlite:///{other}")
+    assert f"search.storage=sqlite:///{other}: {other} is not an Optuna study storage" in refused(
+        storage=f"sqlite:///{other}"
+    )
 
 
 def test_mlflow_and_optuna_databases_swapped_are_named(empty_store_db, tmp_path):
@@ -86,14 +95,17 @@ def test_mlflow_and_optuna_databases_swapped_are_named(empty_store_db, tmp_path)
     study = tmp_path / "optuna.db"
     optuna.create_study(storage=f"sqlite:///{study}", study_name="s")
     assert "is not an MLflow tracking store (it is an Optuna study storage)" in refused(f"sqlite:///{study}")
-    assert "is not an Optuna study storage (it is an MLflow tracking store)" in \
-        refused(storage=f"sqlite:///{empty_store_db}")
+    assert "is not an Optuna study storage (it is an MLflow tracking store)" in refused(
+        storage=f"sqlite:///{empty_store_db}"
+    )
     check(f"sqlite:///{empty_store_db}", f"sqlite:///{study}")  # each in its place: fine
 
 
 def test_an_mlflow_database_of_another_mlflow_version_is_named_with_what_to_do(empty_store_db, tmp_path):
-    for revision, said in (("451aebb31d03", "its MLflow schema is older (revision 451aebb31d03)"),
-                           ("ffffffffffff", "is unknown to this MLflow")):
+    for revision, said in (
+        ("451aebb31d03", "its MLflow schema is older (revision 451aebb31d03)"),
+        ("ffffffffffff", "is unknown to this MLflow"),
+    ):
         db = tmp_path / f"{revision}.db"
         db.write_bytes(empty_store_db.read_bytes())
         with sqlite3.connect(db) as conn:
@@ -137,14 +149,17 @@ def test_a_store_another_process_is_creating_is_waited_for_not_called_older(empt
 
 def test_a_read_only_folder_or_file_is_refused(empty_store_db, tmp_path, monkeypatch):
     """Root writes anywhere, so the refusals of the OS are simulated where the probes meet it."""
+
     def read_only(*args, **kw):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     db = tmp_path / "mlflow.db"
     db.write_bytes(empty_store_db.read_bytes())
     monkeypatch.setattr(store_files.tempfile, "mkstemp", read_only)
-    assert f"{tmp_path} is read-only (Permission denied); make it writable for this user, or point " \
-           "tracking.uri at a writable folder" in refused(f"sqlite:///{db}")
+    assert (
+        f"{tmp_path} is read-only (Permission denied); make it writable for this user, or point "
+        "tracking.uri at a writable folder" in refused(f"sqlite:///{db}")
+    )
     monkeypatch.undo()
     monkeypatch.setattr(store_files, "open", read_only, raising=False)  # the file itself (r+b, as SQLite opens it)
     assert f"{db} is read-only (Permission denied)" in refused(f"sqlite:///{db}")
@@ -153,8 +168,10 @@ def test_a_read_only_folder_or_file_is_refused(empty_store_db, tmp_path, monkeyp
 def test_a_full_disk_is_refused(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     monkeypatch.setattr(store_files, "free_bytes", lambda folder: 2**20)
-    assert f"only 1.0 MiB free on the disk of {tmp_path} (at least 64 MiB needed); free space there, or point " \
-           "tracking.uri at another disk" in refused(uri)
+    assert (
+        f"only 1.0 MiB free on the disk of {tmp_path} (at least 64 MiB needed); free space there, or point "
+        "tracking.uri at another disk" in refused(uri)
+    )
 
     def full(folder):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -187,7 +204,8 @@ def test_an_unreachable_tracking_server_is_refused_in_seconds():
     port = free_port()
     assert refused(f"http://127.0.0.1:{port}") == (
         f"tracking.uri=http://127.0.0.1:{port}: MLflow tracking server not reachable: GET /health failed: [Errno 111] "
-        "Connection refused; start it (docs/scale-out.md), or point tracking.uri / MLFLOW_TRACKING_URI elsewhere")
+        "Connection refused; start it (docs/scale-out.md), or point tracking.uri / MLFLOW_TRACKING_URI elsewhere"
+    )
 
 
 def test_mlflow_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
@@ -206,6 +224,7 @@ def test_mlflow_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
 
 
 # --- every command refuses before its work ------------------------------------------------
+
 
 def one_line(err: str, prog: str, uri: str, cause: str = "not an SQLite database") -> None:
     lines = err.strip().splitlines()
@@ -235,8 +254,10 @@ def test_profile_refuses_a_store_it_cannot_log_to_before_measuring(garbage, caps
         raise AssertionError("measured before the store was checked")
 
     monkeypatch.setattr(rlbench.profile, "measure", measured)
-    for uri, cause in ((f"sqlite:///{garbage}", "not an SQLite database"),
-                       (f"http://127.0.0.1:{free_port()}", "MLflow tracking server not reachable")):
+    for uri, cause in (
+        (f"sqlite:///{garbage}", "not an SQLite database"),
+        (f"http://127.0.0.1:{free_port()}", "MLflow tracking server not reachable"),
+    ):
         assert rlbench.profile.main(["--tracking-uri", uri, "--threads", "1", "--units", "1", "env=cartpole"]) == 2
         one_line(capsys.readouterr().err, "rlbench.profile", uri, cause)
 
@@ -258,13 +279,34 @@ def test_pipeline_refuses_a_garbage_store_before_its_sweep(garbage, capsys, monk
 
 def test_job_sweep_and_search_refuse_unusable_stores_in_seconds(garbage, tmp_path, rlbench_main):
     """The command's main() in this process (the refusal, its one line and exit 2, as a shell sees them)."""
-    base = ["env=cartpole", "algo=random", "workload=smoke", "tracking.experiment=t",
-            f"hydra.run.dir={tmp_path}/out", f"hydra.sweep.dir={tmp_path}/multirun"]
-    cases = [([f"tracking.uri=sqlite:///{garbage}"], f"tracking.uri=sqlite:///{garbage}: ", "not an SQLite database"),
-             (["-m", "seed=1,2", f"tracking.uri=sqlite:///{tmp_path}"], f"tracking.uri=sqlite:///{tmp_path}: ",
-              "is a folder, not a database file"),
-             (["-m", "search=ratio", "search.objectives=[fps]", "search.directions=[maximize]", f"tracking.uri=sqlite:///{tmp_path}/m.db", f"search.storage=sqlite:///{garbage}"],
-              f"search.storage=sqlite:///{garbage}: ", "not an SQLite database")]
+    base = [
+        "env=cartpole",
+        "algo=random",
+        "workload=smoke",
+        "tracking.experiment=t",
+        f"hydra.run.dir={tmp_path}/out",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
+    cases = [
+        ([f"tracking.uri=sqlite:///{garbage}"], f"tracking.uri=sqlite:///{garbage}: ", "not an SQLite database"),
+        (
+            ["-m", "seed=1,2", f"tracking.uri=sqlite:///{tmp_path}"],
+            f"tracking.uri=sqlite:///{tmp_path}: ",
+            "is a folder, not a database file",
+        ),
+        (
+            [
+                "-m",
+                "search=ratio",
+                "search.objectives=[fps]",
+                "search.directions=[maximize]",
+                f"tracking.uri=sqlite:///{tmp_path}/m.db",
+                f"search.storage=sqlite:///{garbage}",
+            ],
+            f"search.storage=sqlite:///{garbage}: ",
+            "not an SQLite database",
+        ),
+    ]
     for args, key, cause in cases:
         t0 = time.monotonic()
         out = rlbench_main([*args, *base])
@@ -282,12 +324,27 @@ def test_two_jobs_at_once_in_one_new_store_both_finish(tmp_path):
     jobs train and log their telemetry into the one store at once, and both records are whole
     (the check tests/test_faults.py made on a second pair of jobs in an existing store)."""
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
-    args = [*CARTPOLE_TINY, "actors=2", "telemetry.rate_hz=2", "eval_envs=0", "tracking.experiment=test",
-            "tracking.system_metrics=false", f"tracking.uri={uri}"]
+    args = [
+        *CARTPOLE_TINY,
+        "actors=2",
+        "telemetry.rate_hz=2",
+        "eval_envs=0",
+        "tracking.experiment=test",
+        "tracking.system_metrics=false",
+        f"tracking.uri={uri}",
+    ]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
-    procs = [subprocess.Popen([sys.executable, "-m", "rlbench", *args, f"seed={i}", f"hydra.run.dir={tmp_path}/out{i}"],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "rlbench", *args, f"seed={i}", f"hydra.run.dir={tmp_path}/out{i}"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], "\n----\n".join(err[-3000:] for _, err in outs)
     found = runs(uri)
@@ -304,7 +361,7 @@ def _malformed(path):
         db.execute("create table notes (text)")
         db.executemany("insert into notes values (?)", [("a" * 500,)] * 100)
     data = bytearray(path.read_bytes())
-    data[100:3 * 4096] = b"\xff" * (3 * 4096 - 100)
+    data[100 : 3 * 4096] = b"\xff" * (3 * 4096 - 100)
     path.write_bytes(bytes(data))
 
 

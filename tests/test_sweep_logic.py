@@ -25,6 +25,7 @@ URI = "file:///nowhere"  # no preflight, and nothing would be found there: the f
 @dataclass
 class Conf:
     """What the sweep reads of a validated job config."""
+
     actors: int
     resume: bool = False
     tracking: TrackingConfig = field(default_factory=lambda: TrackingConfig(uri=URI, experiment="test"))
@@ -45,9 +46,19 @@ def outcome(overrides: list[str], fail: frozenset = frozenset()) -> JobReturn:
     a = actors_of(overrides)
     if a in fail:
         return JobReturn(status=JobStatus.FAILED, _return_value=JobFailed("boom", f"run-{a}"))
-    return JobReturn(status=JobStatus.COMPLETED, _return_value={
-        "runtime_s": 100.0 / a, "fps": 10.0 * a, "task_fps": 10.0 * a, "energy_per_task_j": None,
-        "cpu_gpu_ratio": a / 2, "run_id": f"run-{a}", "bound": "the actors", "unmeasured": {"energy_per_task_j": "no RAPL"}})
+    return JobReturn(
+        status=JobStatus.COMPLETED,
+        _return_value={
+            "runtime_s": 100.0 / a,
+            "fps": 10.0 * a,
+            "task_fps": 10.0 * a,
+            "energy_per_task_j": None,
+            "cpu_gpu_ratio": a / 2,
+            "run_id": f"run-{a}",
+            "bound": "the actors",
+            "unmeasured": {"energy_per_task_j": "no RAPL"},
+        },
+    )
 
 
 class Launcher:
@@ -78,8 +89,9 @@ class Basic(BasicLauncher):
 def sweep(jobs, launcher, experiment=None, confs=None, grid=None):
     """run_sweep with the fakes; returns (rows, the experiment, its one parent)."""
     experiment = experiment or FakeExperiment()
-    sweeper = SimpleNamespace(launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(
-        runtime=SimpleNamespace(choices={}))))
+    sweeper = SimpleNamespace(
+        launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
+    )
     confs = confs or [Conf(actors_of(j)) for j in jobs]
     try:
         rows = run_sweep(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
@@ -103,21 +115,33 @@ def test_the_fakes_offer_what_the_tracking_port_offers():
 def test_every_job_is_told_its_parent_name_and_store_and_the_parent_its_grid():
     launcher = Launcher()
     _, experiment, parent = sweep([["actors=2"], ["actors=4"]], launcher)
-    assert launcher.launched[1] == ["actors=4", f"tracking.uri='{URI}'", "tracking.experiment='test'",
-                                    f"tracking.parent_run_id={parent.run_id}", "tracking.run_name='actors=4'"]
+    assert launcher.launched[1] == [
+        "actors=4",
+        f"tracking.uri='{URI}'",
+        "tracking.experiment='test'",
+        f"tracking.parent_run_id={parent.run_id}",
+        "tracking.run_name='actors=4'",
+    ]
     assert parent.name == "sweep actors=2,4" and parent.params == {"grid": "actors=...", "jobs": 2, "repeats": 1}
     assert experiment.stale_marked == 1 and experiment.tracking.experiment == "test"
 
 
 def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(capsys):
-    rows, experiment, parent = sweep([["actors=2"], ["actors=4"]], Launcher(), FakeExperiment(taken={"sweep actors=2,4"}))
+    rows, experiment, parent = sweep(
+        [["actors=2"], ["actors=4"]], Launcher(), FakeExperiment(taken={"sweep actors=2,4"})
+    )
     assert [r["status"] for r in rows] == ["FINISHED", "FINISHED"] and parent.statuses == ["FINISHED"]
     assert parent.name == "sweep actors=2,4 #2"  # another top-level run has the name
     summary = parent.tables["summary.json"]
     assert summary["runtime_s"] == [50.0, 25.0] and summary["run_id"] == ["run-2", "run-4"]
     assert parent.texts["summary.csv"].splitlines()[2].startswith("1,actors=4,actors=4,0,actors=4,FINISHED,25.0,40.0")
-    assert parent.metrics == {"best/runtime_s": 25.0, "best/fps": 40.0, "best/cpu_gpu_ratio": 2.0,
-                              "jobs_finished": 2.0, "jobs_failed": 0.0}  # energy: not measured, left out
+    assert parent.metrics == {
+        "best/runtime_s": 25.0,
+        "best/fps": 40.0,
+        "best/cpu_gpu_ratio": 2.0,
+        "jobs_finished": 2.0,
+        "jobs_failed": 0.0,
+    }  # energy: not measured, left out
     assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
     assert "Best (runtime_s): job 1 `actors=4`" in parent.note
     assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None, ("verdict",))]
@@ -132,10 +156,14 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
     last = out.strip().splitlines()[-5:]  # where to look, the answer in words, then the next command
     assert last[0].startswith("[rlbench sweep] MLflow UI: http://127.0.0.1:5000/")
     assert last[1] == "[rlbench sweep] Best (runtime_s): job 1 actors=4"
-    assert last[2] == ("[rlbench sweep] Verdict: Best by median runtime_s: actors=4; noise floor unknown: one run per "
-                       "configuration; rerun with repeats=3 to tell")
-    assert last[3] == ("[rlbench sweep] - actors=4 is 100.0% faster than actors=2; noise floor unknown: one run per "
-                       "configuration; rerun with repeats=3 to tell")
+    assert last[2] == (
+        "[rlbench sweep] Verdict: Best by median runtime_s: actors=4; noise floor unknown: one run per "
+        "configuration; rerun with repeats=3 to tell"
+    )
+    assert last[3] == (
+        "[rlbench sweep] - actors=4 is 100.0% faster than actors=2; noise floor unknown: one run per "
+        "configuration; rerun with repeats=3 to tell"
+    )
     assert last[4] == f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent.run_id} --tracking-uri '{URI}'"
 
 
@@ -157,15 +185,25 @@ def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):
 def test_resume_skips_the_jobs_whose_config_already_finished():
     jobs = [["actors=2"], ["actors=4"], ["actors=8"]]
     confs = [Conf(actors_of(j), resume=True) for j in jobs]
-    done = [RunRecord("r0", "", "7", "FINISHED", metrics={"runtime_s": 9.0}, tags={"config_hash": config_hash(confs[0])}),
-            RunRecord("r1", "", "7", "FINISHED", params={"config_hash": config_hash(confs[1])},  # an older run: a param
-                      tags={"mlflow.parentRunId": "another sweep"})]
+    done = [
+        RunRecord("r0", "", "7", "FINISHED", metrics={"runtime_s": 9.0}, tags={"config_hash": config_hash(confs[0])}),
+        RunRecord(
+            "r1",
+            "",
+            "7",
+            "FINISHED",
+            params={"config_hash": config_hash(confs[1])},  # an older run: a param
+            tags={"mlflow.parentRunId": "another sweep"},
+        ),
+    ]
     launcher = Launcher()
     rows, experiment, parent = sweep(jobs, launcher, FakeExperiment(finished=done), confs)
     assert [actors_of(o) for o in launcher.launched] == [8]
     # judged over every job; another sweep's child keeps that sweep's verdict
-    assert experiment.run_tags == {"r0": {"verdict": "best; noise floor unknown"},
-                                   "run-8": {"verdict": "38.9% slower than best; noise floor unknown"}}
+    assert experiment.run_tags == {
+        "r0": {"verdict": "best; noise floor unknown"},
+        "run-8": {"verdict": "38.9% slower than best; noise floor unknown"},
+    }
     # the jobs not rerun are the sweep's all the same: their earlier runs, with their numbers
     assert [(r["status"], r["run_id"]) for r in rows] == [("FINISHED", "r0"), ("FINISHED", "r1"), ("FINISHED", "run-8")]
     assert rows[0]["runtime_s"] == 9.0 and parent.tables["summary.json"]["run_id"] == ["r0", "r1", "run-8"]
@@ -180,14 +218,31 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
     launcher = Launcher()
     rows, experiment, parent = sweep(jobs, launcher, grid=SimpleNamespace(repeats=2, repeat=[0, 1, 0, 1]))
     assert parent.name == "sweep actors=2,4 repeats=2" and parent.params["repeats"] == 2
-    assert launcher.launched[3][-3:] == ["++tracking.tags.repeat=1", "++tracking.tags.repeats=2",
-                                         "++tracking.tags.repeat_group='actors=4'"]
-    assert [(r["config"], r["repeat"]) for r in rows] == [("actors=2", 0), ("actors=2", 1), ("actors=4", 0), ("actors=4", 1)]
-    assert parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+    assert launcher.launched[3][-3:] == [
+        "++tracking.tags.repeat=1",
+        "++tracking.tags.repeats=2",
+        "++tracking.tags.repeat_group='actors=4'",
+    ]
+    assert [(r["config"], r["repeat"]) for r in rows] == [
+        ("actors=2", 0),
+        ("actors=2", 1),
+        ("actors=4", 0),
+        ("actors=4", 1),
+    ]
+    assert (
+        parent.texts["summary_configs.csv"].splitlines()[2].startswith("actors=4,2,2,2 FINISHED,2 3,25.0,25.0,25.0,2")
+    )
     assert parent.texts["summary_configs.csv"].splitlines()[2].endswith(",best; noise floor 0.0%")
-    assert experiment.views[0][1:] == (["actors"], {"runtime_s", "task_fps", "fps"}, "repeat_group", ("verdict",))  # no seed knob
-    assert experiment.run_tags == {"run-2": {"verdict": "slower than best: 100.0% slower; noise floor 0.0%"},
-                                   "run-4": {"verdict": "best; noise floor 0.0%"}}
+    assert experiment.views[0][1:] == (
+        ["actors"],
+        {"runtime_s", "task_fps", "fps"},
+        "repeat_group",
+        ("verdict",),
+    )  # no seed knob
+    assert experiment.run_tags == {
+        "run-2": {"verdict": "slower than best: 100.0% slower; noise floor 0.0%"},
+        "run-4": {"verdict": "best; noise floor 0.0%"},
+    }
 
 
 def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
@@ -199,13 +254,16 @@ def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
     done = [RunRecord("r0", "", "7", "FINISHED", tags={"config_hash": config_hash(confs[0])})]
     key = sweep_key([config_hash(c) for c in confs], 1)
     experiment, launcher = FakeExperiment(finished=done, found={key: earlier}), Launcher()
-    sweeper = SimpleNamespace(launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(
-        runtime=SimpleNamespace(choices={}))))
+    sweeper = SimpleNamespace(
+        launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
+    )
     rows = run_sweep(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
     assert experiment.opened == [] and earlier.statuses == ["RUNNING", "FINISHED"]
     assert [actors_of(o) for o in launcher.launched] == [4]
     assert f"tracking.parent_run_id={earlier.run_id}" in launcher.launched[0]
-    assert earlier.tables["summary.json"]["run_id"] == ["r0", "run-4"] and [r["status"] for r in rows] == ["FINISHED"] * 2
+    assert (
+        earlier.tables["summary.json"]["run_id"] == ["r0", "run-4"] and [r["status"] for r in rows] == ["FINISHED"] * 2
+    )
 
 
 def test_ctrl_c_ends_the_parent_killed_and_its_summary_lists_every_job():

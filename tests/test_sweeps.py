@@ -22,20 +22,29 @@ def _parents(all_runs):
 @pytest.mark.e2e
 def test_multirun_gives_parent_and_finished_children(store):
     # An exported MLFLOW_RUN_ID must not make the jobs resume some other run.
-    out = main_in_process(["-m", "seed=1,2,3", *TINY, *store["overrides"]],
-                          extra_env={"MLFLOW_RUN_ID": "0123456789abcdef0123456789abcdef"})
+    out = main_in_process(
+        ["-m", "seed=1,2,3", *TINY, *store["overrides"]],
+        extra_env={"MLFLOW_RUN_ID": "0123456789abcdef0123456789abcdef"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
     (parent,) = _parents(all_runs)
     kids = _children(all_runs, parent)
     assert parent.info.status == "FINISHED" and len(kids) == 3
     assert sorted(k.info.run_name for k in kids) == ["seed=1", "seed=2", "seed=3"]
-    assert (f"[rlbench sweep] MLflow UI: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs?"
-            f"viewStateShareKey=rlbench-{parent.info.run_id}&workflowType=machine_learning" in out.stdout)
+    assert (
+        f"[rlbench sweep] MLflow UI: http://127.0.0.1:5000/#/experiments/{parent.info.experiment_id}/runs?"
+        f"viewStateShareKey=rlbench-{parent.info.run_id}&workflowType=machine_learning" in out.stdout
+    )
     exp = mlflow.get_experiment(parent.info.experiment_id)
     view = json.loads(exp.tags[f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"])
     assert view["searchFilter"] == f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-    assert view["selectedColumns"][:4] == ["params.`seed`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`"]
+    assert view["selectedColumns"][:4] == [
+        "params.`seed`",
+        "metrics.`runtime_s`",
+        "metrics.`task_fps`",
+        "metrics.`fps`",
+    ]
     for k in kids:
         assert k.info.status == "FINISHED"
         for key in ("cpu_gpu_ratio", "sm_granted", "sm_total"):
@@ -69,8 +78,7 @@ def _assert_parent_is_a_starting_point(parent, kids):
 @pytest.mark.e2e
 def test_one_failing_job_does_not_stop_the_others(store):
     # seed=2's job gets a time limit it cannot meet: it fails at run time, after validation.
-    args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.learner_updates=20",
-            *store["overrides"]]
+    args = ["-m", "workload.max_runtime_s=0,0.001,0", *TINY, "workload.learner_updates=20", *store["overrides"]]
     out = main_in_process(args)
     assert out.returncode == 1, out.stderr[-2000:]  # a job failed (docs/jobs.md, "A sweep's steps")
     all_runs = runs(store["uri"])
@@ -96,8 +104,9 @@ def test_resume_skips_finished_jobs(store):
     # another sweep's parent holds them: the new parent's summary names their runs, so its report sees all 3
     from rlbench.tracking.readers import read_sweep
 
-    (parent,) = [r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") == "sweep"
-                 and r.data.params.get("jobs") == "3"]
+    (parent,) = [
+        r for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") == "sweep" and r.data.params.get("jobs") == "3"
+    ]
     assert sorted(k.name for k in read_sweep(parent.info.run_id).children) == ["seed=1", "seed=2", "seed=3"]
 
 
@@ -111,8 +120,15 @@ def test_out_of_range_limits_refused_before_job_0(store, rlbench_main):
 
 @pytest.mark.e2e
 def test_sigterm_mid_sweep_leaves_no_running_run_and_no_process(store):
-    args = ["-m", "seed=1,2", "env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000",
-            "progress=log", *store["overrides"]]
+    args = [
+        "-m",
+        "seed=1,2",
+        "env=cartpole",
+        "workload.frames=100000000",
+        "workload.learner_updates=100000",
+        "progress=log",
+        *store["overrides"],
+    ]
     assert sigterm_once_running(args, store["db"].parent / "multirun" / "0" / "__main__.log") != 0
     all_runs = runs(store["uri"])
     assert all_runs and not [r for r in all_runs if r.info.status == "RUNNING"]
@@ -150,8 +166,15 @@ def test_parallel_jobs_on_sqlite_all_recorded(store, launcher):
     seeds = ["seed=1", "seed=2", "seed=3", "seed=4"] if launcher == "parallel" else ["seed=1", "seed=2"]
     # sm_limit=1: one torch intra-op thread per job; 4 jobs each with all cores' threads take
     # minutes instead of seconds on a 2-core host
-    args = ["-m", f"hydra/launcher={launcher}", *workers, f"seed={','.join(s[5:] for s in seeds)}", *TINY, "sm_limit=1",
-            *store["overrides"]]
+    args = [
+        "-m",
+        f"hydra/launcher={launcher}",
+        *workers,
+        f"seed={','.join(s[5:] for s in seeds)}",
+        *TINY,
+        "sm_limit=1",
+        *store["overrides"],
+    ]
     out = rlbench_cli(args, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     all_runs = runs(store["uri"])
@@ -170,8 +193,9 @@ def test_onoff_policy_experiment_sweeps_both_algorithms_on_one_task(compose_cfg)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=onoff_policy"], return_hydra_config=True)
     assert cfg.hydra.sweeper.params.algo == "r2d2,vtrace"
-    confs = {a: validate(compose_cfg(["experiment=onoff_policy", "workload=smoke", f"algo={a}"]))
-             for a in ("r2d2", "vtrace")}
+    confs = {
+        a: validate(compose_cfg(["experiment=onoff_policy", "workload=smoke", f"algo={a}"])) for a in ("r2d2", "vtrace")
+    }
     assert {c.algo.name for c in confs.values()} == {"r2d2", "vtrace"}
     assert len({(c.env.id, c.actors, c.workload.frames) for c in confs.values()}) == 1  # the same task
     # each algorithm's own rule for the updates: R2D2 one insertion batch of int(64 / 0.75) = 85
@@ -184,14 +208,20 @@ def test_ui_url_opens_the_sweeps_runs_in_the_model_training_view():
     from rlbench.tracking.store import ui_hint, ui_runs_url
 
     url = ui_runs_url("sqlite:///mlruns/mlflow.db", "7", "rlbench-ab12")
-    assert url == "http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=rlbench-ab12&workflowType=machine_learning"
-    assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith("http://mlflow.lab:5000/#/experiments/7/runs?")
+    assert (
+        url == "http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=rlbench-ab12&workflowType=machine_learning"
+    )
+    assert ui_runs_url("http://mlflow.lab:5000/", "7", "ab12").startswith(
+        "http://mlflow.lab:5000/#/experiments/7/runs?"
+    )
     assert ui_hint("sqlite:///x.db", "7", "ab12").endswith(
-        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db)")
+        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db)"
+    )
     assert "start it" not in ui_hint("https://mlflow.lab", "7", "ab12")
     other = ui_hint("sqlite:///x.db", "7", "ab12", 5123)  # tracking.ui_port: the address and the command agree
     assert other.startswith("MLflow UI: http://127.0.0.1:5123/#/experiments/7/runs?") and other.endswith(
-        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db --port 5123)")
+        "(start it: mlflow ui --app-name rlbench --backend-store-uri sqlite:///x.db --port 5123)"
+    )
 
 
 def test_top_level_runs_of_the_same_overrides_get_unique_names(store):
@@ -215,16 +245,42 @@ def test_top_level_runs_of_the_same_overrides_get_unique_names(store):
 def test_summary_table_says_why_a_value_is_missing():
     from rlbench.sweeps.sweep import summary_text
 
-    why = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
-           "energy_gpu_j": "nvmlInit failed", "energy_cpu_j": "no RAPL"}
-    rows = [{"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 10.0, "task_fps": 95.0, "fps": 100.0,
-             "energy_per_task_j": None, "cpu_gpu_ratio": 1.0, "unmeasured": why} for i, a in enumerate((4, 40))]
-    rows.append({"job": 2, "name": "actors=256", "status": "FAILED", "runtime_s": None, "fps": None,
-                 "energy_per_task_j": None, "cpu_gpu_ratio": None})
+    why = {
+        "energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
+        "energy_gpu_j": "nvmlInit failed",
+        "energy_cpu_j": "no RAPL",
+    }
+    rows = [
+        {
+            "job": i,
+            "name": f"actors={a}",
+            "status": "FINISHED",
+            "runtime_s": 10.0,
+            "task_fps": 95.0,
+            "fps": 100.0,
+            "energy_per_task_j": None,
+            "cpu_gpu_ratio": 1.0,
+            "unmeasured": why,
+        }
+        for i, a in enumerate((4, 40))
+    ]
+    rows.append(
+        {
+            "job": 2,
+            "name": "actors=256",
+            "status": "FAILED",
+            "runtime_s": None,
+            "fps": None,
+            "energy_per_task_j": None,
+            "cpu_gpu_ratio": None,
+        }
+    )
     lines = summary_text(rows).splitlines()
     # each reason once; a failed job's empty cells are its failure, not a missing measurement
-    assert lines[-1] == ("- energy_per_task_j: no measured power (see the GPU and CPU reasons); "
-                         "energy_cpu_j: no RAPL; energy_gpu_j: nvmlInit failed")
+    assert lines[-1] == (
+        "- energy_per_task_j: no measured power (see the GPU and CPU reasons); "
+        "energy_cpu_j: no RAPL; energy_gpu_j: nvmlInit failed"
+    )
     assert len(lines) == 5
     rows[0]["unmeasured"] = {}
     assert summary_text(rows[:1]).splitlines()[-1] == "- energy_per_task_j: not recorded (no reason logged)"

@@ -8,24 +8,36 @@ import pytest
 from tests.tiers import PARALLEL, by_weight, lacks_gpu_marker, parallel_args
 
 
-@pytest.mark.parametrize("args", [["-q"], [], ["-q", "-m", "not e2e"], ["-m", "not e2e"],
-                                  ["-q", "-mnot e2e", "--durations=20"], ["-q", "--durations", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-q"],
+        [],
+        ["-q", "-m", "not e2e"],
+        ["-m", "not e2e"],
+        ["-q", "-mnot e2e", "--durations=20"],
+        ["-q", "--durations", "0"],
+    ],
+)
 def test_the_whole_suite_and_the_whole_fast_tier_get_a_worker_per_core(args):
     assert parallel_args(args, cores=2, have_xdist=True) == [*args, *PARALLEL]
 
 
-@pytest.mark.parametrize("args", [
-    ["-q", "-m", "e2e"],
-    ["-q", "-m", "gpu"],
-    ["-q", "tests/test_config.py"],  # a path: as asked
-    ["-q", "-m", "not e2e", "tests/test_config.py"],
-    ["-q", "-m", "not e2e", "tests/test_config.py::test_every_group_composes_and_validates"],
-    ["-q", "-k", "sweep"],
-    ["-q", "-m", "not e2e", "-n", "0"],
-    ["-q", "-n0"],
-    ["-q", "-m", "not e2e", "-p", "no:xdist"],
-    ["-q", "--dist=load"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-q", "-m", "e2e"],
+        ["-q", "-m", "gpu"],
+        ["-q", "tests/test_config.py"],  # a path: as asked
+        ["-q", "-m", "not e2e", "tests/test_config.py"],
+        ["-q", "-m", "not e2e", "tests/test_config.py::test_every_group_composes_and_validates"],
+        ["-q", "-k", "sweep"],
+        ["-q", "-m", "not e2e", "-n", "0"],
+        ["-q", "-n0"],
+        ["-q", "-m", "not e2e", "-p", "no:xdist"],
+        ["-q", "--dist=load"],
+    ],
+)
 def test_any_other_selection_runs_as_asked(args):
     assert parallel_args(args, cores=2, have_xdist=True) == args
 
@@ -41,13 +53,29 @@ def _item(nodeid: str, *marks: str):
 
 
 def test_files_go_out_heaviest_first_and_keep_their_tests_in_order():
-    items = [_item("tests/a.py::one"), _item("tests/a.py::two"), _item("tests/a.py::three"),
-             _item("tests/b.py::job", "e2e"), _item("tests/c.py::learns", "e2e", "slow"), _item("tests/c.py::unit"),
-             _item("tests/d.py::one"), _item("tests/e.py::sweep", "e2e"), _item("tests/e.py::unit")]
+    items = [
+        _item("tests/a.py::one"),
+        _item("tests/a.py::two"),
+        _item("tests/a.py::three"),
+        _item("tests/b.py::job", "e2e"),
+        _item("tests/c.py::learns", "e2e", "slow"),
+        _item("tests/c.py::unit"),
+        _item("tests/d.py::one"),
+        _item("tests/e.py::sweep", "e2e"),
+        _item("tests/e.py::unit"),
+    ]
     order = [i.nodeid for i in by_weight(items)]
-    assert order == ["tests/c.py::learns", "tests/c.py::unit",  # trains for real
-                     "tests/e.py::sweep", "tests/e.py::unit", "tests/b.py::job",  # one e2e test each: more tests first
-                     "tests/a.py::one", "tests/a.py::two", "tests/a.py::three", "tests/d.py::one"]
+    assert order == [
+        "tests/c.py::learns",
+        "tests/c.py::unit",  # trains for real
+        "tests/e.py::sweep",
+        "tests/e.py::unit",
+        "tests/b.py::job",  # one e2e test each: more tests first
+        "tests/a.py::one",
+        "tests/a.py::two",
+        "tests/a.py::three",
+        "tests/d.py::one",
+    ]
 
 
 def _marked(*marks):

@@ -21,33 +21,82 @@ def test_rounded_keeps_integers_and_six_significant_digits():
 
 
 def test_params_are_the_config_and_tracking_plumbing_is_tags():
-    resolved = {"actors": 4, "env": {"id": "pong"}, "hydra": {"x": 1},
-                "tracking": {"uri": "sqlite:///m.db", "parent_run_id": "abc", "run_name": "r", "tags": {},
-                             "experiment": "e", "log_every_s": 1.0, "artifact_location": None}}
+    resolved = {
+        "actors": 4,
+        "env": {"id": "pong"},
+        "hydra": {"x": 1},
+        "tracking": {
+            "uri": "sqlite:///m.db",
+            "parent_run_id": "abc",
+            "run_name": "r",
+            "tags": {},
+            "experiment": "e",
+            "log_every_s": 1.0,
+            "artifact_location": None,
+        },
+    }
     params, tags = params_and_tags(resolved, ["actors=4", "tracking.uri=x"])
     assert params == {"actors": "4", "env.id": "pong"}
-    assert tags == {"tracking.uri": "sqlite:///m.db", "tracking.log_every_s": "1.0",
-                    "overrides": "actors=4 tracking.uri=x"}
+    assert tags == {
+        "tracking.uri": "sqlite:///m.db",
+        "tracking.log_every_s": "1.0",
+        "overrides": "actors=4 tracking.uri=x",
+    }
 
 
 def test_unmeasured_tag_names_each_reason_once_and_parses_back():
-    reasons = {"energy_gpu_j": "no GPU: nvml missing", "power_gpu_w_avg": "no GPU: nvml missing",
-               "energy_cpu_j": "no RAPL | a VM", "eval_return_mean20": "eval_envs=0"}
+    reasons = {
+        "energy_gpu_j": "no GPU: nvml missing",
+        "power_gpu_w_avg": "no GPU: nvml missing",
+        "energy_cpu_j": "no RAPL | a VM",
+        "eval_return_mean20": "eval_envs=0",
+    }
     text = format_unmeasured(reasons)
-    assert text == ("energy_gpu_j, power_gpu_w_avg: no GPU: nvml missing | energy_cpu_j: no RAPL / a VM | "
-                    "eval_return_mean20: eval_envs=0")
+    assert text == (
+        "energy_gpu_j, power_gpu_w_avg: no GPU: nvml missing | energy_cpu_j: no RAPL / a VM | "
+        "eval_return_mean20: eval_envs=0"
+    )
     assert text.count("nvml missing") == 1
     assert parse_unmeasured(text) == reasons | {"energy_cpu_j": "no RAPL / a VM"}
     assert unmeasured_of({"null/energy_dram_j": "old", "unmeasured": text})["energy_dram_j"] == "old"  # older runs
     assert parse_unmeasured(None) == {}
 
 
-ROWS = [{"job": 0, "name": "actors=2", "overrides": "actors=2", "status": "FINISHED", "runtime_s": 2.0, "fps": 1000.0,
-         "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "a" * 32},
-        {"job": 1, "name": "actors=4", "overrides": "actors=4", "status": "FINISHED", "runtime_s": 1.5, "fps": 1500.0,
-         "energy_per_task_j": None, "cpu_gpu_ratio": 0.5, "run_id": "b" * 32},
-        {"job": 2, "name": "actors=8", "overrides": "actors=8", "status": "FAILED", "runtime_s": None, "fps": None,
-         "energy_per_task_j": None, "cpu_gpu_ratio": None, "run_id": "c" * 32}]
+ROWS = [
+    {
+        "job": 0,
+        "name": "actors=2",
+        "overrides": "actors=2",
+        "status": "FINISHED",
+        "runtime_s": 2.0,
+        "fps": 1000.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "a" * 32,
+    },
+    {
+        "job": 1,
+        "name": "actors=4",
+        "overrides": "actors=4",
+        "status": "FINISHED",
+        "runtime_s": 1.5,
+        "fps": 1500.0,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": 0.5,
+        "run_id": "b" * 32,
+    },
+    {
+        "job": 2,
+        "name": "actors=8",
+        "overrides": "actors=8",
+        "status": "FAILED",
+        "runtime_s": None,
+        "fps": None,
+        "energy_per_task_j": None,
+        "cpu_gpu_ratio": None,
+        "run_id": "c" * 32,
+    },
+]
 
 
 def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
@@ -66,13 +115,18 @@ def test_the_note_opens_with_its_links_and_the_jobs_table_and_the_report_fills_i
     assert first[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
     assert "[Charts](" in first[2] and "report: `python -m rlbench.report --sweep " + "p" * 32 in first[2]
     assert first[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
-    assert first[6].startswith("| [actors=2](#/experiments/7/runs/" + "a" * 32 + "?workflowType=machine_learning) | 2 |")
+    assert first[6].startswith(
+        "| [actors=2](#/experiments/7/runs/" + "a" * 32 + "?workflowType=machine_learning) | 2 |"
+    )
     assert "not measured" in first[6] and "| failed |" in first[8]
     assert "job 1 `actors=4`" in note
     updated = with_report(note, ["knee: none", "bound: learner"], "7", "p" * 32)
     assert updated.split("\n")[2].count("[Report](#/experiments/7/runs/" + "p" * 32) == 1  # in the first links too
     assert updated.split(REPORT_MARK)[1].count("[Report](") == 1
-    assert "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html?workflowType=machine_learning)" in updated
+    assert (
+        "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html?workflowType=machine_learning)"
+        in updated
+    )
     assert "- knee: none\n- bound: learner" in updated and "Not made yet" not in updated
     assert with_report(updated, ["again"], "7", "p" * 32).count(REPORT_MARK) == 1
     assert with_report(None, [], "7", "p").startswith(REPORT_MARK)  # a parent without a sweep note (a study)
@@ -91,11 +145,14 @@ def test_a_sweep_over_envs_records_its_jobs_in_one_experiment():
     assert sweep_tracking([_conf("mine"), _conf("other")]).experiment == "mine+other"
 
 
-@pytest.mark.parametrize(("preset", "jobs", "name"), [
-    (None, [["actors=2", "tracking.uri=x"], ["actors=4", "tracking.uri=x"]], "sweep actors=2,4"),
-    ("actor_sweep", [[f"actors={a}"] for a in (4, 8, 16, 32, 256)], "actor_sweep actors=4..256"),
-    (None, [["seed=1"]], "sweep"),
-])
+@pytest.mark.parametrize(
+    ("preset", "jobs", "name"),
+    [
+        (None, [["actors=2", "tracking.uri=x"], ["actors=4", "tracking.uri=x"]], "sweep actors=2,4"),
+        ("actor_sweep", [[f"actors={a}"] for a in (4, 8, 16, 32, 256)], "actor_sweep actors=4..256"),
+        (None, [["seed=1"]], "sweep"),
+    ],
+)
 def test_sweep_names_say_what_varies_and_fit_the_runs_table(preset, jobs, name):
     assert sweep_name(preset, jobs) == name
     assert len(sweep_name(None, [[f"k{i}=a", f"k{i}b=x"] for i in range(20)] + [["k0=b"]])) <= 48
@@ -104,10 +161,15 @@ def test_sweep_names_say_what_varies_and_fit_the_runs_table(preset, jobs, name):
 def test_a_derived_values_reason_brings_the_reasons_it_points_at():
     from rlbench.tracking.unmeasured import explain
 
-    reasons = {"energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
-               "energy_gpu_j": "no NVML", "energy_cpu_j": "no RAPL", "gpu_busy_frac": "no CUDA device"}
-    assert explain("energy_per_task_j", reasons) == ("no measured power (see the GPU and CPU reasons); "
-                                                     "energy_cpu_j: no RAPL; energy_gpu_j: no NVML")
+    reasons = {
+        "energy_per_task_j": "no measured power (see the GPU and CPU reasons)",
+        "energy_gpu_j": "no NVML",
+        "energy_cpu_j": "no RAPL",
+        "gpu_busy_frac": "no CUDA device",
+    }
+    assert explain("energy_per_task_j", reasons) == (
+        "no measured power (see the GPU and CPU reasons); energy_cpu_j: no RAPL; energy_gpu_j: no NVML"
+    )
     assert explain("gpu_busy_frac", reasons) == "no CUDA device"
     assert explain("fps", reasons) is None  # measured: nothing to explain
 
@@ -134,8 +196,10 @@ def test_logging_a_dataset_another_writer_just_created_retries(monkeypatch):
     def flaky(dataset, context):
         calls.append(context)
         if len(calls) == 1:
-            raise MlflowException('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates '
-                                  'unique constraint "dataset_pk"')
+            raise MlflowException(
+                "BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates "
+                'unique constraint "dataset_pk"'
+            )
 
     monkeypatch.setattr(mlflow, "log_input", flaky)
     monkeypatch.setattr(record.time, "sleep", lambda s: None)
@@ -163,8 +227,9 @@ def test_a_parent_tag_another_writer_just_created_is_written_again(monkeypatch):
     def set_tag(run_id, key, value):
         calls.append(key)
         if len(calls) == 1:
-            raise MlflowException('BAD_REQUEST: (psycopg.errors.UniqueViolation) duplicate key value violates '
-                                  'unique constraint "tag_pk"')
+            raise MlflowException(
+                'BAD_REQUEST: (psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "tag_pk"'
+            )
 
     monkeypatch.setattr(parent._client, "set_tag", set_tag)
     parent.describe("the note")
@@ -182,9 +247,19 @@ def test_the_runs_table_view_shows_the_knobs_and_headline_numbers_and_says_what_
     from rlbench.tracking.views import view_state
 
     state = view_state("tags.mlflow.parentRunId = 'p'", ["actors", "sm_limit"], {"runtime_s", "task_fps", "fps"})
-    assert state["selectedColumns"] == state["columnOrder"] == [
-        "params.`actors`", "params.`sm_limit`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`",
-        "tags.`energy_per_task_j`", "tags.`bound`"]  # energy: the jobs' "not measured: why" tag
+    assert (
+        state["selectedColumns"]
+        == state["columnOrder"]
+        == [
+            "params.`actors`",
+            "params.`sm_limit`",
+            "metrics.`runtime_s`",
+            "metrics.`task_fps`",
+            "metrics.`fps`",
+            "tags.`energy_per_task_j`",
+            "tags.`bound`",
+        ]
+    )  # energy: the jobs' "not measured: why" tag
     assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`runtime_s`", True)
     bars, parallel = state["compareRunCharts"][:3], state["compareRunCharts"][3]
     assert [(c["type"], c["metricKey"]) for c in bars] == [("BAR", "runtime_s"), ("BAR", "task_fps"), ("BAR", "fps")]
@@ -204,10 +279,14 @@ def test_with_repeats_the_runs_table_view_groups_the_runs_by_configuration():
 
     plain = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"})
     state = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"}, group_by_tag="repeat_group")
-    assert state["groupBy"] == {"aggregateFunction": "average",
-                                "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}]}
+    assert state["groupBy"] == {
+        "aggregateFunction": "average",
+        "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}],
+    }
     assert state["groupsExpanded"] == {} and state["useGroupedValuesInCharts"] is True
-    assert {k: v for k, v in state.items() if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts")} == plain
+    assert {
+        k: v for k, v in state.items() if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts")
+    } == plain
 
 
 def test_a_sweeps_view_shows_its_jobs_verdicts_as_the_first_tag_column_grouped_or_not():
@@ -218,9 +297,19 @@ def test_a_sweeps_view_shows_its_jobs_verdicts_as_the_first_tag_column_grouped_o
 
     for group in (None, "repeat_group"):
         state = view_state("f", ["actors"], {"runtime_s", "task_fps", "fps"}, group_by_tag=group, tags=("verdict",))
-        assert state["selectedColumns"] == state["columnOrder"] == [
-            "params.`actors`", "metrics.`runtime_s`", "metrics.`task_fps`", "metrics.`fps`",
-            "tags.`verdict`", "tags.`energy_per_task_j`", "tags.`bound`"]
+        assert (
+            state["selectedColumns"]
+            == state["columnOrder"]
+            == [
+                "params.`actors`",
+                "metrics.`runtime_s`",
+                "metrics.`task_fps`",
+                "metrics.`fps`",
+                "tags.`verdict`",
+                "tags.`energy_per_task_j`",
+                "tags.`bound`",
+            ]
+        )
         assert state["columnWidths"]["tags.`verdict`"] == 300
 
 
@@ -228,12 +317,15 @@ def test_knobs_are_the_swept_overrides_as_param_names():
     from rlbench.tracking.views import knobs_of, view_link
 
     params = {"actors", "sm_limit", "algo.name", "env.id", "seed"}
-    jobs = [["actors=4", "algo=r2d2", "env=pong", "tracking.uri=x", "seed=1"],
-            ["actors=40", "algo=vtrace", "env=pong", "tracking.uri=y", "seed=1"]]
+    jobs = [
+        ["actors=4", "algo=r2d2", "env=pong", "tracking.uri=x", "seed=1"],
+        ["actors=40", "algo=vtrace", "env=pong", "tracking.uri=y", "seed=1"],
+    ]
     assert knobs_of(jobs, params) == ["actors", "algo.name"]  # env and seed do not vary; tracking is no knob
     assert knobs_of(jobs[:1], params, varying=False) == ["actors", "algo.name", "env.id", "seed"]
     assert view_link("7", "rlbench-p", chart=True) == (
-        "#/experiments/7/runs?viewStateShareKey=rlbench-p&workflowType=machine_learning&compareRunsMode=CHART")
+        "#/experiments/7/runs?viewStateShareKey=rlbench-p&workflowType=machine_learning&compareRunsMode=CHART"
+    )
     assert view_link("7", None) == "#/experiments/7/runs?workflowType=machine_learning"
 
 
@@ -242,7 +334,8 @@ def test_a_headline_metric_not_measured_says_why_with_its_sources_first():
 
     reasons = {"energy_per_task_j": "no measured power", "energy_gpu_j": "no GPU (NVML)", "energy_cpu_j": "no RAPL"}
     assert not_measured("energy_per_task_j", reasons) == (
-        "not measured: energy_cpu_j: no RAPL; energy_gpu_j: no GPU (NVML); no measured power")
+        "not measured: energy_cpu_j: no RAPL; energy_gpu_j: no GPU (NVML); no measured power"
+    )
     assert not_measured("fps", {}) == "not measured: no value recorded"
 
 
@@ -267,12 +360,14 @@ def test_mlflows_info_lines_go_to_the_jobs_log_file_not_the_terminal(tmp_path):
     finally:
         root.removeHandler(log_file)
         mlflow_log.handlers[:] = saved[0]
-        for handler, level in zip(*saved):
+        for handler, level in zip(*saved, strict=True):
             handler.setLevel(level)
         log_file.close()
     assert terminal.getvalue() == "a warning still shows\n"
-    assert (tmp_path / "job.log").read_text().splitlines() == ["Creating initial MLflow database tables...",
-                                                                 "a warning still shows"]
+    assert (tmp_path / "job.log").read_text().splitlines() == [
+        "Creating initial MLflow database tables...",
+        "a warning still shows",
+    ]
 
 
 def test_a_parents_metrics_are_rounded_as_a_jobs(store):

@@ -9,16 +9,35 @@ from rlbench.core.metrics import declared
 from rlbench.train.job import run_job
 from tests.conftest import CARTPOLE_TINY, runs, sigterm_once_running
 
-CONTRACT = ["fps", "sps", "learner_updates_per_s", "episode_return", "loss", "inference_batch_mean",
-            "inference_latency_ms", "runtime_s", "eval_frames", "replay_ratio", "task_replay_ratio",
-            "replay_capacity"]
+CONTRACT = [
+    "fps",
+    "sps",
+    "learner_updates_per_s",
+    "episode_return",
+    "loss",
+    "inference_batch_mean",
+    "inference_latency_ms",
+    "runtime_s",
+    "eval_frames",
+    "replay_ratio",
+    "task_replay_ratio",
+    "replay_capacity",
+]
 
 
 @pytest.mark.e2e
 def test_atari_smoke_job_is_recorded(compose_cfg, store):
     # the default config: MLflow's system metrics on (the store fixture turns them off elsewhere)
-    cfg = compose_cfg(["workload=smoke", "actors=4", "progress=log", *store["overrides"], "eval_envs=2",
-                       "tracking.system_metrics=true"])
+    cfg = compose_cfg(
+        [
+            "workload=smoke",
+            "actors=4",
+            "progress=log",
+            *store["overrides"],
+            "eval_envs=2",
+            "tracking.system_metrics=true",
+        ]
+    )
     final = run_job(cfg, overrides=["workload=smoke", "actors=4"])
     (run,) = runs(store["uri"])
     assert any(k.startswith("system/") for k in run.data.metrics)  # what the contract check below must see
@@ -40,9 +59,18 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert run.data.params["env.id"] == "pong"
     assert run.data.tags["overrides"] == "workload=smoke actors=4" and "overrides" not in run.data.params
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [
-        ("pong (atari, frameskip 4)", "environment")]
-    for tag in ("git_commit", "host", "cpu_model", "hardware_threads", "torch_version", "ale_py_version",
-                "mlflow_version", "device"):
+        ("pong (atari, frameskip 4)", "environment")
+    ]
+    for tag in (
+        "git_commit",
+        "host",
+        "cpu_model",
+        "hardware_threads",
+        "torch_version",
+        "ale_py_version",
+        "mlflow_version",
+        "device",
+    ):
         assert run.data.tags[tag], tag
     client = mlflow.MlflowClient()
     artifacts = [a.path for a in client.list_artifacts(run.info.run_id)]
@@ -52,7 +80,9 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert fractions["actors/env_step"] == pytest.approx(m["op_frac/actors/env_step"], abs=1e-4)
     assert "`fps`" in run.data.tags["mlflow.note.content"] and "`task_fps`" in run.data.tags["mlflow.note.content"]
     assert "ui.perfetto.dev" in run.data.tags["mlflow.note.content"]  # where its timeline opens
-    assert [p.value for p in client.get_metric_history(run.info.run_id, "fps")] == [pytest.approx(final["fps"], rel=1e-5)]
+    assert [p.value for p in client.get_metric_history(run.info.run_id, "fps")] == [
+        pytest.approx(final["fps"], rel=1e-5)
+    ]
     window = client.get_metric_history(run.info.run_id, "window/fps")  # the series: while the actors step
     assert len(window) >= 1 and min(p.value for p in window) > 0
     assert m["task_fps"] == pytest.approx(m["frames"] / m["runtime_s"], rel=1e-4) and m["task_fps"] <= m["fps"]
@@ -80,8 +110,11 @@ def _assert_drawn_comparably(client, run, final):
     view = json.loads(mlflow.get_experiment(run.info.experiment_id).tags[f"mlflow.sharedViewState.rlbench-job-{rid}"])
     assert view["searchFilter"] == f"attributes.run_id = '{rid}'"
     assert [c["metricKey"] for c in view["compareRunCharts"][:3]] == ["runtime_s", "task_fps", "fps"]
-    assert {c["metricKey"]: c["selectedXAxisMetricKey"] for c in view["compareRunCharts"] if c["type"] == "LINE"
-            and not c.get("deleted")}["window/fps"] == "task_elapsed_s"
+    assert {
+        c["metricKey"]: c["selectedXAxisMetricKey"]
+        for c in view["compareRunCharts"]
+        if c["type"] == "LINE" and not c.get("deleted")
+    }["window/fps"] == "task_elapsed_s"
     assert f"viewStateShareKey=rlbench-job-{rid}" in tags["mlflow.note.content"]
 
 
@@ -91,8 +124,16 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
     every window's ratio is the configured 4 and the actors wait (queue_full_wait) while the
     learner is behind; the learner's tail is what the queue held when the actors stopped.
     (A unit test cannot give this: it is how the three threads wait for each other.)"""
-    cfg = compose_cfg(["env=cartpole", "workload=smoke", "workload.frames=24000", "progress=log",
-                       "tracking.log_every_s=1", *store["overrides"]])
+    cfg = compose_cfg(
+        [
+            "env=cartpole",
+            "workload=smoke",
+            "workload.frames=24000",
+            "progress=log",
+            "tracking.log_every_s=1",
+            *store["overrides"],
+        ]
+    )
     final = run_job(cfg, overrides=["env=cartpole"])
     (run,) = runs(store["uri"])
     window = [p.value for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "window/replay_ratio")]
@@ -120,8 +161,9 @@ def _assert_steady_rates(run, final):
     assert min(window) <= m["steady/fps_min"] <= m["steady/fps"] <= m["steady/fps_max"] <= max(window)
     assert m["steady/learner_updates_per_s"] > 0
     assert [p.step for p in client.get_metric_history(run.info.run_id, "steady/fps")] == [0]
-    assert {"steady/power_gpu_w", "steady/power_cpu_w", "steady/frames_per_j"} <= set(reasons) and \
-        "steady/power_gpu_w" not in m
+    assert {"steady/power_gpu_w", "steady/power_cpu_w", "steady/frames_per_j"} <= set(
+        reasons
+    ) and "steady/power_gpu_w" not in m
 
 
 @pytest.mark.e2e
@@ -156,9 +198,19 @@ def test_vtrace_learns_cartpole(compose_cfg, store):
 @pytest.mark.e2e
 def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, store):
     """V-trace on real Pong through the same trainer: short unrolls and batches keep it quick."""
-    args = ["algo=vtrace", "workload=smoke", "workload.frames=4000", "actors=2", "workload.learner_updates=null",
-            "algo.unroll_length=20", "inference_batch=0",  # lock-step: each actor steps exactly 500 times
-            "algo.batch_size=8", "algo.network.lstm_hidden=32", "progress=log", *store["overrides"]]
+    args = [
+        "algo=vtrace",
+        "workload=smoke",
+        "workload.frames=4000",
+        "actors=2",
+        "workload.learner_updates=null",
+        "algo.unroll_length=20",
+        "inference_batch=0",  # lock-step: each actor steps exactly 500 times
+        "algo.batch_size=8",
+        "algo.network.lstm_hidden=32",
+        "progress=log",
+        *store["overrides"],
+    ]
     final = run_job(compose_cfg(args), overrides=args[:5])
     (run,) = runs(store["uri"])
     m = run.data.metrics
@@ -166,8 +218,16 @@ def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, sto
     # 500 agent steps per actor make 24 unrolls of 21 steps each: 48 unrolls, 6 batches of 8
     assert (m["unrolls"], m["learner_updates"], m["task_replay_ratio"]) == (48, 6, 1.0)
     assert m["policy_version"] == 6 and 0 <= m["policy_lag"] <= 6
-    for key in ("vtrace/policy_loss", "vtrace/baseline_loss", "vtrace/entropy", "sim_share", "learner_share",
-                "op_frac/inference/queue_put", "op_frac/learner/queue_get", "eval_frames"):
+    for key in (
+        "vtrace/policy_loss",
+        "vtrace/baseline_loss",
+        "vtrace/entropy",
+        "sim_share",
+        "learner_share",
+        "op_frac/inference/queue_put",
+        "op_frac/learner/queue_get",
+        "eval_frames",
+    ):
         assert key in m, key
     assert "replay_ratio" not in m and "op_frac/learner/replay_sample" not in m
     assert 0 < m["vtrace/entropy"] <= 2.8904  # nats; log(18) for the full action set's 18 actions is the most there is
@@ -192,8 +252,13 @@ def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
 
 @pytest.mark.e2e
 def test_sigterm_ends_run_killed_and_leaves_no_process(store):
-    args = ["env=cartpole", "workload.frames=100000000", "workload.learner_updates=100000", "progress=log",
-            *store["overrides"]]
+    args = [
+        "env=cartpole",
+        "workload.frames=100000000",
+        "workload.learner_updates=100000",
+        "progress=log",
+        *store["overrides"],
+    ]
     assert sigterm_once_running(args, store["db"].parent / "out" / "__main__.log", timeout=90) != 0
     (run,) = runs(store["uri"])
     assert run.info.status == "KILLED"
@@ -206,8 +271,19 @@ def test_async_inference_forwards_only_the_ready_actors(compose_cfg, store):
     from rlbench.prepare.validate import validate
     from rlbench.train.trainer import train
 
-    conf = validate(compose_cfg(["workload=smoke", "actors=8", "inference_batch=4", "learner=false",
-                                 "telemetry.enabled=false", "progress=log", *store["overrides"]]))
+    conf = validate(
+        compose_cfg(
+            [
+                "workload=smoke",
+                "actors=8",
+                "inference_batch=4",
+                "learner=false",
+                "telemetry.enabled=false",
+                "progress=log",
+                *store["overrides"],
+            ]
+        )
+    )
     final = train(plan_job(conf))
     assert final["inference_batch_mean"] == pytest.approx(4.0)
     assert final["frames"] >= 24000

@@ -25,7 +25,9 @@ from rlbench.tracking.ui_app import (
 )
 from tests.conftest import ROOT
 
-MLFLOW_INDEX = '<!doctype html><html lang="en"><head><meta charset="utf-8"/><script defer="defer" src="main.js"></script>'
+MLFLOW_INDEX = (
+    '<!doctype html><html lang="en"><head><meta charset="utf-8"/><script defer="defer" src="main.js"></script>'
+)
 
 
 def mlflow_build() -> Path:
@@ -46,7 +48,9 @@ def test_the_seed_goes_first_in_the_head_and_writes_only_where_nothing_was_chose
 def test_the_shared_view_script_goes_before_the_bundle_and_names_the_facets_it_drops():
     page = with_seed(MLFLOW_INDEX)
     assert page.index(keep_shared_view_script()) < page.index('<script defer="defer"')
-    assert json.dumps(list(FACETS)) in keep_shared_view_script() and json.dumps(SHARE_PARAM) in keep_shared_view_script()
+    assert (
+        json.dumps(list(FACETS)) in keep_shared_view_script() and json.dumps(SHARE_PARAM) in keep_shared_view_script()
+    )
 
 
 def test_the_installed_mlflow_skips_a_shared_view_whose_address_holds_the_facets_the_script_drops():
@@ -58,8 +62,9 @@ def test_the_installed_mlflow_skips_a_shared_view_whose_address_holds_the_facets
     bundle = "".join(p.read_text(encoding="utf-8") for p in js.glob("*.js"))
     assert json.dumps(list(FACETS), separators=(",", ":")) in bundle
     assert f'="{SHARE_PARAM}"' in bundle or f"?{SHARE_PARAM}=" in bundle
-    assert re.search(r"if\(\$?\w+\.\w+\.some\(\w+=>\w+\.has\(\w+\)\)\)return void\(\w+\.current=null\)", bundle), \
+    assert re.search(r"if\(\$?\w+\.\w+\.some\(\w+=>\w+\.has\(\w+\)\)\)return void\(\w+\.current=null\)", bundle), (
         "the shared view's hook no longer skips an address holding facets"
+    )
 
 
 def test_a_page_without_head_is_refused_by_name():
@@ -115,4 +120,7 @@ def test_pyproject_registers_the_app_under_the_name_the_ui_command_uses():
 
     apps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["mlflow.app"]
     assert apps == {APP_NAME: "rlbench.tracking.ui_app:create_app"}
-    assert ui_command("sqlite:///mlruns/mlflow.db") == "mlflow ui --app-name rlbench --backend-store-uri sqlite:///mlruns/mlflow.db"
+    assert (
+        ui_command("sqlite:///mlruns/mlflow.db")
+        == "mlflow ui --app-name rlbench --backend-store-uri sqlite:///mlruns/mlflow.db"
+    )

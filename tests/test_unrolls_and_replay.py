@@ -19,8 +19,17 @@ def _feed(asm, steps, ids, state_of=lambda i, t: float(t)):
         need = asm.needs_state(ids)
         hidden = asm.start_state.shape[-1]
         state = np.array([np.full(hidden, state_of(i, t)) for i in ids], np.float32)[need]
-        asm.add(ids, obs, np.full(k, t), np.full(k, t - 1), np.full(k, t, np.float32),
-                np.full(k, t % 7 == 0), np.zeros((k, 3), np.float32), state, sink=lambda s: out.append(s.owned()))
+        asm.add(
+            ids,
+            obs,
+            np.full(k, t),
+            np.full(k, t - 1),
+            np.full(k, t, np.float32),
+            np.full(k, t % 7 == 0),
+            np.zeros((k, 3), np.float32),
+            state,
+            sink=lambda s: out.append(s.owned()),
+        )
     return out
 
 
@@ -30,7 +39,7 @@ def test_overlapping_sequences_match_the_stream_and_carry_their_start_state():
     emitted = _feed(asm, 14, np.array([0, 2]))
     starts = sequence_starts(14, length, overlap)  # [0, 4, 8]
     assert len(emitted) == len(starts)
-    for seqs, start in zip(emitted, starts):
+    for seqs, start in zip(emitted, starts, strict=True):
         assert len(seqs) == 2
         for row, actor in enumerate([0, 2]):
             assert seqs.frames[row, :, 0].tolist() == [actor * 1000 + start + j for j in range(length)]
@@ -58,9 +67,17 @@ def _seqs(k, length=4, value=0):
     ids = np.arange(k)
     out = []
     for t in range(length):
-        asm.add(ids, np.full((k, 2), value + t, np.uint8), np.zeros(k, np.int64), np.zeros(k, np.int64),
-                np.zeros(k, np.float32), np.zeros(k, bool), np.zeros((k, 3), np.float32),
-                np.zeros((k, 2), np.float32), sink=lambda s: out.append(s))
+        asm.add(
+            ids,
+            np.full((k, 2), value + t, np.uint8),
+            np.zeros(k, np.int64),
+            np.zeros(k, np.int64),
+            np.zeros(k, np.float32),
+            np.zeros(k, bool),
+            np.zeros((k, 3), np.float32),
+            np.zeros((k, 2), np.float32),
+            sink=lambda s: out.append(s),
+        )
     return out[0]
 
 
@@ -104,9 +121,17 @@ def test_replay_copies_wrapped_ring_pieces_in_time_order():
     got = []
     rb = SequenceReplay.for_shapes(4, 6, (1,), np.int32, 3, 1, alpha=1.0, beta=1.0, seed=0)
     for t in range(14):
-        asm.add(np.array([0]), np.array([[t]], np.int32), np.array([t]), np.array([t - 1]),
-                np.zeros(1, np.float32), np.zeros(1, bool), np.zeros((1, 3), np.float32), None,
-                sink=lambda s: (got.append(s.owned()), rb.insert(s, np.ones(len(s)))))
+        asm.add(
+            np.array([0]),
+            np.array([[t]], np.int32),
+            np.array([t]),
+            np.array([t - 1]),
+            np.zeros(1, np.float32),
+            np.zeros(1, bool),
+            np.zeros((1, 3), np.float32),
+            None,
+            sink=lambda s: (got.append(s.owned()), rb.insert(s, np.ones(len(s)))),
+        )
     assert [g.frames[0, :, 0].tolist() for g in got] == [list(range(s, s + 6)) for s in (0, 4, 8)]
     assert rb._store["frames"][:3, :, 0].tolist() == [g.frames[0, :, 0].tolist() for g in got]
 
@@ -118,7 +143,7 @@ def test_trained_steps_of_consecutive_sequences_tile_the_stream():
     length, overlap = unroll_layout(burn_in, seq_len, None)
     asm = UnrollAssembler(1, length, overlap, (1,), np.int32, 3, 1)
     emitted = _feed(asm, 40, np.array([0]))
-    trained = [t for s in emitted for t in s.frames[0, burn_in:burn_in + seq_len, 0].tolist()]
+    trained = [t for s in emitted for t in s.frames[0, burn_in : burn_in + seq_len, 0].tolist()]
     assert trained == list(range(burn_in, burn_in + len(emitted) * seq_len))
     for a, b in itertools.pairwise(emitted):  # the extra last step is the next sequence's first trained step
         assert a.frames[0, -1, 0] == b.frames[0, burn_in, 0]
@@ -135,7 +160,7 @@ def test_the_first_sequence_is_zero_padded_over_the_burn_in_so_every_step_is_tra
     first = emitted[0]
     assert first.frames[0, :burn_in, 0].tolist() == [0] * burn_in and not first.done[0, :burn_in].any()
     assert (first.reward[0, :burn_in] == 0).all() and (first.agent_out[0, :burn_in] == 0).all()
-    trained = [t for s in emitted for t in s.frames[0, burn_in:burn_in + seq_len, 0].tolist()]
+    trained = [t for s in emitted for t in s.frames[0, burn_in : burn_in + seq_len, 0].tolist()]
     assert trained == list(range(len(emitted) * seq_len))  # the stream's steps from 0 (_feed: frame = step)
     assert len(emitted) == sequences_per_actor(40, length, overlap, pad=burn_in) == (40 - 1) // seq_len
 

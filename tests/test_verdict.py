@@ -26,13 +26,17 @@ from tests.conftest import main_in_process
 
 # runtime_s of each repeat: actors=4 best, actors=8 within the floor (10.2 vs 10.0 s: 2.0% <
 # 7.9%, actors=8's 10.9 / 10.1), actors=2 told apart (41% slower); unrounded, as a job returns them
-TIMES = {2: [14.1000004, 14.5000002, 13.9000001], 4: [10.0000003, 10.4000001, 9.80000004],
-         8: [10.2000002, 10.9000004, 10.1000003]}
+TIMES = {
+    2: [14.1000004, 14.5000002, 13.9000001],
+    4: [10.0000003, 10.4000001, 9.80000004],
+    8: [10.2000002, 10.9000004, 10.1000003],
+}
 
 
 @dataclass
 class Conf:
     """What the sweep reads of a validated job config."""
+
     actors: int
     tracking: TrackingConfig
     resume: bool = False
@@ -53,14 +57,27 @@ class RecordingLauncher:
     def job(self, overrides: list[str]) -> JobReturn:
         actors, repeat = int(_value(overrides, "actors")), int(_value(overrides, "++tracking.tags.repeat"))
         runtime = TIMES[actors][repeat]
-        tags = {"mlflow.parentRunId": _value(overrides, "tracking.parent_run_id"),
-                "repeat_group": _value(overrides, "++tracking.tags.repeat_group"), "repeat": str(repeat),
-                "compute_unit": "cpu_thread"}
+        tags = {
+            "mlflow.parentRunId": _value(overrides, "tracking.parent_run_id"),
+            "repeat_group": _value(overrides, "++tracking.tags.repeat_group"),
+            "repeat": str(repeat),
+            "compute_unit": "cpu_thread",
+        }
         client = mlflow.MlflowClient()
-        run = client.create_run(mlflow.get_experiment_by_name("test").experiment_id, tags=tags,
-                                run_name=_value(overrides, "tracking.run_name"))
-        result = {"runtime_s": runtime, "task_fps": 3000 / runtime, "fps": 3000 / runtime, "cpu_gpu_ratio": 1.0,
-                  "energy_per_task_j": None, "run_id": run.info.run_id, "unmeasured": {}}
+        run = client.create_run(
+            mlflow.get_experiment_by_name("test").experiment_id,
+            tags=tags,
+            run_name=_value(overrides, "tracking.run_name"),
+        )
+        result = {
+            "runtime_s": runtime,
+            "task_fps": 3000 / runtime,
+            "fps": 3000 / runtime,
+            "cpu_gpu_ratio": 1.0,
+            "energy_per_task_j": None,
+            "run_id": run.info.run_id,
+            "unmeasured": {},
+        }
         for k in ("runtime_s", "task_fps", "fps", "cpu_gpu_ratio"):
             client.log_metric(run.info.run_id, k, rounded(result[k]), step=0)
         client.log_param(run.info.run_id, "actors", actors)
@@ -73,18 +90,26 @@ def _sweep(store, floor_min: float) -> None:
     tracking = TrackingConfig(uri=store["uri"], experiment="test", artifact_location=str(store["db"].parent / "art"))
     jobs = [[f"actors={a}", f"seed={1 + k}"] for k in range(3) for a in (2, 4, 8)]
     grid = SimpleNamespace(repeats=3, repeat=[k for k in range(3) for _ in (2, 4, 8)])
-    sweeper = SimpleNamespace(launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(
-        runtime=SimpleNamespace(choices={}))))
+    sweeper = SimpleNamespace(
+        launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
+    )
     confs = [Conf(int(j[0][7:]), tracking, verdict=VerdictConfig(noise_floor_min=floor_min)) for j in jobs]
     run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
 
 
 ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison
-    0.0: (("actors=4", "actors=8"), "noise floor 7.9%",
-          "not told apart from actors=8 (2.0% slower): noise floor 7.9%", "noise floor 7.9%: told apart"),
-    0.5: (("actors=4", "actors=2", "actors=8"), "noise floor 50.0%",
-          "not told apart from actors=2 (41.0% slower), actors=8 (2.0% slower): noise floor 50.0%",
-          "noise floor 50.0%: not told apart"),
+    0.0: (
+        ("actors=4", "actors=8"),
+        "noise floor 7.9%",
+        "not told apart from actors=8 (2.0% slower): noise floor 7.9%",
+        "noise floor 7.9%: told apart",
+    ),
+    0.5: (
+        ("actors=4", "actors=2", "actors=8"),
+        "noise floor 50.0%",
+        "not told apart from actors=2 (41.0% slower), actors=8 (2.0% slower): noise floor 50.0%",
+        "noise floor 50.0%: not told apart",
+    ),
 }
 
 
@@ -99,7 +124,9 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     # the terminal: the answer, its comparisons and the next command, last
     answer = f"Verdict: Best by median runtime_s: actors=4; {tied}"
     assert f"[rlbench sweep] {answer}" in out
-    assert out.strip().splitlines()[-1].startswith(f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent_id}")
+    assert (
+        out.strip().splitlines()[-1].startswith(f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent_id}")
+    )
     client = mlflow.MlflowClient(store["uri"])
     parent = client.get_run(parent_id)
     note = parent.data.tags["mlflow.note.content"]
@@ -109,8 +136,8 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     tags = {k.data.tags["repeat_group"]: k.data.tags["verdict"] for k in kids}
     assert _best_set(tags) == best_set and {t.split("; ")[-1] for t in tags.values()} == {floor}
     summary = json.loads(Path(client.download_artifacts(parent_id, "summary.json", str(tmp_path))).read_text())
-    rows = dict(zip(summary["columns"], zip(*summary["data"])))
-    assert _best_set(dict(zip(rows["config"], rows["verdict"]))) == best_set
+    rows = dict(zip(summary["columns"], zip(*summary["data"], strict=True), strict=True))
+    assert _best_set(dict(zip(rows["config"], rows["verdict"], strict=True))) == best_set
     # the report, from the same store: its verdict line, findings.json and the note it rewrites
     assert report_main(["--sweep", parent_id, "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
     said = capsys.readouterr().out
@@ -119,7 +146,9 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     found = json.loads((tmp_path / "r" / "findings.json").read_text())
     assert tuple(found["verdict"]["best_set"]) == best_set and found["verdict"]["floor_text"] == floor
     assert found["recommendation"]["tied"] == sorted(best_set[1:]) and floor in found["recommendation"]["text"]
-    assert f"- verdict: {answer.removeprefix('Verdict: ')}" in client.get_run(parent_id).data.tags["mlflow.note.content"]
+    assert (
+        f"- verdict: {answer.removeprefix('Verdict: ')}" in client.get_run(parent_id).data.tags["mlflow.note.content"]
+    )
     foot = " ".join(t.get_text().replace("\n", " ") for t in actor_scaling(load_parent(parent_id)).fig.texts)
     assert answer.removeprefix("Verdict: ") in foot  # the report's figures say it too
 
@@ -130,20 +159,32 @@ def _best_set(labels: dict[str, str]) -> tuple[str, ...]:
     return tuple(best + sorted(c for c, t in labels.items() if t.startswith("not told apart")))
 
 
-@pytest.mark.parametrize("arg, message", [
-    ("verdict.noise_floor_min=1.5", "verdict.noise_floor_min=1.5: allowed: a fraction in [0, 1)"),
-    ("verdict.noise_floor_min=-0.1", "verdict.noise_floor_min=-0.1: allowed: a fraction in [0, 1)"),
-    ("verdict.metric=loss", ("verdict.metric='loss': allowed: a final metric whose better direction is known: "
-                             "runtime_s, task_fps, fps, steady/fps")),
-    ("verdict.metric=energy_per_task_j", "verdict.metric='energy_per_task_j': allowed: a final metric whose better"),
-    ("verdict.metric=runtime_s,fps", "verdict.metric=runtime_s,fps: allowed: one value per sweep, not a list"),
-])
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("verdict.noise_floor_min=1.5", "verdict.noise_floor_min=1.5: allowed: a fraction in [0, 1)"),
+        ("verdict.noise_floor_min=-0.1", "verdict.noise_floor_min=-0.1: allowed: a fraction in [0, 1)"),
+        (
+            "verdict.metric=loss",
+            (
+                "verdict.metric='loss': allowed: a final metric whose better direction is known: "
+                "runtime_s, task_fps, fps, steady/fps"
+            ),
+        ),
+        (
+            "verdict.metric=energy_per_task_j",
+            "verdict.metric='energy_per_task_j': allowed: a final metric whose better",
+        ),
+        ("verdict.metric=runtime_s,fps", "verdict.metric=runtime_s,fps: allowed: one value per sweep, not a list"),
+    ],
+)
 def test_bad_verdict_settings_are_refused_before_any_work(store, arg, message):
     out = main_in_process(["-m", "actors=2,4", "repeats=3", "env=cartpole", "workload=smoke", arg, *store["overrides"]])
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.startswith(f"rlbench: no job started: {message}"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not mlflow.MlflowClient(store["uri"]).search_experiments(
-        filter_string="name = 'test'")
+        filter_string="name = 'test'"
+    )
 
 
 def test_a_single_run_refuses_them_too(store):

@@ -33,9 +33,12 @@ class RecordingNet:
 def batch(rewards):
     """One unroll of T + 1 = 3 steps (B = 1), acted with the learner's own (uniform) policy."""
     return {
-        "state": torch.zeros(1, 0), "obs": torch.zeros(3, 1, 4), "prev_action": torch.zeros(3, 1, dtype=torch.long),
+        "state": torch.zeros(1, 0),
+        "obs": torch.zeros(3, 1, 4),
+        "prev_action": torch.zeros(3, 1, dtype=torch.long),
         "reward": torch.tensor(rewards, dtype=torch.float64).unsqueeze(1),
-        "done": torch.zeros(3, 1, dtype=torch.bool), "action": torch.tensor([[2], [0], [1]]),
+        "done": torch.zeros(3, 1, dtype=torch.bool),
+        "action": torch.tensor([[2], [0], [1]]),
         "agent_out": torch.zeros(3, 1, 3, dtype=torch.float64),
     }
 
@@ -98,5 +101,11 @@ def test_defaults_are_seeds_flags_and_the_documented_choices():
     a = Schema()
     assert (a.unroll_length, a.batch_size, a.discount, a.lambda_, a.baseline_cost) == (100, 32, 0.99, 1.0, 0.5)
     assert (a.rho_bar, a.pg_rho_bar, a.grad_clip) == (1.0, 1.0, 0.0)
-    assert (a.optimizer, a.learning_rate, a.adam_beta1, a.adam_eps, a.lr_decay) == ("adam", 0.00048, 0.0, 3.125e-7, True)
+    assert (a.optimizer, a.learning_rate, a.adam_beta1, a.adam_eps, a.lr_decay) == (
+        "adam",
+        0.00048,
+        0.0,
+        3.125e-7,
+        True,
+    )
     assert (a.entropy_cost, a.max_abs_reward) == (0.0033, 1.0)

@@ -22,11 +22,17 @@ def parallel_args(args: list[str], cores: int, have_xdist: bool) -> list[str]:
     """`args` with PARALLEL added when they select exactly the whole suite or the whole fast tier."""
     marker = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-m"), None)
     marker = marker or next((a[2:] for a in args if a.startswith("-m") and len(a) > 2), None)
-    asked = any(a in ("-n", "--numprocesses", "--dist", "no:xdist") or a.startswith(("-n", "--numprocesses=", "--dist="))
-                for a in args if a != "-m" and not a.startswith("-m"))
+    asked = any(
+        a in ("-n", "--numprocesses", "--dist", "no:xdist") or a.startswith(("-n", "--numprocesses=", "--dist="))
+        for a in args
+        if a != "-m" and not a.startswith("-m")
+    )
     values = {args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-m", "-p", "-k", "--durations")}
-    paths = any(os.path.exists(a.split("::")[0]) or "::" in a or "/" in a or a.endswith(".py")
-                for a in args if not a.startswith("-") and a not in values)
+    paths = any(
+        os.path.exists(a.split("::")[0]) or "::" in a or "/" in a or a.endswith(".py")
+        for a in args
+        if not a.startswith("-") and a not in values
+    )
     keyword = any(a == "-k" or a.startswith("-k") for a in args)
     if marker not in WHOLE or asked or paths or keyword or cores < 2 or not have_xdist:
         return args

@@ -10,8 +10,9 @@ from pathlib import Path
 class FakeParent:
     """tracking.parent.ParentRun's offer, kept in memory; `statuses`: RUNNING (reopen) and the end."""
 
-    def __init__(self, run_id: str = "p" * 32, experiment_id: str = "7", name: str = "parent",
-                 tags: dict | None = None):
+    def __init__(
+        self, run_id: str = "p" * 32, experiment_id: str = "7", name: str = "parent", tags: dict | None = None
+    ):
         self.run_id, self.experiment_id, self.name = run_id, experiment_id, name
         self.params, self._tags, self.metrics = {}, dict(tags or {}), {}
         self.texts, self.tables, self.files, self.statuses = {}, {}, [], []
@@ -60,11 +61,23 @@ class FakeExperiment:
     why its artifacts cannot be written; `opened` keeps (command, parent) of every parent it opens.
     Give a sweep or a search `store=fake.open`."""
 
-    def __init__(self, finished: list | None = None, found: dict | None = None, taken: set[str] = frozenset(),
-                 view_error: Exception | None = None, unwritable: str | None = None, gone: dict | None = None):
+    def __init__(
+        self,
+        finished: list | None = None,
+        found: dict | None = None,
+        taken: set[str] = frozenset(),
+        view_error: Exception | None = None,
+        unwritable: str | None = None,
+        gone: dict | None = None,
+    ):
         self.id, self.tracking, self.unwritable = "7", None, unwritable
         self.gone = dict(gone or {})  # run id -> (study, trial number) of runs a gone process left RUNNING
-        self.finished, self.found, self.taken, self.view_error = list(finished or []), dict(found or {}), taken, view_error
+        self.finished, self.found, self.taken, self.view_error = (
+            list(finished or []),
+            dict(found or {}),
+            taken,
+            view_error,
+        )
         self.opened, self.views, self.stale_marked = [], [], 0
         self.run_tags: dict[str, dict[str, str]] = {}  # run id -> the tags tag_runs set on it
 
@@ -80,7 +93,9 @@ class FakeExperiment:
         """The product's filter (readers.study_trials) over the tags these runs would have."""
         from rlbench.tracking.readers import study_trials
 
-        tags = [{"optuna_study": s, "optuna_trial": str(n)} for r in run_ids if r in self.gone for s, n in [self.gone[r]]]
+        tags = [
+            {"optuna_study": s, "optuna_trial": str(n)} for r in run_ids if r in self.gone for s, n in [self.gone[r]]
+        ]
         return study_trials(tags, study)
 
     def finished_runs(self) -> list:
@@ -101,8 +116,14 @@ class FakeExperiment:
     def study_parent(self, study: str) -> FakeParent | None:
         return self.found.get(study)
 
-    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
-                        group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
+    def share_runs_view(
+        self,
+        parent_id: str,
+        knobs: list[str],
+        measured: set[str],
+        group_by_tag: str | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> str:
         if self.view_error is not None:
             raise self.view_error
         self.views.append((parent_id, knobs, measured, group_by_tag, tags))

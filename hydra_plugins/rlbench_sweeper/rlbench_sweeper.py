@@ -48,7 +48,9 @@ class RlbenchSweeper(BasicSweeper):
         """A launcher this host cannot use is refused before any job (a dry run needs none)."""
         from rlbench.prepare.plan import launcher_problem
 
-        problem = None if self.config.get("dry_run") else launcher_problem(self.config.hydra.launcher.get("_target_", ""))
+        problem = (
+            None if self.config.get("dry_run") else launcher_problem(self.config.hydra.launcher.get("_target_", ""))
+        )
         if problem:
             print(f"rlbench: {problem}", file=sys.stderr)
             sys.exit(2)
@@ -64,7 +66,9 @@ class RlbenchSweeper(BasicSweeper):
         if problem:
             print(f"rlbench: {problem}", file=sys.stderr)
             sys.exit(2)
-        print(f"[rlbench dry run] {len(jobs)} jobs, nothing submitted; the sbatch scripts submitit would submit:",
-              flush=True)
+        print(
+            f"[rlbench dry run] {len(jobs)} jobs, nothing submitted; the sbatch scripts submitit would submit:",
+            flush=True,
+        )
         print(dry_run_text(launcher, str(self.config.hydra.sweep.dir), jobs, confs), flush=True)
         return []

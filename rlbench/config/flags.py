@@ -41,8 +41,14 @@ class Parser(argparse.ArgumentParser):
         return self.parse_intermixed_args(args, namespace)
 
 
-def number(kind: type = float, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-           hi_open: bool = False, note: str = "") -> Callable[[str], float]:
+def number(
+    kind: type = float,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    note: str = "",
+) -> Callable[[str], float]:
     """An argparse `type`: a finite `kind` (int or float) within [lo, hi] (open ends where said)."""
     what = "an integer" if kind is int else "a finite number"
     ends = []
@@ -86,8 +92,10 @@ def writable_folder(flag: str, path: Path) -> str | None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rlbench-write-check-", dir=above))
     except OSError as e:
-        return (f"{flag}={path}: cannot be written ({above}: {e.strerror or e}); "
-                "allowed: a folder this user can create or write")
+        return (
+            f"{flag}={path}: cannot be written ({above}: {e.strerror or e}); "
+            "allowed: a folder this user can create or write"
+        )
     return None
 
 
@@ -100,5 +108,7 @@ def existing_store(flag: str, uri: str, hint: str = "") -> str | None:
     if path.is_file():
         return None
     what = "is a folder, not a database file" if path.is_dir() else "does not exist (no run was recorded there)"
-    return (f"{flag}={uri}: {path} {what}; allowed: the store your runs are in "
-            f"(default $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db, relative to this folder){hint}")
+    return (
+        f"{flag}={uri}: {path} {what}; allowed: the store your runs are in "
+        f"(default $MLFLOW_TRACKING_URI, else sqlite:///mlruns/mlflow.db, relative to this folder){hint}"
+    )

@@ -207,17 +207,22 @@ _stored: list[tuple] = []  # the schemas register_configs stored last: (algorith
 
 
 def _schemas() -> tuple:
-    return (tuple((name, config_module(name).Schema) for name in ALGORITHMS),
-            tuple((name, envs.family(name).Schema) for name in envs.FAMILIES))
+    return (
+        tuple((name, config_module(name).Schema) for name in ALGORITHMS),
+        tuple((name, envs.family(name).Schema) for name in envs.FAMILIES),
+    )
 
 
 def _still_stored(cs: ConfigStore, schemas: tuple) -> bool:
     """The ConfigStore holds what register_configs stored last, for these same schemas (Hydra's
     singletons may have been reset since, e.g. by a test putting their state back)."""
     repo = cs.repo.get("schema", {})
-    return (_stored == [schemas] and "schema.yaml" in cs.repo
-            and all(f"{name}.yaml" in repo.get("algo", {}) for name, _ in schemas[0])
-            and all(f"{name}.yaml" in repo.get("env", {}) for name, _ in schemas[1]))
+    return (
+        _stored == [schemas]
+        and "schema.yaml" in cs.repo
+        and all(f"{name}.yaml" in repo.get("algo", {}) for name, _ in schemas[0])
+        and all(f"{name}.yaml" in repo.get("env", {}) for name, _ in schemas[1])
+    )
 
 
 def register_configs() -> None:

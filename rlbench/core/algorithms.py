@@ -47,9 +47,15 @@ def _declare_metrics(name: str, module: ModuleType) -> list[str]:
 
 
 ALGORITHMS: Registry[ModuleType] = Registry(
-    "algorithm", "algo.name", AlgorithmPlugin, BUILT_IN, ENV_VAR, AlgorithmError,
+    "algorithm",
+    "algo.name",
+    AlgorithmPlugin,
+    BUILT_IN,
+    ENV_VAR,
+    AlgorithmError,
     resolve=lambda package: f"{package}.config",
-    check=lambda name, m: _declare_metrics(name, m) if hasattr(m, "METRICS") else [])
+    check=lambda name, m: _declare_metrics(name, m) if hasattr(m, "METRICS") else [],
+)
 DECLARED = ALGORITHMS.declared
 
 

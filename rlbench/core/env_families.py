@@ -36,13 +36,23 @@ class EnvFamilyError(RegistryError):
 
 def _observation(name: str, module: ModuleType) -> list[str]:
     if getattr(module, "OBSERVATION", OBSERVATIONS[0]) not in OBSERVATIONS:
-        raise EnvFamilyError(f"env family {name!r} ({module.__name__}): OBSERVATION={module.OBSERVATION!r}; "
-                             f"allowed: one of {', '.join(OBSERVATIONS)}")
+        raise EnvFamilyError(
+            f"env family {name!r} ({module.__name__}): OBSERVATION={module.OBSERVATION!r}; "
+            f"allowed: one of {', '.join(OBSERVATIONS)}"
+        )
     return []
 
 
-FAMILIES: Registry[ModuleType] = Registry("env family", "env.kind", EnvFamily, BUILT_IN, ENV_VAR, EnvFamilyError,
-                                          resolve=lambda package: f"{package}.family", check=_observation)
+FAMILIES: Registry[ModuleType] = Registry(
+    "env family",
+    "env.kind",
+    EnvFamily,
+    BUILT_IN,
+    ENV_VAR,
+    EnvFamilyError,
+    resolve=lambda package: f"{package}.family",
+    check=_observation,
+)
 DECLARED = FAMILIES.declared
 
 

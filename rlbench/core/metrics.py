@@ -28,36 +28,74 @@ _TRAINING = [
     Metric("sps", "agent steps / s", "final", "fps / frameskip"),
     Metric("task_fps", "env frames / s", "final", "the task rate: frames / runtime_s (includes the learner's tail)"),
     Metric("learner_updates_per_s", "updates / s", "final", "learner updates / the learner's wall time"),
-    Metric("window/fps", "env frames / s", "tick", "frames in the tick's window / the part of it the actors stepped (at least half)"),
+    Metric(
+        "window/fps",
+        "env frames / s",
+        "tick",
+        "frames in the tick's window / the part of it the actors stepped (at least half)",
+    ),
     Metric("window/sps", "agent steps / s", "tick", "window/fps / frameskip"),
-    Metric("window/learner_updates_per_s", "updates / s", "tick", "updates in the window / its length, while the "
-           "learner runs"),
-    Metric("task_elapsed_s", "s", "tick", "seconds since the task started at the tick (its step, unrounded): the x "
-           "axis of the chart view's window/* charts"),
+    Metric(
+        "window/learner_updates_per_s",
+        "updates / s",
+        "tick",
+        "updates in the window / its length, while the learner runs",
+    ),
+    Metric(
+        "task_elapsed_s",
+        "s",
+        "tick",
+        "seconds since the task started at the tick (its step, unrounded): the x "
+        "axis of the chart view's window/* charts",
+    ),
     Metric("actors_done_s", "s", "final", "when the actors finished stepping, since the task started"),
-    Metric("steady/fps", "env frames / s", "final", "the median window/fps of the steady windows (after the "
-           "warm-up, before the first role is done)"),
+    Metric(
+        "steady/fps",
+        "env frames / s",
+        "final",
+        "the median window/fps of the steady windows (after the warm-up, before the first role is done)",
+    ),
     Metric("steady/fps_min", "env frames / s", "final", "the lowest window/fps of the steady windows"),
     Metric("steady/fps_max", "env frames / s", "final", "the highest window/fps of the steady windows"),
-    Metric("steady/windows", "count", "final", "the steady windows counted (fewer than tracking.steady_min_windows: "
-           "no steady rate, the reason in unmeasured)"),
+    Metric(
+        "steady/windows",
+        "count",
+        "final",
+        "the steady windows counted (fewer than tracking.steady_min_windows: no steady rate, the reason in unmeasured)",
+    ),
     Metric("steady/s", "s", "final", "seconds the steady windows cover"),
-    Metric("steady/learner_updates_per_s", "updates / s", "final", "the median window/learner_updates_per_s of the "
-           "steady windows"),
+    Metric(
+        "steady/learner_updates_per_s",
+        "updates / s",
+        "final",
+        "the median window/learner_updates_per_s of the steady windows",
+    ),
     Metric("steady/power_gpu_w", "W", "final", "the median power_gpu_w tick of the steady windows"),
     Metric("steady/power_cpu_w", "W", "final", "the median power_cpu_w tick of the steady windows (RAPL)"),
-    Metric("steady/frames_per_j", "env frames / J", "final", "the steady windows' frames / the measured sources' "
-           "energy over them"),
-    Metric("job_start_s", "s", "final", "from the job's MLflow run's creation to its actors' first step (envs made "
-           "and reset, the algorithm built)"),
+    Metric(
+        "steady/frames_per_j",
+        "env frames / J",
+        "final",
+        "the steady windows' frames / the measured sources' energy over them",
+    ),
+    Metric(
+        "job_start_s",
+        "s",
+        "final",
+        "from the job's MLflow run's creation to its actors' first step (envs made and reset, the algorithm built)",
+    ),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),
     Metric("eval_return_mean20", "game score", "final", "mean of the last 20 eval_return values"),
     Metric("eval_frames", "env frames", "final", "frames the evaluation envs stepped (not in frames or fps)"),
     Metric("loss", "-", "tick, final", "the learner's last loss"),
-    Metric("task_replay_ratio", "samples / unroll", "final",
-           "learner_updates x batch_size / the task's unrolls (R2D2: sequences; V-trace: 1)"),
+    Metric(
+        "task_replay_ratio",
+        "samples / unroll",
+        "final",
+        "learner_updates x batch_size / the task's unrolls (R2D2: sequences; V-trace: 1)",
+    ),
     Metric("inference_batch_mean", "envs / forward", "tick, final", "mean environments per central inference call"),
     Metric("inference_latency_ms", "ms", "tick, final", "mean wall time of one central inference call"),
     Metric("policy_version", "updates", "tick, final", "the learner update whose weights inference acts with"),
@@ -69,35 +107,81 @@ _TRAINING = [
     Metric("episodes", "count", "tick, final", "training episodes finished"),
     Metric("queue_size", "unrolls", "tick", "unrolls waiting for the learner: V-trace's FIFO, R2D2's unroll queue"),
     Metric("unrolls", "unrolls", "tick, final", "unrolls inference completed (V-trace, random)"),
-    Metric("actor_disconnects", "count", "tick, final", "actor process departures seen (one per recv after which "
-           "ids left); only where actors can leave"),
-    Metric("rpc_rtt_ms", "ms", "final", "actor processes: a Step sent to its Actions back (loopback or network plus "
-           "the wait for central inference), the median of the processes' p50 over their last second"),
-    Metric("rpc_rtt_ms_p99", "ms", "final", "actor processes: the largest of their round trips' p99 over their last second"),
-    Metric("actor_procs_cpu_s", "s", "final", "actor processes: the CPU seconds of every one that joined, summed (as "
-           "last reported)"),
-    Metric("actor_refused", "count", "final", "actor processes refused or dropped: a wrong token, protocol, env spec "
-           "or message, or no free envs; each logged with its peer and why; only where actors connect"),
-    Metric("actor_rejoins", "count", "final", "actor processes that joined after the job's start, on the envs of one "
-           "that left; only where actors can leave"),
+    Metric(
+        "actor_disconnects",
+        "count",
+        "tick, final",
+        "actor process departures seen (one per recv after which ids left); only where actors can leave",
+    ),
+    Metric(
+        "rpc_rtt_ms",
+        "ms",
+        "final",
+        "actor processes: a Step sent to its Actions back (loopback or network plus "
+        "the wait for central inference), the median of the processes' p50 over their last second",
+    ),
+    Metric(
+        "rpc_rtt_ms_p99", "ms", "final", "actor processes: the largest of their round trips' p99 over their last second"
+    ),
+    Metric(
+        "actor_procs_cpu_s",
+        "s",
+        "final",
+        "actor processes: the CPU seconds of every one that joined, summed (as last reported)",
+    ),
+    Metric(
+        "actor_refused",
+        "count",
+        "final",
+        "actor processes refused or dropped: a wrong token, protocol, env spec "
+        "or message, or no free envs; each logged with its peer and why; only where actors connect",
+    ),
+    Metric(
+        "actor_rejoins",
+        "count",
+        "final",
+        "actor processes that joined after the job's start, on the envs of one that left; only where actors can leave",
+    ),
     Metric("wire_bytes_per_step", "bytes / env step", "final", "actor processes: message bytes both ways per env step"),
-    Metric("actor_lost_steps", "agent steps", "tick, final", "training steps of departed actors' unfinished "
-           "unrolls, dropped (in frames, never in replay)"),
+    Metric(
+        "actor_lost_steps",
+        "agent steps",
+        "tick, final",
+        "training steps of departed actors' unfinished unrolls, dropped (in frames, never in replay)",
+    ),
     Metric("cpu_gpu_ratio", "threads / unit", "final", "actor hardware threads / granted compute units"),
     Metric("sm_granted", "units", "final", "compute units the learner and inference got"),
     Metric("sm_total", "units", "final", "the device's compute units"),
     Metric("actor_threads_used", "threads", "final", "CPU threads stepping environments"),
     Metric("learner_intra_op_threads", "threads", "final", "torch intra-op threads of the learner thread"),
-    Metric("learner_tflops", "TFLOP/s", "final", "the learner's achieved model FLOP/s: FLOPs per update (torch's "
-           "FlopCounterMode, the first update) x the later updates / their time"),
-    Metric("learner_flops_per_update", "FLOPs", "final", "model FLOPs of one learner update, counted by torch's "
-           "FlopCounterMode"),
+    Metric(
+        "learner_tflops",
+        "TFLOP/s",
+        "final",
+        "the learner's achieved model FLOP/s: FLOPs per update (torch's "
+        "FlopCounterMode, the first update) x the later updates / their time",
+    ),
+    Metric(
+        "learner_flops_per_update",
+        "FLOPs",
+        "final",
+        "model FLOPs of one learner update, counted by torch's FlopCounterMode",
+    ),
     Metric("learner_mfu", "fraction", "final", "learner_tflops / peak_tflops"),
-    Metric("inference_tflops", "TFLOP/s", "final", "central inference's achieved model FLOP/s: FLOPs per env "
-           "(counted once) x the later forwards' envs / their time"),
+    Metric(
+        "inference_tflops",
+        "TFLOP/s",
+        "final",
+        "central inference's achieved model FLOP/s: FLOPs per env "
+        "(counted once) x the later forwards' envs / their time",
+    ),
     Metric("inference_mfu", "fraction", "final", "inference_tflops / peak_tflops"),
-    Metric("peak_tflops", "TFLOP/s", "final", "this host's peak at the job's precision (tag peak_source: published "
-           "or measured by the profile's GEMM)"),
+    Metric(
+        "peak_tflops",
+        "TFLOP/s",
+        "final",
+        "this host's peak at the job's precision (tag peak_source: published or measured by the profile's GEMM)",
+    ),
 ]
 
 _TELEMETRY = [
@@ -108,8 +192,12 @@ _TELEMETRY = [
     Metric("power_gpu_w_avg", "W", "final", "mean GPU board power"),
     Metric("power_gpu_w_max", "W", "final", "peak GPU board power"),
     Metric("power_cpu_w_avg", "W", "final", "CPU package energy / time"),
-    Metric(IDLE_POWER, "W", "final", "GPU 0's board power before a study stage's first job (its run "
-           "`idle power`, not a job's)"),
+    Metric(
+        IDLE_POWER,
+        "W",
+        "final",
+        "GPU 0's board power before a study stage's first job (its run `idle power`, not a job's)",
+    ),
     Metric("perf_per_watt", "frames / s / W", "final", "fps / mean watts of the measured sources"),
     Metric("joules_per_mframe", "J / 10^6 frames", "final", "energy_per_task_j per million frames"),
     Metric("gpu_util_avg", "fraction", "final", "NVML utilisation"),
@@ -132,10 +220,28 @@ METRICS: dict[str, Metric] = {m.name: m for m in _TRAINING + _TELEMETRY}
 # config.py's OPS, rlbench/core/algorithms.py).
 OPS: dict[str, tuple[str, ...]] = {
     "actors": ("env_step", "inference", "rate_limited"),
-    "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority", "replay_insert",
-                  "queue_put", "queue_full_wait"),
-    "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
-                "forward_backward", "optimizer_step", "replay_update", "publish"),
+    "inference": (
+        "h2d_transfer",
+        "forward",
+        "d2h_transfer",
+        "unroll_assembly",
+        "initial_priority",
+        "replay_insert",
+        "queue_put",
+        "queue_full_wait",
+    ),
+    "learner": (
+        "wait",
+        "queue_get",
+        "replay_insert",
+        "replay_sample",
+        "h2d_transfer",
+        "stack_rebuild",
+        "forward_backward",
+        "optimizer_step",
+        "replay_update",
+        "publish",
+    ),
     # the actor processes (actor_procs, actor_server.*; rlbench/remote/), summed over processes:
     # each process's loop steps its envs and waits for their actions (its Reports' times)
     "actor_procs": ("env_step", "wait_actions"),
@@ -157,33 +263,59 @@ def proc_role(index: int) -> str:
 
 OP_FRACS: dict[str, Metric] = {
     op_frac(role, op): Metric(op_frac(role, op), "fraction", "final", f"share of {role}' wall time in {op}")
-    for role, ops in OPS.items() for op in (*ops, OTHER)
+    for role, ops in OPS.items()
+    for op in (*ops, OTHER)
 }
 
 
 # The metrics of each plugged-in power meter (rlbench/telemetry/sources.py), <source> its name:
 # declared by the family, so a new meter needs no edit here; a name is declared while its
 # meter is registered in this process.
-FAMILIES: dict[str, Metric] = {m.name: m for m in [
-    Metric("energy_<source>_j", "J", "final", "a plugged-in power meter's energy over the task (in energy_per_task_j)"),
-    Metric("power_<source>_w_avg", "W", "final", "a plugged-in power meter's mean power"),
-]}
+FAMILIES: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        Metric(
+            "energy_<source>_j", "J", "final", "a plugged-in power meter's energy over the task (in energy_per_task_j)"
+        ),
+        Metric("power_<source>_w_avg", "W", "final", "a plugged-in power meter's mean power"),
+    ]
+}
 
 
 # One family per actor process (<i>: proc_role's index), declared by pattern: a job has as many
 # processes as it has.
-PER_PROCESS: dict[str, Metric] = {m.name: m for m in [
-    Metric(op_frac("actor_proc<i>", "<op>"), "fraction", "final", "actor process i: share of its wall time in an "
-           "operation of the actor_procs role, or other"),
-    Metric("actor_proc<i>/cpu_s", "s", "final", "actor process i: its CPU seconds (as last reported)"),
-    Metric("actor_proc<i>/bytes_sent_per_step", "bytes / env step", "final", "actor process i: its Steps' message "
-           "bytes per env step"),
-    Metric("actor_proc<i>/bytes_received_per_step", "bytes / env step", "final", "actor process i: the Actions' "
-           "message bytes it was sent per env step"),
-]}
-_PER_PROCESS = re.compile("|".join(
-    re.escape(name).replace("<i>", "(?:0|[1-9][0-9]*)").replace("<op>", "(?:" + "|".join((*OPS[PROCS_ROLE], OTHER)) + ")")
-    for name in PER_PROCESS))
+PER_PROCESS: dict[str, Metric] = {
+    m.name: m
+    for m in [
+        Metric(
+            op_frac("actor_proc<i>", "<op>"),
+            "fraction",
+            "final",
+            "actor process i: share of its wall time in an operation of the actor_procs role, or other",
+        ),
+        Metric("actor_proc<i>/cpu_s", "s", "final", "actor process i: its CPU seconds (as last reported)"),
+        Metric(
+            "actor_proc<i>/bytes_sent_per_step",
+            "bytes / env step",
+            "final",
+            "actor process i: its Steps' message bytes per env step",
+        ),
+        Metric(
+            "actor_proc<i>/bytes_received_per_step",
+            "bytes / env step",
+            "final",
+            "actor process i: the Actions' message bytes it was sent per env step",
+        ),
+    ]
+}
+_PER_PROCESS = re.compile(
+    "|".join(
+        re.escape(name)
+        .replace("<i>", "(?:0|[1-9][0-9]*)")
+        .replace("<op>", "(?:" + "|".join((*OPS[PROCS_ROLE], OTHER)) + ")")
+        for name in PER_PROCESS
+    )
+)
 
 
 def per_process(name: str) -> bool:
@@ -196,8 +328,12 @@ def per_process(name: str) -> bool:
 # are MLflow's and vary by host and MLflow version (system/cpu_utilization_percentage, one set
 # per GPU: system/gpu_0_utilization_percentage, ...): declared as one family by their prefix.
 SYSTEM_PREFIX = "system/"
-SYSTEM = Metric(f"{SYSTEM_PREFIX}<name>", "as named", "tick",
-                "MLflow's system metrics (CPU, memory, disk, network, per-GPU utilisation and power)")
+SYSTEM = Metric(
+    f"{SYSTEM_PREFIX}<name>",
+    "as named",
+    "tick",
+    "MLflow's system metrics (CPU, memory, disk, network, per-GPU utilisation and power)",
+)
 
 
 POWER_SOURCES_ENV = "RLBENCH_POWER_SOURCES"  # name=module:attr,... (rlbench/telemetry/sources.py)
@@ -239,7 +375,9 @@ def declare_algorithm(algo: str, metrics) -> None:
     the contract sits below the algorithms and imports none of them)."""
     clash = [m.name for m in metrics if m.name in METRICS or m.name in OP_FRACS]
     if clash:
-        raise ValueError(f"algorithm {algo!r} declares {', '.join(clash)}, already in rlbench/core/metrics.py's contract")
+        raise ValueError(
+            f"algorithm {algo!r} declares {', '.join(clash)}, already in rlbench/core/metrics.py's contract"
+        )
     _ALGORITHMS[algo] = {m.name: m for m in metrics}
 
 
@@ -253,8 +391,14 @@ def algorithm_metrics(algo: str | None = None) -> dict[str, Metric]:
 def declared(name: str, algo: str | None = None) -> bool:
     """Whether `name` is in the contract: shared, a power meter's, an actor process's, MLflow's
     system metrics, or the algorithm's (any loaded one's where `algo` is None)."""
-    return (name in METRICS or name in OP_FRACS or name in source_metrics() or name in algorithm_metrics(algo)
-            or per_process(name) or (name.startswith(SYSTEM_PREFIX) and len(name) > len(SYSTEM_PREFIX)))
+    return (
+        name in METRICS
+        or name in OP_FRACS
+        or name in source_metrics()
+        or name in algorithm_metrics(algo)
+        or per_process(name)
+        or (name.startswith(SYSTEM_PREFIX) and len(name) > len(SYSTEM_PREFIX))
+    )
 
 
 def final_metrics(algo: str | None = None) -> list[str]:

@@ -36,15 +36,22 @@ def allowed(device_type: str, flags: frozenset[str] = frozenset(), cuda_major: i
     return ["fp32"] + [p for p in ("bf16", "fp16") if flags & set(CPU_FLAGS[p])]
 
 
-def precision_problem(precision: str, device_type: str, device_name: str, flags: frozenset[str] = frozenset(),
-                      cuda_major: int | None = None) -> str | None:
+def precision_problem(
+    precision: str,
+    device_type: str,
+    device_name: str,
+    flags: frozenset[str] = frozenset(),
+    cuda_major: int | None = None,
+) -> str | None:
     """Why `precision` is refused on this device (one line naming key, device and what is allowed), or None."""
     ok = allowed(device_type, flags, cuda_major)
     if precision in ok:
         return None
     if device_type == "cuda":
-        why = (f"needs compute capability >= {CUDA_MAJOR[precision]}.0 for tensor-core {precision}, "
-               f"{device_name} has {cuda_major}.x")
+        why = (
+            f"needs compute capability >= {CUDA_MAJOR[precision]}.0 for tensor-core {precision}, "
+            f"{device_name} has {cuda_major}.x"
+        )
     elif precision == "tf32":
         why = "TF32 is a CUDA tensor-core format"
     else:
@@ -139,8 +146,13 @@ def published_peak(device_name: str, precision: str) -> tuple[float, str] | None
 # SMs and compute capability (major) of the same cards, matched as the peaks are. Sources: the
 # datasheets and CUDA's compute-capability table (H100 SXM5 132 SMs, PCIe 114; H200 132).
 PUBLISHED_SMS: list[tuple[str, tuple[int, int]]] = [
-    ("H100 PCIe", (114, 9)), ("H100", (132, 9)), ("H200", (132, 9)), ("A100", (108, 8)),
-    ("L40S", (142, 8)), ("L4", (58, 8)), ("V100", (80, 7)),
+    ("H100 PCIe", (114, 9)),
+    ("H100", (132, 9)),
+    ("H200", (132, 9)),
+    ("A100", (108, 8)),
+    ("L40S", (142, 8)),
+    ("L4", (58, 8)),
+    ("V100", (80, 7)),
 ]
 
 

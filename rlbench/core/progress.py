@@ -81,8 +81,16 @@ class Progress(JobObserver):
         now = time.monotonic()
         if now - self._last >= self.every_s:
             self._last = now
-            log.info("frames %d/%d (%.0f%%) %s updates %d/%d time left %s", frames, self.frame_target,
-                     100.0 * frames / self.frame_target, rate, updates, self.update_target, left_txt)
+            log.info(
+                "frames %d/%d (%.0f%%) %s updates %d/%d time left %s",
+                frames,
+                self.frame_target,
+                100.0 * frames / self.frame_target,
+                rate,
+                updates,
+                self.update_target,
+                left_txt,
+            )
 
     def started(self, trainer=None) -> None:
         self._t0 = time.monotonic()  # the rates average over the task, not the roles' set-up

@@ -40,9 +40,17 @@ class Registry(Generic[T]):
     imported (e.g. a package's `config` module); `check(name, plugin)` returns what the plugin
     lacks of `contract`. A plugin is loaded and checked once, at registration or first use."""
 
-    def __init__(self, what: str, key: str, contract: type, built_in: dict[str, str], env_var: str,
-                 error: type[RegistryError], resolve: Callable[[str], str] = lambda t: t,
-                 check: Callable[[str, Any], list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        what: str,
+        key: str,
+        contract: type,
+        built_in: dict[str, str],
+        env_var: str,
+        error: type[RegistryError],
+        resolve: Callable[[str], str] = lambda t: t,
+        check: Callable[[str, Any], list[str]] | None = None,
+    ) -> None:
         self.what, self.key, self.contract, self.env_var, self.error = what, key, contract, env_var, error
         self.built_in, self._resolve, self._check = dict(built_in), resolve, check
         self.declared = protocol_members(contract)
@@ -67,8 +75,10 @@ class Registry(Generic[T]):
 
     def target(self, name: str) -> str:
         if name not in self._targets:
-            raise self.error(f"{self.key}={name!r}: no such {self.what}; known: {', '.join(self._targets)} "
-                             f"(one built in, or one added with register() or {self.env_var})")
+            raise self.error(
+                f"{self.key}={name!r}: no such {self.what}; known: {', '.join(self._targets)} "
+                f"(one built in, or one added with register() or {self.env_var})"
+            )
         return self._targets[name]
 
     def register(self, name: str, target: str | T) -> T:
@@ -99,12 +109,17 @@ class Registry(Generic[T]):
             plugin = load_target(path) if isinstance(target, str) else target
         except ModuleNotFoundError as e:
             if e.name and path.startswith(e.name):  # the plugin itself is missing, not one of its imports
-                raise self.error(f"{self.what} {name!r}: no module {path.partition(':')[0]} "
-                                 f"(registered as {target})") from e
+                raise self.error(
+                    f"{self.what} {name!r}: no module {path.partition(':')[0]} (registered as {target})"
+                ) from e
             raise
-        lacks = [d for d in self.declared if not hasattr(plugin, d)] + (self._check(name, plugin) if self._check else [])
+        lacks = [d for d in self.declared if not hasattr(plugin, d)] + (
+            self._check(name, plugin) if self._check else []
+        )
         if lacks:
-            raise self.error(f"{self.what} {name!r} ({path}) does not declare {', '.join(lacks)}; every {self.what} "
-                             f"declares {', '.join(self.declared)} ({self.contract.__module__}.{self.contract.__name__})")
+            raise self.error(
+                f"{self.what} {name!r} ({path}) does not declare {', '.join(lacks)}; every {self.what} "
+                f"declares {', '.join(self.declared)} ({self.contract.__module__}.{self.contract.__name__})"
+            )
         self._loaded[name] = plugin
         return plugin

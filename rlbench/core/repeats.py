@@ -21,9 +21,9 @@ STAT_METRICS = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # summaris
 @dataclass(frozen=True)
 class Spread:
     median: float
-    low: float   # the smallest run
+    low: float  # the smallest run
     high: float  # the largest run
-    n: int       # runs with a value
+    n: int  # runs with a value
 
     @property
     def width(self) -> float | None:
@@ -68,9 +68,16 @@ def config_rows(rows: list[dict], metrics: Iterable[str] = STAT_METRICS) -> list
     for key, rs in group_by(rows, config_key).items():
         done = [r for r in rs if r.get("status") == "FINISHED"]
         counts = group_by(rs, lambda r: str(r.get("status", "?")).split(" ")[0])
-        out.append({"config": key, "runs": len(rs), "finished": len(done), "jobs": [r.get("job") for r in rs],
-                    "status": ", ".join(f"{len(v)} {k}" for k, v in counts.items())}
-                   | {m: spread(r.get(m) for r in done) for m in metrics})
+        out.append(
+            {
+                "config": key,
+                "runs": len(rs),
+                "finished": len(done),
+                "jobs": [r.get("job") for r in rs],
+                "status": ", ".join(f"{len(v)} {k}" for k, v in counts.items()),
+            }
+            | {m: spread(r.get(m) for r in done) for m in metrics}
+        )
     return out
 
 

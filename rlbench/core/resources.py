@@ -42,16 +42,19 @@ class DeviceProperties:
     major: int
 
 
-_PROPS = ("import sys, torch; p = torch.cuda.get_device_properties(int(sys.argv[1])); "
-          "print(p.multi_processor_count, p.major, p.name)")
+_PROPS = (
+    "import sys, torch; p = torch.cuda.get_device_properties(int(sys.argv[1])); "
+    "print(p.multi_processor_count, p.major, p.name)"
+)
 
 
 @functools.cache
 def cuda_properties(index: int) -> DeviceProperties:
     """SM count, compute capability and name of CUDA device `index`, read in a child process so
     that CUDA stays uninitialised in this one (docs/jobs.md); cached per device."""
-    out = subprocess.run([sys.executable, "-c", _PROPS, str(index)], capture_output=True, text=True, timeout=120,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", _PROPS, str(index)], capture_output=True, text=True, timeout=120, check=False
+    )
     if out.returncode != 0:
         why = (out.stderr.strip().splitlines() or ["no message"])[-1][:200]
         raise ResourceError(f"device=cuda:{index}: its properties could not be read ({why})")
@@ -59,15 +62,17 @@ def cuda_properties(index: int) -> DeviceProperties:
     return DeviceProperties(name, int(sms), int(major))
 
 
-_GREEN = ("import sys, torch\n"
-          "from torch.cuda.green_contexts import GreenContext\n"
-          "i, n = int(sys.argv[1]), int(sys.argv[2])\n"
-          "torch.cuda.synchronize(i)\n"
-          "g = GreenContext.create(num_sms=n, device_id=i)\n"
-          "g.set_context()\n"
-          "x = torch.ones(1024, device=f'cuda:{i}').sum().item()\n"
-          "g.pop_context()\n"
-          "print('green context ok', x)\n")
+_GREEN = (
+    "import sys, torch\n"
+    "from torch.cuda.green_contexts import GreenContext\n"
+    "i, n = int(sys.argv[1]), int(sys.argv[2])\n"
+    "torch.cuda.synchronize(i)\n"
+    "g = GreenContext.create(num_sms=n, device_id=i)\n"
+    "g.set_context()\n"
+    "x = torch.ones(1024, device=f'cuda:{i}').sum().item()\n"
+    "g.pop_context()\n"
+    "print('green context ok', x)\n"
+)
 
 
 def green_context_problem(index: int, sms: int, run=subprocess.run) -> str | None:
@@ -75,8 +80,13 @@ def green_context_problem(index: int, sms: int, run=subprocess.run) -> str | Non
     torch.cuda.green_contexts, a driver older than CUDA 12.4, a card without them), or None: a
     child process makes one and runs a kernel in it, so CUDA stays uninitialised here."""
     try:
-        out = run([sys.executable, "-c", _GREEN, str(index), str(sms)], capture_output=True, text=True,
-                  timeout=120, check=False)
+        out = run(
+            [sys.executable, "-c", _GREEN, str(index), str(sms)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return f"making a green context of {sms} SMs on cuda:{index} did not finish in 120 s"
     if out.returncode == 0 and "green context ok" in out.stdout:
@@ -94,8 +104,11 @@ class ComputeGrant:
     total: int
 
     def metrics(self, actor_threads: int) -> dict:
-        return {"sm_granted": self.granted, "sm_total": self.total,
-                "cpu_gpu_ratio": cpu_gpu_ratio(actor_threads, self.granted)}
+        return {
+            "sm_granted": self.granted,
+            "sm_total": self.total,
+            "cpu_gpu_ratio": cpu_gpu_ratio(actor_threads, self.granted),
+        }
 
 
 def cpu_gpu_ratio(actor_threads: int, compute_units: int) -> float:
@@ -185,8 +198,15 @@ class ComputeLimit:
     count) is restored on exit, so jobs that share a process do not leak limits.
     """
 
-    def __init__(self, sm_limit: int | None, device, backend: str = "green_context", torch_mod=None,
-                 env: dict | None = None, properties=None):
+    def __init__(
+        self,
+        sm_limit: int | None,
+        device,
+        backend: str = "green_context",
+        torch_mod=None,
+        env: dict | None = None,
+        properties=None,
+    ):
         import torch as _torch  # lazy: keeps torch off the start
 
         self.torch = torch_mod or _torch
@@ -200,13 +220,17 @@ class ComputeLimit:
     def _plan(self) -> ComputeGrant:
         if getattr(self.device, "type", str(self.device)) != "cuda":
             if self.backend_name == "mps":
-                raise ResourceError(f"sm_backend=mps: MPS splits a CUDA GPU and this job's device is {self.device} "
-                                    "(no CUDA device here, or device=cpu); allowed: sm_backend=green_context, which "
-                                    "on a CPU device caps the learner's and inference's threads at sm_limit")
+                raise ResourceError(
+                    f"sm_backend=mps: MPS splits a CUDA GPU and this job's device is {self.device} "
+                    "(no CUDA device here, or device=cpu); allowed: sm_backend=green_context, which "
+                    "on a CPU device caps the learner's and inference's threads at sm_limit"
+                )
             total = len(usable_cpus())
             if self.sm_limit is not None and self.sm_limit > total:
-                raise ResourceError(f"sm_limit={self.sm_limit}: this host has {total} CPU threads for the "
-                                    f"learner and inference; allowed: null or 1..{total}")
+                raise ResourceError(
+                    f"sm_limit={self.sm_limit}: this host has {total} CPU threads for the "
+                    f"learner and inference; allowed: null or 1..{total}"
+                )
             n = self.sm_limit or total
             return ComputeGrant("cpu_thread", "cpu_threads" if self.sm_limit else "none", self.sm_limit, n, total)
         index = self.device.index if self.device.index is not None else 0
@@ -219,8 +243,9 @@ class ComputeLimit:
         if self.backend_name == "mps":
             ok, why = mps_daemon_reachable(self.env)
             if not ok:
-                raise ResourceError(f"sm_backend=mps refused: {why}; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE "
-                                    "would silently do nothing")
+                raise ResourceError(
+                    f"sm_backend=mps refused: {why}; CUDA_MPS_ACTIVE_THREAD_PERCENTAGE would silently do nothing"
+                )
             self._refuse_initialised()
             return ComputeGrant("sm", "mps", self.sm_limit, self.sm_limit, total)
         return ComputeGrant("sm", "green_context", self.sm_limit, granted_sms(self.sm_limit, total, props.major), total)
@@ -237,8 +262,10 @@ class ComputeLimit:
             from torch.cuda.green_contexts import GreenContext  # lazy: keeps torch off the start
 
             if _green_jobs:  # the autograd thread it enters is the process's one
-                raise ResourceError(f"sm_limit={self.sm_limit} (sm_backend=green_context): another job of this "
-                                    "process holds a green context; allowed: one such job at a time per process")
+                raise ResourceError(
+                    f"sm_limit={self.sm_limit} (sm_backend=green_context): another job of this "
+                    "process holds a green context; allowed: one such job at a time per process"
+                )
             index = self.device.index if self.device.index is not None else self.torch.cuda.current_device()
             # The device's primary context first: a green context is carved from it, and without
             # one torch warns "no primary context" (seen on an H100) and makes it itself.
@@ -252,9 +279,11 @@ class ComputeLimit:
         """MPS's variable is read when CUDA starts: in a process where it has started, refuse
         (at the plan, before any run exists, and again when the limit is entered)."""
         if self.torch.cuda.is_initialized():
-            raise ResourceError("sm_backend=mps needs a fresh process: CUDA is already initialised here (an "
-                                "earlier job of this process used it); allowed: one process per job (a launcher "
-                                "such as hydra/launcher=parallel), or sm_backend=green_context")
+            raise ResourceError(
+                "sm_backend=mps needs a fresh process: CUDA is already initialised here (an "
+                "earlier job of this process used it); allowed: one process per job (a launcher "
+                "such as hydra/launcher=parallel), or sm_backend=green_context"
+            )
 
     def __exit__(self, *exc) -> None:
         if self._saved_threads is not None:

@@ -62,7 +62,9 @@ def sigterm_raises(exit_within_s: float | None = None):
         error = JobKilled(signum)
         if exit_within_s is not None and not deadline_started:
             deadline_started.append(True)
-            threading.Thread(target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True).start()
+            threading.Thread(
+                target=_exit_late, args=(error, exit_within_s), name="sigterm-deadline", daemon=True
+            ).start()
         _stop(error, frame)
 
     def _on_sigint(signum, frame):
@@ -171,8 +173,10 @@ def _exit_late(error: JobKilled, after_s: float) -> None:
     further clean-up. A run not yet ended KILLED reads RUNNING until the next rlbench start
     closes it KILLED (tracking/orphans.py)."""
     time.sleep(after_s)
-    late = (f"the job had not ended {after_s:g} s after the signal (main thread in {where(threading.main_thread())}): "
-            "exited there; a run it left RUNNING is closed KILLED by the next rlbench start")
+    late = (
+        f"the job had not ended {after_s:g} s after the signal (main thread in {where(threading.main_thread())}): "
+        "exited there; a run it left RUNNING is closed KILLED by the next rlbench start"
+    )
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             child.kill()
@@ -207,10 +211,8 @@ def where(thread: threading.Thread) -> str:
 
 def note_record(error: BaseException, what: str, run_id: str, status: str) -> None:
     """Note on a stopping exception that `what` (a job's run, a sweep's parent) ended `status`."""
-    try:
+    with contextlib.suppress(AttributeError):
         error.records = [*getattr(error, "records", []), (what, run_id, status)]
-    except AttributeError:
-        pass
 
 
 def stopped(error: KeyboardInterrupt, command: str = "rlbench", late: str = "") -> int:

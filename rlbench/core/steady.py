@@ -49,17 +49,23 @@ def steady_windows(windows: list[TickWindow], warm_s: float, until_s: float) -> 
     return [w for w in windows if w.fps is not None and w.start_s >= warm_s and w.end_s <= until_s]
 
 
-def steady_rates(windows: list[TickWindow], warm_s: float | None, until_s: float, min_windows: int,
-                 reasons: dict[str, str]) -> tuple[dict, dict]:
+def steady_rates(
+    windows: list[TickWindow], warm_s: float | None, until_s: float, min_windows: int, reasons: dict[str, str]
+) -> tuple[dict, dict]:
     """(values, null reasons) of the steady-state metrics. warm_s: None when the warm-up never
     ended (why: reasons["warm"]); reasons[steady power name]: why that power is not measured,
     where no steady window has it."""
     kept = steady_windows(windows, warm_s, until_s) if warm_s is not None else []
     values = {WINDOWS: len(kept), SECONDS: sum((w.length_s for w in kept), 0.0)}
     if len(kept) < max(min_windows, 1):
-        why = reasons.get("warm", "the warm-up never ended") if warm_s is None else (
-            f"{len(kept)} steady windows, {min_windows} needed (tracking.steady_min_windows): warm-up until "
-            f"{warm_s:.1f} s, the first role done at {until_s:.1f} s")
+        why = (
+            reasons.get("warm", "the warm-up never ended")
+            if warm_s is None
+            else (
+                f"{len(kept)} steady windows, {min_windows} needed (tracking.steady_min_windows): warm-up until "
+                f"{warm_s:.1f} s, the first role done at {until_s:.1f} s"
+            )
+        )
         return values, dict.fromkeys((*RATES, *POWERS, FRAMES_PER_J), why)
     fps = [w.fps for w in kept]
     values |= {FPS: statistics.median(fps), FPS_MIN: min(fps), FPS_MAX: max(fps)}
@@ -77,8 +83,10 @@ def steady_rates(windows: list[TickWindow], warm_s: float | None, until_s: float
             nulls[name] = reasons.get(name, f"no {tick} tick in the steady windows")
     per_j = frames_per_joule(kept, [t for n, t in POWERS.items() if n in values])
     if per_j is None:
-        nulls[FRAMES_PER_J] = "; ".join(dict.fromkeys(nulls[n] for n in POWERS if n in nulls)) or \
-            "no steady window in which every measured power source reported"
+        nulls[FRAMES_PER_J] = (
+            "; ".join(dict.fromkeys(nulls[n] for n in POWERS if n in nulls))
+            or "no steady window in which every measured power source reported"
+        )
     else:
         values[FRAMES_PER_J] = per_j
     return values, nulls

@@ -23,8 +23,8 @@ METRIC_TAG, FLOOR_MIN_TAG = "verdict_metric", "verdict_noise_floor_min"  # on a 
 
 @dataclass(frozen=True)
 class Comparison:
-    name: str                # the configuration compared with the best
-    difference: float        # relative: the larger median over the smaller, less 1
+    name: str  # the configuration compared with the best
+    difference: float  # relative: the larger median over the smaller, less 1
     told_apart: bool | None  # None: the noise floor is unknown
     text: str
 
@@ -32,11 +32,11 @@ class Comparison:
 @dataclass(frozen=True)
 class Verdict:
     metric: str
-    best: str | None                  # None: no configuration has a value of the metric
-    tied: tuple[str, ...]             # not told apart from the best (the best left out)
-    floor: float | None               # the noise floor (relative); None: unknown
-    measured_floor: float | None      # from the repeats alone
-    floor_min: float                  # the set minimum (verdict.noise_floor_min)
+    best: str | None  # None: no configuration has a value of the metric
+    tied: tuple[str, ...]  # not told apart from the best (the best left out)
+    floor: float | None  # the noise floor (relative); None: unknown
+    measured_floor: float | None  # from the repeats alone
+    floor_min: float  # the set minimum (verdict.noise_floor_min)
     medians: dict[str, Spread] = field(default_factory=dict)
     comparisons: tuple[Comparison, ...] = ()
 
@@ -54,11 +54,19 @@ class Verdict:
         return label(self, name)
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric, "best": self.best, "best_set": list(self.best_set), "tied": list(self.tied),
-                "noise_floor": self.floor, "measured_floor": self.measured_floor, "noise_floor_min": self.floor_min,
-                "floor_text": self.floor_text(), "answer": self.answer(),
-                "medians": {n: s.as_dict() for n, s in self.medians.items()},
-                "comparisons": [c.__dict__ for c in self.comparisons]}
+        return {
+            "metric": self.metric,
+            "best": self.best,
+            "best_set": list(self.best_set),
+            "tied": list(self.tied),
+            "noise_floor": self.floor,
+            "measured_floor": self.measured_floor,
+            "noise_floor_min": self.floor_min,
+            "floor_text": self.floor_text(),
+            "answer": self.answer(),
+            "medians": {n: s.as_dict() for n, s in self.medians.items()},
+            "comparisons": [c.__dict__ for c in self.comparisons],
+        }
 
 
 def difference(a: float, b: float) -> float:
@@ -74,8 +82,9 @@ def noise_floor(spreads: Iterable[Spread]) -> float | None:
     return max(ratios) if ratios else None
 
 
-def judge(values: Mapping[str, Iterable[float | None]], metric: str = DEFAULT_METRIC,
-          floor_min: float = 0.0) -> Verdict:
+def judge(
+    values: Mapping[str, Iterable[float | None]], metric: str = DEFAULT_METRIC, floor_min: float = 0.0
+) -> Verdict:
     """values: configuration -> its finished runs' `metric` (None: not logged). Values that are
     not finite and > 0 are left out (a relative difference needs both positive)."""
     sense = COMPARED.get(metric)
@@ -116,8 +125,11 @@ def compare(ref: str, name: str, medians: Mapping[str, Spread], floor: float | N
     d = difference(a, b)
     told = None if floor is None else d > floor
     faster = (a < b) if sense == "lower" else (a > b)
-    head = (f"{ref} is {d:.1%} {'faster' if faster else 'slower'} than {name}" if d > 0
-            else f"{ref} and {name} have the same median")
+    head = (
+        f"{ref} is {d:.1%} {'faster' if faster else 'slower'} than {name}"
+        if d > 0
+        else f"{ref} and {name} have the same median"
+    )
     tail = UNKNOWN_FLOOR if floor is None else f"noise floor {floor:.1%}: {'told apart' if told else 'not told apart'}"
     return Comparison(name, d, told, f"{head}; {tail}")
 
@@ -143,8 +155,10 @@ def answer(v: Verdict) -> str:
         near = ", ".join(f"{c.name} ({c.difference:.1%} slower)" for c in v.comparisons if c.name in v.tied)
         return f"{head}; not told apart from {near}: noise floor {v.floor:.1%}"
     nearest = min(v.comparisons, key=lambda c: c.difference)
-    return (f"{head}; told apart from every other configuration: at least {nearest.difference:.1%} faster "
-            f"than {nearest.name} (noise floor {v.floor:.1%})")
+    return (
+        f"{head}; told apart from every other configuration: at least {nearest.difference:.1%} faster "
+        f"than {nearest.name} (noise floor {v.floor:.1%})"
+    )
 
 
 def label(v: Verdict, name: str) -> str | None:

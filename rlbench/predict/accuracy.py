@@ -33,8 +33,11 @@ def job_conf(tags: dict, params: dict | None = None):
     where it was recorded does not change the work). The recorded param `inference_batch` is
     kept where no override set it: a record may carry another default than today's (0, lock-step)."""
 
-    overrides = [o for o in shlex.split(tags.get("overrides", "")) if o != "(none)"
-                 and not o.lstrip("+~").startswith(("tracking.", "hydra."))]
+    overrides = [
+        o
+        for o in shlex.split(tags.get("overrides", ""))
+        if o != "(none)" and not o.lstrip("+~").startswith(("tracking.", "hydra."))
+    ]
     recorded = (params or {}).get("inference_batch")
     if recorded is not None and not any(o.lstrip("+~").startswith("inference_batch=") for o in overrides):
         overrides.append(f"inference_batch={recorded}")

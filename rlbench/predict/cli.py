@@ -47,9 +47,10 @@ SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 def link(text: str):
     """`--link BANDWIDTH,LATENCY` (e.g. 10gbit,0.1ms; one-way latency): a model.Link."""
 
-
-    allowed = (f"{text}: allowed: BANDWIDTH,LATENCY, a rate in {'/'.join(BITS)} and a one-way latency in "
-               f"{'/'.join(SECONDS)}, both finite, the rate > 0, e.g. 10gbit,0.1ms")
+    allowed = (
+        f"{text}: allowed: BANDWIDTH,LATENCY, a rate in {'/'.join(BITS)} and a one-way latency in "
+        f"{'/'.join(SECONDS)}, both finite, the rate > 0, e.g. 10gbit,0.1ms"
+    )
     m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-z]+)\s*,\s*([0-9.eE+-]+)\s*([a-z]+)\s*", text.lower())
     if not m or m.group(2) not in BITS or m.group(4) not in SECONDS:
         raise argparse.ArgumentTypeError(allowed)
@@ -63,38 +64,66 @@ def link(text: str):
 
 
 def parse(argv: list[str] | None):
-    p = Parser(prog=PROG, description=__doc__,
-                                epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
-                                       "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
-                                       "  python -m rlbench.predict actor_hosts=8 --link 10gbit,0.1ms\n"
-                                       "  python -m rlbench.predict --grid actor_hosts=1,2,4,8,16 --link 10gbit,0.1ms\n"
-                                       "  python -m rlbench.predict --validate --sweep <parent run id>",
-                                formatter_class=RawDescription)
+    p = Parser(
+        prog=PROG,
+        description=__doc__,
+        epilog="examples:\n  python -m rlbench.predict actors=40 sm_limit=1\n"
+        "  python -m rlbench.predict --grid actors=4,40,256 actor_threads=1,2 sm_limit=1,2\n"
+        "  python -m rlbench.predict actor_hosts=8 --link 10gbit,0.1ms\n"
+        "  python -m rlbench.predict --grid actor_hosts=1,2,4,8,16 --link 10gbit,0.1ms\n"
+        "  python -m rlbench.predict --validate --sweep <parent run id>",
+        formatter_class=RawDescription,
+    )
     p.add_argument("--profile", metavar="RUN_ID", help="profile run (default: the newest of this host and env)")
-    p.add_argument("--cpu-profile", metavar="RUN_ID", help="what-if: the actor side (env stepping, cores) from this profile")
+    p.add_argument(
+        "--cpu-profile", metavar="RUN_ID", help="what-if: the actor side (env stepping, cores) from this profile"
+    )
     p.add_argument("--gpu-profile", metavar="RUN_ID", help="what-if: inference and the learner from this profile")
-    p.add_argument("--threads", type=number(int, lo=1), help="what-if: the actor host has N hardware threads (an estimate: "
-                                               "stepping assumed to scale linearly with threads)")
-    p.add_argument("--link", type=link, help="actor_hosts: the network between them and the learner's host, "
-                                               "BANDWIDTH,LATENCY (one way), e.g. 10gbit,0.1ms (an estimate)")
-    p.add_argument("--actor-host-cpus", type=number(int, lo=1), help="actor_hosts: an actor host's hardware threads "
-                                                                   "(default: the profile's host's, an assumption)")
-    p.add_argument("--grid", action="store_true", help="comma lists in the overrides expand to a grid: a table, "
-                                                       "a figure and the recommended ratio")
-    p.add_argument("--validate", action="store_true", help="predict every finished job of --sweep and measure the error")
+    p.add_argument(
+        "--threads",
+        type=number(int, lo=1),
+        help="what-if: the actor host has N hardware threads (an estimate: "
+        "stepping assumed to scale linearly with threads)",
+    )
+    p.add_argument(
+        "--link",
+        type=link,
+        help="actor_hosts: the network between them and the learner's host, "
+        "BANDWIDTH,LATENCY (one way), e.g. 10gbit,0.1ms (an estimate)",
+    )
+    p.add_argument(
+        "--actor-host-cpus",
+        type=number(int, lo=1),
+        help="actor_hosts: an actor host's hardware threads (default: the profile's host's, an assumption)",
+    )
+    p.add_argument(
+        "--grid",
+        action="store_true",
+        help="comma lists in the overrides expand to a grid: a table, a figure and the recommended ratio",
+    )
+    p.add_argument(
+        "--validate", action="store_true", help="predict every finished job of --sweep and measure the error"
+    )
     p.add_argument("--sweep", metavar="RUN_ID", help="with --validate: a sweep's parent run id")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI)
-    p.add_argument("--profiles-experiment", default=PROFILES, help=f"where profiles are looked for (default {PROFILES})")
-    p.add_argument("--out", type=Path, default=None, help="--grid: folder for grid.csv and grid.png (default predictions/)")
+    p.add_argument(
+        "--profiles-experiment", default=PROFILES, help=f"where profiles are looked for (default {PROFILES})"
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="--grid: folder for grid.csv and grid.png (default predictions/)"
+    )
     p.add_argument("--no-log", action="store_true", help="--validate: print only, log nothing on the sweep's parent")
     p.add_argument("overrides", nargs="*", help="job overrides, e.g. actors=40 sm_limit=1 env=pong")
     a = p.parse_args(argv)
     if a.validate != bool(a.sweep):
         p.error("--validate and --sweep go together: --validate --sweep <parent run id>")
-    if a.validate and (a.grid or a.overrides or a.threads or a.cpu_profile or a.gpu_profile or a.link
-                       or a.actor_host_cpus):
-        p.error("--validate predicts the sweep's own jobs on their own host: allowed with it: --profile, "
-                "--tracking-uri, --no-log")
+    if a.validate and (
+        a.grid or a.overrides or a.threads or a.cpu_profile or a.gpu_profile or a.link or a.actor_host_cpus
+    ):
+        p.error(
+            "--validate predicts the sweep's own jobs on their own host: allowed with it: --profile, "
+            "--tracking-uri, --no-log"
+        )
     if a.profile and (a.cpu_profile or a.gpu_profile):
         p.error("--profile or --cpu-profile/--gpu-profile, not both")
     lists = [o for o in a.overrides if "," in o.split("=", 1)[-1]]
@@ -141,10 +170,12 @@ def machine(a, host: str, env_id: str, algo: str, precision: str = "fp32"):
     else:
         found = profile_runs(host, env_id, algo, a.profiles_experiment, precision)
         if not found:
-            raise ProfileError(f"no profile of host {host!r} for env {env_id!r}, algo {algo!r} and precision "
-                               f"{precision!r} in experiment {a.profiles_experiment!r} at {a.tracking_uri}; make one "
-                               f"on that host: python -m rlbench.profile env=<env> algo=<algo> precision={precision} "
-                               f"(or name one: --profile <run id>)")
+            raise ProfileError(
+                f"no profile of host {host!r} for env {env_id!r}, algo {algo!r} and precision "
+                f"{precision!r} in experiment {a.profiles_experiment!r} at {a.tracking_uri}; make one "
+                f"on that host: python -m rlbench.profile env=<env> algo=<algo> precision={precision} "
+                f"(or name one: --profile <run id>)"
+            )
         p = load_profile(found[0])
     return Machine(p, p, a.threads, *network(a))
 
@@ -156,18 +187,27 @@ def network(a) -> tuple:
 
 def show(pred, frames: int) -> list[str]:
     ups = "n/a (no learner)" if pred.learner_updates_per_s is None else f"{pred.learner_updates_per_s:.3f}"
-    lines = [f"  {' '.join(f'{k}={v}' for k, v in pred.knobs.items())}  (cpu_gpu_ratio={pred.cpu_gpu_ratio:g})",
-             (f"  fps={pred.fps:.0f}  learner_updates_per_s={ups}  runtime_s={pred.runtime_s:.1f}  "
-             f"(task: {frames} frames, {pred.learner_updates} updates; actors done at {pred.actors_s:.1f} s)"),
-             f"  bound: {pred.bound}" + (f" (the actors by {pred.actor_bound})" if pred.bound != pred.actor_bound else ""),
-             (f"  energy_per_task_j={pred.energy_per_task_j:.0f} J ({pred.energy_reason})"
-              if pred.energy_per_task_j is not None else f"  energy_per_task_j: {pred.energy_reason}")]
+    lines = [
+        f"  {' '.join(f'{k}={v}' for k, v in pred.knobs.items())}  (cpu_gpu_ratio={pred.cpu_gpu_ratio:g})",
+        (
+            f"  fps={pred.fps:.0f}  learner_updates_per_s={ups}  runtime_s={pred.runtime_s:.1f}  "
+            f"(task: {frames} frames, {pred.learner_updates} updates; actors done at {pred.actors_s:.1f} s)"
+        ),
+        f"  bound: {pred.bound}" + (f" (the actors by {pred.actor_bound})" if pred.bound != pred.actor_bound else ""),
+        (
+            f"  energy_per_task_j={pred.energy_per_task_j:.0f} J ({pred.energy_reason})"
+            if pred.energy_per_task_j is not None
+            else f"  energy_per_task_j: {pred.energy_reason}"
+        ),
+    ]
     return lines + [f"  {n}" for n in dict.fromkeys(pred.notes)]
 
 
 def machines(a, host: str, confs) -> dict:
     """precision -> the Machine its configurations are predicted on (a profile per precision)."""
-    return {p: machine(a, host, confs[0].env.id, confs[0].algo.name, p) for p in dict.fromkeys(c.precision for c in confs)}
+    return {
+        p: machine(a, host, confs[0].env.id, confs[0].algo.name, p) for p in dict.fromkeys(c.precision for c in confs)
+    }
 
 
 def names(ms: dict) -> str:
@@ -177,8 +217,10 @@ def names(ms: dict) -> str:
 def run_grid(a, confs, ms: dict) -> int:
     m = next(iter(ms.values()))
     preds = [predict_job(c, ms[c.precision]) for c in confs]
-    print(f"predicted with {names(ms)} — a model's predictions, not measurements "
-          f"(task: {confs[0].workload.frames} frames):")
+    print(
+        f"predicted with {names(ms)} — a model's predictions, not measurements "
+        f"(task: {confs[0].workload.frames} frames):"
+    )
     columns = grid_columns(preds)
     rows = [[p.row().get(k) for k in columns] for p in preds]
     print(table(list(columns), rows))
@@ -188,14 +230,18 @@ def run_grid(a, confs, ms: dict) -> int:
     with_energy = [p for p in preds if p.energy_per_task_j is not None]
     if with_energy:
         low = min(with_energy, key=lambda p: p.energy_per_task_j)
-        print(f"least energy per task: cpu_gpu_ratio={low.cpu_gpu_ratio:g} ("
-              + " ".join(f"{k}={v}" for k, v in low.knobs.items())
-              + f"): {low.energy_per_task_j:.0f} J ({low.energy_reason})")
+        print(
+            f"least energy per task: cpu_gpu_ratio={low.cpu_gpu_ratio:g} ("
+            + " ".join(f"{k}={v}" for k, v in low.knobs.items())
+            + f"): {low.energy_per_task_j:.0f} J ({low.energy_reason})"
+        )
     else:
         print(f"energy_per_task_j: {preds[0].energy_reason}")
-    print(f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
-          + " ".join(f"{k}={v}" for k, v in best.knobs.items())
-          + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})")
+    print(
+        f"recommended: cpu_gpu_ratio={best.cpu_gpu_ratio:g} ("
+        + " ".join(f"{k}={v}" for k, v in best.knobs.items())
+        + f"): the task in {best.runtime_s:.1f} s at {best.fps:.0f} fps (predicted; bound: {best.bound})"
+    )
     line = saturation(preds)
     if line:
         print(line)
@@ -219,28 +265,37 @@ def run_validate(a) -> int:
     except NoSuchRun as e:
         raise LookupError(f"--sweep {a.sweep}: no such run at {e.uri} ({e.detail[:200]})") from None
     if not study.jobs and not study.missing:
-        raise LookupError(f"--sweep {a.sweep}: run '{study.title}' is not a sweep's parent (it has no child runs: a "
-                          "single job's run?); give a sweep's parent run id (the sweep prints it: "
-                          "'[rlbench sweep] parent run <id>')")
+        raise LookupError(
+            f"--sweep {a.sweep}: run '{study.title}' is not a sweep's parent (it has no child runs: a "
+            "single job's run?); give a sweep's parent run id (the sweep prints it: "
+            "'[rlbench sweep] parent run <id>')"
+        )
     finished = study.finished
     if not finished:
         raise LookupError(f"--sweep {a.sweep}: no finished job to compare ({len(study.jobs)} runs)")
     by_precision: dict[str, list] = {}  # a precision sweep: each precision's jobs from its own profile
     for j in study.jobs:
         by_precision.setdefault(j.params.get("precision", "fp32"), []).append(j)
-    ms = {p: machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"), p)
-          for p in by_precision if any(j.finished for j in by_precision[p])}
+    ms = {
+        p: machine(a, study.host.get("host"), finished[0].params.get("env.id"), finished[0].params.get("algo.name"), p)
+        for p in by_precision
+        if any(j.finished for j in by_precision[p])
+    }
     checked = [c for p, m in ms.items() for c in check_jobs(by_precision[p], m)]
     error, per = prediction_error(checked)
     print(f"sweep {study.title} ({a.sweep}); predicted with {names(ms)}")
     print(table(VALIDATION_HEADER, validation_rows(checked)))
     worst = max(checked, key=lambda c: max(c.ape("fps"), c.ape("runtime_s")))
-    print(f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
-          f"predicted bound: {worst.predicted.bound})")
+    print(
+        f"worst: {worst.name} (fps off by {worst.ape('fps'):.0%}, runtime_s by {worst.ape('runtime_s'):.0%}; "
+        f"predicted bound: {worst.predicted.bound})"
+    )
     for n in dict.fromkeys(n for c in checked for n in c.predicted.notes):
         print(f"  {n}")
-    print(f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
-          f"over {len(checked)} finished jobs")
+    print(
+        f"median absolute % error: fps {per['fps']:.4f}, runtime_s {per['runtime_s']:.4f} "
+        f"over {len(checked)} finished jobs"
+    )
     if not a.no_log:
         log_validation(a.sweep, checked, ms, error, per, names(ms))
         print("logged on the sweep's parent run: prediction_error, prediction/predicted_vs_measured.png")
@@ -258,8 +313,13 @@ def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[
     # one profile: the report uses it again; one per precision: the report takes each precision's
     # (prediction_profile_runs), and no single run is named for all of them
     ids = {p: m.gpu.run_id for p, m in ms.items()}
-    parent.set_tags({"prediction_profile": used, "prediction_profile_run": next(iter(ids.values())) if len(ids) == 1 else "",
-                     "prediction_profile_runs": ",".join(f"{p}={r}" for p, r in ids.items())})
+    parent.set_tags(
+        {
+            "prediction_profile": used,
+            "prediction_profile_run": next(iter(ids.values())) if len(ids) == 1 else "",
+            "prediction_profile_runs": ",".join(f"{p}={r}" for p, r in ids.items()),
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
         with open(Path(tmp) / "validation.csv", "w", newline="") as f:
             csv.writer(f).writerows([VALIDATION_HEADER, *validation_rows(checked)])

@@ -6,6 +6,7 @@ docs/predict.md, "Reading a profile".
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -33,7 +34,7 @@ class Profile:
 
     @property
     def device(self) -> str:
-        """"cuda" or "cpu": where inference and the learner ran."""
+        """ "cuda" or "cpu": where inference and the learner ran."""
         d = self.tags.get("profile_device") or self.tags.get("device", "cpu")
         if d == "auto":
             return "cuda" if self.tags.get("cuda_available") == "True" else "cpu"
@@ -46,17 +47,21 @@ class Profile:
     def check_fits(self, conf, side: str) -> None:
         """A profile measures one env (the actor side) and one algorithm (inference and the
         learner); ValueError when the job's differ."""
-        key, want = (("env_id", conf.env.id) if side == "actors" else ("algo.name", conf.algo.name))
+        key, want = ("env_id", conf.env.id) if side == "actors" else ("algo.name", conf.algo.name)
         have = self.tags.get(key) if key == "env_id" else self.params.get(key)
         if have is not None and have != want:
-            raise ValueError(f"{self.label()} measured {key}={have}; the job has {key}={want}: "
-                             f"allowed: a profile of {key}={want} "
-                             f"({profile_command(conf.env.id, conf.env.kind, conf.algo.name)})")
+            raise ValueError(
+                f"{self.label()} measured {key}={have}; the job has {key}={want}: "
+                f"allowed: a profile of {key}={want} "
+                f"({profile_command(conf.env.id, conf.env.kind, conf.algo.name)})"
+            )
 
     def label(self) -> str:
         where = self.tags.get("gpu_name") if self.device == "cuda" else self.tags.get("cpu_model", "?")
-        return (f"profile {self.run_id[:8]} ({self.tags.get('host', '?')}: {where}, "
-                f"{self.hardware_threads} threads; {self.tags.get('env_id', '?')})")
+        return (
+            f"profile {self.run_id[:8]} ({self.tags.get('host', '?')}: {where}, "
+            f"{self.hardware_threads} threads; {self.tags.get('env_id', '?')})"
+        )
 
 
 def load_profile(run_id: str) -> Profile:
@@ -74,16 +79,29 @@ def load_profile(run_id: str) -> Profile:
         raise ProfileError(f"--profile={run_id}: no such run in {e.uri} ({e.detail})") from None
     run, tables = record.run, record.tables
     if not is_profile(run):
-        raise ProfileError(f"--profile={run_id}: run {run.name!r} is not a profile (tag rlbench.role="
-                           f"{run.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile")
+        raise ProfileError(
+            f"--profile={run_id}: run {run.name!r} is not a profile (tag rlbench.role="
+            f"{run.tags.get('rlbench.role')!r}); allowed: a run of python -m rlbench.profile"
+        )
     why = incomplete(run)
     if why:
-        raise ProfileError(f"--profile={run_id}: profile {run.name!r} is incomplete: {why}; allowed: a complete "
-                           "profile (run python -m rlbench.profile again)")
+        raise ProfileError(
+            f"--profile={run_id}: profile {run.name!r} is incomplete: {why}; allowed: a complete "
+            "profile (run python -m rlbench.profile again)"
+        )
     if not tables["env"] or not tables["inference"]:
         raise ProfileError(f"--profile={run_id}: the run has no env.json or inference.json table")
-    return Profile(run_id, run.tags, tables["env"], tables["inference"], tables["update"], tables["corun"],
-                   tables["power"], run.params, tables.get("rpc") or [])
+    return Profile(
+        run_id,
+        run.tags,
+        tables["env"],
+        tables["inference"],
+        tables["update"],
+        tables["corun"],
+        tables["power"],
+        run.params,
+        tables.get("rpc") or [],
+    )
 
 
 def profile_command(env_id: str, kind: str | None, algo: str | None) -> str:
@@ -102,7 +120,7 @@ def _interp(x: float, xs: list[float], ys: list[float]) -> float:
     """Piecewise linear through (xs, ys) sorted by x, flat beyond the ends."""
     if x <= xs[0]:
         return ys[0]
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+    for (x0, y0), (x1, y1) in itertools.pairwise(zip(xs, ys, strict=True)):
         if x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return ys[-1]
@@ -113,8 +131,10 @@ def env_step_s(p: Profile, threads: int, envs: int, notes: list[str]) -> float:
     t = min(threads, envs)
     if t not in measured:
         use = max(x for x in measured if x <= t) if min(measured) <= t else min(measured)
-        notes.append(f"estimate: env stepping on {t} actor threads taken from {use} threads' per-step cost "
-                     f"(assumes stepping scales linearly with threads; {p.label()} measured {measured})")
+        notes.append(
+            f"estimate: env stepping on {t} actor threads taken from {use} threads' per-step cost "
+            f"(assumes stepping scales linearly with threads; {p.label()} measured {measured})"
+        )
         t = use
     pts = sorted((r["envs"], r["env_step_s"]) for r in p.env if r["threads"] == t)
     return _interp(math.log(envs), [math.log(e) for e, _ in pts], [s for _, s in pts])
@@ -127,8 +147,11 @@ def reset_s(p: Profile, threads: int, envs: int, notes: list[str]) -> float:
     measured = sorted({r["threads"] for r in p.env})
     t = min(threads, envs)
     use = t if t in measured else (max(x for x in measured if x <= t) if min(measured) <= t else min(measured))
-    pts = sorted((r["envs"], r["reset_s"] * min(r["threads"], r["envs"]) / r["envs"])
-                 for r in p.env if r["threads"] == use and r.get("reset_s") is not None)
+    pts = sorted(
+        (r["envs"], r["reset_s"] * min(r["threads"], r["envs"]) / r["envs"])
+        for r in p.env
+        if r["threads"] == use and r.get("reset_s") is not None
+    )
     if not pts:
         notes.append(f"{p.label()} did not time the envs' first reset: startup counted as 0 s")
         return 0.0
@@ -165,12 +188,24 @@ def update_s(p: Profile, units: int, notes: list[str], updates: int = 0) -> floa
     updates whose first one costs the profile's `first_s` (a profile without it: all alike)."""
     if not p.update:
         return None
-    steady = _by_units(p.update, units, "the learner update", p, notes,
-                       lambda u: next(r["seconds"] for r in p.update if r["units"] == u))
+    steady = _by_units(
+        p.update,
+        units,
+        "the learner update",
+        p,
+        notes,
+        lambda u: next(r["seconds"] for r in p.update if r["units"] == u),
+    )
     if updates < 1 or any(r.get("first_s") is None for r in p.update):
         return steady
-    first = _by_units(p.update, units, "the first learner update", p, [],
-                      lambda u: next(r["first_s"] for r in p.update if r["units"] == u))
+    first = _by_units(
+        p.update,
+        units,
+        "the first learner update",
+        p,
+        [],
+        lambda u: next(r["first_s"] for r in p.update if r["units"] == u),
+    )
     return (first + (updates - 1) * steady) / updates
 
 
@@ -213,8 +248,10 @@ def rpc_fit(p: Profile) -> dict:
     missing = [k for k in ("actor_cpu_s", "server_cpu_s", "bytes_up") if k not in fit]
     if missing:
         why = "; ".join(dict.fromkeys(r["reason"] for r in p.rpc if r.get("reason"))) or "no rpc.json table"
-        raise ValueError(f"{p.label()} did not measure the actor protocol's {', '.join(missing)} ({why}); a job with "
-                         "actor processes or actor hosts needs it: allowed: a profile that measured it "
-                         "(python -m rlbench.profile, --rpc-seconds > 0)")
+        raise ValueError(
+            f"{p.label()} did not measure the actor protocol's {', '.join(missing)} ({why}); a job with "
+            "actor processes or actor hosts needs it: allowed: a profile that measured it "
+            "(python -m rlbench.profile, --rpc-seconds > 0)"
+        )
     starts = [r["start_s"] for r in p.rpc if r.get("start_s") is not None]
     return fit | {"start_s": max(starts) if starts else 0.0}

@@ -40,7 +40,7 @@ ASSUMED = Assumed()
 
 @dataclass(frozen=True)
 class Flops:
-    update: float | None   # model FLOPs of one learner update (None: no learner)
+    update: float | None  # model FLOPs of one learner update (None: no learner)
     forward_per_env: float  # model FLOPs of one env's forward in central inference
 
 
@@ -49,13 +49,16 @@ def peak_tflops(gpu: Gpu, precision: str) -> float:
     found = published_peak(gpu.name, precision)
     if found is None:
         cards = ", ".join(key for key, _ in PUBLISHED_PEAK_TFLOPS)
-        raise ValueError(f"no published {precision} peak for GPU {gpu.name!r}; allowed: a GPU whose name contains "
-                         f"one of {cards} (rlbench/core/precision.py), or --profile with a profile of this GPU")
+        raise ValueError(
+            f"no published {precision} peak for GPU {gpu.name!r}; allowed: a GPU whose name contains "
+            f"one of {cards} (rlbench/core/precision.py), or --profile with a profile of this GPU"
+        )
     return found[0]
 
 
-def gpu_tables(gpu: Gpu, precision: str, flops: Flops, units: list[int], batches: list[int],
-               assumed: Assumed = ASSUMED) -> tuple[list[dict], list[dict]]:
+def gpu_tables(
+    gpu: Gpu, precision: str, flops: Flops, units: list[int], batches: list[int], assumed: Assumed = ASSUMED
+) -> tuple[list[dict], list[dict]]:
     """(inference rows {units, batch, seconds}, update rows {units, seconds}) as a profile holds
     them, at `units` SMs each: the peak taken in proportion to the SMs granted (an estimate)."""
     inference, update = [], []
@@ -63,35 +66,57 @@ def gpu_tables(gpu: Gpu, precision: str, flops: Flops, units: list[int], batches
         rate = peak_tflops(gpu, precision) * 1e12 * assumed.share(precision) * u / gpu.sms
         for b in batches:
             compute = b * flops.forward_per_env / rate
-            inference.append({"units": u, "batch": b,
-                              "seconds": assumed.forward_fixed_s + b * assumed.forward_per_env_s + compute})
+            inference.append(
+                {"units": u, "batch": b, "seconds": assumed.forward_fixed_s + b * assumed.forward_per_env_s + compute}
+            )
         if flops.update is not None:
             update.append({"units": u, "seconds": assumed.update_fixed_s + flops.update / rate})
     return inference, update
 
 
-def planning_profile(env_rows: list[dict], host: dict, gpu: Gpu, conf, flops: Flops, units: list[int],
-                     batches: list[int], assumed: Assumed = ASSUMED) -> Profile:
+def planning_profile(
+    env_rows: list[dict],
+    host: dict,
+    gpu: Gpu,
+    conf,
+    flops: Flops,
+    units: list[int],
+    batches: list[int],
+    assumed: Assumed = ASSUMED,
+) -> Profile:
     """One profile a prediction reads (rlbench.predict.jobs.Machine): env stepping and resets
     from `env_rows` (rlbench.predict.measure.env_curve on `host`), inference and the update on
     `gpu` at the job's precision from its datasheet (gpu_tables)."""
     inference, update = gpu_tables(gpu, conf.precision, flops, units, batches, assumed)
-    tags = {"profile_device": "cuda", "gpu_name": gpu.name, "compute_units_total": str(gpu.sms),
-            "env_id": conf.env.id, "host": host.get("host", "?"), "cpu_model": host.get("cpu_model", "?"),
-            "hardware_threads": str(host["hardware_threads"])}
-    return Profile("estimate", tags, env_rows, inference, update,
-                   params={"algo.name": conf.algo.name, "precision": conf.precision})
+    tags = {
+        "profile_device": "cuda",
+        "gpu_name": gpu.name,
+        "compute_units_total": str(gpu.sms),
+        "env_id": conf.env.id,
+        "host": host.get("host", "?"),
+        "cpu_model": host.get("cpu_model", "?"),
+        "hardware_threads": str(host["hardware_threads"]),
+    }
+    return Profile(
+        "estimate", tags, env_rows, inference, update, params={"algo.name": conf.algo.name, "precision": conf.precision}
+    )
 
 
 def notes(gpu: Gpu, precisions: list[str], flops: Flops, assumed: Assumed = ASSUMED) -> list[str]:
     """The estimates a datasheet profile rests on, one line each."""
     peaks = ", ".join(f"{p} {peak_tflops(gpu, p):g} TFLOP/s at {assumed.share(p):.0%} of it" for p in precisions)
     upd = f"{flops.update / 1e9:.1f} GFLOP per update" if flops.update is not None else "no learner"
-    return [(f"estimate: {gpu.name} ({gpu.sms} SMs) from its datasheet, not measured: published dense peak {peaks} "
-            "(assumed share), in proportion to the SMs granted"),
-            f"counted: {upd}, {flops.forward_per_env / 1e6:.2f} MFLOP per env forward (FlopCounterMode on this CPU)",
-            (f"estimate: {1e3 * assumed.forward_fixed_s:g} ms + {1e6 * assumed.forward_per_env_s:g} us per env of host "
-            f"work per inference call, {1e3 * assumed.update_fixed_s:g} ms fixed per update (assumed)")]
+    return [
+        (
+            f"estimate: {gpu.name} ({gpu.sms} SMs) from its datasheet, not measured: published dense peak {peaks} "
+            "(assumed share), in proportion to the SMs granted"
+        ),
+        f"counted: {upd}, {flops.forward_per_env / 1e6:.2f} MFLOP per env forward (FlopCounterMode on this CPU)",
+        (
+            f"estimate: {1e3 * assumed.forward_fixed_s:g} ms + {1e6 * assumed.forward_per_env_s:g} us per env of host "
+            f"work per inference call, {1e3 * assumed.update_fixed_s:g} ms fixed per update (assumed)"
+        ),
+    ]
 
 
 def fp32_tflops(gpu: Gpu, units: int) -> float:

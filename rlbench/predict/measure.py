@@ -44,8 +44,9 @@ def env_curve(env_conf, points: list[tuple[int, int]], seconds: float = 2.0, see
         finally:
             env.close()
         used = min(env.threads_used, envs)
-        rows.append({"threads": env.threads_used, "envs": envs, "sps": sps, "env_step_s": used / sps,
-                     "reset_s": reset_s})
+        rows.append(
+            {"threads": env.threads_used, "envs": envs, "sps": sps, "env_step_s": used / sps, "reset_s": reset_s}
+        )
     return rows
 
 
@@ -100,7 +101,6 @@ def gemm_peak(precision: str, device, n: int | None = None, repeats: int = 5) ->
     (every CPU thread; the whole GPU). 2 n^3 FLOPs each."""
     import torch  # lazy: keeps torch off the start
 
-
     amp = Amp(precision, device.type)
     n = n or (8192 if device.type == "cuda" else 2048)
     gen = torch.Generator(device=device).manual_seed(0)
@@ -132,7 +132,6 @@ def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
     learner, with the algorithm's `profile_overrides` (R2D2: min_replay lowered to one batch, no
     more to wait for; its coupling free running, no unroll queue to block the actors); `gate` is
     the learner's actors-done event, which lifts its replay-ratio wait once set."""
-
 
     conf = copy.deepcopy(conf)
     conf.actors = envs
@@ -199,8 +198,14 @@ def counted_flops(conf) -> tuple[float | None, float]:
             setattr(small.algo, key, value)
     _, spec, server = _server(small, 1)
     with FlopCounterMode(display=False) as counter:
-        server.step(StepBatch(np.arange(1), synthetic_obs(np.random.default_rng(0), 1, spec),
-                              np.zeros(1, np.float32), np.full(1, True)))
+        server.step(
+            StepBatch(
+                np.arange(1),
+                synthetic_obs(np.random.default_rng(0), 1, spec),
+                np.zeros(1, np.float32),
+                np.full(1, True),
+            )
+        )
     forward = float(counter.get_total_flops())
     batch = getattr(small.algo, "batch_size", None)
     if not small.learner or not batch:
@@ -241,8 +246,9 @@ def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -
     return {"units": units, "seconds": statistics.median(times[1:]), "first_s": times[0]}
 
 
-def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1,
-          power: list | None = None) -> dict:
+def corun(
+    conf, envs: int, threads: int, units: int, seconds: float = 3.0, updates: int = 1, power: list | None = None
+) -> dict:
     """The actor loop as a job runs it (rlbench's ActorRole: env stepping, then central
     inference of all envs; no eval envs), `seconds` alone, then while the learner updates back
     to back in another thread, both under the units' grant (they share the host as in a job):
@@ -255,8 +261,13 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
     free = threading.Event()
     free.set()  # the learner's view: never wait for the replay ratio
     conf, device, _, parts = _learner_setup(conf, envs, free, "to run beside the actors")
-    role = ActorRole(make_actors(conf.env, envs, threads, 0), InferenceServer(parts.policy, device, envs, num_train=envs),
-                     envs, frame_target=1 << 62, seed=conf.seed)
+    role = ActorRole(
+        make_actors(conf.env, envs, threads, 0),
+        InferenceServer(parts.policy, device, envs, num_train=envs),
+        envs,
+        frame_target=1 << 62,
+        seed=conf.seed,
+    )
     role.may_step = parts.may_step
     stop, errors, marks = threading.Event(), [], []
     with ComputeLimit(units, device, conf.sm_backend) as compute:
@@ -289,8 +300,14 @@ def corun(conf, envs: int, threads: int, units: int, seconds: float = 3.0, updat
     if errors:
         raise errors[0]
     (t1, n1), (t2, n2) = marks[1], marks[-1]
-    return {"units": units, "envs": envs, "threads": role.env.threads_used, "loop_sps": loop_sps,
-            "corun_sps": (n2 - n1) / (t2 - t1), "corun_update_s": (t2 - t1) / updates}
+    return {
+        "units": units,
+        "envs": envs,
+        "threads": role.env.threads_used,
+        "loop_sps": loop_sps,
+        "corun_sps": (n2 - n1) / (t2 - t1),
+        "corun_update_s": (t2 - t1) / updates,
+    }
 
 
 def _wait(ready, timeout_s: float, what: str) -> None:

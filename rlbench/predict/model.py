@@ -23,8 +23,8 @@ class Costs:
     update_s: float
     infer_threads: int = 0
     cores: int = 1
-    loop_overhead: float = 1.0        # the actor loop's time per step / the composed one (measured; 1 = none)
-    share_cores_actors: float = 0.0   # effective cores the actors see when sharing with the learner (0 = cores)
+    loop_overhead: float = 1.0  # the actor loop's time per step / the composed one (measured; 1 = none)
+    share_cores_actors: float = 0.0  # effective cores the actors see when sharing with the learner (0 = cores)
     share_cores_learner: float = 0.0  # effective cores the learner sees (0 = cores)
 
     def infer_s(self, batch: int) -> float:
@@ -34,11 +34,11 @@ class Costs:
 @dataclass(frozen=True)
 class Prediction:
     sps: float
-    actor_bound: str          # which stage bounds the actors' rate
+    actor_bound: str  # which stage bounds the actors' rate
     actors_s: float
     learner_s: float
     runtime_s: float
-    bound: str                # what bounds the task: the actors' bound, or the learner
+    bound: str  # what bounds the task: the actors' bound, or the learner
     phases: dict = field(default_factory=dict)  # seconds with only "actors", "both" or only "learner" running
 
     def fps(self, frameskip: int) -> float:
@@ -48,6 +48,7 @@ class Prediction:
 @dataclass(frozen=True)
 class UnrollQueue:
     """SEED RL's coupling of inference and the learner, in unrolls (docs/predict.md, "The model's equations")."""
+
     capacity: int
     take: int
     first_take: int
@@ -72,6 +73,7 @@ class UnrollQueue:
 class Link:
     """The network between the actor hosts and the learner's host, each way: `bandwidth_bps`
     bits per second (inf: a loopback that adds nothing) and `latency_s` one way."""
+
     bandwidth_bps: float = math.inf
     latency_s: float = 0.0
 
@@ -86,16 +88,17 @@ class Remote:
     of k envs (a line each, from the profile's RPC measurement, rlbench/predict/rpc.py):
     actor_s(k) CPU seconds on the actor's side, server_s(k) on the learner host's (gRPC,
     decoding, frame stacks), bytes_up(k) / bytes_down(k) message bytes each way."""
-    procs: int                       # actor processes (actor_procs, or one per actor host)
-    threads: int                     # hardware threads each process steps its envs on
-    hosts: int                       # 0: the processes share the learner's host; H: one on each of H actor hosts
-    host_cpus: int                   # hardware threads of an actor host (hosts > 0)
-    actor_s: tuple[float, float]     # (fixed per message, per env)
+
+    procs: int  # actor processes (actor_procs, or one per actor host)
+    threads: int  # hardware threads each process steps its envs on
+    hosts: int  # 0: the processes share the learner's host; H: one on each of H actor hosts
+    host_cpus: int  # hardware threads of an actor host (hosts > 0)
+    actor_s: tuple[float, float]  # (fixed per message, per env)
     server_s: tuple[float, float]
     bytes_up: tuple[float, float]
     bytes_down: tuple[float, float] = (0.0, 0.0)
     link: Link = Link()
-    start_s: float = 0.0             # seconds until a process has started and joined (before the envs' reset)
+    start_s: float = 0.0  # seconds until a process has started and joined (before the envs' reset)
 
     @staticmethod
     def line(fit: tuple[float, float], k: float) -> float:
@@ -117,15 +120,23 @@ def remote_rate(c: Costs, r: Remote, actors: int, batch: int = 0, eval_envs: int
                  hosts: hosts host_cpus / (env_step_s + actor_s(e) / e)
     each / g (the loop overhead), scaled to the training envs by actors / n."""
     if actors < 1 or r.procs < 1 or r.threads < 1 or eval_envs < 0:
-        raise ValueError(f"actors={actors}, procs={r.procs}, threads={r.threads} must be >= 1, eval_envs={eval_envs} >= 0")
+        raise ValueError(
+            f"actors={actors}, procs={r.procs}, threads={r.threads} must be >= 1, eval_envs={eval_envs} >= 0"
+        )
     n = actors + eval_envs
     e = n / r.procs
     m = r.procs if batch <= 0 or batch >= n else min(r.procs, math.ceil(batch / e))
     b = m * e
     a, s = r.line(r.actor_s, e), r.line(r.server_s, e)
     up, down = r.line(r.bytes_up, e), r.line(r.bytes_down, e)
-    cycle = (e * c.env_step_s / min(r.threads, e) + a + r.link.seconds(up + down) + 2 * r.link.latency_s
-             + m * s + c.infer_s(b))
+    cycle = (
+        e * c.env_step_s / min(r.threads, e)
+        + a
+        + r.link.seconds(up + down)
+        + 2 * r.link.latency_s
+        + m * s
+        + c.infer_s(b)
+    )
     caps = {HOSTS if r.hosts else PROCS: r.procs * e / cycle, INFERENCE: b / (c.infer_s(b) + m * s)}
     if r.hosts and math.isfinite(r.link.bandwidth_bps):
         caps[NETWORK] = r.link.bandwidth_bps / 8 / (up / e)
@@ -154,8 +165,9 @@ def forward_envs(r: Remote | None, n: int, batch: int) -> float:
     return n if batch <= 0 or batch >= n else min(r.procs, math.ceil(batch / e)) * e
 
 
-def actor_rate(c: Costs, actors: int, batch: int = 0, eval_envs: int = 0,
-               remote: Remote | None = None) -> tuple[float, str]:
+def actor_rate(
+    c: Costs, actors: int, batch: int = 0, eval_envs: int = 0, remote: Remote | None = None
+) -> tuple[float, str]:
     """(training agent steps per second, the stage that bounds it); docs/predict.md, "The model's equations".
     `eval_envs` evaluation envs step and infer alongside the actors (a job's eval_envs) but
     their steps do not count: the rate of all envs is scaled by actors / (actors + eval_envs).
@@ -195,24 +207,41 @@ def learner_start_steps(actors: int, wanted: int, length: int, stride: int) -> i
     return actors * (length + (per_actor - 1) * stride)
 
 
-def actor_cores(c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 0, remote: Remote | None = None) -> float:
+def actor_cores(
+    c: Costs, actors: int, batch: int, sps: float, eval_envs: int = 0, remote: Remote | None = None
+) -> float:
     """Cores the actors and central inference keep busy on the learner's host at `sps`
     training steps/s: each env step costs env_step_s of an env thread and its share of a
     forward on infer_threads threads; the eval envs add their steps in proportion. With actor
     processes, what each env step costs that host (learner_host_s)."""
     n = actors + eval_envs
     b = forward_envs(remote, n, batch)
-    per_step = (c.env_step_s + c.infer_threads * c.infer_s(b) / b if remote is None
-                else learner_host_s(c, remote, n, b, n / remote.procs))
+    per_step = (
+        c.env_step_s + c.infer_threads * c.infer_s(b) / b
+        if remote is None
+        else learner_host_s(c, remote, n, b, n / remote.procs)
+    )
     return sps * n / actors * c.loop_overhead * per_step
 
 
-def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, batch: int = 0,
-            learner_start_steps: int = 0, learner_threads: int = 0, steps_per_update: float = 0.0,
-            eval_envs: int = 0, start_s: float = 0.0, queue: UnrollQueue | None = None,
-            remote: Remote | None = None) -> Prediction:
+def predict(
+    c: Costs,
+    actors: int,
+    frames: int,
+    frameskip: int,
+    updates: int,
+    batch: int = 0,
+    learner_start_steps: int = 0,
+    learner_threads: int = 0,
+    steps_per_update: float = 0.0,
+    eval_envs: int = 0,
+    start_s: float = 0.0,
+    queue: UnrollQueue | None = None,
+    remote: Remote | None = None,
+) -> Prediction:
     """The task's time in three phases after `start_s` (the envs' first reset, before any
-    step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the learner may start; both
+    step; `sps` and fps count the stepping only, as the job's fps does): the actors alone until the
+    learner may start; both
     together, each slowed by the share of the cores it gets when their demand exceeds the
     host's (`learner_threads` > 0 and `cores` > 0: processor sharing, both slowed by
     cores / demand); then whichever is left, alone again.
@@ -234,7 +263,15 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
     left = steps - min(learner_start_steps, steps)
     if not updates:
         t = start_s + steps / sps0
-        return Prediction(steps / (steps / sps0 + lag), actor_bound, t, 0.0, t, actor_bound, {"actors": t, "both": 0.0, "learner": 0.0})
+        return Prediction(
+            steps / (steps / sps0 + lag),
+            actor_bound,
+            t,
+            0.0,
+            t,
+            actor_bound,
+            {"actors": t, "both": 0.0, "learner": 0.0},
+        )
     busy = min(1.0, sps0 * c.update_s / steps_per_update) if steps_per_update > 0 else 1.0
     share_a = share_l = 1.0
     if c.cores and learner_threads:
@@ -259,14 +296,35 @@ def predict(c: Costs, actors: int, frames: int, frameskip: int, updates: int, ba
         actors_s = learner_s + (left - t2 * sps_s) / sps0
     bound = LEARNER if learner_s > actors_s else actor_bound
     alone = abs(actors_s - learner_s)  # the third phase: whichever is left runs alone
-    phases = {"actors": start_s + t1 + (alone if actors_s > learner_s else 0.0), "both": t2,
-              "learner": alone if learner_s > actors_s else 0.0}
-    return Prediction(steps / (actors_s + lag), actor_bound, start_s + actors_s, start_s + learner_s,
-                      start_s + max(actors_s, learner_s), bound, phases)
+    phases = {
+        "actors": start_s + t1 + (alone if actors_s > learner_s else 0.0),
+        "both": t2,
+        "learner": alone if learner_s > actors_s else 0.0,
+    }
+    return Prediction(
+        steps / (actors_s + lag),
+        actor_bound,
+        start_s + actors_s,
+        start_s + learner_s,
+        start_s + max(actors_s, learner_s),
+        bound,
+        phases,
+    )
 
 
-def paced(c: Costs, q: UnrollQueue, actors: int, frame_steps: float, updates: int, rate: tuple[float, str],
-          sps_s: float, share_l: float, start_s: float, group: int = 0, lag: float = 0.0) -> Prediction:
+def paced(
+    c: Costs,
+    q: UnrollQueue,
+    actors: int,
+    frame_steps: float,
+    updates: int,
+    rate: tuple[float, str],
+    sps_s: float,
+    share_l: float,
+    start_s: float,
+    group: int = 0,
+    lag: float = 0.0,
+) -> Prediction:
     """The task under SEED's unroll queue, update by update (docs/predict.md). The actors step the
     frames' steps, or more where the learner's unrolls need more, and are done when every
     unroll they made is in the queue; `rate`: their rate alone and its bound; `sps_s`,
@@ -305,5 +363,12 @@ def paced(c: Costs, q: UnrollQueue, actors: int, frame_steps: float, updates: in
     phase["learner"] += (updates - j) * c.update_s
     phase["actors"] += start_s
     bound = LEARNER if learner_s > done_s else actor_bound
-    return Prediction(steps / (done_s + lag), actor_bound, start_s + done_s, start_s + learner_s,
-                      start_s + max(done_s, learner_s), bound, phase)
+    return Prediction(
+        steps / (done_s + lag),
+        actor_bound,
+        start_s + done_s,
+        start_s + learner_s,
+        start_s + max(done_s, learner_s),
+        bound,
+        phase,
+    )

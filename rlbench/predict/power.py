@@ -30,10 +30,16 @@ def metered(rows: list | None, state: str, units: int, make_sampler=_sampler):
     finally:
         sampler.stop()
         s = sampler.summary()
-        rows.append({"state": state, "units": units, "power_cpu_w": s["power_cpu_w_avg"],
-                     "power_gpu_w": s["power_gpu_w_avg"],
-                     "cpu_reason": s["telemetry_cpu_reason"] if s["power_cpu_w_avg"] is None else None,
-                     "gpu_reason": s["telemetry_gpu_reason"] if s["power_gpu_w_avg"] is None else None})
+        rows.append(
+            {
+                "state": state,
+                "units": units,
+                "power_cpu_w": s["power_cpu_w_avg"],
+                "power_gpu_w": s["power_gpu_w_avg"],
+                "cpu_reason": s["telemetry_cpu_reason"] if s["power_cpu_w_avg"] is None else None,
+                "gpu_reason": s["telemetry_gpu_reason"] if s["power_gpu_w_avg"] is None else None,
+            }
+        )
 
 
 def task_energy(phases: dict[str, float], rows: list[dict], units: int) -> tuple[float | None, str]:
@@ -51,14 +57,20 @@ def task_energy(phases: dict[str, float], rows: list[dict], units: int) -> tuple
     for comp in ("cpu", "gpu"):
         watts = [power[s][f"power_{comp}_w"] for s in needed]
         if all(w is not None for w in watts):
-            parts[comp] = sum(phases[s] * w for s, w in zip(needed, watts))
+            parts[comp] = sum(phases[s] * w for s, w in zip(needed, watts, strict=True))
         else:
-            reasons |= {f"{comp}: {power[s][f'{comp}_reason'] or 'not read'}" for s in needed
-                        if power[s][f"power_{comp}_w"] is None}
+            reasons |= {
+                f"{comp}: {power[s][f'{comp}_reason'] or 'not read'}"
+                for s in needed
+                if power[s][f"power_{comp}_w"] is None
+            }
     if not parts:
         return None, "not predicted: no power was readable in the profile (" + "; ".join(sorted(reasons)) + ")"
-    how = (f"estimate: each phase at the power its state drew in the profile ({' + '.join(sorted(parts))}"
-           + (f" at {near} units" if near != units else "") + ")")
+    how = (
+        f"estimate: each phase at the power its state drew in the profile ({' + '.join(sorted(parts))}"
+        + (f" at {near} units" if near != units else "")
+        + ")"
+    )
     if reasons:
         how += "; not included: " + "; ".join(sorted(reasons))
     return sum(parts.values()), how

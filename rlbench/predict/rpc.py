@@ -19,8 +19,17 @@ from rlbench.envs.spec import env_spec
 from rlbench.predict.measure import fit_cost_line
 from rlbench.remote.job_actors import env_overrides
 
-ROW_KEYS = ("frames", "messages", "actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down", "rtt_p50_ms",
-            "start_s", "reason")
+ROW_KEYS = (
+    "frames",
+    "messages",
+    "actor_cpu_s",
+    "server_cpu_s",
+    "bytes_up",
+    "bytes_down",
+    "rtt_p50_ms",
+    "start_s",
+    "reason",
+)
 FIT_KEYS = ("actor_cpu_s", "server_cpu_s", "bytes_up", "bytes_down")
 
 
@@ -35,13 +44,26 @@ def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float
     servers, procs = [], []
     try:
         for i, k in enumerate(frames):  # every process starts at once: their imports overlap
-            servers.append(RemoteEnvs(env_conf, spec, k, batch=0, bind=f"unix:{folder / f'rpc{i}.sock'}",
-                                      join_timeout_s=timeout_s, idle_timeout_s=timeout_s, close_grace_s=1.0))
+            servers.append(
+                RemoteEnvs(
+                    env_conf,
+                    spec,
+                    k,
+                    batch=0,
+                    bind=f"unix:{folder / f'rpc{i}.sock'}",
+                    join_timeout_s=timeout_s,
+                    idle_timeout_s=timeout_s,
+                    close_grace_s=1.0,
+                )
+            )
             procs.append(_start_actor(servers[-1].address, env_conf, k, folder / f"actor{i}.log"))
         joined = _joined(servers, procs, time.perf_counter(), timeout_s)
-        return [_measure(server, proc, k, seconds, s) if s is not None else
-                _unmeasured(k, f"the actor process (exit {proc.poll()}) did not join within {timeout_s:g} s")
-                for server, proc, k, s in zip(servers, procs, frames, joined)]
+        return [
+            _measure(server, proc, k, seconds, s)
+            if s is not None
+            else _unmeasured(k, f"the actor process (exit {proc.poll()}) did not join within {timeout_s:g} s")
+            for server, proc, k, s in zip(servers, procs, frames, joined, strict=True)
+        ]
     finally:
         for server in servers:
             server.close()
@@ -54,8 +76,18 @@ def rpc_cost(env_conf, frames: list[int], seconds: float = 1.5, timeout_s: float
 
 
 def _start_actor(address: str, env_conf, envs: int, log: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "rlbench.actor", "--server", address, "--envs", str(envs), "--threads", "1",
-           *env_overrides(env_conf)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlbench.actor",
+        "--server",
+        address,
+        "--envs",
+        str(envs),
+        "--threads",
+        "1",
+        *env_overrides(env_conf),
+    ]
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -66,10 +98,10 @@ def _joined(servers, procs, t0: float, timeout_s: float) -> list[float | None]:
     out: list[float | None] = [None] * len(servers)
     deadline = t0 + timeout_s
     while time.perf_counter() < deadline:
-        for i, (server, proc) in enumerate(zip(servers, procs)):
+        for i, (server, _proc) in enumerate(zip(servers, procs, strict=True)):
             if out[i] is None and server.actors():
                 out[i] = time.perf_counter() - t0
-        if all(s is not None or p.poll() is not None for s, p in zip(out, procs)):
+        if all(s is not None or p.poll() is not None for s, p in zip(out, procs, strict=True)):
             break
         time.sleep(0.02)  # polling a few seconds of process start-up: nothing to wake on across processes
     return out
@@ -91,11 +123,17 @@ def _measure(server, proc: subprocess.Popen, frames: int, seconds: float, start_
     server_cpu = time.process_time() - cpu
     after, threads_after = server.wire_bytes(), _thread_cpu(proc.pid)
     report = server.actors()[0]["report"]
-    row = {"frames": frames, "messages": messages, "server_cpu_s": server_cpu / messages,
-           "bytes_up": (after["received"] - wire["received"]) / messages,
-           "bytes_down": (after["sent"] - wire["sent"]) / messages,
-           "rtt_p50_ms": float(report.rtt_p50_ms) if report is not None else None, "start_s": start_s,
-           "actor_cpu_s": None, "reason": ""}
+    row = {
+        "frames": frames,
+        "messages": messages,
+        "server_cpu_s": server_cpu / messages,
+        "bytes_up": (after["received"] - wire["received"]) / messages,
+        "bytes_down": (after["sent"] - wire["sent"]) / messages,
+        "rtt_p50_ms": float(report.rtt_p50_ms) if report is not None else None,
+        "start_s": start_s,
+        "actor_cpu_s": None,
+        "reason": "",
+    }
     if threads is None or threads_after is None:
         return row | {"reason": "the actor process's threads are not readable (/proc)"}
     if not any(nice > 0 for nice, _ in threads_after.values()):

@@ -23,6 +23,7 @@ FRAMES_MAX = 50_000_000
 @dataclass(frozen=True)
 class Point:
     """One configuration of a stage and its runs. sm_limit None: every unit; actor_threads None: null."""
+
     actors: int
     sm_limit: int | None = None
     actor_threads: int | None = None
@@ -36,8 +37,11 @@ class Point:
 
     def overrides(self) -> list[str]:
         none = "null"
-        return [f"actors={self.actors}", f"sm_limit={none if self.sm_limit is None else self.sm_limit}",
-                f"actor_threads={none if self.actor_threads is None else self.actor_threads}"]
+        return [
+            f"actors={self.actors}",
+            f"sm_limit={none if self.sm_limit is None else self.sm_limit}",
+            f"actor_threads={none if self.actor_threads is None else self.actor_threads}",
+        ]
 
 
 def _grantable(want: int, units: int, major: int | None, below: bool = True) -> int | None:
@@ -48,9 +52,16 @@ def _grantable(want: int, units: int, major: int | None, below: bool = True) -> 
     return v if smallest <= v and (v < units if below else v <= units) else None
 
 
-def stage_points(stage: str, actors: list[int], units: int, major: int | None, threads: int,
-                 repeats: int | None = None, counts: tuple[int, ...] = (4, 8, 16),
-                 pairs: tuple[int, ...] = (8, 16)) -> tuple[list[Point], list[str]]:
+def stage_points(
+    stage: str,
+    actors: list[int],
+    units: int,
+    major: int | None,
+    threads: int,
+    repeats: int | None = None,
+    counts: tuple[int, ...] = (4, 8, 16),
+    pairs: tuple[int, ...] = (8, 16),
+) -> tuple[list[Point], list[str]]:
     """(the stage's configurations, what was left out and why). actors: the counts (stage actors)
     or the one best count (sms, cpu); units: the GPU's SMs (or CPU threads); threads: the host's;
     counts, pairs: the cpu stage's actor_threads at every unit, and on as many units."""
@@ -68,12 +79,18 @@ def stage_points(stage: str, actors: list[int], units: int, major: int | None, t
         return points, left
     points = [Point(best, None, None, r)]  # null: not pinned (the question docs/results.md left open)
     for t in counts:
-        (points.append(Point(best, None, t, r)) if t <= threads
-         else left.append(f"actor_threads={t}: more than the {threads} hardware threads here"))
+        (
+            points.append(Point(best, None, t, r))
+            if t <= threads
+            else left.append(f"actor_threads={t}: more than the {threads} hardware threads here")
+        )
     for t in pairs:  # the same ratio: t threads on t units
         ok = t <= threads and _grantable(t, units, major, below=False) == t
-        (points.append(Point(best, t, t, r)) if ok
-         else left.append(f"actor_threads={t} with sm_limit={t}: not {t} threads and a {t}-unit grant here"))
+        (
+            points.append(Point(best, t, t, r))
+            if ok
+            else left.append(f"actor_threads={t} with sm_limit={t}: not {t} threads and a {t}-unit grant here")
+        )
     return points, left
 
 
@@ -106,12 +123,13 @@ def grid_overrides(ps: list[Point], pair: bool) -> list[list[str]]:
 @dataclass
 class Sized:
     """The model's answer for one job at some frames (rlbench.predict.jobs)."""
+
     runtime_s: float
     steady_s: float  # seconds the actors and the learner both run: the steady windows' span
     updates: int
     bound: str = ""
     threads: int = 0  # the actor threads the job plans (its cpu_gpu_ratio's numerator)
-    units: int = 0    # the compute units it is granted
+    units: int = 0  # the compute units it is granted
 
 
 @dataclass
@@ -133,10 +151,15 @@ def job_start_s(actors: int) -> float:
     return 8.0 + 0.1 * actors
 
 
-def size_frames(sized_at: Callable[[int], Sized], min_steady_s: float = MIN_STEADY_S,
-                min_updates: int = MIN_UPDATES, step: int = FRAMES_STEP) -> int:
+def size_frames(
+    sized_at: Callable[[int], Sized],
+    min_steady_s: float = MIN_STEADY_S,
+    min_updates: int = MIN_UPDATES,
+    step: int = FRAMES_STEP,
+) -> int:
     """The fewest frames (a multiple of `step`) whose predicted job has at least `min_steady_s`
     of steady windows and `min_updates` learner updates; PlanError past FRAMES_MAX."""
+
     def enough(f: int) -> bool:
         s = sized_at(f)
         return s.steady_s >= min_steady_s and s.updates >= min_updates
@@ -144,8 +167,10 @@ def size_frames(sized_at: Callable[[int], Sized], min_steady_s: float = MIN_STEA
     hi = step
     while not enough(hi):
         if hi >= FRAMES_MAX:
-            raise PlanError(f"no task up to {FRAMES_MAX} frames is predicted to hold {min_steady_s:g} s of steady "
-                            f"windows and {min_updates} learner updates")
+            raise PlanError(
+                f"no task up to {FRAMES_MAX} frames is predicted to hold {min_steady_s:g} s of steady "
+                f"windows and {min_updates} learner updates"
+            )
         hi *= 2
     lo = hi // 2 if hi > step else 0  # lo does not hold it (or is 0)
     while hi - lo > step:
@@ -159,6 +184,7 @@ class StageOverheads:
     """Seconds outside the jobs' runs (estimates): the install before the command, the planning
     on the GPU host, the stage process's start (Python, torch, MLflow, CUDA), the idle power, each
     sweep's own start in that process, and the summary."""
+
     install_s: float = 45.0
     plan_s: float = 30.0
     process_s: float = 25.0
@@ -179,8 +205,11 @@ class StagePlan:
     def grids(self) -> list[list[str]]:
         """The sweeps the stage's process runs after its warm-up, each `python -m rlbench -m` overrides."""
         frames = {j.point: j.frames for j in self.jobs}
-        return [[*g, f"workload.frames={frames[ps[0]]}", f"repeats={ps[0].repeats}"]
-                for ps, pair in grid_groups([j.point for j in self.jobs]) for g in grid_overrides(ps, pair)]
+        return [
+            [*g, f"workload.frames={frames[ps[0]]}", f"repeats={ps[0].repeats}"]
+            for ps, pair in grid_groups([j.point for j in self.jobs])
+            for g in grid_overrides(ps, pair)
+        ]
 
     def sweeps(self) -> int:
         """The runs of rlbench's main() the stage's process makes: the warm-up, then each grid."""
@@ -191,14 +220,30 @@ class StagePlan:
 
     def total_s(self) -> float:
         o = self.overheads
-        return (o.install_s + o.plan_s + o.process_s + o.idle_s + self.sweeps() * o.sweep_s + self.warmup.seconds()
-                + self.runs_s() + o.summary_s)
+        return (
+            o.install_s
+            + o.plan_s
+            + o.process_s
+            + o.idle_s
+            + self.sweeps() * o.sweep_s
+            + self.warmup.seconds()
+            + self.runs_s()
+            + o.summary_s
+        )
 
     def smallest_s(self) -> float:
         """One warm-up and the shortest job once, with every fixed cost: below it nothing can run."""
         o = self.overheads
-        return (o.install_s + o.plan_s + o.process_s + o.idle_s + 2 * o.sweep_s + self.warmup.seconds()
-                + min(j.seconds() for j in self.jobs) + o.summary_s)
+        return (
+            o.install_s
+            + o.plan_s
+            + o.process_s
+            + o.idle_s
+            + 2 * o.sweep_s
+            + self.warmup.seconds()
+            + min(j.seconds() for j in self.jobs)
+            + o.summary_s
+        )
 
 
 def check_budget(plan: StagePlan, budget_s: float) -> None:
@@ -206,19 +251,29 @@ def check_budget(plan: StagePlan, budget_s: float) -> None:
     the flags that shrink the plan; a distinct one when it cannot hold one warm-up and one job."""
     need = math.ceil(plan.total_s())
     if budget_s < plan.smallest_s():
-        raise PlanError(f"--budget-s={budget_s:g}: too small for one warm-up and one job of the {plan.stage} stage "
-                        f"(predicted {plan.smallest_s():.0f} s with the install and the start); allowed: "
-                        f"--budget-s >= {need} for the whole stage")
+        raise PlanError(
+            f"--budget-s={budget_s:g}: too small for one warm-up and one job of the {plan.stage} stage "
+            f"(predicted {plan.smallest_s():.0f} s with the install and the start); allowed: "
+            f"--budget-s >= {need} for the whole stage"
+        )
     if plan.total_s() > budget_s:
         longest = max(plan.jobs, key=lambda j: j.seconds() * j.point.repeats)
         fewer = "fewer actor counts (--actors)" if plan.stage == "actors" else "fewer --repeats"
-        raise PlanError(f"--budget-s={budget_s:g}: the {plan.stage} stage is predicted at {need} s (its longest: "
-                        f"{longest.point.name}, {longest.point.repeats} x {longest.seconds():.0f} s) and no job is cut "
-                        f"for its length; allowed: --budget-s >= {need}, or {fewer}")
+        raise PlanError(
+            f"--budget-s={budget_s:g}: the {plan.stage} stage is predicted at {need} s (its longest: "
+            f"{longest.point.name}, {longest.point.repeats} x {longest.seconds():.0f} s) and no job is cut "
+            f"for its length; allowed: --budget-s >= {need}, or {fewer}"
+        )
 
 
-def plan_stage(stage: str, points: list[Point], sized_at: Callable[[Point, int], Sized], fixed_frames: int | None = None,
-               overheads: StageOverheads = StageOverheads(), left_out: list[str] | None = None) -> StagePlan:
+def plan_stage(
+    stage: str,
+    points: list[Point],
+    sized_at: Callable[[Point, int], Sized],
+    fixed_frames: int | None = None,
+    overheads: StageOverheads = StageOverheads(),
+    left_out: list[str] | None = None,
+) -> StagePlan:
     """Each grid's frames: the most any of its points needs (size_frames), or `fixed_frames` (the
     rehearsal); every job predicted there. The warm-up: the first point at the fewest frames that
     hold WARMUP_UPDATES learner updates."""

@@ -29,6 +29,7 @@ class Overheads:
     (imports, the GPU's probes, env stepping measured, the FLOPs counted), a sweep's process
     (Python, torch, MLflow, the store, CUDA's start), a job's own start and end around its task
     (envs, networks, its run's record), the report and the summary."""
+
     plan_s: float = 30.0
     sweep_start_s: float = 25.0
     job_s: float = 10.0
@@ -41,9 +42,9 @@ class Job:
     actors: int
     sm_limit: int | None = None  # None: every unit
     precision: str = "fp32"
-    runtime_s: float = 0.0       # predicted task time
+    runtime_s: float = 0.0  # predicted task time
     bound: str = ""
-    reused: str | None = None    # the job of an earlier stage that is this one (not run again)
+    reused: str | None = None  # the job of an earlier stage that is this one (not run again)
 
     @property
     def name(self) -> str:
@@ -88,28 +89,46 @@ def sm_points(total: int, major: int | None) -> list[int | None]:
     return points
 
 
-def later_jobs(best: int, sms: list[int | None], compare: str | None, frames: int, predict: Predict,
-               scale: float = 1.0) -> list[Job]:
+def later_jobs(
+    best: int, sms: list[int | None], compare: str | None, frames: int, predict: Predict, scale: float = 1.0
+) -> list[Job]:
     """The SM sweep and the precision comparison at `best` actors; the all-units fp32 job is the
     actor sweep's (reused). `scale`: measured over predicted task time of the actor sweep's
     best job, applied to these predictions."""
     jobs = []
     for sm in sms:
-        jobs.append(_job("sms", best, sm, "fp32", frames, predict, scale,
-                         reused="the actor sweep's job" if sm is None else None))
+        jobs.append(
+            _job(
+                "sms", best, sm, "fp32", frames, predict, scale, reused="the actor sweep's job" if sm is None else None
+            )
+        )
     if compare:
         jobs.append(_job("precision", best, None, compare, frames, predict, scale))
     return jobs
 
 
-def _job(stage: str, actors: int, sm: int | None, precision: str, frames: int, predict: Predict,
-         scale: float = 1.0, reused: str | None = None) -> Job:
+def _job(
+    stage: str,
+    actors: int,
+    sm: int | None,
+    precision: str,
+    frames: int,
+    predict: Predict,
+    scale: float = 1.0,
+    reused: str | None = None,
+) -> Job:
     runtime, bound = predict({"actors": actors, "sm_limit": sm, "precision": precision}, frames)
     return Job(stage, actors, sm, precision, runtime * scale, bound, reused)
 
 
-def build_plan(actors: list[int], sms: list[int | None], compare: str | None, frames: int, predict: Predict,
-               overheads: Overheads = Overheads()) -> Plan:
+def build_plan(
+    actors: list[int],
+    sms: list[int | None],
+    compare: str | None,
+    frames: int,
+    predict: Predict,
+    overheads: Overheads = Overheads(),
+) -> Plan:
     """The study at `frames`: the actor sweep (all units, fp32), then at its predicted best actor
     count (the shortest task) the SM sweep and `compare` (a precision, or None) against fp32."""
     first = [_job("actors", a, None, "fp32", frames, predict) for a in actors]
@@ -137,11 +156,13 @@ def over_budget(plan: Plan, limit_s: float, budget_s: float, auto: bool = False,
     job = plan.longest()
     fit = f"{MARGIN:.0%} of " if auto else ""
     left = f" left after {spent_s:.0f} s of planning" if spent_s >= 0.5 else ""
-    frames = (f"even at the fewest frames tried ({plan.frames})" if auto else f"at workload.frames={plan.frames}")
+    frames = f"even at the fewest frames tried ({plan.frames})" if auto else f"at workload.frames={plan.frames}"
     need = math.ceil(plan.total_s() / (MARGIN if auto else 1.0) + spent_s)
-    return (f"--budget-s={budget_s:g}: the plan's predicted {plan.total_s():.0f} s exceed {fit}the budget{left} "
-            f"({limit_s:.0f} s) {frames}; cut the job {job.name} of the {STAGES[job.stage]} (predicted "
-            f"{job.runtime_s:.0f} s, the longest): {cut_flag(plan, job)}; or allowed: --budget-s >= {need}")
+    return (
+        f"--budget-s={budget_s:g}: the plan's predicted {plan.total_s():.0f} s exceed {fit}the budget{left} "
+        f"({limit_s:.0f} s) {frames}; cut the job {job.name} of the {STAGES[job.stage]} (predicted "
+        f"{job.runtime_s:.0f} s, the longest): {cut_flag(plan, job)}; or allowed: --budget-s >= {need}"
+    )
 
 
 def cut_flag(plan: Plan, job: Job) -> str:

@@ -18,6 +18,7 @@ from rlbench.core.env_families import FAMILIES, family
 # Groups that conf/config.yaml leaves null: their keys exist only once one is selected.
 NULL_GROUPS = {"search": "search=ratio"}
 
+
 def _schema_at(path: list[str]):
     """The dataclass at a dotted path of Config, or None if the path leaves the schema."""
 
@@ -29,6 +30,7 @@ def _schema_at(path: list[str]):
         cls = hints[part]
     return cls
 
+
 def _allowed_keys(path: list[str]) -> list[str] | None:
     """The keys at a dotted path of Config, or None if the path leaves the schema. `env` is
     typed by the family its kind picks, known only once composed: any family's key passes here."""
@@ -36,6 +38,7 @@ def _allowed_keys(path: list[str]) -> list[str] | None:
         return sorted({key for name in FAMILIES for key in typing.get_type_hints(family(name).Schema)})
     cls = _schema_at(path)
     return None if cls is None else sorted(typing.get_type_hints(cls))
+
 
 def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
     """A message for the first override whose key rlbench does not have, else None."""
@@ -50,8 +53,10 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
         if parts[0] in groups and len(parts) == 1 or key.startswith("hydra"):
             continue
         if parts[0] in NULL_GROUPS and len(parts) > 1 and not any(a.split("=", 1)[0] == parts[0] for a in argv):
-            return (f"'{key}' (value '{value}') is a key of the {parts[0]} group, which is not selected "
-                    f"({parts[0]}=null by default); select it first, e.g. {NULL_GROUPS[parts[0]]}")
+            return (
+                f"'{key}' (value '{value}') is a key of the {parts[0]} group, which is not selected "
+                f"({parts[0]}=null by default); select it first, e.g. {NULL_GROUPS[parts[0]]}"
+            )
         allowed = _allowed_keys(parts[:-1])
         if allowed is None:
             continue  # a deeper path Hydra checks itself
@@ -61,6 +66,7 @@ def check_override_keys(argv: list[str], conf_dir: Path) -> str | None:
             near = difflib.get_close_matches(parts[-1], allowed, n=1)
             hint = f"; did you mean '{'.'.join(parts[:-1] + near)}'?" if near else ""
             where = "top-level" if len(parts) == 1 else f"'{'.'.join(parts[:-1])}'"
-            return (f"unknown config key '{plus}{key}' (value '{value}'); allowed {where} keys: "
-                    f"{', '.join(allowed)}{hint}")
+            return (
+                f"unknown config key '{plus}{key}' (value '{value}'); allowed {where} keys: {', '.join(allowed)}{hint}"
+            )
     return None

@@ -4,6 +4,7 @@ mode is one message (exit 2) and Hydra creates no output folder for it (docs/job
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -24,17 +25,23 @@ def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | Non
     if cfg.get("search") is not None:
         return "search=... runs an Optuna study over many jobs: add -m (python -m rlbench -m search=ratio)"
     if cfg.get("repeats", 1) > 1:
-        return (f"repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
-                f"(python -m rlbench -m repeats={cfg.repeats} ...)")
+        return (
+            f"repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
+            f"(python -m rlbench -m repeats={cfg.repeats} ...)"
+        )
     if cfg.get("dry_run"):
-        return ("dry_run=true prints the SLURM submission of a sweep, submitting nothing: add -m "
-                "(python -m rlbench -m hydra/launcher=slurm dry_run=true ...)")
+        return (
+            "dry_run=true prints the SLURM submission of a sweep, submitting nothing: add -m "
+            "(python -m rlbench -m hydra/launcher=slurm dry_run=true ...)"
+        )
     if grid:
         jobs = math.prod(len(str(v).split(",")) for v in grid.values())
         preset = f"experiment={choices['experiment']}" if choices.get("experiment") else "the config"
         axes = " ".join(f"{k}={v}" for k, v in grid.items())
-        return (f"{preset} defines a grid ({axes}: {jobs} jobs) that a run without -m would cut to one job: "
-                f"add -m (python -m rlbench -m {preset})")
+        return (
+            f"{preset} defines a grid ({axes}: {jobs} jobs) that a run without -m would cut to one job: "
+            f"add -m (python -m rlbench -m {preset})"
+        )
     return None
 
 
@@ -44,17 +51,15 @@ def precheck(argv: list[str], stores: bool = False) -> str | None:
     stores: a single run's stores too (job_store_problem), so that a refused store leaves no
     output folder either (a sweep checks its stores before Hydra makes its folder)."""
 
-
     multirun = any(a in MULTIRUN for a in argv)
     if any(a.startswith("-") and a not in MULTIRUN for a in argv):
         return None  # Hydra's own flags (--cfg, --help, ...): Hydra handles them
     overrides = [a for a in argv if a not in MULTIRUN]
     if multirun:  # the sweeper composes each job of a list; here the rest, once
         parser = OverridesParser.create()
-        try:
+        # an override that cannot be parsed stays: compose_checked names it
+        with contextlib.suppress(OverrideParseException):
             overrides = [o for o in overrides if not parser.parse_overrides([o])[0].is_sweep_override()]
-        except OverrideParseException:
-            pass  # compose_checked names the override that cannot be parsed
     try:
         cfg = compose_checked(overrides, hydra_node=True)
     except ConfigError as e:

@@ -41,9 +41,10 @@ def in_process(launcher) -> bool:
 @dataclass
 class Grid:
     """A sweep's jobs, and for each the configuration it repeats and which repeat it is."""
+
     jobs: list[list[str]]  # each job's overrides (with repeats > 1 each names its `seed=`)
-    configs: list[str]     # per job: its configuration, its overrides less the repeats' seed
-    repeat: list[int]      # per job: 0 .. repeats - 1
+    configs: list[str]  # per job: its configuration, its overrides less the repeats' seed
+    repeat: list[int]  # per job: 0 .. repeats - 1
     repeats: int = 1
 
 
@@ -55,8 +56,9 @@ def repeat_seeds(repeats: int, seed: int, given: list[str] | None = None) -> lis
     if given is None:
         return [str(seed + k * SEED_STRIDE) for k in range(repeats)]
     if len(given) != repeats:
-        raise ConfigError(f"seed: {len(given)} values ({','.join(given)}) but repeats={repeats}: "
-                          f"give {repeats} seeds or one")
+        raise ConfigError(
+            f"seed: {len(given)} values ({','.join(given)}) but repeats={repeats}: give {repeats} seeds or one"
+        )
     if len(set(given)) != len(given):
         raise ConfigError(f"seed: the repeats' seeds ({','.join(given)}) must differ: give {repeats} different seeds")
     return list(given)
@@ -70,15 +72,21 @@ def repeat_jobs(grid: list[list[str]], seeds: list[str]) -> Grid:
     configs = [" ".join(job) for job in grid]
     if len(seeds) <= 1:
         return Grid([list(job) for job in grid], configs, [0] * len(grid))
-    jobs = [(list(job) + [f"seed={s}"], config, k) for k, s in enumerate(seeds) for job, config in zip(grid, configs)]
+    jobs = [
+        (list(job) + [f"seed={s}"], config, k)
+        for k, s in enumerate(seeds)
+        for job, config in zip(grid, configs, strict=True)
+    ]
     return Grid([j for j, _, _ in jobs], [c for _, c, _ in jobs], [k for _, _, k in jobs], len(seeds))
 
 
 def _search_repeats(override, search) -> None:
     """search.repeats (a trial's runs): one integer >= 1; ConfigError naming it, once per search."""
     if override is not None and override.is_sweep_override():
-        raise ConfigError(f"search.repeats={','.join(override.sweep_string_iterator())}: allowed: one integer >= 1, "
-                          "not a list (every trial runs its configuration search.repeats times)")
+        raise ConfigError(
+            f"search.repeats={','.join(override.sweep_string_iterator())}: allowed: one integer >= 1, "
+            "not a list (every trial runs its configuration search.repeats times)"
+        )
     value = override.value() if override is not None else search.get("repeats", 1)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigError(f"search.repeats={value!r}: allowed: an integer >= 1 (runs of each trial's configuration)")
@@ -90,8 +98,10 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
     by_key = {o.key_or_group: o for o in overrides}
     r, s = by_key.get("repeats"), by_key.get("seed")
     if r is not None and r.is_sweep_override():
-        raise ConfigError(f"repeats={','.join(r.sweep_string_iterator())}: allowed: one integer >= 1 per sweep, "
-                          "not a list (every configuration runs `repeats` times)")
+        raise ConfigError(
+            f"repeats={','.join(r.sweep_string_iterator())}: allowed: one integer >= 1 per sweep, "
+            "not a list (every configuration runs `repeats` times)"
+        )
     repeats = r.value() if r is not None else config.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool):
         raise ConfigError(f"repeats={repeats!r}: allowed: an integer >= 1")
@@ -100,8 +110,10 @@ def _repeats_and_seeds(overrides: list, config) -> tuple[int, list[str]]:
     if config.get("search") is not None:
         _search_repeats(by_key.get("search.repeats"), config.search)
     if config.get("search") is not None and repeats != 1:
-        raise ConfigError(f"repeats={repeats}: allowed with search=...: 1 only (a trial's runs are "
-                          f"search.repeats: search.repeats={repeats})")
+        raise ConfigError(
+            f"repeats={repeats}: allowed with search=...: 1 only (a trial's runs are "
+            f"search.repeats: search.repeats={repeats})"
+        )
     if s is not None and s.is_sweep_override():
         if repeats == 1:
             return 1, []  # a seed grid: every seed is a configuration of its own
@@ -126,8 +138,9 @@ def verdict_checks(overrides: list, config) -> None:
     for key, (ok, allowed) in VERDICT_RULES.items():
         o = by_key.get(key)
         if o is not None and o.is_sweep_override():
-            raise ConfigError(f"{key}={','.join(o.sweep_string_iterator())}: allowed: one value per sweep, "
-                              f"not a list ({allowed})")
+            raise ConfigError(
+                f"{key}={','.join(o.sweep_string_iterator())}: allowed: one value per sweep, not a list ({allowed})"
+            )
         value = o.value() if o is not None else OmegaConf.select(config, key, default=None)
         if value is not None and not _allowed(ok, value):
             raise ConfigError(f"{key}={value!r}: allowed: {allowed}")
@@ -167,9 +180,13 @@ def groups_and_values(repository, overrides: list[str]) -> tuple[list[str], list
         return None
     if any(o.is_sweep_override() for o in parsed):
         return None
-    group = [o.is_hydra_override() or (repository.group_exists(o.key_or_group) and not isinstance(o.value(), dict))
-             for o in parsed]
-    return [o.input_line for o, g in zip(parsed, group) if g], [o for o, g in zip(parsed, group) if not g]
+    group = [
+        o.is_hydra_override() or (repository.group_exists(o.key_or_group) and not isinstance(o.value(), dict))
+        for o in parsed
+    ]
+    return [o.input_line for o, g in zip(parsed, group, strict=True) if g], [
+        o for o, g in zip(parsed, group, strict=True) if not g
+    ]
 
 
 class JobComposer:
@@ -227,6 +244,8 @@ def seed_overlap(grid: Grid, confs: list) -> str | None:
     gap = min(b - a for a, b in itertools.pairwise(seeds)) if len(seeds) > 1 else None
     if gap is None or gap >= envs:
         return None
-    return (f"seed: the repeats' seeds ({','.join(map(str, seeds))}) are {gap} apart, fewer than a job's "
-            f"{envs} envs (actors + eval_envs; env i is seeded seed + i), so repeats share env seeds; "
-            f"seeds at least {envs} apart (or one seed) keep them apart")
+    return (
+        f"seed: the repeats' seeds ({','.join(map(str, seeds))}) are {gap} apart, fewer than a job's "
+        f"{envs} envs (actors + eval_envs; env i is seeded seed + i), so repeats share env seeds; "
+        f"seeds at least {envs} apart (or one seed) keep them apart"
+    )

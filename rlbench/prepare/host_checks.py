@@ -26,8 +26,10 @@ def host_checks(c: Config) -> list[str]:
         index = int(c.device.split(":")[1]) if ":" in c.device else 0
         if index >= count:
             have = f"{count} CUDA device(s)" if count else "no CUDA device (torch.cuda.is_available() is False)"
-            return [f"device={c.device}: this host has {have}; allowed: auto or cpu"
-                    + (f", or cuda:0..cuda:{count - 1}" if count else "")]
+            return [
+                f"device={c.device}: this host has {have}; allowed: auto or cpu"
+                + (f", or cuda:0..cuda:{count - 1}" if count else "")
+            ]
     try:
         limit = ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
     except ResourceError as e:
@@ -70,8 +72,12 @@ def _memory_checks(c: Config) -> list[str]:
     if n * per_env <= free:
         return []
     shape = "x".join(map(str, spec.obs_shape))
-    return [(f"actors={c.actors} eval_envs={eval_envs_of(c)}: {n} envs need about {n * per_env / 1e9:.1f} GB "
-             f"({per_env / 1e6:.2f} MB each: {own / 1e6:.2f} MB of env state + {OBS_COPIES} observations of "
-             f"{shape} x {spec.obs_dtype.itemsize} B; env.{'img_size' if hasattr(c.env, 'img_size') else 'id'}="
-             f"{getattr(c.env, 'img_size', c.env.id)}) but this host has {free / 1e9:.1f} GB available; allowed: "
-             f"at most {max(0, free // per_env)} envs (actors + eval_envs) of this observation size")]
+    return [
+        (
+            f"actors={c.actors} eval_envs={eval_envs_of(c)}: {n} envs need about {n * per_env / 1e9:.1f} GB "
+            f"({per_env / 1e6:.2f} MB each: {own / 1e6:.2f} MB of env state + {OBS_COPIES} observations of "
+            f"{shape} x {spec.obs_dtype.itemsize} B; env.{'img_size' if hasattr(c.env, 'img_size') else 'id'}="
+            f"{getattr(c.env, 'img_size', c.env.id)}) but this host has {free / 1e9:.1f} GB available; allowed: "
+            f"at most {max(0, free // per_env)} envs (actors + eval_envs) of this observation size"
+        )
+    ]

@@ -63,8 +63,10 @@ def _not_in_schema(key: str, value: str, selected: str | None, conf_dir: Path) -
     if not owners:
         return f"{head}; allowed keys of {selected}: {allowed}"
     picks = [p for n in owners for p in (_presets(conf_dir, group, n) or [f"{group}={n}"])]
-    return (f"{head}; '{leaf}' is a key of the {what} {', '.join(owners)} (select it: {' or '.join(picks)}; "
-            f"a '+{key}' would add a key {selected} never reads); allowed keys of {selected}: {allowed}")
+    return (
+        f"{head}; '{leaf}' is a key of the {what} {', '.join(owners)} (select it: {' or '.join(picks)}; "
+        f"a '+{key}' would add a key {selected} never reads); allowed keys of {selected}: {allowed}"
+    )
 
 
 def _selected(group: str, compose: Callable[[list[str]], object], overrides: Sequence[str], key: str) -> str | None:
@@ -83,13 +85,14 @@ def _bad_syntax(overrides: Sequence[str]) -> str | None:
         try:
             parser.parse_overrides([o])
         except OverrideParseException as e:
-            return (f"{o}: cannot be parsed ({str(e).splitlines()[0]}); allowed: key=value in Hydra's override "
-                    "grammar (quote values with spaces or brackets: key='a b')")
+            return (
+                f"{o}: cannot be parsed ({str(e).splitlines()[0]}); allowed: key=value in Hydra's override "
+                "grammar (quote values with spaces or brackets: key='a b')"
+            )
     return None
 
 
-def explain(error: Exception, overrides: Sequence[str], conf_dir: Path,
-            compose: Callable[[list[str]], object]) -> str:
+def explain(error: Exception, overrides: Sequence[str], conf_dir: Path, compose: Callable[[list[str]], object]) -> str:
     """One line for a composition error of `overrides`: key, value, what is allowed."""
 
     if isinstance(error, OverrideParseException):

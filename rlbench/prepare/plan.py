@@ -71,10 +71,12 @@ def launcher_problem(launcher_target: str) -> str | None:
     needs SLURM's srun (submitit looks for it), else None."""
     if launcher_target.rpartition(".")[2] != SLURM_LAUNCHER or shutil.which("srun"):
         return None
-    return ("hydra/launcher=slurm: no srun on this host's PATH (not a SLURM cluster, or SLURM's commands not loaded); "
-            "run the command on a SLURM login node, or leave hydra/launcher out to run the jobs on this host "
-            "(Hydra's basic launcher; hydra/launcher=joblib for parallel jobs), or add dry_run=true to print the "
-            "submission without submitting")
+    return (
+        "hydra/launcher=slurm: no srun on this host's PATH (not a SLURM cluster, or SLURM's commands not loaded); "
+        "run the command on a SLURM login node, or leave hydra/launcher out to run the jobs on this host "
+        "(Hydra's basic launcher; hydra/launcher=joblib for parallel jobs), or add dry_run=true to print the "
+        "submission without submitting"
+    )
 
 
 def placement_for(launcher_target: str, output_dir: Path | None) -> Placement:
@@ -94,7 +96,9 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
         partial = True  # central inference batches whole processes' steps, whatever the family
         if conf.actor_procs:
             threads = local_actor_threads(threads, conf.actor_procs, conf.actor_threads or cores or len(usable_cpus()))
-    return Envs(conf.actors, n_eval, threads, resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, partial))
+    return Envs(
+        conf.actors, n_eval, threads, resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, partial)
+    )
 
 
 def local_actor_threads(pool: int, procs: int, cpus: int) -> int:
@@ -131,9 +135,13 @@ class JobPlan:
 
     def tags(self) -> dict[str, str]:
         grant = self.compute.grant
-        return {"device": str(self.device), "env_id": self.conf.env.id, "compute_unit": grant.compute_unit,
-                "sm_backend_used": grant.backend,  # the param sm_backend is what was asked for
-                "inference_batch_used": str(self.envs.inference_batch)}  # the param is what was asked
+        return {
+            "device": str(self.device),
+            "env_id": self.conf.env.id,
+            "compute_unit": grant.compute_unit,
+            "sm_backend_used": grant.backend,  # the param sm_backend is what was asked for
+            "inference_batch_used": str(self.envs.inference_batch),
+        }  # the param is what was asked
 
 
 def plan_job(conf: Config, placement: Placement | None = None) -> JobPlan:
@@ -144,5 +152,17 @@ def plan_job(conf: Config, placement: Placement | None = None) -> JobPlan:
     compute = ComputeLimit(conf.sm_limit, device, conf.sm_backend)
     pin = usable_cpus()[0] if conf.actor_threads else -1  # an explicit thread count is also pinned
     updates = conf.workload.learner_updates if algo.LEARNS and conf.learner else 0
-    return JobPlan(conf, device, compute, envs_of(conf), pin, updates, algo.task_replay_ratio(conf),
-                   env_spec(conf.env), algo, algorithm(conf.algo.name).build, fam, placement or Placement())
+    return JobPlan(
+        conf,
+        device,
+        compute,
+        envs_of(conf),
+        pin,
+        updates,
+        algo.task_replay_ratio(conf),
+        env_spec(conf.env),
+        algo,
+        algorithm(conf.algo.name).build,
+        fam,
+        placement or Placement(),
+    )

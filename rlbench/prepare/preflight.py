@@ -77,20 +77,29 @@ def _get(url: str, what: str, key: str, timeout: float, uri: str) -> bytes:
         detail = f"HTTP {e.code} {e.reason}"
     except (urllib.error.URLError, OSError, ValueError) as e:
         detail = str(getattr(e, "reason", e))
-    raise PreflightError(key, uri, f"MLflow tracking server not reachable: {what} failed: {detail}",
-                         f"start it (docs/scale-out.md), or point {key} / MLFLOW_TRACKING_URI elsewhere")
+    raise PreflightError(
+        key,
+        uri,
+        f"MLflow tracking server not reachable: {what} failed: {detail}",
+        f"start it (docs/scale-out.md), or point {key} / MLFLOW_TRACKING_URI elsewhere",
+    )
 
 
 def check_tracking_server(uri: str, timeout: float = TIMEOUT_S, key: str = TRACKING_KEY) -> None:
     base = uri.rstrip("/")
     _get(f"{base}/health", "GET /health", key, timeout, uri)
-    body = _get(f"{base}/api/2.0/mlflow/experiments/search?max_results=1", "an API call (experiments/search)",
-                key, timeout, uri)
+    body = _get(
+        f"{base}/api/2.0/mlflow/experiments/search?max_results=1", "an API call (experiments/search)", key, timeout, uri
+    )
     try:
         json.loads(body or b"{}")
     except ValueError:
-        raise PreflightError(key, uri, f"experiments/search did not answer JSON: {body[:200]!r}",
-                             "is this an MLflow server? Point it at one") from None
+        raise PreflightError(
+            key,
+            uri,
+            f"experiments/search did not answer JSON: {body[:200]!r}",
+            "is this an MLflow server? Point it at one",
+        ) from None
 
 
 def _connect_args(url) -> dict:
@@ -108,12 +117,20 @@ def _engine(url: str, key: str):
         return sqlalchemy.create_engine(parsed, connect_args=_connect_args(parsed), poolclass=sqlalchemy.pool.NullPool)
     except ModuleNotFoundError as e:
         package = DRIVERS.get(e.name, e.name)
-        raise PreflightError(key, url, f"its database driver {e.name!r} is not installed",
-                             f"pip install '{package}' (rlbench installs psycopg and psycopg2-binary: "
-                             "postgresql:// and postgresql+psycopg2:// work)") from None
+        raise PreflightError(
+            key,
+            url,
+            f"its database driver {e.name!r} is not installed",
+            f"pip install '{package}' (rlbench installs psycopg and psycopg2-binary: "
+            "postgresql:// and postgresql+psycopg2:// work)",
+        ) from None
     except Exception as e:  # noqa: BLE001 - a URL that does not parse, an unknown dialect: any reason is reported
-        raise PreflightError(key, url, f"cannot use this URL: {type(e).__name__}: {e}",
-                             "allowed: sqlite:///path/file.db or postgresql://user:password@host:5432/db") from None
+        raise PreflightError(
+            key,
+            url,
+            f"cannot use this URL: {type(e).__name__}: {e}",
+            "allowed: sqlite:///path/file.db or postgresql://user:password@host:5432/db",
+        ) from None
 
 
 def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
@@ -129,8 +146,12 @@ def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
             conn.execute(sqlalchemy.text("SELECT 1"))
     except Exception as e:  # noqa: BLE001 - any driver's connect error is reported as unreachable
         detail = str(getattr(e, "orig", None) or e).strip().split("\n")[0] or repr(e)
-        raise PreflightError(key, url, f"{kind.what} not reachable: connect failed: {detail}",
-                             f"start the database, check the URL, or point {key} elsewhere") from None
+        raise PreflightError(
+            key,
+            url,
+            f"{kind.what} not reachable: connect failed: {detail}",
+            f"start the database, check the URL, or point {key} elsewhere",
+        ) from None
     finally:
         engine.dispose()
     if kind is OPTUNA:
@@ -140,8 +161,12 @@ def check_database(url: str, key: str, kind: Kind = MLFLOW) -> None:
 def _check_sqlite(url: str, key: str, kind: Kind, reading: bool = False) -> None:
     """A SQLite file: usable (rlbench/prepare/store_files.py), then of this MLflow's or Optuna's schema."""
     if sqlite_path(url) is None:
-        raise PreflightError(key, url, "not a SQLite file URL (sqlite:/// and a path)",
-                             f"give {key}=sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        raise PreflightError(
+            key,
+            url,
+            "not a SQLite file URL (sqlite:/// and a path)",
+            f"give {key}=sqlite:///relative/path.db or sqlite:////absolute/path.db",
+        )
     problem = sqlite_problem(url, kind, key, reading)
     if problem is not None:
         raise PreflightError(key, url, problem.cause, problem.todo)
@@ -167,15 +192,20 @@ def _optuna_schema(url: str, key: str) -> None:
     try:
         optuna.storages.RDBStorage(url, skip_table_creation=True).engine.dispose()
     except RuntimeError as e:  # Optuna's refusal of a table schema of another Optuna version
-        raise PreflightError(key, url, str(e).split(". Please")[0],
-                             f"upgrade it (optuna storage upgrade --storage '{masked(url)}'), or upgrade Optuna "
-                             "(pip install -U optuna) if a newer one wrote it") from None
+        raise PreflightError(
+            key,
+            url,
+            str(e).split(". Please")[0],
+            f"upgrade it (optuna storage upgrade --storage '{masked(url)}'), or upgrade Optuna "
+            "(pip install -U optuna) if a newer one wrote it",
+        ) from None
     except Exception:  # noqa: BLE001 - no tables yet on a new server database: the search makes them
         return
 
 
-def check(tracking_uri: str | None = None, storage: str | None = None, *, key: str = TRACKING_KEY,
-          reading: bool = False) -> None:
+def check(
+    tracking_uri: str | None = None, storage: str | None = None, *, key: str = TRACKING_KEY, reading: bool = False
+) -> None:
     """Raise PreflightError unless the tracking store and (if given) the study storage can be
     used. key: the setting that named the tracking URI (a command's --tracking-uri); reading:
     the command reads runs (a report, a prediction), so a SQLite store must exist."""
@@ -204,8 +234,14 @@ def job_store_problem(tracking) -> str | None:
     return artifact_problem(tracking)
 
 
-def preflight_or_exit(tracking_uri: str, storage: str | None = None, *, prog: str = "rlbench",
-                      key: str = TRACKING_KEY, reading: bool = False) -> None:
+def preflight_or_exit(
+    tracking_uri: str,
+    storage: str | None = None,
+    *,
+    prog: str = "rlbench",
+    key: str = TRACKING_KEY,
+    reading: bool = False,
+) -> None:
     """The stores can be used, or one line on stderr and exit 2 before any job or run exists:
     what a sweep, a search and the commands do first."""
     try:

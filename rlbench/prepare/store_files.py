@@ -70,11 +70,14 @@ def write_probe(folder: Path) -> None:
 def write_error(e: OSError, place: Path, key: str) -> Problem:
     """A failed write as a Problem: a full disk, a read-only folder or file, or another error."""
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return Problem(f"no space left on the disk of {place} ({e.strerror})",
-                       f"free space there, or point {key} at another disk")
+        return Problem(
+            f"no space left on the disk of {place} ({e.strerror})", f"free space there, or point {key} at another disk"
+        )
     if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return Problem(f"{place} is read-only ({e.strerror})",
-                       f"make it writable for this user, or point {key} at a writable folder")
+        return Problem(
+            f"{place} is read-only ({e.strerror})",
+            f"make it writable for this user, or point {key} at a writable folder",
+        )
     return Problem(f"cannot write in {place}: {e.strerror or e}", f"fix {place}, or point {key} elsewhere")
 
 
@@ -97,8 +100,10 @@ def folder_problem(path: Path, key: str) -> Problem | None:
         return write_error(e, folder, key)
     free = free_bytes(folder)
     if free < MIN_FREE_BYTES:
-        return Problem(f"only {free / 2**20:.1f} MiB free on the disk of {folder} (at least "
-                       f"{MIN_FREE_BYTES // 2**20} MiB needed)", f"free space there, or point {key} at another disk")
+        return Problem(
+            f"only {free / 2**20:.1f} MiB free on the disk of {folder} (at least {MIN_FREE_BYTES // 2**20} MiB needed)",
+            f"free space there, or point {key} at another disk",
+        )
     return None
 
 
@@ -133,8 +138,7 @@ def file_problem(path: Path, kind: Kind, key: str) -> Problem | None:
     try:
         found = tables(path)
     except sqlite3.DatabaseError as e:
-        return Problem(f"{path} cannot be read as an SQLite database: {e}",
-                       f"restore it from a backup, or {elsewhere}")
+        return Problem(f"{path} cannot be read as an SQLite database: {e}", f"restore it from a backup, or {elsewhere}")
     if found and not kind.tables <= found:
         other = next((k.what for k in (MLFLOW, OPTUNA) if k != kind and k.tables <= found), None)
         held = f"it is {other}" if other else "its tables: " + ", ".join(sorted(found)[:6])
@@ -149,9 +153,12 @@ def sqlite_problem(url: str, kind: Kind, key: str, reading: bool = False) -> Pro
     if path is None:
         return None
     if path.is_dir():
-        return Problem(f"{path} is a folder, not a database file",
-                       f"name the database file, e.g. {key}=sqlite:///{path.as_posix().rstrip('/')}/mlflow.db")
+        return Problem(
+            f"{path} is a folder, not a database file",
+            f"name the database file, e.g. {key}=sqlite:///{path.as_posix().rstrip('/')}/mlflow.db",
+        )
     if reading and not path.exists():
-        return Problem(f"no database at {path.absolute()}",
-                       f"run a job first, or point {key} at the store that holds the runs")
+        return Problem(
+            f"no database at {path.absolute()}", f"run a job first, or point {key} at the store that holds the runs"
+        )
     return folder_problem(path, key) or (file_problem(path, kind, key) if path.exists() else None)

@@ -52,10 +52,15 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "progress": one_of("auto", "bar", "log"),
         "env.frameskip": int_at_least(1),
         "workload.frames": int_at_least(1),
-        "workload.learner_updates": ((lambda v: v is None or v >= 0),
-                                     "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0"),
+        "workload.learner_updates": (
+            (lambda v: v is None or v >= 0),
+            "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0",
+        ),
         "eval_envs": int_at_least(0),
-        "actor_procs": ((lambda v: v >= 0), "0 (the envs step in the job's process) or a number of local actor processes"),
+        "actor_procs": (
+            (lambda v: v >= 0),
+            "0 (the envs step in the job's process) or a number of local actor processes",
+        ),
         "actor_hosts": ((lambda v: v >= 0), "0 (no actor tasks on other nodes) or a number of actor hosts"),
         "actor_launch.cpus_per_task": int_at_least(1),
         "actor_launch.mem_gb": int_at_least(1),
@@ -65,27 +70,42 @@ def _rules(c: Config, host: bool = True) -> Rules:
         "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
         "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
         "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
-        "tracking.experiment": ((lambda v: bool(v.strip())),
-                                "a non-empty MLflow experiment name"),
-        "tracking.uri": (_tracking_uri,
-                         ("an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
-                          "http(s)://host:port, postgresql://...; a folder is MLflow's file store, which MLflow 3 "
-                          "keeps in maintenance mode and refuses")),
+        "tracking.experiment": ((lambda v: bool(v.strip())), "a non-empty MLflow experiment name"),
+        "tracking.uri": (
+            _tracking_uri,
+            (
+                "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
+                "http(s)://host:port, postgresql://...; a folder is MLflow's file store, which MLflow 3 "
+                "keeps in maintenance mode and refuses"
+            ),
+        ),
         "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
         "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
         "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
-        "seed": ((lambda v: 0 <= v <= 2**31 - envs),
-                 f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)"),
-        "tracking.log_every_s": ((lambda v: v >= 1),
-                                 "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)"),
-        "tracking.steady_min_windows": ((lambda v: v >= 1),
-                                        ("an integer >= 1 (the fewest tick windows after the warm-up and before a "
-                                         "role is done that the steady/* rates are the median of)")),
+        "seed": (
+            (lambda v: 0 <= v <= 2**31 - envs),
+            f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)",
+        ),
+        "tracking.log_every_s": (
+            (lambda v: v >= 1),
+            "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)",
+        ),
+        "tracking.steady_min_windows": (
+            (lambda v: v >= 1),
+            (
+                "an integer >= 1 (the fewest tick windows after the warm-up and before a "
+                "role is done that the steady/* rates are the median of)"
+            ),
+        ),
         "tracking.ui_port": ((lambda v: 1 <= v <= 65535), "a TCP port in [1, 65535] (mlflow ui --port)"),
         **VERDICT_RULES,
-        "tracking.stale_after_s": ((lambda v: v > beat),
-                                   (f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
-                                    f"{beat:g} (else running jobs are marked FAILED)")),
+        "tracking.stale_after_s": (
+            (lambda v: v > beat),
+            (
+                f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
+                f"{beat:g} (else running jobs are marked FAILED)"
+            ),
+        ),
     } | (_search_rules() if c.search is not None else {})
 
 
@@ -97,10 +117,14 @@ def _compared(metric: str) -> bool:
 
 
 VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
-    "verdict.metric": (_compared, "a final metric whose better direction is known: "
-                                  + ", ".join(m for m in COMPARED if m in final_metrics())),
-    "verdict.noise_floor_min": ((lambda v: 0.0 <= v < 1.0),
-                                "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)"),
+    "verdict.metric": (
+        _compared,
+        "a final metric whose better direction is known: " + ", ".join(m for m in COMPARED if m in final_metrics()),
+    ),
+    "verdict.noise_floor_min": (
+        (lambda v: 0.0 <= v < 1.0),
+        "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)",
+    ),
 }
 
 
@@ -109,13 +133,20 @@ def _inference_batch_rule(c: Config):
     only when the algorithm learns); rlbench/envs/vector.py resolve_inference_batch."""
     n = c.actors + eval_envs_of(c)
     if n < 1:  # no envs: `actors` is refused by its own rule; nothing to say about a batch of none
-        return (lambda v: v >= -1), "-1 (auto), 0 (lock-step) or an integer in [1, envs - 1] (envs = actors + eval envs)"
+        return (
+            lambda v: v >= -1
+        ), "-1 (auto), 0 (lock-step) or an integer in [1, envs - 1] (envs = actors + eval envs)"
     envs = f"envs = actors {c.actors} + eval envs {n - c.actors}"
-    auto = (f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
-            f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)")
+    auto = (
+        f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
+        f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)"
+    )
     first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
-    lock = "" if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_hosts or c.actor_server.remote_envs else \
-        f"; {c.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
+    lock = (
+        ""
+        if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_hosts or c.actor_server.remote_envs
+        else f"; {c.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
+    )
     return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
 
@@ -131,12 +162,22 @@ def _tracking_uri(v: str) -> bool:
 
 def _search_rules() -> Rules:
     return {
-        "search.study": ((lambda v: bool(v.strip())), "a non-empty Optuna study name (the study's parent run is found by it)"),
-        "search.storage": (_database_url, ("a database URL for the study (sqlite:///mlruns/optuna.db, or "
-                                           "postgresql://user:pw@host/db for many workers)")),
+        "search.study": (
+            (lambda v: bool(v.strip())),
+            "a non-empty Optuna study name (the study's parent run is found by it)",
+        ),
+        "search.storage": (
+            _database_url,
+            (
+                "a database URL for the study (sqlite:///mlruns/optuna.db, or "
+                "postgresql://user:pw@host/db for many workers)"
+            ),
+        ),
         "search.n_trials": int_at_least(1),
-        "search.seed": ((lambda v: 0 <= v <= 2**31 - 1),
-                        "an integer in [0, 2**31 - 1] (numpy seeds are < 2**32; each trial adds its number)"),
+        "search.seed": (
+            (lambda v: 0 <= v <= 2**31 - 1),
+            "an integer in [0, 2**31 - 1] (numpy seeds are < 2**32; each trial adds its number)",
+        ),
         "search.retries": ((lambda v: v >= 0), "an integer >= 0 (0 = no reruns)"),
         "search.heartbeat_s": int_at_least(1),
         "search.max_failures": int_at_least(1),
@@ -156,7 +197,6 @@ def _get(c: Config, dotted: str) -> Any:
 def _search_checks(c: Config) -> list[str]:
     """search.objectives name final metrics of the contract (rlbench/core/metrics.py)."""
 
-
     if c.search is None:
         return []
     known = final_metrics(c.algo.name)  # the shared ones and this algorithm's
@@ -165,8 +205,10 @@ def _search_checks(c: Config) -> list[str]:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=2)
             hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
-            problems.append(f"search.objectives={list(c.search.objectives)}: {name!r} is no final metric; {hint}"
-                            f"allowed: a job's final metrics (docs/metrics.md), e.g. fps, runtime_s, energy_per_task_j")
+            problems.append(
+                f"search.objectives={list(c.search.objectives)}: {name!r} is no final metric; {hint}"
+                f"allowed: a job's final metrics (docs/metrics.md), e.g. fps, runtime_s, energy_per_task_j"
+            )
     top = c.search.n_trials if c.search.warm_start_profile else None  # more than n_trials: only with a warm start
     if c.search.warm_start_trials < 1 or (top is not None and c.search.warm_start_trials > top):
         allowed = f"[1, search.n_trials={top}]" if top is not None else ">= 1"
@@ -186,23 +228,42 @@ def _actor_checks(c: Config) -> list[str]:
     envs need an address other hosts reach, and a non-loopback address needs its token
     (rlbench/remote/; a job with actor tasks makes one for them, not for hand-started actors)."""
 
-
     total, server = c.actors + eval_envs_of(c), c.actor_server
     local, placed = total - server.remote_envs, c.actor_procs + c.actor_hosts  # placed: processes the job starts
     if local < 0 or (placed and local < placed):
-        return [(f"actor_procs={c.actor_procs} actor_hosts={c.actor_hosts} actor_server.remote_envs={server.remote_envs}: "
+        return [
+            (
+                f"actor_procs={c.actor_procs} actor_hosts={c.actor_hosts} "
+                f"actor_server.remote_envs={server.remote_envs}: "
                 f"the job steps {total} envs (actors + eval envs); allowed: remote_envs <= {total}, and at least one "
-                f"env per actor process and actor task (actor_procs + actor_hosts <= {max(local, 0)})")]
+                f"env per actor process and actor task (actor_procs + actor_hosts <= {max(local, 0)})"
+            )
+        ]
     if local > 0 and server.remote_envs and not placed:
-        return [(f"actor_server.remote_envs={server.remote_envs}: {local} of the {total} envs would have no actor process; "
-                f"allowed: remote_envs = {total} (all remote), or actor_procs or actor_hosts >= 1 for the other {local}")]
+        return [
+            (
+                f"actor_server.remote_envs={server.remote_envs}: {local} of the {total} envs would have "
+                f"no actor process; "
+                f"allowed: remote_envs = {total} (all remote), or actor_procs or actor_hosts >= 1 for the other {local}"
+            )
+        ]
     if server.remote_envs and server.bind is None:
-        return [(f"actor_server.remote_envs={server.remote_envs} with actor_server.bind=null (a unix socket of this host): "
-                f"allowed: actor_server.bind=HOST:PORT that the other hosts reach")]
+        return [
+            (
+                f"actor_server.remote_envs={server.remote_envs} with actor_server.bind=null (a unix "
+                f"socket of this host): "
+                f"allowed: actor_server.bind=HOST:PORT that the other hosts reach"
+            )
+        ]
     made = c.actor_hosts and not server.remote_envs  # the job makes a token its tasks inherit
     if server.bind is not None and not is_local(server.bind) and not os.environ.get(TOKEN_ENV) and not made:
-        return [(f"actor_server.bind={server.bind}: a non-loopback address needs a token in the environment variable "
-                f"{TOKEN_ENV} (the actors send the same); allowed without one: 127.0.0.1:PORT, localhost:PORT, unix:PATH")]
+        return [
+            (
+                f"actor_server.bind={server.bind}: a non-loopback address needs a token in the environment variable "
+                f"{TOKEN_ENV} (the actors send the same); allowed without one: 127.0.0.1:PORT, "
+                f"localhost:PORT, unix:PATH"
+            )
+        ]
     return []
 
 
@@ -237,12 +298,16 @@ def _typed(cfg: DictConfig) -> Config:
     plain = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
     name = OmegaConf.select(plain, "algo.name", default=None)
     if name not in ALGORITHMS:
-        raise ConfigError(f"invalid config:\n  algo.name={name!r}: allowed: one of {', '.join(ALGORITHMS)} "
-                          f"(a package in rlbench/algo/; presets in conf/algo/)")
+        raise ConfigError(
+            f"invalid config:\n  algo.name={name!r}: allowed: one of {', '.join(ALGORITHMS)} "
+            f"(a package in rlbench/algo/; presets in conf/algo/)"
+        )
     kind = OmegaConf.select(plain, "env.kind", default=None)
     if kind not in FAMILIES:
-        raise ConfigError(f"invalid config:\n  env.kind={kind!r}: allowed: one of {', '.join(FAMILIES)} "
-                          f"(a package in rlbench/envs/; presets in conf/env/)")
+        raise ConfigError(
+            f"invalid config:\n  env.kind={kind!r}: allowed: one of {', '.join(FAMILIES)} "
+            f"(a package in rlbench/envs/; presets in conf/env/)"
+        )
     try:
         typed = OmegaConf.merge(_schema(Config), plain)
         typed.algo = OmegaConf.merge(_schema(config_module(name).Schema), plain.algo)
@@ -261,13 +326,14 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     rules = _rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
     non_finite = _non_finite(conf, rules)
     problems = list(non_finite.values()) + [
-        f"{key}={_get(conf, key)!r}: allowed: {allowed}" for key, (ok, allowed) in rules.items()
-        if key not in non_finite and not ok(_get(conf, key))]
+        f"{key}={_get(conf, key)!r}: allowed: {allowed}"
+        for key, (ok, allowed) in rules.items()
+        if key not in non_finite and not ok(_get(conf, key))
+    ]
     if not problems:  # an env that cannot be made first: the later checks read its spec
         problems = _env_checks(conf)
     if not problems:
-        problems = (algo.checks(conf) + _search_checks(conf) + _actor_checks(conf)
-                    + (host_checks(conf) if host else []))
+        problems = algo.checks(conf) + _search_checks(conf) + _actor_checks(conf) + (host_checks(conf) if host else [])
     if not problems and host:
         problems = algo.host_checks(conf)
     if problems:

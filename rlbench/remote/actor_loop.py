@@ -37,23 +37,48 @@ PROG = "rlbench.actor"
 # Step's round trip crosses several threads, and on busy cores every wake-up waited for a
 # time slice. 5 against 0 and 10: docs/actors.md, "Threads and priorities of actor processes".
 ENV_NICE = 5
-REFUSALS = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.FAILED_PRECONDITION,
-            grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED)
+REFUSALS = (
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 ENDED = (grpc.StatusCode.CANCELLED,)  # the job stopped its server with this stream open: it ended
 
 
-def run_actor(address: str, env_cfg, envs: int, threads: int, token: str | None = None,
-              report_every_s: float = 1.0, env_nice: int = ENV_NICE, task: str = "") -> tuple[int, str]:
+def run_actor(
+    address: str,
+    env_cfg,
+    envs: int,
+    threads: int,
+    token: str | None = None,
+    report_every_s: float = 1.0,
+    env_nice: int = ENV_NICE,
+    task: str = "",
+) -> tuple[int, str]:
     """Step `envs` envs of `env_cfg` for the job at `address` (HOST:PORT or unix:PATH) until it
     ends the stream: (0, line); the job unreachable or refusing this actor: (2, line); the job
     lost mid-run: (1, line). `env_nice`: the env threads' nice value (see ENV_NICE). `task`:
     the actor task this process runs as (remote/tasks.py), which its Hello names."""
     spec = env_spec(env_cfg)
-    hello = pb.Hello(protocol_version=PROTOCOL_VERSION, spec=spec_message(env_cfg, spec), envs=envs, threads=threads,
-                     hostname=socket.gethostname(), pid=os.getpid(), host_hardware_threads=len(usable_cpus()),
-                     cpu_model=cpu_model(), task=task, run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)))
-    return asyncio.run(_session(address, env_cfg, spec, pb.ActorMessage(hello=hello), _Pool(envs, threads, env_nice),
-                                token, report_every_s))
+    hello = pb.Hello(
+        protocol_version=PROTOCOL_VERSION,
+        spec=spec_message(env_cfg, spec),
+        envs=envs,
+        threads=threads,
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        host_hardware_threads=len(usable_cpus()),
+        cpu_model=cpu_model(),
+        task=task,
+        run_id=int(np.random.default_rng().integers(0, np.iinfo(np.int64).max)),
+    )
+    return asyncio.run(
+        _session(
+            address, env_cfg, spec, pb.ActorMessage(hello=hello), _Pool(envs, threads, env_nice), token, report_every_s
+        )
+    )
 
 
 async def _session(address, env_cfg, spec, hello, pool, token, report_every_s) -> tuple[int, str]:
@@ -90,8 +115,13 @@ async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s)
         return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
     welcome = welcome.welcome
     ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
-    loop = _Loop(newest_frame_env(env_cfg, spec, pool.envs, pool.threads, pool.nice), spec, call, report_every_s,
-                 SpanBuffer(MAX_SPANS_PER_REPORT if welcome.spans else 0))
+    loop = _Loop(
+        newest_frame_env(env_cfg, spec, pool.envs, pool.threads, pool.nice),
+        spec,
+        call,
+        report_every_s,
+        SpanBuffer(MAX_SPANS_PER_REPORT if welcome.spans else 0),
+    )
     try:
         await loop.run(welcome.seed)
     except grpc.RpcError as e:
@@ -195,8 +225,17 @@ class _Loop:
     def _report(self) -> pb.ActorMessage:
         ms = np.array(self._rtts or [0.0]) * 1e3
         self._rtts = []
-        return pb.ActorMessage(report=pb.Report(
-            cpu_s=time.process_time(), env_step_s=self.env_step_s, wait_actions_s=self.wait_s,
-            rtt_p50_ms=float(np.percentile(ms, 50)), rtt_p99_ms=float(np.percentile(ms, 99)),
-            bytes_sent=self.bytes_sent, bytes_received=self.bytes_received, steps=self.steps,
-            wall_s=time.perf_counter() - self.started, **self.spans.report_fields()))
+        return pb.ActorMessage(
+            report=pb.Report(
+                cpu_s=time.process_time(),
+                env_step_s=self.env_step_s,
+                wait_actions_s=self.wait_s,
+                rtt_p50_ms=float(np.percentile(ms, 50)),
+                rtt_p99_ms=float(np.percentile(ms, 99)),
+                bytes_sent=self.bytes_sent,
+                bytes_received=self.bytes_received,
+                steps=self.steps,
+                wall_s=time.perf_counter() - self.started,
+                **self.spans.report_fields(),
+            )
+        )

@@ -47,8 +47,10 @@ def read_address(path: Path, timeout_s: float, poll_s: float = 0.5) -> str:
         if text:
             return text
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{path}: no actor server address after {timeout_s:g} s; the learner writes it when "
-                               f"it starts: is its folder on a disk this node shares (docs/scale-out.md)?")
+            raise TimeoutError(
+                f"{path}: no actor server address after {timeout_s:g} s; the learner writes it when "
+                f"it starts: is its folder on a disk this node shares (docs/scale-out.md)?"
+            )
         time.sleep(poll_s)  # polling a file: a shared filesystem offers nothing to wait on
 
 

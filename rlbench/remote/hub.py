@@ -93,8 +93,17 @@ class Hub:
         with self._cond:
             self.counts[what] += 1
 
-    def join(self, envs: int, threads: int, host: str, pid: int, run_id: int, host_threads: int = 0,
-             cpu_model: str = "", task: str = "") -> Stream:
+    def join(
+        self,
+        envs: int,
+        threads: int,
+        host: str,
+        pid: int,
+        run_id: int,
+        host_threads: int = 0,
+        cpu_model: str = "",
+        task: str = "",
+    ) -> Stream:
         """A stream holding a free range of `envs` ids; a range lost mid-run is free again once
         the job has taken it (take_lost), so this waits up to the join timeout for one that will
         be. Raises Refused when none can be had."""
@@ -111,25 +120,52 @@ class Hub:
                 left = deadline - time.monotonic()
                 if envs > self._slots.free + coming or left <= 0:
                     self.counts["refused_full"] += 1
-                    raise Refused("full", f"this actor asks for {envs} envs; the job has {self.total}, "
-                                          f"{self._slots.free} free ({self._holders()})")
+                    raise Refused(
+                        "full",
+                        f"this actor asks for {envs} envs; the job has {self.total}, "
+                        f"{self._slots.free} free ({self._holders()})",
+                    )
                 if not waited:  # logged once per actor: a rejoin waits for the job to take the loss
-                    log.info("an actor process from %s (pid %d) waits for %d envs: %d free, %d lost ones still to be "
-                             "taken by the job", host, pid, envs, self._slots.free, coming)
+                    log.info(
+                        "an actor process from %s (pid %d) waits for %d envs: %d free, %d lost ones still to be "
+                        "taken by the job",
+                        host,
+                        pid,
+                        envs,
+                        self._slots.free,
+                        coming,
+                    )
                     waited = True
                 self._cond.wait(left)
             generation = 0
             if self._started:
                 self.counts["rejoins"] += 1
                 generation = self.counts["rejoins"]
-            stream = Stream(first, envs, threads, host, pid, run_id, generation=generation, index=len(self._every),
-                            host_threads=host_threads, cpu_model=cpu_model, task=task)
+            stream = Stream(
+                first,
+                envs,
+                threads,
+                host,
+                pid,
+                run_id,
+                generation=generation,
+                index=len(self._every),
+                host_threads=host_threads,
+                cpu_model=cpu_model,
+                task=task,
+            )
             self._streams.append(stream)
             self._every.append(stream)
             self.counts["joins"] += 1
             self._cond.notify_all()
-        log.info("actor process %d joined: %s at ids %d..%d%s", stream.index, stream.describe(), first,
-                 first + envs - 1, f" (rejoin {generation})" if generation else "")
+        log.info(
+            "actor process %d joined: %s at ids %d..%d%s",
+            stream.index,
+            stream.describe(),
+            first,
+            first + envs - 1,
+            f" (rejoin {generation})" if generation else "",
+        )
         return stream
 
     def welcome(self, stream: Stream) -> int | None:
@@ -178,8 +214,13 @@ class Hub:
             else:
                 self._slots.release(stream.first, stream.envs)
             self._cond.notify_all()
-        log.warning("actor process %d lost: %s at ids %d..%d", stream.index, stream.describe(), stream.first,
-                    stream.first + stream.envs - 1)
+        log.warning(
+            "actor process %d lost: %s at ids %d..%d",
+            stream.index,
+            stream.describe(),
+            stream.first,
+            stream.first + stream.envs - 1,
+        )
 
     # -- the job's thread --
 
@@ -191,8 +232,10 @@ class Hub:
                 raise RemoteError("the remote envs were reset already; reset() is called once")
             self._seed = seed
             self._cond.notify_all()
-            ok = self._cond.wait_for(lambda: self._closing or self._failure is not None
-                                     or self._ready_envs == self.total, self.join_timeout_s)
+            ok = self._cond.wait_for(
+                lambda: self._closing or self._failure is not None or self._ready_envs == self.total,
+                self.join_timeout_s,
+            )
             if self._failure is not None:
                 raise RemoteError(self._failure)
             if self._closing:
@@ -217,8 +260,10 @@ class Hub:
                     continue
                 left = self._idle_since + self.idle_timeout_s - time.monotonic()
                 if left <= 0:
-                    raise RemoteError(f"no actor process has been connected for {self.idle_timeout_s:g} s "
-                                      f"({self.counts['disconnects']} disconnected); the job cannot step")
+                    raise RemoteError(
+                        f"no actor process has been connected for {self.idle_timeout_s:g} s "
+                        f"({self.counts['disconnects']} disconnected); the job cannot step"
+                    )
                 self._cond.wait(left)
 
     def take_lost(self, in_batch=()) -> np.ndarray:
@@ -288,13 +333,20 @@ class Hub:
         return out
 
     def _holders(self) -> str:
-        return ", ".join(f"{s.describe()} at ids {s.first}..{s.first + s.envs - 1}" for s in self._streams) or "none joined"
+        return (
+            ", ".join(f"{s.describe()} at ids {s.first}..{s.first + s.envs - 1}" for s in self._streams)
+            or "none joined"
+        )
 
     def _missing(self) -> str:
         joined = sum(s.envs for s in self._streams)
-        refused = ", ".join(f"{k.removeprefix('refused_')} {v}" for k, v in sorted(self.counts.items())
-                            if k.startswith("refused_"))
-        return (f"{joined} of {self.total} envs joined within {self.join_timeout_s:g} s "
-                f"({', '.join(s.describe() for s in self._streams) or 'no actor process'}); "
-                f"{self.total - joined} missing" + (f"; refused: {refused}" if refused else "")
-                + (f"; {joined - self._ready_envs} joined but sent no first step" if joined > self._ready_envs else ""))
+        refused = ", ".join(
+            f"{k.removeprefix('refused_')} {v}" for k, v in sorted(self.counts.items()) if k.startswith("refused_")
+        )
+        return (
+            f"{joined} of {self.total} envs joined within {self.join_timeout_s:g} s "
+            f"({', '.join(s.describe() for s in self._streams) or 'no actor process'}); "
+            f"{self.total - joined} missing"
+            + (f"; refused: {refused}" if refused else "")
+            + (f"; {joined - self._ready_envs} joined but sent no first step" if joined > self._ready_envs else "")
+        )

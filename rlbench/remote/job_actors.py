@@ -46,7 +46,7 @@ def env_shares(conf, total_envs: int) -> tuple[list[int], list[int]]:
     bring (actor_server.remote_envs) split over actor_procs + actor_hosts, the local ones first."""
     parts = conf.actor_procs + conf.actor_hosts
     sizes = split(total_envs - conf.actor_server.remote_envs, parts) if parts else []
-    return sizes[:conf.actor_procs], sizes[conf.actor_procs:]
+    return sizes[: conf.actor_procs], sizes[conf.actor_procs :]
 
 
 def env_overrides(env_cfg) -> list[str]:
@@ -86,10 +86,17 @@ class JobActors:
             log.info("actor tasks: a random token made for this job (%s, in the environment only)", TOKEN_ENV)
         self.tasks = None
         try:
-            self.remote = RemoteEnvs(conf.env, spec, total_envs, batch=conf.inference_batch, bind=bind,
-                                     token=os.environ.get(TOKEN_ENV) or None, join_timeout_s=server.join_timeout_s,
-                                     idle_timeout_s=server.idle_timeout_s,
-                                     spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0)
+            self.remote = RemoteEnvs(
+                conf.env,
+                spec,
+                total_envs,
+                batch=conf.inference_batch,
+                bind=bind,
+                token=os.environ.get(TOKEN_ENV) or None,
+                join_timeout_s=server.join_timeout_s,
+                idle_timeout_s=server.idle_timeout_s,
+                spans=conf.telemetry.enabled and conf.telemetry.trace_window_s > 0,
+            )
         except BaseException:
             self._forget_token()
             raise
@@ -110,8 +117,16 @@ class JobActors:
         kind = placement.executor if placement is not None else "local"
         folder = placement.folder if placement is not None and placement.folder is not None else self._dir
         address_file = write_address(folder, reachable(self.address))
-        return ActorTasks(kind, folder / "actor-tasks", conf.actor_launch, sizes, env_overrides(conf.env),
-                          address_file, conf.actor_server.join_timeout_s, self.remote.fail)
+        return ActorTasks(
+            kind,
+            folder / "actor-tasks",
+            conf.actor_launch,
+            sizes,
+            env_overrides(conf.env),
+            address_file,
+            conf.actor_server.join_timeout_s,
+            self.remote.fail,
+        )
 
     @property
     def threads_used(self) -> int:
@@ -123,8 +138,11 @@ class JobActors:
         try:
             return self.remote.reset(seed)
         except RemoteError as e:
-            missing = self.tasks.missing({r["task"] for r in self.remote.process_rows() if r["task"]}) \
-                if self.tasks is not None else ""
+            missing = (
+                self.tasks.missing({r["task"] for r in self.remote.process_rows() if r["task"]})
+                if self.tasks is not None
+                else ""
+            )
             if not missing:
                 raise
             raise RemoteError(f"{e}; {missing}") from None
@@ -152,8 +170,10 @@ class JobActors:
         m = {"wire_bytes_per_step": (wire["received"] + wire["sent"]) / wire["env_steps"]} if wire["env_steps"] else {}
         reports = [a["report"] for a in self.remote.actors() if a["report"] is not None and a["report"].steps]
         if reports:
-            m |= {"rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
-                  "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports))}
+            m |= {
+                "rpc_rtt_ms": float(np.median([r.rtt_p50_ms for r in reports])),
+                "rpc_rtt_ms_p99": float(max(r.rtt_p99_ms for r in reports)),
+            }
         m["actor_rejoins"] = self.remote.counts.get("rejoins", 0)
         m["actor_refused"] = sum(n for kind, n in self.remote.counts.items() if kind.startswith("refused_"))
         return m | process_metrics(self.remote.process_rows())
@@ -161,8 +181,10 @@ class JobActors:
     def tables(self) -> dict[str, dict[str, list]]:
         """The run's table artifacts: every actor process (`actors/processes.json`) and every
         actor host (`actors/hosts.json`), as {column: values}."""
-        return {"actors/processes.json": as_columns(self.remote.process_rows()),
-                "actors/hosts.json": as_columns(self.remote.host_rows())}
+        return {
+            "actors/processes.json": as_columns(self.remote.process_rows()),
+            "actors/hosts.json": as_columns(self.remote.host_rows()),
+        }
 
     def tags(self) -> dict[str, str]:
         """`actor_hosts`: each actor host, its hardware threads and CPU model, its processes."""
@@ -209,8 +231,19 @@ class LocalActors:
         try:
             for i, n in enumerate(sizes):
                 log = folder / f"actor-{i}.log"
-                cmd = [sys.executable, "-m", "rlbench.actor", "--server", remote.address, "--envs", str(n),
-                       "--threads", str(threads), *pinned, *overrides]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "rlbench.actor",
+                    "--server",
+                    remote.address,
+                    "--envs",
+                    str(n),
+                    "--threads",
+                    str(threads),
+                    *pinned,
+                    *overrides,
+                ]
                 with open(log, "wb") as out:  # the child keeps its own descriptor
                     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 self.procs.append(proc)
@@ -223,8 +256,10 @@ class LocalActors:
         code = proc.wait()
         if not self._stopping.is_set():  # before the start a failure; after it, the hub's disconnect
             tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:]) if log.exists() else ""
-            self.remote.fail(f"actor process {i} (pid {proc.pid}) exited with {code} before its envs joined"
-                             + (f": {tail}" if tail else ""))
+            self.remote.fail(
+                f"actor process {i} (pid {proc.pid}) exited with {code} before its envs joined"
+                + (f": {tail}" if tail else "")
+            )
 
     def stop(self, grace_s: float = EXIT_GRACE_S) -> None:
         """After the server closed the streams (the processes exit 0): wait, all of them within

@@ -37,9 +37,13 @@ from rlbench.remote.wire import (
 
 log = logging.getLogger(__name__)
 
-STATUS = {"token": grpc.StatusCode.UNAUTHENTICATED, "protocol": grpc.StatusCode.FAILED_PRECONDITION,
-          "spec": grpc.StatusCode.FAILED_PRECONDITION, "full": grpc.StatusCode.RESOURCE_EXHAUSTED,
-          "closing": grpc.StatusCode.UNAVAILABLE}
+STATUS = {
+    "token": grpc.StatusCode.UNAUTHENTICATED,
+    "protocol": grpc.StatusCode.FAILED_PRECONDITION,
+    "spec": grpc.StatusCode.FAILED_PRECONDITION,
+    "full": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "closing": grpc.StatusCode.UNAVAILABLE,
+}
 
 __all__ = ["RemoteEnvs", "RemoteError"]
 
@@ -52,13 +56,25 @@ class RemoteEnvs:
     once no actor has been connected for `idle_timeout_s`. `spans`: the actors send their
     operations' spans (the job records a timeline: `trace_tracks`)."""
 
-    def __init__(self, env_cfg, spec: EnvSpec, num_envs: int, batch: int = 0, bind: str = "127.0.0.1:0",
-                 token: str | None = None, join_timeout_s: float = 60.0, idle_timeout_s: float = 60.0,
-                 close_grace_s: float = 3.0, spans: bool = False):
+    def __init__(
+        self,
+        env_cfg,
+        spec: EnvSpec,
+        num_envs: int,
+        batch: int = 0,
+        bind: str = "127.0.0.1:0",
+        token: str | None = None,
+        join_timeout_s: float = 60.0,
+        idle_timeout_s: float = 60.0,
+        close_grace_s: float = 3.0,
+        spans: bool = False,
+    ):
         if not is_local(bind) and not token:
-            raise ConfigError(f"actor_server.bind={bind}: a non-loopback address needs a token (actor_server.token, "
-                              f"sent by actors from RLBENCH_ACTOR_TOKEN); allowed without one: 127.0.0.1, ::1, "
-                              f"localhost or unix:PATH")
+            raise ConfigError(
+                f"actor_server.bind={bind}: a non-loopback address needs a token (actor_server.token, "
+                f"sent by actors from RLBENCH_ACTOR_TOKEN); allowed without one: 127.0.0.1, ::1, "
+                f"localhost or unix:PATH"
+            )
         self.frameskip = int(env_cfg.frameskip)
         self.obs_shape, self.obs_dtype = tuple(spec.obs_shape), np.dtype(spec.obs_dtype)
         self.num_actions, self.num_envs = int(spec.num_actions), num_envs
@@ -71,8 +87,9 @@ class RemoteEnvs:
         self._closed = False
         servicer = _Servicer(self._hub, spec_message(env_cfg, spec), token, self._frame_shape, self.obs_dtype, spans)
         # one worker per stream for its life; at most num_envs streams hold envs, a few more are being refused
-        self._server = grpc.server(ThreadPoolExecutor(max_workers=num_envs + 4, thread_name_prefix="actor-stream"),
-                                   options=SERVER_OPTIONS)
+        self._server = grpc.server(
+            ThreadPoolExecutor(max_workers=num_envs + 4, thread_name_prefix="actor-stream"), options=SERVER_OPTIONS
+        )
         pb_grpc.add_ActorsServicer_to_server(servicer, self._server)
         self.address = self._listen(bind)
         self._server.start()
@@ -81,11 +98,15 @@ class RemoteEnvs:
         try:
             port = self._server.add_insecure_port(bind)
         except RuntimeError as e:
-            raise ConfigError(f"actor_server.bind={bind}: cannot listen there ({e}); allowed: a free port "
-                              f"(0: any) on an address of this host, or unix:PATH in a writable folder") from None
+            raise ConfigError(
+                f"actor_server.bind={bind}: cannot listen there ({e}); allowed: a free port "
+                f"(0: any) on an address of this host, or unix:PATH in a writable folder"
+            ) from None
         if port == 0:
-            raise ConfigError(f"actor_server.bind={bind}: cannot listen there (port in use?); allowed: a free port "
-                              f"(0: any) on an address of this host, or unix:PATH in a writable folder")
+            raise ConfigError(
+                f"actor_server.bind={bind}: cannot listen there (port in use?); allowed: a free port "
+                f"(0: any) on an address of this host, or unix:PATH in a writable folder"
+            )
         return bind if bind.startswith("unix:") else f"{bind.rpartition(':')[0]}:{port}"
 
     @property
@@ -118,15 +139,28 @@ class RemoteEnvs:
 
     def actors(self) -> list[dict]:
         """The connected actor processes: host, pid, run_id, first id, envs, threads, last Report."""
-        return [{"host": s.host, "pid": s.pid, "run_id": s.run_id, "first_env_id": s.first, "envs": s.envs,
-                 "threads": s.threads, "report": s.report} for s in self._hub.streams()]
+        return [
+            {
+                "host": s.host,
+                "pid": s.pid,
+                "run_id": s.run_id,
+                "first_env_id": s.first,
+                "envs": s.envs,
+                "threads": s.threads,
+                "report": s.report,
+            }
+            for s in self._hub.streams()
+        ]
 
     def wire_bytes(self) -> dict[str, int]:
         """Serialized message bytes received and sent over every stream so far, and the env steps
         they carried (gRPC and HTTP/2 framing add about 14 bytes per message, not counted)."""
         every = self._hub.every_stream()
-        return {"received": sum(s.bytes_in for s in every), "sent": sum(s.bytes_out for s in every),
-                "env_steps": sum(s.env_steps for s in every)}
+        return {
+            "received": sum(s.bytes_in for s in every),
+            "sent": sum(s.bytes_out for s in every),
+            "env_steps": sum(s.env_steps for s in every),
+        }
 
     def reset(self, seed: int) -> StepBatch:
         """Every env's first observation, ordered by global id, once the expected envs joined."""
@@ -143,7 +177,7 @@ class RemoteEnvs:
         if actions.shape != (expected,):
             raise ValueError(f"send() takes one action per env of the last batch: {expected}, got {actions.shape}")
         for stream, start, n in self._last:
-            stream.outbox.put(actions[start:start + n].astype(np.int32))
+            stream.outbox.put(actions[start : start + n].astype(np.int32))
         self._last = []
 
     def take_disconnected(self) -> np.ndarray:
@@ -197,8 +231,15 @@ class _Servicer(pb_grpc.ActorsServicer):
         seed = self.hub.welcome(stream)
         if seed is None:
             return
-        yield pb.ServerMessage(welcome=pb.Welcome(protocol_version=PROTOCOL_VERSION, first_env_id=stream.first,
-                                                  seed=seed, total_envs=self.hub.total, spans=self.spans))
+        yield pb.ServerMessage(
+            welcome=pb.Welcome(
+                protocol_version=PROTOCOL_VERSION,
+                first_env_id=stream.first,
+                seed=seed,
+                total_envs=self.hub.total,
+                spans=self.spans,
+            )
+        )
         yield from self._serve(stream, requests, context)
 
     def _admit(self, requests, context) -> Stream | None:
@@ -223,8 +264,16 @@ class _Servicer(pb_grpc.ActorsServicer):
         if hello.envs < 1:
             self.hub.count("refused_protocol")
             raise Refused("protocol", f"envs={hello.envs}: allowed: >= 1")
-        return self.hub.join(hello.envs, hello.threads, hello.hostname, hello.pid, hello.run_id,
-                             hello.host_hardware_threads, hello.cpu_model, hello.task)
+        return self.hub.join(
+            hello.envs,
+            hello.threads,
+            hello.hostname,
+            hello.pid,
+            hello.run_id,
+            hello.host_hardware_threads,
+            hello.cpu_model,
+            hello.task,
+        )
 
     def _serve(self, stream: Stream, requests, context):
         while (msg := _next(requests)) is not None:
@@ -249,7 +298,6 @@ class _Servicer(pb_grpc.ActorsServicer):
             reply = pb.ServerMessage(actions=pb.Actions(actions=actions.tolist()))
             stream.bytes_out += reply.ByteSize()
             yield reply
-
 
     def _drop(self, context, stream: Stream, why: str) -> None:
         """End the call of an actor that sent what the protocol does not allow (logged, counted)."""

@@ -17,13 +17,13 @@ class EnvSlots:
         """The first id of a free range of n ids, now taken; None if there is none (first fit)."""
         free = ~self._taken
         for first in range(self.total - n + 1):
-            if free[first:first + n].all():
-                self._taken[first:first + n] = True
+            if free[first : first + n].all():
+                self._taken[first : first + n] = True
                 return first
         return None
 
     def release(self, first: int, n: int) -> None:
-        self._taken[first:first + n] = False
+        self._taken[first : first + n] = False
 
     @property
     def free(self) -> int:

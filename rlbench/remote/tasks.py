@@ -35,8 +35,14 @@ def launch_params(launch, kind: str) -> dict:
     executor takes its time limit only."""
     if kind == "local":
         return {"timeout_min": launch.timeout_min}
-    params = {"name": TASK_NAME, "timeout_min": launch.timeout_min, "cpus_per_task": launch.cpus_per_task,
-              "mem_gb": launch.mem_gb, "nodes": 1, "tasks_per_node": 1}
+    params = {
+        "name": TASK_NAME,
+        "timeout_min": launch.timeout_min,
+        "cpus_per_task": launch.cpus_per_task,
+        "mem_gb": launch.mem_gb,
+        "nodes": 1,
+        "tasks_per_node": 1,
+    }
     return params | {k: getattr(launch, k) for k in ("partition", "account") if getattr(launch, k) is not None}
 
 
@@ -88,8 +94,17 @@ class ActorTasks:
     `fail(reason)` is called (once, from the watcher's thread) when a task ends before the job
     stopped it: the job's reset raises the reason while it still waits for the envs."""
 
-    def __init__(self, kind: str, folder: Path, launch, sizes: list[int], overrides: list[str],
-                 address_file: Path, wait_s: float, fail):
+    def __init__(
+        self,
+        kind: str,
+        folder: Path,
+        launch,
+        sizes: list[int],
+        overrides: list[str],
+        address_file: Path,
+        wait_s: float,
+        fail,
+    ):
 
         self.kind, self._fail, self._stopping = kind, fail, threading.Event()
         ex = executor(kind, folder, launch_params(launch, kind))
@@ -97,10 +112,16 @@ class ActorTasks:
         # A SLURM job's own variables (SLURM_*, SUBMITIT_*) would leak into the array it submits
         # (submitit's advice for jobs that submit jobs); the token stays: the tasks need it.
         with clean_env():
-            self.jobs = ex.map_array(actor_task, [str(address_file)] * n, list(range(n)), sizes, [overrides] * n,
-                                     [wait_s] * n)
-        log.info("actor tasks: %d submitted (%s executor, ids %s), their files in %s", n, kind,
-                 " ".join(str(j.job_id) for j in self.jobs), folder)
+            self.jobs = ex.map_array(
+                actor_task, [str(address_file)] * n, list(range(n)), sizes, [overrides] * n, [wait_s] * n
+            )
+        log.info(
+            "actor tasks: %d submitted (%s executor, ids %s), their files in %s",
+            n,
+            kind,
+            " ".join(str(j.job_id) for j in self.jobs),
+            folder,
+        )
         self._watcher = threading.Thread(target=self._watch, name="actor-tasks", daemon=True)
         self._watcher.start()
 
@@ -117,8 +138,10 @@ class ActorTasks:
         while not self._stopping.wait(POLL_S):
             for i, job in enumerate(self.jobs):
                 if _done(job) and not self._stopping.is_set():
-                    self._fail(f"actor task {i} ({self.kind} job {job.job_id}) ended (state {_state(job)}) before "
-                               f"the job stopped it{_tail(job)}")
+                    self._fail(
+                        f"actor task {i} ({self.kind} job {job.job_id}) ended (state {_state(job)}) before "
+                        f"the job stopped it{_tail(job)}"
+                    )
                     return
 
     def stop(self, grace_s: float) -> None:

@@ -81,8 +81,10 @@ class ProcessTrace:
         for name, a, b in spans:
             rec.add(name, a + offset, b + offset)
         rec.total = total  # those the process dropped or that fell between the bounds count as dropped
-        rec.note = (f"clock offset {offset:+.6f} s, an estimate (the smallest Report receive - send time): "
-                    f"spans late by at most one Report's one-way delay")
+        rec.note = (
+            f"clock offset {offset:+.6f} s, an estimate (the smallest Report receive - send time): "
+            f"spans late by at most one Report's one-way delay"
+        )
         return rec
 
 
@@ -100,15 +102,35 @@ def process_rows(streams) -> list[dict]:
     rows = []
     for s in sorted(streams, key=lambda s: s.index):
         r = s.report if s.report is not None and s.report.wall_s > 0 else None
-        row = {"process": proc_role(s.index), "host": s.host, "task": s.task or None, "pid": s.pid,
-               "run_id": str(s.run_id),
-               "first_env_id": s.first, "envs": s.envs, "threads": s.threads,
-               "host_hardware_threads": s.host_threads or None, "cpu_model": s.cpu_model or None,
-               "connected": s.alive, "env_steps": s.env_steps,
-               "bytes_sent_per_step": s.bytes_in / s.env_steps if s.env_steps else None,
-               "bytes_received_per_step": s.bytes_out / s.env_steps if s.env_steps else None}
-        measured = {"cpu_s": r.cpu_s, "wall_s": r.wall_s, "env_step_s": r.env_step_s, "wait_actions_s": r.wait_actions_s,
-                    "vector_steps": r.steps, "rtt_p50_ms": r.rtt_p50_ms, "rtt_p99_ms": r.rtt_p99_ms} if r else {}
+        row = {
+            "process": proc_role(s.index),
+            "host": s.host,
+            "task": s.task or None,
+            "pid": s.pid,
+            "run_id": str(s.run_id),
+            "first_env_id": s.first,
+            "envs": s.envs,
+            "threads": s.threads,
+            "host_hardware_threads": s.host_threads or None,
+            "cpu_model": s.cpu_model or None,
+            "connected": s.alive,
+            "env_steps": s.env_steps,
+            "bytes_sent_per_step": s.bytes_in / s.env_steps if s.env_steps else None,
+            "bytes_received_per_step": s.bytes_out / s.env_steps if s.env_steps else None,
+        }
+        measured = (
+            {
+                "cpu_s": r.cpu_s,
+                "wall_s": r.wall_s,
+                "env_step_s": r.env_step_s,
+                "wait_actions_s": r.wait_actions_s,
+                "vector_steps": r.steps,
+                "rtt_p50_ms": r.rtt_p50_ms,
+                "rtt_p99_ms": r.rtt_p99_ms,
+            }
+            if r
+            else {}
+        )
         for key in ("cpu_s", "wall_s", "env_step_s", "wait_actions_s", "vector_steps", "rtt_p50_ms", "rtt_p99_ms"):
             row[key] = measured.get(key)
         fracs = fractions(r.env_step_s, r.wait_actions_s, r.wall_s) if r else {}
@@ -125,8 +147,11 @@ def process_metrics(rows: list[dict]) -> dict[str, float]:
     m: dict[str, float] = {}
     reported = [r for r in rows if r["wall_s"]]
     if reported:
-        total = fractions(sum(r["env_step_s"] for r in reported), sum(r["wait_actions_s"] for r in reported),
-                          sum(r["wall_s"] for r in reported))
+        total = fractions(
+            sum(r["env_step_s"] for r in reported),
+            sum(r["wait_actions_s"] for r in reported),
+            sum(r["wall_s"] for r in reported),
+        )
         m |= {op_frac(PROCS_ROLE, op): v for op, v in total.items()}
         m["actor_procs_cpu_s"] = float(sum(r["cpu_s"] for r in reported))
     for r in rows:
@@ -181,11 +206,18 @@ def host_rows(streams) -> list[dict]:
     rows = []
     for host, procs in _by_host(streams).items():
         counted = [s for s in procs if id(s) in holders]
-        rows.append({"host": host, "hardware_threads": max(s.host_threads for s in procs) or None,
-                     "cpu_model": next((s.cpu_model for s in procs if s.cpu_model), None), "processes": len(procs),
-                     "tasks": " ".join(sorted((s.task for s in procs if s.task), key=_task_order)) or None,
-                     "pids": " ".join(str(s.pid) for s in procs), "threads_declared": sum(s.threads for s in counted),
-                     "threads_counted": _capped(counted)})
+        rows.append(
+            {
+                "host": host,
+                "hardware_threads": max(s.host_threads for s in procs) or None,
+                "cpu_model": next((s.cpu_model for s in procs if s.cpu_model), None),
+                "processes": len(procs),
+                "tasks": " ".join(sorted((s.task for s in procs if s.task), key=_task_order)) or None,
+                "pids": " ".join(str(s.pid) for s in procs),
+                "threads_declared": sum(s.threads for s in counted),
+                "threads_counted": _capped(counted),
+            }
+        )
     return rows
 
 
@@ -196,8 +228,11 @@ def _task_order(task: str) -> tuple:
 
 def hosts_tag(rows: list[dict]) -> str:
     """The actor hosts in one line (the run's `actor_hosts` tag), cut to TAG_CHARS."""
-    parts = [f"{h['host']}: {h['hardware_threads'] or '?'} HW threads, {h['cpu_model'] or '?'}, {_processes(h)}, "
-             f"{h['threads_counted']} of {h['threads_declared']} threads counted" for h in rows]
+    parts = [
+        f"{h['host']}: {h['hardware_threads'] or '?'} HW threads, {h['cpu_model'] or '?'}, {_processes(h)}, "
+        f"{h['threads_counted']} of {h['threads_declared']} threads counted"
+        for h in rows
+    ]
     text = "; ".join(parts)
     if len(text) <= TAG_CHARS:
         return text

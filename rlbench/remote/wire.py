@@ -23,9 +23,16 @@ SERVER_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)]
 def spec_message(env_cfg, spec: EnvSpec) -> pb.EnvSpec:
     """The spec a job with env config `env_cfg` (a family's Schema) and probed `spec` steps."""
     settings = sorted(f"{k}={v}" for k, v in dataclasses.asdict(env_cfg).items())
-    return pb.EnvSpec(env_id=str(env_cfg.id), family=str(env_cfg.kind), frameskip=int(env_cfg.frameskip),
-                      num_actions=int(spec.num_actions), frame_shape=list(spec.frame_shape),
-                      frame_dtype=np.dtype(spec.obs_dtype).name, stack=int(spec.stack), settings=settings)
+    return pb.EnvSpec(
+        env_id=str(env_cfg.id),
+        family=str(env_cfg.kind),
+        frameskip=int(env_cfg.frameskip),
+        num_actions=int(spec.num_actions),
+        frame_shape=list(spec.frame_shape),
+        frame_dtype=np.dtype(spec.obs_dtype).name,
+        stack=int(spec.stack),
+        settings=settings,
+    )
 
 
 def spec_difference(actor: pb.EnvSpec, job: pb.EnvSpec) -> str | None:
@@ -121,5 +128,5 @@ def token_of(metadata) -> str | None:
     """The token a call's invocation metadata carries, or None."""
     for key, value in metadata:
         if key == TOKEN_KEY and value.startswith("Bearer "):
-            return value[len("Bearer "):]
+            return value[len("Bearer ") :]
     return None

@@ -28,21 +28,33 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     which.add_argument("--sweep", metavar="RUN_ID", help="parent run id of a sweep or a search")
     which.add_argument("--study", metavar="NAME", help="an Optuna study's name (its parent run is found by tag)")
     which.add_argument("--experiment", metavar="NAME", help="every job run of an MLflow experiment")
-    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI,
-                   help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_URI})")
+    p.add_argument(
+        "--tracking-uri",
+        default=os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI,
+        help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_URI})",
+    )
     p.add_argument("--out", type=Path, default=None, help="output folder (default: reports/<id>)")
-    p.add_argument("--knee-share", type=share, default=0.10,
-                   help="knee: more actors must shorten the task by at least this share of its time (default 0.10)")
-    p.add_argument("--tolerance", type=share, default=0.05,
-                   help="recommendation: trade up to this share of the best fps for less energy (default 0.05)")
+    p.add_argument(
+        "--knee-share",
+        type=share,
+        default=0.10,
+        help="knee: more actors must shorten the task by at least this share of its time (default 0.10)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=share,
+        default=0.05,
+        help="recommendation: trade up to this share of the best fps for less energy (default 0.05)",
+    )
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
     args = p.parse_args(argv)
     for flag in ("--sweep", "--study", "--experiment"):
         value = getattr(args, flag[2:])
         if value is not None and not value.strip():
             p.error(f"{flag}={value!r}: allowed: a non-empty run id or name")
-    problem = writable_folder("--out", args.out or Path("reports")) or existing_store("--tracking-uri",
-                                                                                    args.tracking_uri)
+    problem = writable_folder("--out", args.out or Path("reports")) or existing_store(
+        "--tracking-uri", args.tracking_uri
+    )
     if problem:
         p.error(problem)
     return args
@@ -68,8 +80,10 @@ def load(args):
     except NoSuchRun as e:
         raise LookupError(f"--sweep {parent}: no such run at {e.uri} ({e.detail[:200]})") from e
     if not study.jobs and not study.missing:
-        raise LookupError(f"--sweep {parent}: run '{study.title}' has no child runs; give a sweep's or a search's "
-                          "parent run id (the sweep prints it: '[rlbench sweep] parent run <id>')")
+        raise LookupError(
+            f"--sweep {parent}: run '{study.title}' has no child runs; give a sweep's or a search's "
+            "parent run id (the sweep prints it: '[rlbench sweep] parent run <id>')"
+        )
     return study
 
 
@@ -79,8 +93,12 @@ def log_report(study, out: Path, verdict: list[str]) -> str:
     from rlbench.tracking.parent import open_parent, parent_run  # lazy: keeps mlflow, torch off the start
 
     if study.parent_id is None:
-        run = open_parent(experiment_id(study.title.removeprefix("experiment ")), f"report {study.title}", "report",
-                          {"rlbench.role": "report"})
+        run = open_parent(
+            experiment_id(study.title.removeprefix("experiment ")),
+            f"report {study.title}",
+            "report",
+            {"rlbench.role": "report"},
+        )
         run.end("FINISHED")
     else:
         run = parent_run(study.parent_id)

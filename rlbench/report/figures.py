@@ -31,16 +31,16 @@ TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 # text is 12.6 px there, a 15-inch one's 9.3 px; so figures are 11 inches wide and the operations
 # legend, one colour per operation, has 10 pt text.
 OPS_LEGEND_SIZE = 10.0
-LINE_SPACING = 1.2                                    # matplotlib's, in font sizes per line
-PAD = 0.12                                            # inches around a band of text
+LINE_SPACING = 1.2  # matplotlib's, in font sizes per line
+PAD = 0.12  # inches around a band of text
 
 
 @dataclass
 class Drawn:
-    name: str                 # file stem, e.g. fig3_actor_scaling
+    name: str  # file stem, e.g. fig3_actor_scaling
     title: str
     fig: Figure | None
-    note: str = ""            # why not drawn, or what was left out
+    note: str = ""  # why not drawn, or what was left out
 
 
 def _fps_units(study: Study) -> str:
@@ -49,6 +49,7 @@ def _fps_units(study: Study) -> str:
 
 
 # --- text that fits: wrap to the width there is, grow the figure by the height it takes ---
+
 
 def new_figure(width: float, height: float) -> Figure:
     """A figure (inches) with an Agg canvas of its own, so its text can be measured
@@ -85,15 +86,23 @@ def _footer_text(study: Study, note: str, width: int) -> str:
     the sweep's), the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
     v = study_verdict(study)
     note = f"{note}\nverdict: {v.answer()}" if v.comparisons else note
-    left_out = [f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})"
-                                           if j.error else "") for j in study.not_finished]
+    left_out = [
+        f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})" if j.error else "")
+        for j in study.not_finished
+    ]
     left_out += study.missing
     lines = [*note.splitlines(), study.host_label()] + ([f"not plotted: {'; '.join(left_out)}"] if left_out else [])
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
-def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: list | None = None,
-            legend_size: float = LEGEND_SIZE) -> Drawn:
+def _finish(
+    drawn: Drawn,
+    study: Study,
+    suptitle: str,
+    note: str = "",
+    legend: list | None = None,
+    legend_size: float = LEGEND_SIZE,
+) -> Drawn:
     """Title at the head; the legend (handles shared by all panels), the note, the host and the
     left-out jobs at the foot; the panels laid out between. The figure grows by the height of
     head and foot, so the panels keep their size and no line is cut at the edge."""
@@ -116,6 +125,7 @@ def _finish(drawn: Drawn, study: Study, suptitle: str, note: str = "", legend: l
 
 # --- the figures ---
 
+
 def medians(pts: list[tuple[float, float]]) -> list[tuple[float, float, float, float]]:
     """(x, median, min, max) of the values at each x, sorted by x: a configuration's repeats
     become one point with its range."""
@@ -127,11 +137,18 @@ def medians(pts: list[tuple[float, float]]) -> list[tuple[float, float, float, f
 
 def plot_ranges(ax, pts: list[tuple[float, float, float, float]], label: str, gid: str) -> None:
     """The medians as a line, each with its min..max bar where repeats differ (gid `<gid>|range`)."""
-    xs, ys, lo, hi = zip(*pts)
+    xs, ys, lo, hi = zip(*pts, strict=True)
     line = ax.plot(xs, ys, marker="o", label=label, gid=gid)[0]
-    if any(h > low for low, h in zip(lo, hi)):
-        bars = ax.errorbar(xs, ys, yerr=[[y - low for y, low in zip(ys, lo)], [h - y for y, h in zip(ys, hi)]],
-                           fmt="none", ecolor=line.get_color(), capsize=0, elinewidth=1.2)
+    if any(h > low for low, h in zip(lo, hi, strict=True)):
+        bars = ax.errorbar(
+            xs,
+            ys,
+            yerr=[[y - low for y, low in zip(ys, lo, strict=True)], [h - y for y, h in zip(ys, hi, strict=True)]],
+            fmt="none",
+            ecolor=line.get_color(),
+            capsize=0,
+            elinewidth=1.2,
+        )
         bars.lines[2][0].set_gid(f"{gid}|range")
 
 
@@ -185,8 +202,14 @@ POWER_PANEL = "average power (W)"
 
 def _idle_line(ax, watts: float) -> None:
     """The GPU's idle power (a stage measured it before its first job) across the power panel."""
-    ax.axhline(watts, color="grey", ls="--", lw=1.0, gid="idle_power_gpu_w",
-               label=f"GPU idle ({watts:.0f} W, NVML, before the first job)")
+    ax.axhline(
+        watts,
+        color="grey",
+        ls="--",
+        lw=1.0,
+        gid="idle_power_gpu_w",
+        label=f"GPU idle ({watts:.0f} W, NVML, before the first job)",
+    )
     ax.legend(fontsize=LEGEND_SIZE)
 
 
@@ -198,13 +221,17 @@ def actor_panels(study: Study) -> list[tuple[str, list]]:
         (f"fps ({fps})", [("fps", "actors' fps", None), ("task_fps", "task's fps (frames / runtime_s)", None)]),
         (POWER_PANEL, [("power_gpu_w_avg", "GPU", None), ("power_cpu_w_avg", "CPU pkg", None)]),
         (f"perf per watt ({fps} / W)", [("perf_per_watt", "", None)]),
-        ("energy per task (J)", [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None),
-                                 ("energy_cpu_j", "CPU pkg", None)]),
+        (
+            "energy per task (J)",
+            [("energy_per_task_j", "total", None), ("energy_gpu_j", "GPU", None), ("energy_cpu_j", "CPU pkg", None)],
+        ),
     ]
 
 
-TASK = ("task = the same frame target and learner updates (the actors may step past the target until the last "
-        "update has its unrolls; fps and task_fps count every frame stepped)")
+TASK = (
+    "task = the same frame target and learner updates (the actors may step past the target until the last "
+    "update has its unrolls; fps and task_fps count every frame stepped)"
+)
 
 
 def actor_scaling(study: Study) -> Drawn:
@@ -222,11 +249,12 @@ def actor_scaling(study: Study) -> Drawn:
     rows = -(-len(shown) // 2)
     fig = new_figure(11, 3.9 * rows)
     axes = list(fig.subplots(rows, 2, squeeze=False).flat)
-    for ax, (ylabel, metrics) in zip(axes, shown):
+    # axes come in pairs: an odd panel count leaves the last one, removed below
+    for ax, (ylabel, metrics) in zip(axes, shown, strict=False):
         _actor_panel(ax, groups, metrics, ylabel)
         if ylabel == POWER_PANEL and study.idle_power_w is not None:
             _idle_line(ax, study.idle_power_w)
-    for ax in axes[len(shown):]:
+    for ax in axes[len(shown) :]:
         fig.delaxes(ax)
     line = one_line(absent)
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; {TASK}"
@@ -240,10 +268,12 @@ def sm_scaling(study: Study) -> Drawn:
     groups, single = scaling_series(series(study.finished, "sm_granted", "sm_limit"), "sm_granted", "unit count")
     if not groups:
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")
-    panels = [("sm_granted", f"granted {study.compute_unit}s"),
-              ("cpu_gpu_ratio", "CPU/GPU ratio (actor threads / units)")][:1 if study.without_gpu else 2]
+    panels = [
+        ("sm_granted", f"granted {study.compute_unit}s"),
+        ("cpu_gpu_ratio", "CPU/GPU ratio (actor threads / units)"),
+    ][: 1 if study.without_gpu else 2]
     fig = new_figure(5.5 * len(panels), 4.3)
-    for ax, (x_key, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False).flat, panels):
+    for ax, (x_key, xlabel) in zip(fig.subplots(1, len(panels), squeeze=False).flat, panels, strict=True):
         for g, js in groups.items():
             most = max(j.knob("sm_granted") for j in js)
             base = statistics.median(j.value("runtime_s") for j in js if j.knob("sm_granted") == most)
@@ -274,9 +304,13 @@ def _op_bars(ax, jobs: list[JobRun], role: str, ops: list[str]) -> None:
         bars = ax.barh([j.name for j in jobs], widths, left=left, label=op, color=op_colour(op))
         for patch in bars:
             patch.set_gid(f"op_frac/{role}/{op}")
-        left = [a + b for a, b in zip(left, widths)]
-    ax.set(title=role if ops else f"{role}: no operations logged", xlabel="share of wall time", xlim=(0, 1.05),
-           xticks=[0, 0.25, 0.5, 0.75, 1])
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set(
+        title=role if ops else f"{role}: no operations logged",
+        xlabel="share of wall time",
+        xlim=(0, 1.05),
+        xticks=[0, 0.25, 0.5, 0.75, 1],
+    )
 
 
 def operations(study: Study) -> Drawn:
@@ -288,7 +322,7 @@ def operations(study: Study) -> Drawn:
         return Drawn(name, title, None, "no job logged op_frac/<role>/<op> (telemetry off, or none finished)")
     fig = new_figure(11, 0.5 * len(jobs) + 2.0)
     drawn_ops: list[str] = []
-    for ax, role in zip(fig.subplots(1, 3, sharey=True), ("actors", "inference", "learner")):
+    for ax, role in zip(fig.subplots(1, 3, sharey=True), ("actors", "inference", "learner"), strict=True):
         ops = _role_ops(jobs, role)
         _op_bars(ax, jobs, role, ops)
         drawn_ops += ops
@@ -307,9 +341,9 @@ def gpu_busy(study: Study) -> Drawn:
     ax = fig.subplots()
     xs = range(len(jobs))
     for off, metric in ((-0.2, "gpu_busy_frac"), (0.2, "gpu_util_avg")):
-        have = [(x + off, j.value(metric)) for x, j in zip(xs, jobs) if j.value(metric) is not None]
+        have = [(x + off, j.value(metric)) for x, j in zip(xs, jobs, strict=True) if j.value(metric) is not None]
         if have:
-            bars = ax.bar(*zip(*have), width=0.4, label=metric)
+            bars = ax.bar(*zip(*have, strict=True), width=0.4, label=metric)
             for patch in bars:
                 patch.set_gid(metric)
     ax.set_xticks(list(xs), [j.name for j in jobs], rotation=30, ha="right", fontsize=7)
@@ -330,19 +364,27 @@ def pareto_front(study: Study) -> Drawn:
     front = sorted(pareto(pts), key=lambda i: pts[i][0])
     fig = new_figure(7, 4.5)
     ax = fig.subplots()
-    ax.scatter(*zip(*pts), color="tab:grey", label="trials", gid="trials")
-    ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "o-", color="tab:red", label="Pareto front",
-            gid="pareto")
-    for j, (f, e) in zip(jobs, pts):
+    ax.scatter(*zip(*pts, strict=True), color="tab:grey", label="trials", gid="trials")
+    ax.plot(
+        [pts[i][0] for i in front],
+        [pts[i][1] for i in front],
+        "o-",
+        color="tab:red",
+        label="Pareto front",
+        gid="pareto",
+    )
+    for j, (f, e) in zip(jobs, pts, strict=True):
         ax.annotate(f"{j.name} (ratio {j.knob('cpu_gpu_ratio') or float('nan'):.2g})", (f, e), fontsize=6)
     ax.set(xlabel=f"fps ({_fps_units(study)}), higher is better", ylabel="energy per task (J), lower is better")
     ax.legend()
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
 
 
-ONOFF_NOTE = ("RL-Scope measured single-process TF/PyTorch implementations (PPO2, A2C vs DDPG, SAC, TD3) with "
-              "simulation in the training loop; here both run SEED RL's central-inference pipeline, the actors "
-              "stepping beside the learner, on the same env, actors and task frames.")
+ONOFF_NOTE = (
+    "RL-Scope measured single-process TF/PyTorch implementations (PPO2, A2C vs DDPG, SAC, TD3) with "
+    "simulation in the training loop; here both run SEED RL's central-inference pipeline, the actors "
+    "stepping beside the learner, on the same env, actors and task frames."
+)
 
 
 def on_off_policy(study: Study) -> Drawn:
@@ -353,20 +395,36 @@ def on_off_policy(study: Study) -> Drawn:
     shares = algorithm_shares(study)
     found = compare(shares)
     if found is None:
-        return Drawn(name, title, None, "needs finished jobs of an on-policy (vtrace) and an off-policy algorithm "
-                                        f"with sim_share; this study has: {sorted(shares) or 'none'}")
+        return Drawn(
+            name,
+            title,
+            None,
+            "needs finished jobs of an on-policy (vtrace) and an off-policy algorithm "
+            f"with sim_share; this study has: {sorted(shares) or 'none'}",
+        )
     fig = new_figure(8, 4.2)
     ax = fig.subplots()
     algos = [found.on, found.off]
-    for off, (metric, values) in ((-0.2, ("sim_share", found.sim_share)), (0.2, ("learner_share", found.learner_share))):
+    for off, (metric, values) in (
+        (-0.2, ("sim_share", found.sim_share)),
+        (0.2, ("learner_share", found.learner_share)),
+    ):
         have = [(i + off, values[a]) for i, a in enumerate(algos) if values.get(a) is not None]
-        bars = ax.bar(*zip(*have), width=0.4, label=metric, color="tab:green" if metric == "sim_share" else "tab:purple")
+        bars = ax.bar(
+            *zip(*have, strict=True),
+            width=0.4,
+            label=metric,
+            color="tab:green" if metric == "sim_share" else "tab:purple",
+        )
         for patch in bars:
             patch.set_gid(metric)
     ax.set_xticks(range(len(algos)), [f"{found.on} (on-policy)", f"{found.off} (off-policy)"])
     ratio = "n/a" if found.ratio is None else f"{found.ratio:.2f}x"
-    ax.set(ylabel="share of the task's runtime", ylim=(0, 1.05),
-           title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)")
+    ax.set(
+        ylabel="share of the task's runtime",
+        ylim=(0, 1.05),
+        title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)",
+    )
     ax.legend()
     return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=ONOFF_NOTE)
 
@@ -378,8 +436,12 @@ def precision_scaling(study: Study) -> Drawn:
     name, title = "precision_scaling", "Precision: task time and fps vs actors per precision"
     precisions = {precision(j) for j in study.finished}
     if len(precisions) < 2:
-        return Drawn(name, title, None, f"needs finished jobs at two or more precisions; this study has "
-                                        f"{sorted(precisions) or 'none'}")
+        return Drawn(
+            name,
+            title,
+            None,
+            f"needs finished jobs at two or more precisions; this study has {sorted(precisions) or 'none'}",
+        )
     groups = series(study.finished, "actors", "actors")
     fig = new_figure(11, 4.2)
     ax_rt, ax_fps = fig.subplots(1, 2)
@@ -404,27 +466,47 @@ def actor_hosts_scaling(study: Study) -> Drawn:
     for ax, metric, label in ((ax_fps, "fps", f"fps ({_fps_units(study)})"), (ax_rt, "runtime_s", "runtime_s (s)")):
         pts = [(j.knob(axis), j.value(metric)) for j in jobs if j.value(metric) is not None]
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=f"{metric} (measured)", gid=f"{metric}|all jobs")
-        ceiling = [(j.knob(axis), c if metric == "fps" else j.value("frames") / c) for j in jobs
-                   if (c := learner_ceiling_fps(j.metrics)) is not None]
+            ax.plot(*zip(*pts, strict=True), marker="o", label=f"{metric} (measured)", gid=f"{metric}|all jobs")
+        ceiling = [
+            (j.knob(axis), c if metric == "fps" else j.value("frames") / c)
+            for j in jobs
+            if (c := learner_ceiling_fps(j.metrics)) is not None
+        ]
         if ceiling:
-            ax.plot(*zip(*ceiling), ls="--", color="k", label="the learner's rate" if metric == "fps"
-                    else "the learner's busy time", gid=f"learner_ceiling|{metric}")
+            ax.plot(
+                *zip(*ceiling, strict=True),
+                ls="--",
+                color="k",
+                label="the learner's rate" if metric == "fps" else "the learner's busy time",
+                gid=f"learner_ceiling|{metric}",
+            )
         ax.set(xlabel=what, ylabel=label)
         _log2_axis(ax, [j.knob(axis) for j in jobs])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=LEGEND_SIZE)
     missing = [j.name for j in jobs if learner_ceiling_fps(j.metrics) is None]
-    note = (f"the learner's rate not drawn for {', '.join(missing)} (no learner_share, frames or runtime_s)"
-            if missing else "")
-    sub = (f"{title} ({study.title}); the learner's rate: the task's frames / the learner's busy time "
-           f"(learner_share x runtime_s); {TASK}")
+    note = (
+        f"the learner's rate not drawn for {', '.join(missing)} (no learner_share, frames or runtime_s)"
+        if missing
+        else ""
+    )
+    sub = (
+        f"{title} ({study.title}); the learner's rate: the task's frames / the learner's busy time "
+        f"(learner_share x runtime_s); {TASK}"
+    )
     return _finish(Drawn(name, title, fig, note), study, sub, note=note)
 
 
 def all_figures(study: Study) -> list[Drawn]:
-    figs = [actor_scaling(study), sm_scaling(study), operations(study), gpu_busy(study), on_off_policy(study),
-            precision_scaling(study), actor_hosts_scaling(study)]
+    figs = [
+        actor_scaling(study),
+        sm_scaling(study),
+        operations(study),
+        gpu_busy(study),
+        on_off_policy(study),
+        precision_scaling(study),
+        actor_hosts_scaling(study),
+    ]
     if study.kind == "study":
         figs.append(pareto_front(study))
     return figs

@@ -54,8 +54,10 @@ def knees(study: Study, knee_share: float, floor: float | None) -> dict:
         fps = {a: s.median for a, rs in by_actors.items() if (s := spread(j.value("fps") for j in rs)) is not None}
         if len(runtimes) >= 2:
             k = knee(runtimes, knee_share, fps, floor)
-            out[g] = asdict(k) | {"text": f"{k.text}; this host has {threads} HW threads",
-                                  "runs": {a: s.as_dict() for a, s in runs.items() if s is not None}}
+            out[g] = asdict(k) | {
+                "text": f"{k.text}; this host has {threads} HW threads",
+                "runs": {a: s.as_dict() for a, s in runs.items() if s is not None},
+            }
     return out
 
 
@@ -69,21 +71,34 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
     single = v.floor is None
-    rule = NO_GPU_RATIO if study.without_gpu else study_rule(threads, _int(max(units)) if units else None,
-                                                              study.compute_unit, timed, single)
-    not_done = [{"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
-                for j in study.not_finished]
+    rule = (
+        NO_GPU_RATIO
+        if study.without_gpu
+        else study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed, single)
+    )
+    not_done = [
+        {"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
+        for j in study.not_finished
+    ]
     onoff = on_off_policy(algorithm_shares(study))
     scaled = saturation(study.finished)
     shift = precision_shift(precision_best(study.finished))
-    return {"verdict": v.as_dict(), "precision": asdict(shift) if shift else None,
-            "knee": knees(study, knee_share, v.floor), "bottleneck": bounds,
-            "bound_per_config": config_bounds(study.finished), "recommendation": asdict(rec) if rec else None,
-            "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()}
-                               for name, c in configs.items()},
-            "on_off_policy": asdict(onoff) if onoff else None, "saturation": asdict(scaled) if scaled else None,
-            "study_rule": rule, "not_finished": not_done, "missing": study.missing,
-            "knee_share": knee_share, "tolerance": tolerance}
+    return {
+        "verdict": v.as_dict(),
+        "precision": asdict(shift) if shift else None,
+        "knee": knees(study, knee_share, v.floor),
+        "bottleneck": bounds,
+        "bound_per_config": config_bounds(study.finished),
+        "recommendation": asdict(rec) if rec else None,
+        "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()} for name, c in configs.items()},
+        "on_off_policy": asdict(onoff) if onoff else None,
+        "saturation": asdict(scaled) if scaled else None,
+        "study_rule": rule,
+        "not_finished": not_done,
+        "missing": study.missing,
+        "knee_share": knee_share,
+        "tolerance": tolerance,
+    }
 
 
 _CANDIDATE = {"fps": "fps", "runtime_s": "runtime_s", "energy_j": "energy_per_task_j"}  # recommend's keys
@@ -92,8 +107,10 @@ _CANDIDATE = {"fps": "fps", "runtime_s": "runtime_s", "energy_j": "energy_per_ta
 def configurations(jobs: list[JobRun]) -> dict[str, dict]:
     """Finished runs by configuration (JobRun.config: repeats share one): per metric of
     STAT_METRICS the Spread (median, min..max, n) of its runs, None where none measured it."""
-    return {name: {m: spread(j.value(m) for j in rs) for m in STAT_METRICS}
-            for name, rs in group_by(jobs, lambda j: j.config).items()}
+    return {
+        name: {m: spread(j.value(m) for j in rs) for m in STAT_METRICS}
+        for name, rs in group_by(jobs, lambda j: j.config).items()
+    }
 
 
 def config_bounds(jobs: list[JobRun]) -> dict[str, dict]:
@@ -102,7 +119,9 @@ def config_bounds(jobs: list[JobRun]) -> dict[str, dict]:
     out = {}
     for name, rs in group_by(jobs, lambda j: j.config).items():
         keys = sorted(set().union(*(r.metrics for r in rs)))
-        med = {k: statistics.median(vs) for k in keys if (vs := [r.metrics[k] for r in rs if r.metrics.get(k) is not None])}
+        med = {
+            k: statistics.median(vs) for k in keys if (vs := [r.metrics[k] for r in rs if r.metrics.get(k) is not None])
+        }
         b, kinds = bottleneck(med), Counter(bottleneck(r.metrics).kind for r in rs)
         text = b.text
         if len(rs) > 1:
@@ -118,10 +137,16 @@ def recommend_candidates(jobs: list[JobRun], configs: dict[str, dict]) -> list[d
     out = []
     for name, rs in group_by(jobs, lambda j: j.config).items():
         c, runtime = configs[name], configs[name]["runtime_s"]
-        out.append({"name": name, "ratio": rs[0].knob("cpu_gpu_ratio"), "runs": runtime.n if runtime else len(rs),
-                    "runtime_spread": runtime.width if runtime else None,
-                    "runtime_runs": [j.value("runtime_s") for j in rs]}
-                   | {k: c[m].median if c[m] else None for k, m in _CANDIDATE.items()})
+        out.append(
+            {
+                "name": name,
+                "ratio": rs[0].knob("cpu_gpu_ratio"),
+                "runs": runtime.n if runtime else len(rs),
+                "runtime_spread": runtime.width if runtime else None,
+                "runtime_runs": [j.value("runtime_s") for j in rs],
+            }
+            | {k: c[m].median if c[m] else None for k, m in _CANDIDATE.items()}
+        )
     return out
 
 
@@ -144,9 +169,13 @@ def precision_best(jobs: list[JobRun]) -> dict[str, dict]:
         name = min(runtimes, key=runtimes.get)
         j = configs[name][0]
         mfu = spread(r.value("learner_mfu") for r in configs[name])
-        out[p] = {"actors": j.actors, "runtime_s": runtimes[name], "ratio": j.knob("cpu_gpu_ratio"),
-                  "bound": bottleneck(j.metrics).text or bottleneck(j.metrics).kind,
-                  "learner_mfu": mfu.median if mfu else None}
+        out[p] = {
+            "actors": j.actors,
+            "runtime_s": runtimes[name],
+            "ratio": j.knob("cpu_gpu_ratio"),
+            "bound": bottleneck(j.metrics).text or bottleneck(j.metrics).kind,
+            "learner_mfu": mfu.median if mfu else None,
+        }
     return out
 
 
@@ -171,8 +200,12 @@ def saturation(jobs: list[JobRun], share: float = 0.10):
         if run is None or fps is None:
             continue
         ceilings = [c for j in rs if (c := learner_ceiling_fps(j.metrics)) is not None]
-        points[count] = {"runtime_s": run.median, "fps": fps.median, "bound": bottleneck(rs[0].metrics).kind,
-                         "ceiling_fps": statistics.median(ceilings) if ceilings else None}
+        points[count] = {
+            "runtime_s": run.median,
+            "fps": fps.median,
+            "bound": bottleneck(rs[0].metrics).kind,
+            "ceiling_fps": statistics.median(ceilings) if ceilings else None,
+        }
     return actor_saturation(points, axis, share)
 
 
@@ -182,7 +215,8 @@ def verdict_lines(f: dict) -> list[str]:
     v = f.get("verdict")
     lines = [f"verdict: {v['answer']}", *(f"compared: {c['text']}" for c in v["comparisons"])] if v else []
     lines += [f"knee ({k}): {kn['text']}" for k, kn in f["knee"].items()] or [
-        "knee: not computed (fewer than two finished actor counts in every series)"]
+        "knee: not computed (fewer than two finished actor counts in every series)"
+    ]
     lines += [f"bound ({name}): {b['text']}" for name, b in f.get("bound_per_config", f["bottleneck"]).items()]
     rec = f["recommendation"]
     lines.append(f"recommended: {rec['text']}" if rec else "recommended: none (no finished job with a runtime)")

@@ -14,12 +14,22 @@ from rlbench.tracking.unmeasured import explain
 
 # (header, unit, key): the header on its lines, the unit on a small line below it (no header
 # takes more than three short lines); the key is the header's tooltip
-COLUMNS = (("actors", "", "actors"), ("actor\nthreads", "", "actor_threads_used"),
-           ("units\ngranted", "", "sm_granted"), ("CPU/GPU\nratio", "", "cpu_gpu_ratio"), ("fps", "frames/s", "fps"),
-           ("runtime", "s", "runtime_s"), ("sim\nshare", "", "sim_share"), ("learner\nshare", "", "learner_share"),
-           ("energy\nper task", "J", "energy_per_task_j"), ("perf/W", "frames/J", "perf_per_watt"),
-           ("GPU\npower", "W avg", "power_gpu_w_avg"), ("GPU\nbusy", "", "gpu_busy_frac"),
-           ("NVML\nutil", "", "gpu_util_avg"), ("eval\nreturn", "last 20", "eval_return_mean20"))
+COLUMNS = (
+    ("actors", "", "actors"),
+    ("actor\nthreads", "", "actor_threads_used"),
+    ("units\ngranted", "", "sm_granted"),
+    ("CPU/GPU\nratio", "", "cpu_gpu_ratio"),
+    ("fps", "frames/s", "fps"),
+    ("runtime", "s", "runtime_s"),
+    ("sim\nshare", "", "sim_share"),
+    ("learner\nshare", "", "learner_share"),
+    ("energy\nper task", "J", "energy_per_task_j"),
+    ("perf/W", "frames/J", "perf_per_watt"),
+    ("GPU\npower", "W avg", "power_gpu_w_avg"),
+    ("GPU\nbusy", "", "gpu_busy_frac"),
+    ("NVML\nutil", "", "gpu_util_avg"),
+    ("eval\nreturn", "last 20", "eval_return_mean20"),
+)
 PERCENT = ("sim_share", "learner_share", "gpu_busy_frac", "gpu_util_avg")  # fractions, shown as percent
 
 STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 8px;color:#222}
@@ -58,22 +68,29 @@ def _head(name: str, unit: str, key: str) -> str:
 
 
 def job_table(study: Study, bounds: dict, columns: list[tuple[str, str, str]]) -> str:
-    head = ("<tr><th>job</th><th>status</th>" + "".join(_head(n, u, k) for n, u, k in columns)
-            + "<th>bound</th></tr>")
+    head = "<tr><th>job</th><th>status</th>" + "".join(_head(n, u, k) for n, u, k in columns) + "<th>bound</th></tr>"
     rows = []
     for j in study.jobs:
         cls = "" if j.finished else ' class="bad"'
         why = f' title="{html.escape(j.error)}"' if j.error and not j.finished else ""  # the verdict says it too
         bound = bounds.get(j.name, {}).get("kind", "-")
-        rows.append(f'<tr{cls}><td>{html.escape(j.name)}</td><td{why}>{j.status}</td>'
-                    + "".join(_cell(j, k) for _, _, k in columns) + f"<td>{html.escape(bound)}</td></tr>")
-    rows += [f'<tr class="bad"><td colspan="{len(columns) + 3}">MISSING: {html.escape(m)}</td></tr>'
-             for m in study.missing]
+        rows.append(
+            f"<tr{cls}><td>{html.escape(j.name)}</td><td{why}>{j.status}</td>"
+            + "".join(_cell(j, k) for _, _, k in columns)
+            + f"<td>{html.escape(bound)}</td></tr>"
+        )
+    rows += [
+        f'<tr class="bad"><td colspan="{len(columns) + 3}">MISSING: {html.escape(m)}</td></tr>' for m in study.missing
+    ]
     return f'<div class="scroll"><table>{head}{"".join(rows)}</table></div>'
 
 
-CONFIG_COLUMNS = (("runtime (s)", "runtime_s"), ("task fps", "task_fps"), ("fps (env frames/s)", "fps"),
-                  ("energy per task (J)", "energy_per_task_j"))
+CONFIG_COLUMNS = (
+    ("runtime (s)", "runtime_s"),
+    ("task fps", "task_fps"),
+    ("fps (env frames/s)", "fps"),
+    ("energy per task (J)", "energy_per_task_j"),
+)
 
 
 def config_table(configs: dict[str, dict]) -> str:
@@ -89,10 +106,14 @@ def config_table(configs: dict[str, dict]) -> str:
         return f"<td>{v['median']:.4g}{spread}</td>"
 
     head = "<tr><th>configuration</th>" + "".join(f"<th>{h}</th>" for h, _ in CONFIG_COLUMNS) + "</tr>"
-    rows = [f"<tr><td>{html.escape(name)}</td>" + "".join(cell(c.get(k)) for _, k in CONFIG_COLUMNS) + "</tr>"
-            for name, c in configs.items()]
-    return (f"<h2>Configurations</h2><p>median (min..max, n) of each configuration's finished runs; the verdict "
-            f"compares medians and calls no difference within the noise floor</p><table>{head}{''.join(rows)}</table>")
+    rows = [
+        f"<tr><td>{html.escape(name)}</td>" + "".join(cell(c.get(k)) for _, k in CONFIG_COLUMNS) + "</tr>"
+        for name, c in configs.items()
+    ]
+    return (
+        f"<h2>Configurations</h2><p>median (min..max, n) of each configuration's finished runs; the verdict "
+        f"compares medians and calls no difference within the noise floor</p><table>{head}{''.join(rows)}</table>"
+    )
 
 
 def not_measured(study: Study, columns: list[tuple[str, str, str]], absent: dict[str, str]) -> str:
@@ -113,8 +134,10 @@ def _jobs(study: Study, bounds: dict) -> str:
 
 
 def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: dict, lines: list[str]) -> str:
-    verdict = "".join(f'<li{" class=warn" if l.startswith(("NOT FINISHED", "MISSING")) else ""}>{html.escape(l)}</li>'
-                      for l in lines)
+    verdict = "".join(
+        f"<li{' class=warn' if line.startswith(('NOT FINISHED', 'MISSING')) else ''}>{html.escape(line)}</li>"
+        for line in lines
+    )
     figures = []
     for d in drawn:
         if d.name in pngs:
@@ -122,15 +145,18 @@ def render(study: Study, drawn: list[Drawn], pngs: dict[str, bytes], findings: d
             figures.append(f'<h3>{html.escape(d.title)}</h3><img alt="{d.name}" src="data:image/png;base64,{data}">')
         else:
             figures.append(f"<h3>{html.escape(d.title)}</h3><p class=na>not drawn: {html.escape(d.note)}</p>")
-    units = (f"fps counts env frames (frameskip {study.frameskip}: one agent step = {study.frameskip} frames)"
-             if study.frameskip else "fps counts env frames")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>rlbench report: {html.escape(study.title)}</title>
-<style>{STYLE}</style></head><body>
+    units = (
+        f"fps counts env frames (frameskip {study.frameskip}: one agent step = {study.frameskip} frames)"
+        if study.frameskip
+        else "fps counts env frames"
+    )
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>rlbench report:
+{html.escape(study.title)}</title><style>{STYLE}</style></head><body>
 <h1>rlbench report: {html.escape(study.title)}</h1>
-<p>{html.escape(study.kind)} {html.escape(study.parent_id or '')} on {html.escape(study.host_label())}.
+<p>{html.escape(study.kind)} {html.escape(study.parent_id or "")} on {html.escape(study.host_label())}.
 {html.escape(units)}. {len(study.finished)} of {len(study.jobs) + len(study.missing)} jobs finished.</p>
 <h2>Verdict</h2><ul>{verdict}</ul>
 {config_table(findings.get("configurations", {}))}
 <h2>Jobs</h2>{_jobs(study, findings["bottleneck"])}
-<h2>Figures</h2>{''.join(figures)}
+<h2>Figures</h2>{"".join(figures)}
 </body></html>"""

@@ -32,8 +32,7 @@ def never_measured(jobs: list[JobRun], keys: list[str]) -> dict[str, str]:
 
 def _why(jobs: list[JobRun], key: str) -> str:
     """The jobs' distinct reasons, in job order ('not logged' where a finished job gave none)."""
-    return "; ".join(dict.fromkeys(j.nulls.get(key, "not logged") if j.finished else j.why_missing(key)
-                                   for j in jobs))
+    return "; ".join(dict.fromkeys(j.nulls.get(key, "not logged") if j.finished else j.why_missing(key) for j in jobs))
 
 
 def one_line(reasons: dict[str, str]) -> str:

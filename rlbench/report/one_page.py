@@ -35,11 +35,19 @@ def job_rows(study: Study, predicted: dict[str, float]) -> list[dict]:
     for j in study.jobs:
         sm = j.knob("sm_limit")
         name = f"actors={j.actors} sm_limit={'all' if sm is None else int(sm)} precision={precision(j)}"
-        row = {"name": name, "stage": stage_of(j), "status": j.status, "run_id": j.run_id,
-               "sm_granted": j.value("sm_granted")} | {m: _value(j, m) for m in COLUMNS}
+        row = {
+            "name": name,
+            "stage": stage_of(j),
+            "status": j.status,
+            "run_id": j.run_id,
+            "sm_granted": j.value("sm_granted"),
+        } | {m: _value(j, m) for m in COLUMNS}
         busy, runtime = row["gpu_busy_frac"]["value"], row["runtime_s"]["value"]
-        row["gpu_busy_s"] = ({"value": busy * runtime} if busy is not None and runtime is not None else
-                             {"value": None, "reason": row["gpu_busy_frac"].get("reason") or "no runtime_s"})
+        row["gpu_busy_s"] = (
+            {"value": busy * runtime}
+            if busy is not None and runtime is not None
+            else {"value": None, "reason": row["gpu_busy_frac"].get("reason") or "no runtime_s"}
+        )
         row["predicted_runtime_s"] = predicted.get(name)
         rows.append(row)
     return rows
@@ -47,8 +55,14 @@ def job_rows(study: Study, predicted: dict[str, float]) -> list[dict]:
 
 def _finished(study: Study, actors: int, sm: float | None = None, prec: str = "fp32") -> JobRun | None:
     """The finished job at these knobs (sm None: every unit), or None."""
-    return next((j for j in study.finished if j.actors == actors and j.knob("sm_limit") == sm
-                 and precision(j) == prec and j.value("runtime_s")), None)
+    return next(
+        (
+            j
+            for j in study.finished
+            if j.actors == actors and j.knob("sm_limit") == sm and precision(j) == prec and j.value("runtime_s")
+        ),
+        None,
+    )
 
 
 def slowdown_at_half(study: Study, best: int | None, half: int | None) -> dict:
@@ -59,8 +73,12 @@ def slowdown_at_half(study: Study, best: int | None, half: int | None) -> dict:
     if full is None or part is None:
         which = "every unit" if full is None else f"sm_limit={half}"
         return {"value": None, "reason": f"the job at {best} actors with {which} did not finish"}
-    return {"value": part.value("runtime_s") / full.value("runtime_s") - 1, "actors": best, "sm_limit": half,
-            "runtime_s": [full.value("runtime_s"), part.value("runtime_s")]}
+    return {
+        "value": part.value("runtime_s") / full.value("runtime_s") - 1,
+        "actors": best,
+        "sm_limit": half,
+        "runtime_s": [full.value("runtime_s"), part.value("runtime_s")],
+    }
 
 
 def precision_ratio(study: Study, best: int | None, compare: str | None) -> dict:
@@ -74,28 +92,47 @@ def precision_ratio(study: Study, best: int | None, compare: str | None) -> dict
     return {"value": a.value("runtime_s") / b.value("runtime_s"), "what": f"runtime_s fp32 / {compare}", "actors": best}
 
 
-def summary(study: Study, fingerprint: dict, best: int | None, half: int | None, compare: str | None,
-            predicted: dict[str, float], run: dict) -> dict:
+def summary(
+    study: Study,
+    fingerprint: dict,
+    best: int | None,
+    half: int | None,
+    compare: str | None,
+    predicted: dict[str, float],
+    run: dict,
+) -> dict:
     """Everything the page shows, as plain data; `run` is the script's own record (budget,
     seconds used, stages cut or stopped, the command)."""
-    actor_jobs = Study(study.kind, study.title, None, study.host,
-                       [j for j in study.jobs if stage_of(j) == "actors"], [])
+    actor_jobs = Study(
+        study.kind, study.title, None, study.host, [j for j in study.jobs if stage_of(j) == "actors"], []
+    )
     knees = findings(actor_jobs)["knee"] if actor_jobs.finished else {}
     knee = next(iter(knees.values()), None)
     found = findings(study) if study.finished else {"recommendation": None, "study_rule": "no finished job"}
     rec = found["recommendation"]
-    ratio = ({"value": None, "reason": "no finished job with a runtime"} if rec is None else
-             {"value": None, "reason": "the jobs ran without a CUDA GPU (sm_limit granted CPU threads)"}
-             if study.without_gpu else
-             {"value": rec["ratio"], "text": rec["text"]} if rec["ratio"] is not None else
-             {"value": None, "reason": f"the recommended job logged no cpu_gpu_ratio ({rec['text']})"})
-    return {"fingerprint": fingerprint, "host": study.host_label(), "run": run, "jobs": job_rows(study, predicted),
-            "best_actors": best,
-            "knee": {"value": knee["actors"], "text": knee["text"]} if knee else
-            {"value": None, "reason": "fewer than two actor counts finished"},
-            "slowdown_at_half_sms": slowdown_at_half(study, best, half),
-            "cpu_gpu_ratio": ratio, "study_rule": found["study_rule"],
-            "precision_ratio": precision_ratio(study, best, compare)}
+    ratio = (
+        {"value": None, "reason": "no finished job with a runtime"}
+        if rec is None
+        else {"value": None, "reason": "the jobs ran without a CUDA GPU (sm_limit granted CPU threads)"}
+        if study.without_gpu
+        else {"value": rec["ratio"], "text": rec["text"]}
+        if rec["ratio"] is not None
+        else {"value": None, "reason": f"the recommended job logged no cpu_gpu_ratio ({rec['text']})"}
+    )
+    return {
+        "fingerprint": fingerprint,
+        "host": study.host_label(),
+        "run": run,
+        "jobs": job_rows(study, predicted),
+        "best_actors": best,
+        "knee": {"value": knee["actors"], "text": knee["text"]}
+        if knee
+        else {"value": None, "reason": "fewer than two actor counts finished"},
+        "slowdown_at_half_sms": slowdown_at_half(study, best, half),
+        "cpu_gpu_ratio": ratio,
+        "study_rule": found["study_rule"],
+        "precision_ratio": precision_ratio(study, best, compare),
+    }
 
 
 class Notes:
@@ -123,31 +160,46 @@ def _said(v: dict, fmt: str) -> str:
 def _head(s: dict) -> list[str]:
     f, run = s["fingerprint"], s["run"]
     gpu = f"GPU {f['gpu_name']} ({f.get('gpu_sm_count', '?')} SMs)" if f.get("gpu_name") else "no CUDA GPU"
-    return [f"# GPU study on {s['host']}", "",
-            (f"- commit {f.get('git_commit', '?')}; torch {f.get('torch_version', '?')}; {gpu}; "
-            f"{f.get('hardware_threads', '?')} CPU threads ({f.get('cpu_model', '?')}); host {f.get('host', '?')}"),
-            f"- command: `{run.get('command', '?')}`",
-            f"- budget {run['budget_s']:.0f} s, used {run['used_s']:.0f} s; task: {run['task']}",
-            *[f"- {line}" for line in run.get("events", [])], ""]
+    return [
+        f"# GPU study on {s['host']}",
+        "",
+        (
+            f"- commit {f.get('git_commit', '?')}; torch {f.get('torch_version', '?')}; {gpu}; "
+            f"{f.get('hardware_threads', '?')} CPU threads ({f.get('cpu_model', '?')}); host {f.get('host', '?')}"
+        ),
+        f"- command: `{run.get('command', '?')}`",
+        f"- budget {run['budget_s']:.0f} s, used {run['used_s']:.0f} s; task: {run['task']}",
+        *[f"- {line}" for line in run.get("events", [])],
+        "",
+    ]
 
 
 def markdown(s: dict) -> str:
     notes = Notes()
-    lines = _head(s) + ["| stage | job | status | runtime_s (predicted) | fps | energy_per_task_j | GPU busy s |",
-                        "|---|---|---|---|---|---|---|"]
+    lines = _head(s) + [
+        "| stage | job | status | runtime_s (predicted) | fps | energy_per_task_j | GPU busy s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in s["jobs"]:
         pred = f" ({r['predicted_runtime_s']:.1f})" if r["predicted_runtime_s"] is not None else ""
-        cells = [notes.cell(r["runtime_s"]) + pred, notes.cell(r["fps"], "{:.0f}"),
-                 notes.cell(r["energy_per_task_j"], "{:.0f}"), notes.cell(r["gpu_busy_s"])]
+        cells = [
+            notes.cell(r["runtime_s"]) + pred,
+            notes.cell(r["fps"], "{:.0f}"),
+            notes.cell(r["energy_per_task_j"], "{:.0f}"),
+            notes.cell(r["gpu_busy_s"]),
+        ]
         lines.append(f"| {r['stage']} | {r['name']} | {r['status']} | " + " | ".join(cells) + " |")
     lines += [""] + [f"- [{i}] {why}" for i, why in enumerate(notes.reasons, 1)]
     half, prec = s["slowdown_at_half_sms"], s["precision_ratio"]
     where = f" (sm_limit={half['sm_limit']} at {half['actors']} actors)" if half.get("value") is not None else ""
     what = f" ({prec['what']} at {prec['actors']} actors)" if prec.get("value") is not None else ""
-    lines += ["", f"- best actor count (shortest task): {s['best_actors']}",
-              f"- knee: {s['knee'].get('text') or _said(s['knee'], '{}')}",
-              f"- slowdown at half the SMs: {_said(half, '{:+.1%}')}{where}",
-              f"- CPU/GPU ratio of the recommended job: {_said(s['cpu_gpu_ratio'], '{:.3g}')}",
-              f"- {s['study_rule']}",
-              f"- precision: {_said(prec, '{:.3f}')}{what}"]
+    lines += [
+        "",
+        f"- best actor count (shortest task): {s['best_actors']}",
+        f"- knee: {s['knee'].get('text') or _said(s['knee'], '{}')}",
+        f"- slowdown at half the SMs: {_said(half, '{:+.1%}')}{where}",
+        f"- CPU/GPU ratio of the recommended job: {_said(s['cpu_gpu_ratio'], '{:.3g}')}",
+        f"- {s['study_rule']}",
+        f"- precision: {_said(prec, '{:.3f}')}{what}",
+    ]
     return "\n".join(lines) + "\n"

@@ -26,21 +26,28 @@ def profile_for(study: Study, jobs: list | None = None) -> tuple[str | None, str
     if named:
         return named, "named on the parent run"
     host = study.host.get("host")
-    pairs = {(j.params.get("env.id"), j.params.get("algo.name"), j.params.get("precision", "fp32"))
-             for j in (study.finished if jobs is None else jobs)}
+    pairs = {
+        (j.params.get("env.id"), j.params.get("algo.name"), j.params.get("precision", "fp32"))
+        for j in (study.finished if jobs is None else jobs)
+    }
     if len(pairs) != 1:
-        return None, (f"the finished jobs span {len(pairs)} env/algorithm/precision triples ({sorted(map(str, pairs))}); "
-                      "a profile measures one (python -m rlbench.predict --validate predicts each precision "
-                      "from its own)")
+        return None, (
+            f"the finished jobs span {len(pairs)} env/algorithm/precision triples ({sorted(map(str, pairs))}); "
+            "a profile measures one (python -m rlbench.predict --validate predicts each precision "
+            "from its own)"
+        )
     ((env_id, algo, precision),) = pairs
     found = profile_runs(host, env_id, algo, precision=precision)
     if not found:
         kind = study.finished[0].params.get("env.kind")
         also = f" precision={precision}" if precision != "fp32" else ""
-        return None, (f"no profile of host {host!r} for env {env_id!r}, algo {algo!r} and precision {precision} in "
-                      f"experiment rlbench-profiles; make one on that host: {profile_command(env_id, kind, algo)}{also}")
+        return None, (
+            f"no profile of host {host!r} for env {env_id!r}, algo {algo!r} and precision {precision} in "
+            f"experiment rlbench-profiles; make one on that host: {profile_command(env_id, kind, algo)}{also}"
+        )
     return found[0], f"the newest profile of host {host!r} for {env_id}, {algo}" + (
-        f", {precision}" if precision != "fp32" else "")
+        f", {precision}" if precision != "fp32" else ""
+    )
 
 
 def prediction_section(study: Study) -> tuple[Drawn, dict]:
@@ -56,8 +63,11 @@ def prediction_section(study: Study) -> tuple[Drawn, dict]:
         for p, js in groups.items():
             if not any(j.finished for j in js):
                 continue
-            run_id, how = ((by_tag[p], "named on the parent run for its precision") if p in by_tag and not named
-                           else profile_for(study, [j for j in js if j.finished]))
+            run_id, how = (
+                (by_tag[p], "named on the parent run for its precision")
+                if p in by_tag and not named
+                else profile_for(study, [j for j in js if j.finished])
+            )
             if run_id is None:
                 return Drawn(NAME, TITLE, None, how), {"text": f"not predicted: {how}"}
             profile = load_profile(run_id)
@@ -69,9 +79,16 @@ def prediction_section(study: Study) -> tuple[Drawn, dict]:
         return Drawn(NAME, TITLE, None, f"not predicted: {e}"), {"text": f"not predicted: {e}"}
     off = disagreements(checked)
     names = "; ".join(n for _, n in used)
-    text = (f"prediction_error={error:.4f} (median abs. % error: fps {per['fps']:.3f}, runtime_s {per['runtime_s']:.3f}) "
-            f"over {len(checked)} jobs with {names}; "
-            + (f"{len(off)} job(s) off by more than 15%" if off else "every job within 15%"))
+    text = (
+        f"prediction_error={error:.4f} (median abs. % error: fps {per['fps']:.3f}, runtime_s {per['runtime_s']:.3f}) "
+        f"over {len(checked)} jobs with {names}; "
+        + (f"{len(off)} job(s) off by more than 15%" if off else "every job within 15%")
+    )
     fig = validation_figure(checked, names, error)
-    return Drawn(NAME, TITLE, fig), {"text": text, "profile": ",".join(r for r, _ in used), "prediction_error": error,
-                                     "mdape": per, "disagreements": off}
+    return Drawn(NAME, TITLE, fig), {
+        "text": text,
+        "profile": ",".join(r for r, _ in used),
+        "prediction_error": error,
+        "mdape": per,
+        "disagreements": off,
+    }

@@ -15,19 +15,39 @@ from rlbench.predict.datasheet import Gpu, equivalent_sms, ratio_two_units
 from rlbench.report.one_page import Notes
 from rlbench.tracking.study_records import JobRun, Study
 
-STEADY = ("steady/fps", "steady/fps_min", "steady/fps_max", "steady/windows", "steady/s",
-          "steady/learner_updates_per_s", "steady/power_gpu_w", "steady/frames_per_j")
-JOB_COLUMNS = ("steady/fps", "task_fps", "runtime_s", "learner_updates_per_s", "steady/learner_updates_per_s",
-               "power_gpu_w_avg", "perf_per_watt", "steady/frames_per_j", "gpu_util_avg", "cpu_gpu_ratio",
-               "start_s")
+STEADY = (
+    "steady/fps",
+    "steady/fps_min",
+    "steady/fps_max",
+    "steady/windows",
+    "steady/s",
+    "steady/learner_updates_per_s",
+    "steady/power_gpu_w",
+    "steady/frames_per_j",
+)
+JOB_COLUMNS = (
+    "steady/fps",
+    "task_fps",
+    "runtime_s",
+    "learner_updates_per_s",
+    "steady/learner_updates_per_s",
+    "power_gpu_w_avg",
+    "perf_per_watt",
+    "steady/frames_per_j",
+    "gpu_util_avg",
+    "cpu_gpu_ratio",
+    "start_s",
+)
 NOT_LOGGED = "not logged by this rlbench"
 V100, H200 = Gpu("Tesla V100", 80, 7), Gpu("NVIDIA H200", 132, 9)
 
 
 def point_name(j: JobRun) -> str:
     sm, threads = j.knob("sm_limit"), j.knob("actor_threads")
-    return (f"actors={j.actors} sm_limit={'all' if sm is None else int(sm)} "
-            f"actor_threads={'null' if threads is None else int(threads)}")
+    return (
+        f"actors={j.actors} sm_limit={'all' if sm is None else int(sm)} "
+        f"actor_threads={'null' if threads is None else int(threads)}"
+    )
 
 
 def job_value(j: JobRun, key: str) -> dict:
@@ -70,15 +90,22 @@ def config_rows(study: Study, metric: str) -> list[dict]:
     out = []
     for name, jobs in group_by(sorted(study.jobs, key=_order), point_name).items():
         done = [j for j in jobs if j.finished]
-        out.append({"config": name, "runs": len(jobs), "finished": len(done), "knobs": _knobs(done or jobs)}
-                   | {k: spread(job_value(j, k)["value"] for j in done) for k in (*JOB_COLUMNS, metric)})
+        out.append(
+            {"config": name, "runs": len(jobs), "finished": len(done), "knobs": _knobs(done or jobs)}
+            | {k: spread(job_value(j, k)["value"] for j in done) for k in (*JOB_COLUMNS, metric)}
+        )
     return out
 
 
 def _knobs(jobs: list[JobRun]) -> dict:
     j = jobs[0]
-    return {"actors": j.actors, "sm_limit": j.knob("sm_limit"), "actor_threads": j.knob("actor_threads"),
-            "sm_granted": j.value("sm_granted"), "threads_used": j.value("actor_threads_used")}
+    return {
+        "actors": j.actors,
+        "sm_limit": j.knob("sm_limit"),
+        "actor_threads": j.knob("actor_threads"),
+        "sm_granted": j.value("sm_granted"),
+        "threads_used": j.value("actor_threads_used"),
+    }
 
 
 def differences(stage: str, rows: list[dict], metric: str) -> list[dict]:
@@ -100,10 +127,18 @@ def differences(stage: str, rows: list[dict], metric: str) -> list[dict]:
     out, floor = [], noise_floor(r[metric] for r in rows if r[metric] is not None)
     for a, b in pairs:
         if a[metric] is None or b[metric] is None:
-            out.append({"base": a["config"], "other": b["config"], "value": None,
-                        "reason": f"no finished run with {metric} in one of them"})
+            out.append(
+                {
+                    "base": a["config"],
+                    "other": b["config"],
+                    "value": None,
+                    "reason": f"no finished run with {metric} in one of them",
+                }
+            )
         else:
-            out.append({"base": a["config"], "other": b["config"], "metric": metric} | compare(a[metric], b[metric], floor))
+            out.append(
+                {"base": a["config"], "other": b["config"], "metric": metric} | compare(a[metric], b[metric], floor)
+            )
     return out
 
 
@@ -119,8 +154,14 @@ def ratios(rows: list[dict], gpu_name: str | None) -> list[dict]:
             out.append({"config": r["config"], "value": None, "reason": "no finished run logged its threads and units"})
         elif gpu is None:
             why = "no GPU: the units are CPU threads" if not gpu_name else f"no datasheet for {gpu_name}"
-            out.append({"config": r["config"], "threads_per_sm": threads / units, "threads_per_fp32_tflops": None,
-                        "reason": why})
+            out.append(
+                {
+                    "config": r["config"],
+                    "threads_per_sm": threads / units,
+                    "threads_per_fp32_tflops": None,
+                    "reason": why,
+                }
+            )
         else:
             out.append({"config": r["config"]} | ratio_two_units(int(threads), gpu, int(units)))
     return out
@@ -132,14 +173,25 @@ def stage_summary(stage: str, study: Study, fingerprint: dict, idle: dict, run: 
     rows = config_rows(study, metric)
     known = [r for r in rows if r[metric] is not None]
     best = max(known, key=lambda r: r[metric].median) if known else None
-    jobs = [{"name": point_name(j), "status": j.status, "run_id": j.run_id, "repeat_group": j.config}
-            | {k: job_value(j, k) for k in (*JOB_COLUMNS, *STEADY)} for j in sorted(study.jobs, key=_order)]
-    return {"stage": stage, "fingerprint": fingerprint, "host": study.host_label(), "run": run, "metric": metric,
-            "idle_power_gpu_w": idle, "jobs": jobs,
-            "configs": [{**r, **{k: r[k].as_dict() if r[k] else None for k in (*JOB_COLUMNS, metric)}} for r in rows],
-            "differences": differences(stage, rows, metric), "ratio": ratios(rows, fingerprint.get("gpu_name")),
-            "best": best and {"config": best["config"], "actors": best["knobs"]["actors"]},
-            "v100_40_sms_as_h200_sms": round(equivalent_sms(40, V100, H200), 2)}
+    jobs = [
+        {"name": point_name(j), "status": j.status, "run_id": j.run_id, "repeat_group": j.config}
+        | {k: job_value(j, k) for k in (*JOB_COLUMNS, *STEADY)}
+        for j in sorted(study.jobs, key=_order)
+    ]
+    return {
+        "stage": stage,
+        "fingerprint": fingerprint,
+        "host": study.host_label(),
+        "run": run,
+        "metric": metric,
+        "idle_power_gpu_w": idle,
+        "jobs": jobs,
+        "configs": [{**r, **{k: r[k].as_dict() if r[k] else None for k in (*JOB_COLUMNS, metric)}} for r in rows],
+        "differences": differences(stage, rows, metric),
+        "ratio": ratios(rows, fingerprint.get("gpu_name")),
+        "best": best and {"config": best["config"], "actors": best["knobs"]["actors"]},
+        "v100_40_sms_as_h200_sms": round(equivalent_sms(40, V100, H200), 2),
+    }
 
 
 def _spread_cell(v: dict | None, fmt: str = "{:.4g}") -> str:
@@ -152,8 +204,11 @@ def _spread_cell(v: dict | None, fmt: str = "{:.4g}") -> str:
 def _idle(idle: dict) -> str:
     if idle.get("value") is None:
         return f"null ({idle.get('reason', 'unknown')})"
-    where = f" (median; {idle['low']:.1f}..{idle['high']:.1f} over {idle['n']} samples in {idle['seconds']:g} s, NVML)" \
-        if "n" in idle else ""
+    where = (
+        f" (median; {idle['low']:.1f}..{idle['high']:.1f} over {idle['n']} samples in {idle['seconds']:g} s, NVML)"
+        if "n" in idle
+        else ""
+    )
     return f"{idle['value']:.1f} W{where}"
 
 
@@ -168,8 +223,11 @@ def _difference(d: dict) -> str:
 def _ratio(r: dict) -> str:
     if r.get("threads_per_sm") is None:
         return f"- {r['config']}: null ({r['reason']})"
-    per_tf = (f"{r['threads_per_fp32_tflops']:.3g} per fp32 TFLOP/s" if r["threads_per_fp32_tflops"] is not None
-              else f"per fp32 TFLOP/s null ({r['reason']})")
+    per_tf = (
+        f"{r['threads_per_fp32_tflops']:.3g} per fp32 TFLOP/s"
+        if r["threads_per_fp32_tflops"] is not None
+        else f"per fp32 TFLOP/s null ({r['reason']})"
+    )
     return f"- {r['config']}: {r['threads_per_sm']:.3g} threads per unit, {per_tf}"
 
 
@@ -177,32 +235,58 @@ def stage_markdown(s: dict) -> str:
     f, run, idle = s["fingerprint"], s["run"], s["idle_power_gpu_w"]
     gpu = f"GPU {f['gpu_name']} ({f.get('gpu_sm_count', '?')} SMs)" if f.get("gpu_name") else "no CUDA GPU"
     notes = Notes()
-    lines = [f"# GPU study, {s['stage']} stage, on {s['host']}", "",
-             (f"- commit {f.get('git_commit', '?')}; torch {f.get('torch_version', '?')}; {gpu}; "
-             f"{f.get('hardware_threads', '?')} CPU threads ({f.get('cpu_model', '?')})"),
-             f"- command: `{run.get('command', '?')}`; budget {run['budget_s']:.0f} s, used {run['used_s']:.0f} s",
-             f"- task: {run.get('task', '?')}; one warm-up job first in the stage's process (run `warmup`, not counted)",
-             f"- idle GPU power before the first job: {_idle(idle)}",
-             *[f"- {e}" for e in run.get("events", [])], "",
-             "| job | status | steady fps | task fps | learner updates/s | GPU W | perf/W | NVML util | start s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# GPU study, {s['stage']} stage, on {s['host']}",
+        "",
+        (
+            f"- commit {f.get('git_commit', '?')}; torch {f.get('torch_version', '?')}; {gpu}; "
+            f"{f.get('hardware_threads', '?')} CPU threads ({f.get('cpu_model', '?')})"
+        ),
+        f"- command: `{run.get('command', '?')}`; budget {run['budget_s']:.0f} s, used {run['used_s']:.0f} s",
+        f"- task: {run.get('task', '?')}; one warm-up job first in the stage's process (run `warmup`, not counted)",
+        f"- idle GPU power before the first job: {_idle(idle)}",
+        *[f"- {e}" for e in run.get("events", [])],
+        "",
+        "| job | status | steady fps | task fps | learner updates/s | GPU W | perf/W | NVML util | start s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for j in s["jobs"]:
-        cells = [notes.cell(j[k], fmt) for k, fmt in (("steady/fps", "{:.0f}"), ("task_fps", "{:.0f}"),
-                 ("learner_updates_per_s", "{:.2f}"), ("power_gpu_w_avg", "{:.0f}"), ("perf_per_watt", "{:.0f}"),
-                 ("gpu_util_avg", "{:.2f}"), ("start_s", "{:.1f}"))]
+        cells = [
+            notes.cell(j[k], fmt)
+            for k, fmt in (
+                ("steady/fps", "{:.0f}"),
+                ("task_fps", "{:.0f}"),
+                ("learner_updates_per_s", "{:.2f}"),
+                ("power_gpu_w_avg", "{:.0f}"),
+                ("perf_per_watt", "{:.0f}"),
+                ("gpu_util_avg", "{:.2f}"),
+                ("start_s", "{:.1f}"),
+            )
+        ]
         lines.append(f"| {j['name']} | {j['status']} | " + " | ".join(cells) + " |")
     lines += [""] + [f"- [{i}] {why}" for i, why in enumerate(notes.reasons, 1)]
-    lines += ["", f"Per configuration, median (min..max, n) of its finished runs; compared by `{s['metric']}`:", "",
-              f"| configuration | runs | {s['metric']} | learner updates/s | GPU W | perf/W | start s |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Per configuration, median (min..max, n) of its finished runs; compared by `{s['metric']}`:",
+        "",
+        f"| configuration | runs | {s['metric']} | learner updates/s | GPU W | perf/W | start s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in s["configs"]:
-        cells = [_spread_cell(c[k]) for k in (s["metric"], "learner_updates_per_s", "power_gpu_w_avg",
-                                              "perf_per_watt", "start_s")]
+        cells = [
+            _spread_cell(c[k])
+            for k in (s["metric"], "learner_updates_per_s", "power_gpu_w_avg", "perf_per_watt", "start_s")
+        ]
         lines.append(f"| {c['config']} | {c['finished']} of {c['runs']} | " + " | ".join(cells) + " |")
-    lines += ["", "Differences (noise floor: the wider min..max range of the two, over the base's median):",
-              *[_difference(d) for d in s["differences"]], "",
-              "The CPU/GPU ratio in two units (actor threads used, units granted; fp32 peak from the datasheet):",
-              *[_ratio(r) for r in s["ratio"]],
-              f"- by fp32 peak, 40 V100 SMs (the paper's ratio-1 point) are {s['v100_40_sms_as_h200_sms']:.1f} H200 SMs",
-              "", f"- best configuration by {s['metric']}: " + (s["best"]["config"] if s["best"] else "null (none finished)")]
+    lines += [
+        "",
+        "Differences (noise floor: the wider min..max range of the two, over the base's median):",
+        *[_difference(d) for d in s["differences"]],
+        "",
+        "The CPU/GPU ratio in two units (actor threads used, units granted; fp32 peak from the datasheet):",
+        *[_ratio(r) for r in s["ratio"]],
+        f"- by fp32 peak, 40 V100 SMs (the paper's ratio-1 point) are {s['v100_40_sms_as_h200_sms']:.1f} H200 SMs",
+        "",
+        f"- best configuration by {s['metric']}: " + (s["best"]["config"] if s["best"] else "null (none finished)"),
+    ]
     return "\n".join(lines) + "\n"

@@ -17,16 +17,17 @@ from rlbench.tracking.study_records import NO_GPU_RATIO  # noqa: F401 - the repo
 
 @dataclass
 class Knee:
-    actors: int | None       # None: fewer than two points
+    actors: int | None  # None: fewer than two points
     runtime_s: float | None  # the knee's task time
     gain_after: float | None  # the largest share of the task's time any larger actor count saved
-    reached: bool             # False: still saving >= share at the largest actor count swept
+    reached: bool  # False: still saving >= share at the largest actor count swept
     text: str
     spread: float | None = None  # the sweep's noise floor (relative, rlbench/core/verdict.py); None: unknown
 
 
-def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None,
-         floor: float | None = None) -> Knee:
+def knee(
+    runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None, floor: float | None = None
+) -> Knee:
     """runtimes: actors -> runtime_s (the task's time, the median of its runs); fps: actors ->
     the actors' fps, stated beside; floor: the sweep's noise floor (rlbench/core/verdict.py;
     None: unknown, one run each). The knee is the smallest actor count whose task no larger
@@ -38,23 +39,40 @@ def knee(runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] 
         return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
     tail = "" if floor is not None else f"; {UNKNOWN_FLOOR}"
     for i, a in enumerate(xs[:-1]):
-        best = min(xs[i + 1:], key=lambda b: runtimes[b])
+        best = min(xs[i + 1 :], key=lambda b: runtimes[b])
         saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
         d = difference(runtimes[a], runtimes[best])
         unclear = floor is not None and d <= floor
         if saved < share or unclear:
-            how = (f"more actors shorten the task by at most {saved:.1%}" if saved > 0 else
-                   "no larger actor count shortens the task")
+            how = (
+                f"more actors shorten the task by at most {saved:.1%}"
+                if saved > 0
+                else "no larger actor count shortens the task"
+            )
             if saved >= share:
-                how = f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the noise floor)"
+                how = (
+                    f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the noise floor)"
+                )
             told = f" (not told apart: {d:.1%} difference, noise floor {floor:.1%})" if unclear else ""
-            return Knee(a, runtimes[a], saved, True,
-                        f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
-                        f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}", floor)
+            return Knee(
+                a,
+                runtimes[a],
+                saved,
+                True,
+                f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
+                f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}",
+                floor,
+            )
     last, prev = xs[-1], xs[-2]
-    return Knee(last, runtimes[last], None, False,
-                f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
-                f"(threshold {share:.0%}); sweep further{tail}", floor)
+    return Knee(
+        last,
+        runtimes[last],
+        None,
+        False,
+        f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
+        f"(threshold {share:.0%}); sweep further{tail}",
+        floor,
+    )
 
 
 def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
@@ -90,14 +108,18 @@ def _pick(ok: list[dict], v: Verdict, tolerance: float) -> tuple[dict, str]:
     fastest = next((j for j in ok if j["name"] == v.best), None) or min(ok, key=lambda j: j["runtime_s"])
     near = [j for j in ok if j["runtime_s"] <= (1 + tolerance) * fastest["runtime_s"]]
     if all(j.get("energy_j") is not None for j in near):
-        how = (f"least energy per task among the jobs within {tolerance:.0%} of the best's task time"
-               if len(near) > 1 else f"best by median {v.metric}")
+        how = (
+            f"least energy per task among the jobs within {tolerance:.0%} of the best's task time"
+            if len(near) > 1
+            else f"best by median {v.metric}"
+        )
         return min(near, key=lambda j: j["energy_j"]), how
     return fastest, f"best by median {v.metric} (energy per task not measured for all of them)"
 
 
-def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True,
-              verdict: Verdict | None = None) -> Recommendation | None:
+def recommend(
+    jobs: list[dict], tolerance: float = 0.05, ratios: bool = True, verdict: Verdict | None = None
+) -> Recommendation | None:
     """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
     when not measured): one per configuration, the medians of its runs, with `runtime_spread`
     (max - min of its runs' runtime_s, None or absent for one run), `runs` and `runtime_runs`
@@ -115,8 +137,17 @@ def recommend(jobs: list[dict], tolerance: float = 0.05, ratios: bool = True,
     text += "".join(f"; {c.text}" for c in comps if c.told_apart is False)
     if len(ok) > 1 and v.floor is None:
         text += f"; {UNKNOWN_FLOOR}"
-    return Recommendation(pick["name"], pick.get("ratio"), pick.get("fps"), pick.get("energy_j"), text,
-                          pick.get("runtime_spread"), pick.get("runs") or 1, tied, v.floor)
+    return Recommendation(
+        pick["name"],
+        pick.get("ratio"),
+        pick.get("fps"),
+        pick.get("energy_j"),
+        text,
+        pick.get("runtime_spread"),
+        pick.get("runs") or 1,
+        tied,
+        v.floor,
+    )
 
 
 def _recommendation_text(pick: dict, ok: list[dict], how: str, ratios: bool, v: Verdict) -> str:
@@ -133,10 +164,13 @@ def _recommendation_text(pick: dict, ok: list[dict], how: str, ratios: bool, v: 
     return f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
 
 
-
-
-def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
-               jobs: list[tuple[float, float]], single_run: bool = False) -> str:
+def study_rule(
+    hardware_threads: int | None,
+    units_total: int | None,
+    unit: str,
+    jobs: list[tuple[float, float]],
+    single_run: bool = False,
+) -> str:
     """The study argues RL systems want CPU threads / SMs >= 1 (its 40-SM job, ratio 1, took
     only 6% longer than with all 80 SMs). For this host: its ratio with every unit, how many
     units the rule says are enough, and how much longer the best swept job at ratio >= 1
@@ -145,9 +179,11 @@ def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
     if not hardware_threads or not units_total:
         return "study's rule (ratio >= 1): not evaluated (host threads or compute units unknown)"
     host_ratio = hardware_threads / units_total
-    text = (f"study's rule (ratio >= 1): this host has {hardware_threads} HW threads / {units_total} {unit}s = "
-            f"ratio {host_ratio:.3g} with every unit, so the rule predicts that {min(hardware_threads, units_total)} "
-            f"{unit}(s) are enough")
+    text = (
+        f"study's rule (ratio >= 1): this host has {hardware_threads} HW threads / {units_total} {unit}s = "
+        f"ratio {host_ratio:.3g} with every unit, so the rule predicts that {min(hardware_threads, units_total)} "
+        f"{unit}(s) are enough"
+    )
     if not jobs:
         return text + "; no finished job to check it against"
     best = min(rt for _, rt in jobs)
@@ -155,9 +191,11 @@ def study_rule(hardware_threads: int | None, units_total: int | None, unit: str,
     if not at_one:
         return text + f"; no job ran at ratio >= 1 (sweep sm_limit <= {hardware_threads} to test it)"
     slower = min(at_one) / best - 1
-    return text + (f"; measured: the best job at ratio >= 1 took {slower:+.0%} longer than the fastest "
-                   + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)")
-                   + (f"; {UNKNOWN_FLOOR}" if single_run else ""))
+    return text + (
+        f"; measured: the best job at ratio >= 1 took {slower:+.0%} longer than the fastest "
+        + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)")
+        + (f"; {UNKNOWN_FLOOR}" if single_run else "")
+    )
 
 
 def pareto(points: list[tuple[float, float]]) -> list[int]:
@@ -192,15 +230,25 @@ def on_off_policy(shares: dict[str, list[tuple[float, float | None]]]) -> OnOff 
         return None
     on, off = on[0], off[0]
     sim = {a: statistics.median(s for s, _ in v) for a, v in shares.items()}
-    learn = {a: statistics.median(x for _, x in v if x is not None) if any(x is not None for _, x in v) else None
-             for a, v in shares.items()}
+    learn = {
+        a: statistics.median(x for _, x in v if x is not None) if any(x is not None for _, x in v) else None
+        for a, v in shares.items()
+    }
     ratio = sim[on] / sim[off] if sim[off] > 0 else None
-    compare = (f"{ratio:.2f}x as simulation-bound as {off}" if ratio is not None else
-               f"not comparable ({off} spent no time stepping)")
-    verdict = "" if ratio is None else (" (RL-Scope's >= 3.5x holds here)" if ratio >= RL_SCOPE_RATIO
-                                        else " (below RL-Scope's >= 3.5x)")
-    text = (f"{on} (on-policy) spent {sim[on]:.0%} of its task stepping environments, {off} (off-policy) "
-            f"{sim[off]:.0%}: {on} is {compare}{verdict}; learner busy {_pct(learn[on])} vs {_pct(learn[off])}")
+    compare = (
+        f"{ratio:.2f}x as simulation-bound as {off}"
+        if ratio is not None
+        else f"not comparable ({off} spent no time stepping)"
+    )
+    verdict = (
+        ""
+        if ratio is None
+        else (" (RL-Scope's >= 3.5x holds here)" if ratio >= RL_SCOPE_RATIO else " (below RL-Scope's >= 3.5x)")
+    )
+    text = (
+        f"{on} (on-policy) spent {sim[on]:.0%} of its task stepping environments, {off} (off-policy) "
+        f"{sim[off]:.0%}: {on} is {compare}{verdict}; learner busy {_pct(learn[on])} vs {_pct(learn[off])}"
+    )
     return OnOff(on, off, sim, learn, ratio, text)
 
 
@@ -233,12 +281,17 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
         b = best[p]
         ratio = f", cpu_gpu_ratio {b['ratio']:g}" if b.get("ratio") is not None else ""
         mfu = f", learner_mfu {b['learner_mfu']:.1%}" if b.get("learner_mfu") is not None else ""
-        faster = "" if p == order[0] else f", {b['runtime_s'] / base['runtime_s'] - 1:+.0%} task time against {order[0]}"
+        faster = (
+            "" if p == order[0] else f", {b['runtime_s'] / base['runtime_s'] - 1:+.0%} task time against {order[0]}"
+        )
         return f"{p} best at {b['actors']} actors ({b['runtime_s']:.1f} s{faster}{ratio}{mfu})"
 
     moved = len({best[p]["actors"] for p in order}) > 1
-    head = ("the best actor count moved between precisions: " if moved else
-            f"the best actor count did not move ({base['actors']} actors at every precision): ")
+    head = (
+        "the best actor count moved between precisions: "
+        if moved
+        else f"the best actor count did not move ({base['actors']} actors at every precision): "
+    )
     text = head + "; ".join(one(p) for p in order)
     if not moved:
         text += "; what bounds the best jobs instead: " + ", ".join(f"{p} {best[p]['bound']}" for p in order)
@@ -247,10 +300,10 @@ def precision_shift(best: dict[str, dict]) -> PrecisionShift | None:
 
 @dataclass
 class Saturation:
-    axis: str                  # "actor_hosts" or "actor_procs"
-    count: int                 # the fewest that saturate one learner
-    bound: str                 # what bounds the job there (rlbench.core.bound)
-    reached: bool              # False: the largest count swept still shortened the task by >= share
+    axis: str  # "actor_hosts" or "actor_procs"
+    count: int  # the fewest that saturate one learner
+    bound: str  # what bounds the job there (rlbench.core.bound)
+    reached: bool  # False: the largest count swept still shortened the task by >= share
     text: str
 
 
@@ -271,15 +324,23 @@ def actor_saturation(points: dict[int, dict], axis: str, share: float = 0.10) ->
         return None
     what = axis.replace("_", " ")
     for c in counts:
-        gain = max((points[c]["runtime_s"] - points[d]["runtime_s"]) / points[c]["runtime_s"] for d in counts if d > c) \
-            if c != counts[-1] else 0.0
+        gain = (
+            max((points[c]["runtime_s"] - points[d]["runtime_s"]) / points[c]["runtime_s"] for d in counts if d > c)
+            if c != counts[-1]
+            else 0.0
+        )
         if gain < share:
             break
     p, reached = points[c], c != counts[-1]
     ceiling = p.get("ceiling_fps")
     rate = f", the learner's rate {ceiling:.0f} frames/s" if ceiling else ""
-    more = (f"more shorten the task by less than {share:.0%}" if c != counts[-1]
-            else f"the most swept; {what} beyond {c} were not measured")
-    text = (f"{what}: {c} saturate one learner ({more}); then the job is bound by {p.get('bound', 'unknown')} "
-            f"(runtime_s {p['runtime_s']:.1f} s, fps {p['fps']:.0f}{rate})")
+    more = (
+        f"more shorten the task by less than {share:.0%}"
+        if c != counts[-1]
+        else f"the most swept; {what} beyond {c} were not measured"
+    )
+    text = (
+        f"{what}: {c} saturate one learner ({more}); then the job is bound by {p.get('bound', 'unknown')} "
+        f"(runtime_s {p['runtime_s']:.1f} s, fps {p['fps']:.0f}{rate})"
+    )
     return Saturation(axis, c, p.get("bound", "unknown"), reached, text)

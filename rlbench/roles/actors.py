@@ -21,9 +21,20 @@ from rlbench.telemetry.timing import OpTimer
 class ActorRole:
     name = "actors"
 
-    def __init__(self, env: VectorEnv, inference: InferenceServer, num_actors: int,
-                 frame_target: int, seed: int, eval_envs: int = 0, done: threading.Event | None = None,
-                 may_step=None, more_data=None, timer: OpTimer | None = None, on_done=None):
+    def __init__(
+        self,
+        env: VectorEnv,
+        inference: InferenceServer,
+        num_actors: int,
+        frame_target: int,
+        seed: int,
+        eval_envs: int = 0,
+        done: threading.Event | None = None,
+        may_step=None,
+        more_data=None,
+        timer: OpTimer | None = None,
+        on_done=None,
+    ):
         self.env, self.inference = env, inference
         self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
         self.frameskip = env.frameskip
@@ -55,7 +66,9 @@ class ActorRole:
         with self.timer.op("env_step"):
             batch = self.env.reset(seed=self.seed)
         self.stepping_since = time.perf_counter()
-        while not stop.is_set() and (self.frames < self.frame_target or (self.more_data is not None and self.more_data())):
+        while not stop.is_set() and (
+            self.frames < self.frame_target or (self.more_data is not None and self.more_data())
+        ):
             if self.may_step is not None and not self.may_step():
                 with self.timer.op("rate_limited"):
                     stop.wait(0.001)
@@ -115,7 +128,7 @@ class ActorRole:
             self._rejoin_pending = bool(self._rejoining.any())
         ended = ids[ends]
         if ended.size:
-            for i, r in zip(ended.tolist(), self._running_return[ended].tolist()):
+            for i, r in zip(ended.tolist(), self._running_return[ended].tolist(), strict=True):
                 (self.episode_returns if i < self.num_train else self.eval_returns).append((self.frames, r))
             self.episodes += int((ended < self.num_train).sum())
             self._running_return[ended] = 0.0

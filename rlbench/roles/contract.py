@@ -73,4 +73,6 @@ class AlgoParts:
     may_step: Callable[[], bool] | None = None  # actors step only while it is True
     metrics: Callable[[bool], dict] = lambda final: {}  # the buffer's metrics; final=True at the end
     more_data: Callable[[], bool] | None = None  # actors step on past the task's frames while it is True
-    release: Callable[[], None] | None = None  # after a job that ended well: keep for the next job (R2D2: replay's memory)
+    release: Callable[[], None] | None = (
+        None  # after a job that ended well: keep for the next job (R2D2: replay's memory)
+    )

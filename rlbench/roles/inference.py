@@ -62,7 +62,7 @@ class InferenceServer:
             raise ValueError(f"forget ids={ids.tolist()}: allowed: env ids in [0, {n})")
         if ids.size and self.state:
             rows = torch.as_tensor(ids, device=self.device)
-            for s, s0 in zip(self.state, self.policy.initial_state(ids.size, self.device)):
+            for s, s0 in zip(self.state, self.policy.initial_state(ids.size, self.device), strict=True):
                 s[rows] = s0
         self.prev_action[ids] = 0
         train = ids[ids < self.num_train]
@@ -77,8 +77,17 @@ class InferenceServer:
         ids = batch.env_ids[rows]
         if out is None:  # no network: nothing per action to keep (zeros, allocated once)
             out = self._no_out[: len(batch.env_ids)]
-        self.policy.unrolls.add(ids, batch.obs[rows], actions[rows], self.prev_action[ids], batch.reward[rows],
-                                batch.done[rows], out[rows], states, sink=self._store)
+        self.policy.unrolls.add(
+            ids,
+            batch.obs[rows],
+            actions[rows],
+            self.prev_action[ids],
+            batch.reward[rows],
+            batch.done[rows],
+            out[rows],
+            states,
+            sink=self._store,
+        )
         self.timer.add("unroll_assembly", time.perf_counter() - t0 - (self._store_s - storing))
 
     def _forward(self, batch: StepBatch, train: np.ndarray):
@@ -95,7 +104,7 @@ class InferenceServer:
         with self.flops.call(len(ids_np)):
             with self.timer.op("forward", device=True), shared.lock, torch.no_grad(), shared.amp.autocast():
                 out, new_state = shared.net(obs, prev, reward, done, state)
-            for s, s1 in zip(self.state, new_state):
+            for s, s1 in zip(self.state, new_state, strict=True):
                 s[ids] = s1
             with self.timer.op("d2h_transfer"):
                 out = at_least_fp32(out[0]).cpu().numpy()
@@ -128,8 +137,11 @@ class InferenceServer:
 
     def stats(self) -> dict:
         b = max(self.batches, 1)
-        return {"inference_batch_mean": self.batch_items / b, "inference_latency_ms": 1e3 * self.latency_s / b,
-                "policy_version": self.policy_version}
+        return {
+            "inference_batch_mean": self.batch_items / b,
+            "inference_latency_ms": 1e3 * self.latency_s / b,
+            "policy_version": self.policy_version,
+        }
 
 
 def _zero_where_done(state: tuple, done: torch.Tensor) -> tuple:

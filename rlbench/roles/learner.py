@@ -45,7 +45,9 @@ class LearnerLoop:
         self.actors_done = actors_done
         self.updates = 0
         self.finished = threading.Event()  # set when the learner leaves run(), for any reason
-        self.first_update_at: float | None = None  # perf_counter when the first update ended (the steady rates' warm-up)
+        self.first_update_at: float | None = (
+            None  # perf_counter when the first update ended (the steady rates' warm-up)
+        )
         self.finished_at: float | None = None  # perf_counter when it left run()
         self.intra_op_threads: int | None = None
         self.last_loss = float("nan")
@@ -59,8 +61,9 @@ class LearnerLoop:
             while not stop.is_set() and self.updates < self.update_target and not self.exhausted():
                 if not self.may_update():
                     with self.timer.op("wait"):
-                        self.wakeup.wait_for(lambda: stop.is_set() or self.may_update() or self.exhausted(),
-                                             self.stop_check_s)
+                        self.wakeup.wait_for(
+                            lambda: stop.is_set() or self.may_update() or self.exhausted(), self.stop_check_s
+                        )
                     continue
                 self._update()
         finally:

@@ -76,8 +76,13 @@ class Window:
         return out
 
 
-def run_roles(trainer, on_tick: Callable[[dict, int], None], tick_s: float = 1.0, max_runtime_s: float = 0.0,
-              scope=contextlib.nullcontext) -> dict:
+def run_roles(
+    trainer,
+    on_tick: Callable[[dict, int], None],
+    tick_s: float = 1.0,
+    max_runtime_s: float = 0.0,
+    scope=contextlib.nullcontext,
+) -> dict:
     """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started; the
     metrics carry those seconds unrounded as `task_elapsed_s`, the window charts' x axis);
     returns trainer.final_metrics: what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
@@ -123,9 +128,12 @@ def _join(threads: list[RoleThread], within_s: float) -> None:
         th.join(max(deadline - time.monotonic(), 0.0))
     late = [f"'{th.name}' (in {where(th)})" for th in threads if th.is_alive()]
     if late:
-        log.warning("role %s had not stopped %g s after the stop: not waited for (it ends after its current "
-                    "operation, or with the process)",
-                    ", ".join(late), within_s)
+        log.warning(
+            "role %s had not stopped %g s after the stop: not waited for (it ends after its current "
+            "operation, or with the process)",
+            ", ".join(late),
+            within_s,
+        )
 
 
 def _raise_role_error(threads) -> None:

@@ -46,8 +46,21 @@ from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint, use_store
 
-__all__ = ["SearchError", "StudyLock", "check_space", "claim_trial", "make_reporter", "make_sampler",
-           "objective_values", "open_study", "recommend", "run_search", "run_study", "run_trials", "suggest"]
+__all__ = [
+    "SearchError",
+    "StudyLock",
+    "check_space",
+    "claim_trial",
+    "make_reporter",
+    "make_sampler",
+    "objective_values",
+    "open_study",
+    "recommend",
+    "run_search",
+    "run_study",
+    "run_trials",
+    "suggest",
+]
 
 
 def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
@@ -56,8 +69,14 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
 
     jobs = expand_jobs(sweeper, arguments)
     if len(jobs) != 1:
-        _refuse([(f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
-                  "actor_threads and sm_limit")])
+        _refuse(
+            [
+                (
+                    f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
+                    "actor_threads and sm_limit"
+                )
+            ]
+        )
     conf = validate_jobs(sweeper, jobs)[0]
     s = conf.search
 
@@ -67,10 +86,20 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
         s.objectives, s.directions, left_out = default_objectives(conf, meters)
         if left_out:
             print(f"[rlbench search] {left_out}", flush=True)
-    _refuse(check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total) + objective_checks(conf, meters)
-            + ([] if jobs_here or not s.pruning else
-               [("search.pruning=true needs jobs in this process (the basic launcher), not "
-                 f"{type(sweeper.launcher).__name__}")]))
+    _refuse(
+        check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total)
+        + objective_checks(conf, meters)
+        + (
+            []
+            if jobs_here or not s.pruning
+            else [
+                (
+                    "search.pruning=true needs jobs in this process (the basic launcher), not "
+                    f"{type(sweeper.launcher).__name__}"
+                )
+            ]
+        )
+    )
     narrowed = granted_space(s, conf)
     if narrowed:
         print(f"[rlbench search] {narrowed}", flush=True)
@@ -92,21 +121,44 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
         parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}", study_params(s, jobs[0]))
         if machine is not None:
             _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
-    print(f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
-          + (f"; {stale} stale trial(s) failed" if stale else ""), flush=True)
+    print(
+        f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
+        + (f"; {stale} stale trial(s) failed" if stale else ""),
+        flush=True,
+    )
     labels = objective_labels(conf, meters)
-    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions))})
-    run_study(sweeper.launcher, study, s, jobs[0], experiment, parent, lock, labels, seeds=seeds,
-              judging=(conf.verdict.metric, conf.verdict.noise_floor_min))
+    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions, strict=True))})
+    run_study(
+        sweeper.launcher,
+        study,
+        s,
+        jobs[0],
+        experiment,
+        parent,
+        lock,
+        labels,
+        seeds=seeds,
+        judging=(conf.verdict.metric, conf.verdict.noise_floor_min),
+    )
 
 
-def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, parent, lock: StudyLock,
-              labels: list[str] | None = None, seeds: list[str] | None = None,
-              judging: tuple[str, float] = (DEFAULT_METRIC, 0.0)) -> str:
+def run_study(
+    launcher,
+    study: optuna.Study,
+    s,
+    job: list[str],
+    experiment,
+    parent,
+    lock: StudyLock,
+    labels: list[str] | None = None,
+    seeds: list[str] | None = None,
+    judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
+) -> str:
     """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
     it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
     happened; the lock's connection is closed. Returns the parent's status. seeds: each trial's
     runs' (search.repeats); judging: the verdict's settings (parent.py report)."""
+
     def trials() -> str:
         run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri, seeds)
         return "FINISHED"
@@ -116,8 +168,11 @@ def run_study(launcher, study: optuna.Study, s, job: list[str], experiment, pare
             text = report(study, s, parent, Path(tmp), labels, judging)
         lock.close()
         view = _search_view(experiment, parent.run_id, s)
-        print(f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
-              f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view, experiment.tracking.ui_port)}", flush=True)
+        print(
+            f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
+            f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view, experiment.tracking.ui_port)}",
+            flush=True,
+        )
 
     return live(parent, trials, close, "study parent")
 
@@ -127,7 +182,8 @@ def _search_view(experiment, parent: str, s) -> str | None:
     and the headline numbers; energy when the study minimises it (the search refuses an energy
     objective that cannot be measured)."""
     measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
-        {"energy_per_task_j"} & set(s.objectives))  # the knobs as the jobs ran them beside the asked ones
+        {"energy_per_task_j"} & set(s.objectives)
+    )  # the knobs as the jobs ran them beside the asked ones
     try:
         return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it
@@ -158,10 +214,16 @@ def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames:
         _refuse([str(e)])
     if rows:
         record(parent, s, machine, rows, unused)
-        print(f"[rlbench search] {note(s, machine, rows, unused)}\n  "
-              + "\n  ".join(f"trial {r['trial']}: actors={r['actors']} actor_threads={r['actor_threads']} "
-                          f"sm_limit={r['sm_limit']} (predicted {r['predicted_fps']:.0f} fps, "
-                          f"{r['predicted_runtime_s']:.1f} s, bound by {r['predicted_bound']})" for r in rows), flush=True)
+        print(
+            f"[rlbench search] {note(s, machine, rows, unused)}\n  "
+            + "\n  ".join(
+                f"trial {r['trial']}: actors={r['actors']} actor_threads={r['actor_threads']} "
+                f"sm_limit={r['sm_limit']} (predicted {r['predicted_fps']:.0f} fps, "
+                f"{r['predicted_runtime_s']:.1f} s, bound by {r['predicted_bound']})"
+                for r in rows
+            ),
+            flush=True,
+        )
 
 
 def _refuse(problems: list[str]) -> None:

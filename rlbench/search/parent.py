@@ -25,8 +25,12 @@ log = logging.getLogger(__name__)
 def study_params(s, job: list[str]) -> dict:
     """What a new study's parent records as its parameters, as a sweep's records its grid: the
     line every trial runs, the trials asked for, the space, the sampler's seed."""
-    return {"job": " ".join(job)[:6000] or "(none)", "n_trials": s.n_trials, "sampler_seed": s.seed,
-            "space": f"actors={list(s.actors)} actor_threads={list(s.actor_threads)} sm_limit={list(s.sm_limit)}"}
+    return {
+        "job": " ".join(job)[:6000] or "(none)",
+        "n_trials": s.n_trials,
+        "sampler_seed": s.seed,
+        "space": f"actors={list(s.actors)} actor_threads={list(s.actor_threads)} sm_limit={list(s.sm_limit)}",
+    }
 
 
 def study_parent(experiment, study: str, what: str = "", params: dict | None = None):
@@ -44,12 +48,12 @@ def recommend(front: list, directions: list[str]):
     """The front point nearest the utopia point after scaling each objective to [0, 1]."""
     if len(front) == 1:
         return front[0]
-    cols = list(zip(*(t.values for t in front)))
+    cols = list(zip(*(t.values for t in front), strict=True))
     spans = [(min(c), max(c)) for c in cols]
 
     def regret(t):
         r = 0.0
-        for v, (lo, hi), d in zip(t.values, spans, directions):
+        for v, (lo, hi), d in zip(t.values, spans, directions, strict=True):
             x = (v - lo) / (hi - lo) if hi > lo else 0.0
             r += (1 - x if d == "maximize" else x) ** 2
         return r
@@ -61,8 +65,11 @@ def ran_knobs(t) -> dict:
     """A trial's knobs as its jobs ran them: actors, actor_threads_used, sm_granted (its runs'
     record, trials.py RAN), not the values Optuna proposed; None where its runs did not log one."""
     ran = t.user_attrs.get("ran") or {}
-    return {"actors": ran.get("actors") or t.params.get("actors"), "actor_threads_used": ran.get("actor_threads_used"),
-            "sm_granted": ran.get("sm_granted")}
+    return {
+        "actors": ran.get("actors") or t.params.get("actors"),
+        "actor_threads_used": ran.get("actor_threads_used"),
+        "sm_granted": ran.get("sm_granted"),
+    }
 
 
 def trial_label(t) -> str:
@@ -80,9 +87,11 @@ def verdict_metric(s: SearchConfig, metric: str) -> str:
 def trial_verdict(done: list, metric: str, floor_min: float = 0.0) -> Verdict:
     """The verdict rule (core/verdict.py judge) over the COMPLETE trials' runs: each trial a
     configuration, its runs its repeats (search.repeats), so the noise floor is theirs."""
+
     def values(t) -> list:
         runs = t.user_attrs.get("runs")
         return [r.get(metric) for r in runs] if runs is not None else []
+
     return judge({trial_label(t): values(t) for t in done}, metric, floor_min)
 
 
@@ -90,7 +99,7 @@ def recommendation_text(best, front: list, names: list[str], v: Verdict | None =
     """The recommended trial as it ran, the trials not told apart from it (v: the verdict over the
     trials' runs), the verdict's answer and, with two objectives or more, the other front points.
     ratios=False: the trials ran without a GPU (the report's rule, study_records.without_gpu)."""
-    vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values))
+    vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values, strict=True))
     runs = len(best.user_attrs.get("runs") or [None])
     ratio = f" -> cpu_gpu_ratio={_g4(best.user_attrs.get('cpu_gpu_ratio'))}" if ratios else ""
     median = f"median of {runs} runs; " if runs > 1 else ""
@@ -106,7 +115,9 @@ def recommendation_text(best, front: list, names: list[str], v: Verdict | None =
         lines.append(f"verdict: {v.answer().replace('with repeats=', 'with search.repeats=')}")
     for t in front if len(names) > 1 else ():
         if t.number != best.number:
-            diffs = ", ".join(f"{n} {100 * (x / b - 1):+.1f}%" for n, x, b in zip(names, t.values, best.values) if b)
+            diffs = ", ".join(
+                f"{n} {100 * (x / b - 1):+.1f}%" for n, x, b in zip(names, t.values, best.values, strict=True) if b
+            )
             lines.append(f"  front {trial_label(t)}: {diffs} vs recommended")
     return "\n".join(lines)
 
@@ -116,8 +127,14 @@ def recommended_set(best, v: Verdict) -> list[str]:
     return [trial_label(best), *(c.name for c in against(v, trial_label(best)) if c.told_apart is False)]
 
 
-def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: list[str] | None = None,
-           judging: tuple[str, float] = (DEFAULT_METRIC, 0.0)) -> str | None:
+def report(
+    study: optuna.Study,
+    s: SearchConfig,
+    parent,
+    out_dir: Path,
+    labels: list[str] | None = None,
+    judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
+) -> str | None:
     """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
     labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
     judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
@@ -133,11 +150,17 @@ def report(study: optuna.Study, s: SearchConfig, parent, out_dir: Path, labels: 
     best = recommend(front, list(s.directions))
     v = trial_verdict(done, verdict_metric(s, judging[0]), judging[1])
     ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
-    parent.set_tags({f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
-                    | {"best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
-                       "best_trial": str(best.number), "best_set": "; ".join(recommended_set(best, v)),
-                       "verdict": v.answer().replace("with repeats=", "with search.repeats="), "pareto_front_trials": " ".join(str(t.number) for t in front)})
-    parent.log_metrics({f"best_{n}": x for n, x in zip(names, best.values)})
+    parent.set_tags(
+        {f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
+        | {
+            "best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
+            "best_trial": str(best.number),
+            "best_set": "; ".join(recommended_set(best, v)),
+            "verdict": v.answer().replace("with repeats=", "with search.repeats="),
+            "pareto_front_trials": " ".join(str(t.number) for t in front),
+        }
+    )
+    parent.log_metrics({f"best_{n}": x for n, x in zip(names, best.values, strict=True)})
     not_drawn = plots(study, labels, out_dir, parent, list(s.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
@@ -153,8 +176,13 @@ def _g4(v) -> str:
     return f"{v:.4g}" if isinstance(v, int | float) else str(v)
 
 
-_STATUS = {"COMPLETE": "FINISHED", "FAIL": "FAILED", "PRUNED": "KILLED (pruned)", "RUNNING": "RUNNING",
-           "WAITING": "NOT STARTED"}
+_STATUS = {
+    "COMPLETE": "FINISHED",
+    "FAIL": "FAILED",
+    "PRUNED": "KILLED (pruned)",
+    "RUNNING": "RUNNING",
+    "WAITING": "NOT STARTED",
+}
 
 
 def trial_rows(study: optuna.Study) -> list[dict]:
@@ -167,8 +195,16 @@ def trial_rows(study: optuna.Study) -> list[dict]:
         if t.state.name == "COMPLETE" and runs:
             rows += [{"name": name, "config": name, "status": status, **r} for r in runs]
             continue
-        rows.append({"name": name, "config": name, "run_id": t.user_attrs.get("run_id"), "status": status,
-                     **t.user_attrs.get("headline", {}), "cpu_gpu_ratio": t.user_attrs.get("cpu_gpu_ratio")})
+        rows.append(
+            {
+                "name": name,
+                "config": name,
+                "run_id": t.user_attrs.get("run_id"),
+                "status": status,
+                **t.user_attrs.get("headline", {}),
+                "cpu_gpu_ratio": t.user_attrs.get("cpu_gpu_ratio"),
+            }
+        )
     return rows
 
 
@@ -182,12 +218,18 @@ def links(parent, objectives: int = 2) -> list[str]:
     objectives or more) or the optimisation history (one), trials.csv."""
     exp, key = parent.experiment_id, runs_view_key(parent.run_id)
     figure = "Pareto front" if objectives > 1 else "Optimisation history"
-    return [(f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
-             f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
-             f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})")]
+    return [
+        (
+            f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
+            f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
+            f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})"
+        )
+    ]
 
 
-def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None) -> dict[str, str]:
+def plots(
+    study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None
+) -> dict[str, str]:
     """The Pareto front (one objective: the optimisation history), the params' importances and
     slices for the first objective as optimised (Optuna's importances are for a low target: a
     maximised one is negated), drawn into out_dir and logged on the parent; returns those not
@@ -200,11 +242,15 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
 
     sign = -1.0 if (directions or ["minimize"])[0] == "maximize" else 1.0
     first = f"-{names[0]} (maximised)" if sign < 0 else f"{names[0]} (minimised)"
-    draw = {front_figure(len(names)): (lambda: ovm.plot_pareto_front(study, target_names=names)) if len(names) > 1
-            else (lambda: ovm.plot_optimization_history(study)),
-            "param_importances.png": lambda: ovm.plot_param_importances(study, target=lambda t: sign * t.values[0],
-                                                                        target_name=first),
-            "slice.png": lambda: ovm.plot_slice(study, target=lambda t: sign * t.values[0], target_name=first)}
+    draw = {
+        front_figure(len(names)): (lambda: ovm.plot_pareto_front(study, target_names=names))
+        if len(names) > 1
+        else (lambda: ovm.plot_optimization_history(study)),
+        "param_importances.png": lambda: ovm.plot_param_importances(
+            study, target=lambda t: sign * t.values[0], target_name=first
+        ),
+        "slice.png": lambda: ovm.plot_slice(study, target=lambda t: sign * t.values[0], target_name=first),
+    }
     not_drawn = {}
     for fname, plot in draw.items():
         try:
@@ -220,11 +266,20 @@ def plots(study: optuna.Study, names: list[str], out_dir: Path, parent, directio
     return not_drawn
 
 
-def search_note(study_name: str, completed: int, recommendation: str, warm_start: str | None = None,
-                table: list[str] = ()) -> str:
+def search_note(
+    study_name: str, completed: int, recommendation: str, warm_start: str | None = None, table: list[str] = ()
+) -> str:
     """The study parent's description (MLflow's note): its links and the trials' table (above
     MLflow's fold), the warm start's line when the study began from a profile's predictions,
     then the recommendation and its Pareto front."""
-    return "\n".join([f"**rlbench search** study `{study_name}` · {completed} complete trials",
-                      *(["", *table] if table else []), *(["", warm_start] if warm_start else []),
-                      "", "```", recommendation, "```"])
+    return "\n".join(
+        [
+            f"**rlbench search** study `{study_name}` · {completed} complete trials",
+            *(["", *table] if table else []),
+            *(["", warm_start] if warm_start else []),
+            "",
+            "```",
+            recommendation,
+            "```",
+        ]
+    )

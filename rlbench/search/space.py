@@ -26,24 +26,35 @@ class SearchError(ValueError):
 def check_space(search: SearchConfig, host_units: int) -> list[str]:
     """Problems with the search space against this host (empty if it is runnable)."""
     s, cpus, problems = search, len(usable_cpus()), []
-    for key, bounds, top in (("actors", s.actors, None), ("actor_threads", s.actor_threads, cpus),
-                             ("sm_limit", s.sm_limit, host_units)):
+    for key, bounds, top in (
+        ("actors", s.actors, None),
+        ("actor_threads", s.actor_threads, cpus),
+        ("sm_limit", s.sm_limit, host_units),
+    ):
         bound = f", high <= {top} on this host" if top is not None else ""
         if len(bounds) != 2 or bounds[0] < 1 or bounds[1] < bounds[0] or (top is not None and bounds[1] > top):
             problems.append(f"search.{key}={list(bounds)}: allowed: [low, high] with 1 <= low <= high{bound}")
     if s.storage.startswith("sqlite") and s.workers > 1:
-        problems.append(f"search.workers={s.workers} with SQLite storage {s.storage}: SQLite cannot take several "
-                        "workers' writes reliably; use a PostgreSQL URL (postgresql://...)")
+        problems.append(
+            f"search.workers={s.workers} with SQLite storage {s.storage}: SQLite cannot take several "
+            "workers' writes reliably; use a PostgreSQL URL (postgresql://...)"
+        )
     elif s.workers > 1 and not s.storage.startswith("postgresql"):
-        problems.append(f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
-                        "(postgresql://user:password@host:5432/db), whose lock keeps workers from "
-                        "running more than search.n_trials")
+        problems.append(
+            f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
+            "(postgresql://user:password@host:5432/db), whose lock keeps workers from "
+            "running more than search.n_trials"
+        )
     if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
-        problems.append(f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
-                        f"search.n_trials={s.n_trials}: allowed: integers >= 1")
+        problems.append(
+            f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
+            f"search.n_trials={s.n_trials}: allowed: integers >= 1"
+        )
     if len(s.objectives) != len(s.directions):
-        problems.append(f"search.objectives={list(s.objectives)} and search.directions={list(s.directions)}: "
-                        "allowed: one direction per objective (both empty: the defaults, default_objectives)")
+        problems.append(
+            f"search.objectives={list(s.objectives)} and search.directions={list(s.directions)}: "
+            "allowed: one direction per objective (both empty: the defaults, default_objectives)"
+        )
     if s.pruning and s.objectives and len(s.objectives) != 1:
         problems.append("search.pruning=true needs one objective (Optuna prunes single-objective studies only)")
     for d in s.directions:
@@ -61,8 +72,10 @@ def granted_space(s: SearchConfig, conf, cpus: int | None = None) -> str | None:
     if granted == list(s.actor_threads):
         return None
     asked, s.actor_threads = list(s.actor_threads), granted
-    return (f"search.actor_threads={asked} searched as {granted}: what a {conf.env.kind} job is granted on this host "
-            "(its actor_threads_used)")
+    return (
+        f"search.actor_threads={asked} searched as {granted}: what a {conf.env.kind} job is granted on this host "
+        "(its actor_threads_used)"
+    )
 
 
 def suggest(trial: optuna.Trial, s: SearchConfig) -> dict[str, int]:
@@ -105,10 +118,12 @@ class Meters:
 def host_meters() -> Meters:
     gpu, cpu = NvmlSource(), RaplSource()
     try:
-        return Meters(None if gpu.available else gpu.reason or "NVML unavailable",
-                      None if cpu.available else cpu.reason or "RAPL unreadable",
-                      None if cpu.available and cpu.dram_available else cpu.dram_reason or cpu.reason or "no DRAM domain",
-                      tuple(plugged_sources()))
+        return Meters(
+            None if gpu.available else gpu.reason or "NVML unavailable",
+            None if cpu.available else cpu.reason or "RAPL unreadable",
+            None if cpu.available and cpu.dram_available else cpu.dram_reason or cpu.reason or "no DRAM domain",
+            tuple(plugged_sources()),
+        )
     finally:
         gpu.close()
 
@@ -131,16 +146,20 @@ def _why_not(name: str, conf, m: Meters) -> str | None:
     if name in NVML_ONLY and m.gpu is not None:
         return f"NVML reads no GPU here ({m.gpu})"
     if name in ("energy_cpu_j", "power_cpu_w_avg") and m.rapl is not None and not conf.telemetry.cpu_tdp_w:
-        return (f"no RAPL here ({m.rapl}) and no estimate: set telemetry.cpu_tdp_w=<watts> for a labelled one")
+        return f"no RAPL here ({m.rapl}) and no estimate: set telemetry.cpu_tdp_w=<watts> for a labelled one"
     if name == "energy_dram_j" and m.dram is not None:
         return f"RAPL reads no DRAM energy here ({m.dram})"
     if name == "perf_per_watt" and not measured:
-        return (f"no power source measures here (GPU: {m.gpu}; CPU: {m.rapl}); perf_per_watt is fps per measured "
-                "watt and leaves out telemetry.cpu_tdp_w's estimate")
+        return (
+            f"no power source measures here (GPU: {m.gpu}; CPU: {m.rapl}); perf_per_watt is fps per measured "
+            "watt and leaves out telemetry.cpu_tdp_w's estimate"
+        )
     if name in ("energy_per_task_j", "joules_per_mframe") and not measured and not conf.telemetry.cpu_tdp_w:
-        return (f"no energy can be measured here (GPU: {m.gpu}; CPU: {m.rapl}); the ways out: a meter (NVML's GPU, "
-                "RAPL, or a power source plugged in: docs/metrics.md) or telemetry.cpu_tdp_w=<watts> for a labelled "
-                "estimate")
+        return (
+            f"no energy can be measured here (GPU: {m.gpu}; CPU: {m.rapl}); the ways out: a meter (NVML's GPU, "
+            "RAPL, or a power source plugged in: docs/metrics.md) or telemetry.cpu_tdp_w=<watts> for a labelled "
+            "estimate"
+        )
     return None
 
 
@@ -150,8 +169,12 @@ ENERGY = ("energy_per_task_j", "joules_per_mframe", "energy_cpu_j", "power_cpu_w
 def estimated(name: str, conf, m: Meters) -> bool:
     """Whether objective `name` is an estimate on this host: CPU energy from telemetry.cpu_tdp_w
     where no meter reads any (docs/metrics.md, the labelled estimate)."""
-    return name in ENERGY and bool(conf.telemetry.cpu_tdp_w) and m.rapl is not None and \
-        (name in ("energy_cpu_j", "power_cpu_w_avg") or (m.gpu is not None and not m.plugged))
+    return (
+        name in ENERGY
+        and bool(conf.telemetry.cpu_tdp_w)
+        and m.rapl is not None
+        and (name in ("energy_cpu_j", "power_cpu_w_avg") or (m.gpu is not None and not m.plugged))
+    )
 
 
 def default_objectives(conf, m: Meters) -> tuple[list[str], list[str], str | None]:
@@ -174,10 +197,17 @@ def objective_checks(conf, meters: Meters | None = None) -> list[str]:
     """Each objective the job cannot produce on this host and config (every trial would FAIL),
     named with why; checked before the first trial. meters: this host's (host_meters) when None."""
     names = list(conf.search.objectives)
-    if not any(n in LEARNER_ONLY + NVML_ONLY or n.startswith(("energy", "power", "perf", "joules", "gpu", "eval"))
-               for n in names):
+    if not any(
+        n in LEARNER_ONLY + NVML_ONLY or n.startswith(("energy", "power", "perf", "joules", "gpu", "eval"))
+        for n in names
+    ):
         return []  # nothing here depends on the host's meters: spare probing NVML and RAPL
     m = meters or host_meters()
-    return [(f"search.objectives={names}: {n!r} cannot be produced by this job on this host: {why}; allowed: "
-             "objectives the job logs here, e.g. fps, task_fps, runtime_s")
-            for n in names if (why := _why_not(n, conf, m))]
+    return [
+        (
+            f"search.objectives={names}: {n!r} cannot be produced by this job on this host: {why}; allowed: "
+            "objectives the job logs here, e.g. fps, task_fps, runtime_s"
+        )
+        for n in names
+        if (why := _why_not(n, conf, m))
+    ]

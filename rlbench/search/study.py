@@ -33,8 +33,9 @@ class StudyLock:
         self.enabled = storage_url.startswith("postgresql")
 
     def _connect(self):
-        engine = sqlalchemy.create_engine(self._url, poolclass=sqlalchemy.pool.NullPool,
-                                          connect_args={"connect_timeout": 10})
+        engine = sqlalchemy.create_engine(
+            self._url, poolclass=sqlalchemy.pool.NullPool, connect_args={"connect_timeout": 10}
+        )
         self._conn = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
 
     def _execute(self, sql: str) -> None:
@@ -70,19 +71,25 @@ def quiet_optuna():
     kept off the terminal; every other warning still shows."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes the importances",
-                                category=UserWarning)
-        warnings.filterwarnings("ignore", message="Attempting to set identical low and high xlims", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="PedAnovaImportanceEvaluator computes the importances", category=UserWarning
+        )
+        warnings.filterwarnings(
+            "ignore", message="Attempting to set identical low and high xlims", category=UserWarning
+        )
         # the workers ask and tell themselves (trials.py) and beat the heartbeat themselves (Heartbeat)
-        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize",
-                                category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message="Heartbeat of storage is supposed to be used with Study.optimize", category=UserWarning
+        )
         yield
 
 
 def retry_callback(retries: int):
     """Optuna's retry of a stale or failed trial, under the name this Optuna gives it
     (RetryHeartbeatStaleTrialCallback from 4.9 on, RetryFailedTrialCallback before)."""
-    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
+    retry = (
+        getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
+    )
     with quiet_optuna():
         return retry(max_retry=retries)
 
@@ -92,16 +99,26 @@ def open_study(s: SearchConfig) -> optuna.Study:
         Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the other name warns there)
     takes = inspect.signature(optuna.storages.RDBStorage).parameters
-    callback = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
+    callback = (
+        "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in takes else "failed_trial_callback"
+    )
     with quiet_optuna():
         storage = optuna.storages.RDBStorage(
-            s.storage, heartbeat_interval=s.heartbeat_s, grace_period=3 * s.heartbeat_s,
+            s.storage,
+            heartbeat_interval=s.heartbeat_s,
+            grace_period=3 * s.heartbeat_s,
             engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
             **{callback: retry_callback(s.retries)},
         )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
-    return optuna.create_study(study_name=s.study, storage=storage, load_if_exists=True, pruner=pruner,
-                               directions=list(s.directions), sampler=make_sampler(s, 0))
+    return optuna.create_study(
+        study_name=s.study,
+        storage=storage,
+        load_if_exists=True,
+        pruner=pruner,
+        directions=list(s.directions),
+        sampler=make_sampler(s, 0),
+    )
 
 
 class Heartbeat:
@@ -109,8 +126,9 @@ class Heartbeat:
 
     def __init__(self, study: optuna.Study, trial: optuna.Trial, every_s: int):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, args=(study._storage, trial._trial_id, every_s),
-                                        name="optuna-heartbeat", daemon=True)
+        self._thread = threading.Thread(
+            target=self._beat, args=(study._storage, trial._trial_id, every_s), name="optuna-heartbeat", daemon=True
+        )
 
     def _beat(self, storage, trial_id: int, every_s: int) -> None:
         while True:

@@ -21,11 +21,18 @@ from rlbench.tracking.parent_note import TABLE_METRICS
 
 log = logging.getLogger(__name__)
 
+
 def trial_overrides(job: list[str], params: dict, study: str, number: int, parent: str, uri: str) -> list[str]:
     name = " ".join(f"{k}={v}" for k, v in params.items())
-    return [*job, *(f"{k}={v}" for k, v in params.items()), f"tracking.uri='{uri}'", f"tracking.parent_run_id={parent}",
-            f"tracking.run_name='trial {number}: {name}'", f"+tracking.tags.optuna_study={study}",
-            f"+tracking.tags.optuna_trial={number}"]
+    return [
+        *job,
+        *(f"{k}={v}" for k, v in params.items()),
+        f"tracking.uri='{uri}'",
+        f"tracking.parent_run_id={parent}",
+        f"tracking.run_name='trial {number}: {name}'",
+        f"+tracking.tags.optuna_study={study}",
+        f"+tracking.tags.optuna_trial={number}",
+    ]
 
 
 def trial_launcher(launcher, trial: optuna.Trial, s: SearchConfig):
@@ -50,8 +57,16 @@ def make_reporter(trial):
     return report
 
 
-def run_trials(launcher, study: optuna.Study, s: SearchConfig, job: list[str], parent: str, lock: StudyLock,
-               tracking_uri: str, seeds: list[str] | None = None) -> None:
+def run_trials(
+    launcher,
+    study: optuna.Study,
+    s: SearchConfig,
+    job: list[str],
+    parent: str,
+    lock: StudyLock,
+    tracking_uri: str,
+    seeds: list[str] | None = None,
+) -> None:
     """claim -> the trial's real jobs (one per seed: search.repeats) -> tell, until n_trials are
     COMPLETE in the study (failures capped). seeds: the repeats' (grid.repeat_seeds); None or one:
     the job's own seed."""
@@ -89,14 +104,21 @@ def run_record(value: dict, objectives: list[str]) -> dict:
     verdict's metrics (core/verdict.py COMPARED), the knobs as it ran (None: not logged)."""
     keep = {*objectives, *COMPARED, *TABLE_METRICS}
     numbers = {m: float(v) for m in keep if isinstance(v := value.get(m), int | float) and math.isfinite(v)}
-    return {"run_id": value.get("run_id"), **numbers, **{k: value.get(k) for k in RAN},
-            **({"bound": str(value["bound"])} if value.get("bound") else {})}
+    return {
+        "run_id": value.get("run_id"),
+        **numbers,
+        **{k: value.get(k) for k in RAN},
+        **({"bound": str(value["bound"])} if value.get("bound") else {}),
+    }
 
 
 def headline(values: dict) -> dict:
     """A trial job's headline numbers for the parent's jobs table (its finite ones) and its bound."""
-    out = {m: float(values[m]) for m in TABLE_METRICS
-           if isinstance(values.get(m), int | float) and math.isfinite(values[m])}
+    out = {
+        m: float(values[m])
+        for m in TABLE_METRICS
+        if isinstance(values.get(m), int | float) and math.isfinite(values[m])
+    }
     return out | ({"bound": str(values["bound"])} if values.get("bound") else {})
 
 
@@ -113,8 +135,11 @@ def launch_repeats(launcher, trial: optuna.Trial, s: SearchConfig, jobs: list[li
 def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> bool:
     """A trial's jobs (its repeats), heartbeating; tells the study its outcome, the median of
     its finished jobs' objectives. False when the trial FAILed (no job gave its objectives)."""
-    print(f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}"
-          + (f", {len(jobs)} runs" if len(jobs) > 1 else ""), flush=True)
+    print(
+        f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}"
+        + (f", {len(jobs)} runs" if len(jobs) > 1 else ""),
+        flush=True,
+    )
     try:
         with Heartbeat(study, trial, s.heartbeat_s):
             rets = launch_repeats(launcher, trial, s, jobs)
@@ -153,8 +178,9 @@ def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done:
     trial.set_user_attr("headline", headline(first) if len(done) == 1 else median_headline(done))
     if failed:
         trial.set_user_attr("failed_runs", failed)
-    study.tell(trial, [statistics.median(objective_values(v, s.objectives)[i] for v in done)
-                       for i in range(len(s.objectives))])
+    study.tell(
+        trial, [statistics.median(objective_values(v, s.objectives)[i] for v in done) for i in range(len(s.objectives))]
+    )
 
 
 def median_headline(done: list[dict]) -> dict:

@@ -28,33 +28,45 @@ def candidates(s) -> list[dict[str, int]]:
     """Actors at the powers of two inside [low, high] and both ends; every actor_threads and
     sm_limit in range (at most 8 evenly spaced values of a wide one, ends included)."""
     lo, hi = s.actors
-    actors = sorted({lo, hi} | {2 ** k for k in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)})
-    return [{"actors": a, "actor_threads": t, "sm_limit": u}
-            for a in actors for t in _spread(*s.actor_threads) for u in _spread(*s.sm_limit)]
+    actors = sorted({lo, hi} | {2**k for k in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)})
+    return [
+        {"actors": a, "actor_threads": t, "sm_limit": u}
+        for a in actors
+        for t in _spread(*s.actor_threads)
+        for u in _spread(*s.sm_limit)
+    ]
 
 
-PREDICTED = {"fps": lambda p: p.fps, "runtime_s": lambda p: p.runtime_s, "task_fps": None,
-             "learner_updates_per_s": lambda p: p.learner_updates_per_s,
-             "energy_per_task_j": lambda p: p.energy_per_task_j}
+PREDICTED = {
+    "fps": lambda p: p.fps,
+    "runtime_s": lambda p: p.runtime_s,
+    "task_fps": None,
+    "learner_updates_per_s": lambda p: p.learner_updates_per_s,
+    "energy_per_task_j": lambda p: p.energy_per_task_j,
+}
 
 
 def order(preds: list, objectives: list[str], directions: list[str], frames: int) -> tuple[list[int], list[str]]:
     """(indices of `preds` best first, the objectives the ranking could not use)."""
+
     def value(p, name):
         if name == "task_fps":
             return frames / p.runtime_s
         getter = PREDICTED.get(name)
         return getter(p) if getter else None
 
-    used = [(o, d) for o, d in zip(objectives, directions) if all(value(p, o) is not None for p in preds)]
+    used = [(o, d) for o, d in zip(objectives, directions, strict=True) if all(value(p, o) is not None for p in preds)]
     unused = [o for o in objectives if o not in {u for u, _ in used}]
     if not used:
         used = [("runtime_s", "minimize")]
     keys = [[(v if d == "minimize" else -v) for o, d in used for v in [value(p, o)]] for p in preds]
     rank, left, level = {}, set(range(len(preds))), 0
     while left:  # non-dominated sorting: level 0 is the Pareto front
-        front = {i for i in left if not any(all(a <= b for a, b in zip(keys[j], keys[i])) and keys[j] != keys[i]
-                                            for j in left)}
+        front = {
+            i
+            for i in left
+            if not any(all(a <= b for a, b in zip(keys[j], keys[i], strict=True)) and keys[j] != keys[i] for j in left)
+        }
         rank |= dict.fromkeys(front, level)
         left -= front
         level += 1
@@ -86,8 +98,10 @@ def load_machine(s):
     try:
         profile = load_profile(s.warm_start_profile)
     except ProfileError as e:
-        raise SearchError(f"search.warm_start_profile={s.warm_start_profile}: {e}; allowed: a run id of "
-                          "python -m rlbench.profile in this tracking store") from None
+        raise SearchError(
+            f"search.warm_start_profile={s.warm_start_profile}: {e}; allowed: a run id of "
+            "python -m rlbench.profile in this tracking store"
+        ) from None
     return Machine(profile, profile)
 
 
@@ -113,19 +127,27 @@ def enqueue(study, s, base: list[str], machine, compose, frames: int) -> tuple[l
         return [], []
     chosen, unused = choose(predict_candidates(base, s, machine, compose), s, frames)
     for params, p in chosen:
-        study.enqueue_trial(params, user_attrs={"warm_start": True, "predicted_fps": p.fps,
-                                                "predicted_runtime_s": p.runtime_s})
-    waiting = sorted(t.number for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-                     if t.user_attrs.get("warm_start"))
-    return [{"trial": n, **params, "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s,
-             "predicted_bound": p.bound} for n, (params, p) in zip(waiting, chosen)], unused
+        study.enqueue_trial(
+            params, user_attrs={"warm_start": True, "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s}
+        )
+    waiting = sorted(
+        t.number
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        if t.user_attrs.get("warm_start")
+    )
+    return [
+        {"trial": n, **params, "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s, "predicted_bound": p.bound}
+        for n, (params, p) in zip(waiting, chosen, strict=True)
+    ], unused
 
 
 def note(s, machine, rows: list[dict], unused: list[str]) -> str:
     """One line for the parent run: what was enqueued, from which profile, ranked by what."""
-    return (f"warm start: {len(rows)} trial(s) enqueued from {machine.names()}; ranked by "
-            + (", ".join(o for o in s.objectives if o not in unused) or "predicted runtime_s")
-            + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else ""))
+    return (
+        f"warm start: {len(rows)} trial(s) enqueued from {machine.names()}; ranked by "
+        + (", ".join(o for o in s.objectives if o not in unused) or "predicted runtime_s")
+        + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else "")
+    )
 
 
 def record(parent, s, machine, rows: list[dict], unused: list[str]) -> None:

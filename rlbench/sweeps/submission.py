@@ -22,8 +22,10 @@ def refusal(launcher: dict) -> str | None:
     target = str(launcher.get("_target_", ""))
     if target.rpartition(".")[2] == SLURM_LAUNCHER:
         return None
-    return (f"dry_run=true: allowed with hydra/launcher=slurm only (it prints the sbatch scripts submitit would "
-            f"submit); this sweep's launcher is {target or 'unknown'}")
+    return (
+        f"dry_run=true: allowed with hydra/launcher=slurm only (it prints the sbatch scripts submitit would "
+        f"submit); this sweep's launcher is {target or 'unknown'}"
+    )
 
 
 def dry_run_text(launcher: dict, sweep_dir: str, jobs: list[list[str]], confs: list) -> str:
@@ -31,13 +33,21 @@ def dry_run_text(launcher: dict, sweep_dir: str, jobs: list[list[str]], confs: l
     its tasks get (their envs) and where they read the learner's address."""
     params = {k: v for k, v in launcher.items() if k not in NOT_SLURM}
     folder = Path(str(launcher["submitit_folder"]))
-    head = f"# ===== learners: one array of {len(jobs)} job{'s' if len(jobs) != 1 else ''} (hydra.launcher), files in {folder} ====="
+    head = (
+        f"# ===== learners: one array of {len(jobs)} job{'s' if len(jobs) != 1 else ''} "
+        f"(hydra.launcher), files in {folder} ====="
+    )
     parts = [head, sbatch_text(params, folder, len(jobs))]
-    for i, (job, conf) in enumerate(zip(jobs, confs)):
+    for i, (job, conf) in enumerate(zip(jobs, confs, strict=True)):
         if conf.actor_hosts:
-            parts += [actor_header(i, job, conf, Path(sweep_dir) / str(i)),
-                      sbatch_text(launch_params(conf.actor_launch, "slurm"), Path(sweep_dir) / str(i) / "actor-tasks",
-                                  conf.actor_hosts)]
+            parts += [
+                actor_header(i, job, conf, Path(sweep_dir) / str(i)),
+                sbatch_text(
+                    launch_params(conf.actor_launch, "slurm"),
+                    Path(sweep_dir) / str(i) / "actor-tasks",
+                    conf.actor_hosts,
+                ),
+            ]
     return "\n".join(parts)
 
 
@@ -47,14 +57,22 @@ def actor_header(index: int, job: list[str], conf, job_dir: Path) -> str:
     sizes = env_shares(conf, total)[1]
     plural = "s" if conf.actor_hosts != 1 else ""
     lines = [
-        (f"# ===== job {index} [{' '.join(job) or '(defaults)'}]: its actor array, {conf.actor_hosts} task{plural}, "
-         f"submitted by its learner once it listens ====="),
-        (f"# envs per task: {' '.join(map(str, sizes))} (of {total}: actors + eval envs; "
-         f"{conf.actor_procs} local actor processes beside the learner)"),
-        (f"# address hand-off: the learner listens on every interface (port 0: a free one) and writes HOST:PORT to "
-         f"{job_dir / ADDRESS_FILE}; each task reads it (waiting up to actor_server.join_timeout_s="
-         f"{conf.actor_server.join_timeout_s:g} s), then joins over gRPC"),
-        (f"# token: {TOKEN_ENV} in the learner's environment (made there when unset), exported to the tasks by "
-         f"sbatch; never in this script, the pickled arguments, a log or MLflow"),
+        (
+            f"# ===== job {index} [{' '.join(job) or '(defaults)'}]: its actor array, {conf.actor_hosts} task{plural}, "
+            f"submitted by its learner once it listens ====="
+        ),
+        (
+            f"# envs per task: {' '.join(map(str, sizes))} (of {total}: actors + eval envs; "
+            f"{conf.actor_procs} local actor processes beside the learner)"
+        ),
+        (
+            f"# address hand-off: the learner listens on every interface (port 0: a free one) and writes HOST:PORT to "
+            f"{job_dir / ADDRESS_FILE}; each task reads it (waiting up to actor_server.join_timeout_s="
+            f"{conf.actor_server.join_timeout_s:g} s), then joins over gRPC"
+        ),
+        (
+            f"# token: {TOKEN_ENV} in the learner's environment (made there when unset), exported to the tasks by "
+            f"sbatch; never in this script, the pickled arguments, a log or MLflow"
+        ),
     ]
     return "\n".join(lines)

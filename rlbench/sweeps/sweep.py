@@ -35,9 +35,29 @@ from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TA
 
 log = logging.getLogger(__name__)
 
-SUMMARY_COLUMNS = ("job", "name", "config", "repeat", "overrides", "status", "runtime_s", "task_fps", "fps",
-                   "energy_per_task_j", "cpu_gpu_ratio", "run_id", "verdict")
-_VALUES = ("runtime_s", "task_fps", "fps", "energy_per_task_j", "cpu_gpu_ratio", "run_id")  # what a finished job returns
+SUMMARY_COLUMNS = (
+    "job",
+    "name",
+    "config",
+    "repeat",
+    "overrides",
+    "status",
+    "runtime_s",
+    "task_fps",
+    "fps",
+    "energy_per_task_j",
+    "cpu_gpu_ratio",
+    "run_id",
+    "verdict",
+)
+_VALUES = (
+    "runtime_s",
+    "task_fps",
+    "fps",
+    "energy_per_task_j",
+    "cpu_gpu_ratio",
+    "run_id",
+)  # what a finished job returns
 _KEPT = (*_VALUES, *COMPARED)  # a row keeps every metric a verdict may compare (rlbench/core/verdict.py)
 _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id", "verdict"))
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
@@ -49,7 +69,9 @@ NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
     """The FINISHED `runs` (newest first, as the store lists them) by the config hash
     (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
-    return {r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)}  # param: runs that record it so
+    return {
+        r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)
+    }  # param: runs that record it so
 
 
 def sweep_key(hashes: list[str], repeats: int) -> str:
@@ -58,11 +80,15 @@ def sweep_key(hashes: list[str], repeats: int) -> str:
     return hashlib.sha256(json.dumps([hashes, repeats]).encode()).hexdigest()[:16]
 
 
-def open_parent(experiment: Experiment, name: str, jobs: list[list[str]], arguments: list[str],
-                repeats: int = 1, key: str = "") -> ParentRun:
-    return experiment.open_parent(name, "sweep", {"rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12],
-                                                  SWEEP_KEY: key},
-                                  {"grid": " ".join(arguments)[:6000] or "(none)", "jobs": len(jobs), "repeats": repeats})
+def open_parent(
+    experiment: Experiment, name: str, jobs: list[list[str]], arguments: list[str], repeats: int = 1, key: str = ""
+) -> ParentRun:
+    return experiment.open_parent(
+        name,
+        "sweep",
+        {"rlbench.role": "sweep", "sweep_id": uuid.uuid4().hex[:12], SWEEP_KEY: key},
+        {"grid": " ".join(arguments)[:6000] or "(none)", "jobs": len(jobs), "repeats": repeats},
+    )
 
 
 def continued_parent(experiment: Experiment, key: str) -> ParentRun | None:
@@ -83,8 +109,11 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
     if ret is None:
         return row | {"status": NOT_STARTED}
     if ret.status == JobStatus.COMPLETED and isinstance(ret.return_value, dict):
-        return (row | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
-                | {k: ret.return_value.get(k) for k in (*_KEPT, "bound")})
+        return (
+            row
+            | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
+            | {k: ret.return_value.get(k) for k in (*_KEPT, "bound")}
+        )
     err = ret._return_value
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
@@ -92,9 +121,18 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
 def resumed_row(index: int, job: list[str], run: RunRecord, name: str, config: str, repeat: int) -> dict:
     """The row of a job resume=true did not rerun: its earlier FINISHED run, with its numbers."""
     row = job_row(index, job, None, name, config, repeat)
-    return (row | {"status": "FINISHED", "run_id": run.run_id, "resumed": True, "unmeasured": unmeasured_of(run.tags),
-                   "bound": run.tags.get(BOUND_TAG), "parent_run": run.tags.get("mlflow.parentRunId")}
-            | {k: run.metrics.get(k) for k in _KEPT if k != "run_id"})
+    return (
+        row
+        | {
+            "status": "FINISHED",
+            "run_id": run.run_id,
+            "resumed": True,
+            "unmeasured": unmeasured_of(run.tags),
+            "bound": run.tags.get(BOUND_TAG),
+            "parent_run": run.tags.get("mlflow.parentRunId"),
+        }
+        | {k: run.metrics.get(k) for k in _KEPT if k != "run_id"}
+    )
 
 
 def killed_row(row: dict, error: BaseException) -> dict:
@@ -108,27 +146,33 @@ def summary_text(rows: list[dict]) -> str:
 
     table = [_PRINTED] + [tuple(fmt(r.get(c)) for c in _PRINTED) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return "\n".join(["  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table]
-                     + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()])
+    return "\n".join(
+        ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)) for line in table]
+        + [f"- {c}: {why}" for c, why in missing_reasons(rows).items()]
+    )
 
 
 def config_summary_text(rows: list[dict]) -> str:
     """One line per configuration: its runs' status and, per metric, the median and the spread
     over its finished runs (`72.8 (70.1..75.3, n=3)`)."""
+
     def fmt(v):
         return "-" if v is None else (v.text() if isinstance(v, Spread) else str(v))
 
     table = [_CONFIG_PRINTED] + [tuple(fmt(c[k]) for k in _CONFIG_PRINTED) for c in config_rows(rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)) for line in table)
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)) for line in table)
 
 
 def configs_csv(rows: list[dict]) -> str:
     """summary_configs.csv: per configuration its runs and, per metric, median, min, max, n; last
     its verdict (its finished jobs' `verdict`, with_verdicts)."""
     buf = io.StringIO()
-    head = ["config", "runs", "finished", "status", "jobs"] + [f"{m}{s}" for m in STAT_METRICS
-                                                               for s in ("", "_min", "_max", "_n")] + ["verdict"]
+    head = (
+        ["config", "runs", "finished", "status", "jobs"]
+        + [f"{m}{s}" for m in STAT_METRICS for s in ("", "_min", "_max", "_n")]
+        + ["verdict"]
+    )
     said = {config_key(r): r["verdict"] for r in rows if r.get("verdict")}
     writer = csv.writer(buf)
     writer.writerow(head)
@@ -211,15 +255,19 @@ def report_command(parent_id: str, uri: str) -> str:
 def ending(rows: list[dict], v: Verdict, address: str, command: str) -> str:
     """The terminal's last lines: the per-configuration table (with repeats), where to look, the
     answer in words (best; told apart or not, by how much, against the noise floor), the next command."""
-    per_config = (["per configuration, median (min..max, n) of its finished runs:\n" + config_summary_text(rows)]
-                  if repeated(rows) else [])
+    per_config = (
+        ["per configuration, median (min..max, n) of its finished runs:\n" + config_summary_text(rows)]
+        if repeated(rows)
+        else []
+    )
     lines = [*per_config, address, *answer_lines(rows, v), f"Next: {command}"]
     return "\n".join(f"[rlbench sweep] {line}" for line in lines)
 
 
 def sweep_view(experiment: Experiment, parent: str, jobs: list[list[str]], confs: list, rows: list[dict]) -> str | None:
     """The runs table's shared view of this sweep (None, and a warning, if it cannot be stored),
-    with the jobs' verdicts as a column (mark_verdicts); with repeats, grouped by configuration (the tag `repeat_group`), its knobs less the repeats'
+    with the jobs' verdicts as a column (mark_verdicts); with repeats, grouped by configuration
+    (the tag `repeat_group`), its knobs less the repeats'
     seed (each job's last override), which an aggregate row would only average."""
     group = REPEAT_GROUP if repeated(rows) else None
     try:
@@ -248,7 +296,7 @@ def sweep_name(preset: str | None, jobs: list[list[str]], suffix: str = "") -> s
     parts = [f"{k}={','.join(v) if len(v) <= 3 else f'{v[0]}..{v[-1]}'}" for k, v in values.items() if len(v) > 1]
     text = f"{preset or 'sweep'} {' '.join(parts)}".strip()
     room = 48 - len(suffix)
-    return (text if len(text) <= room else text[:room - 1] + "…") + suffix
+    return (text if len(text) <= room else text[: room - 1] + "…") + suffix
 
 
 def parent_name(preset: str | None, jobs: list[list[str]], repeats: int) -> str:
@@ -267,15 +315,19 @@ def run_names(jobs: list[list[str]]) -> list[str]:
             values.setdefault(o.split("=", 1)[0], set()).add(o)
     varying = {k for k, v in values.items() if len(v) > 1}
     names = [" ".join(o for o in job if o.split("=", 1)[0] in varying) for job in jobs]
-    return [n or run_name_from(job) for n, job in zip(names, jobs)]
+    return [n or run_name_from(job) for n, job in zip(names, jobs, strict=True)]
 
 
 def child_overrides(tracking, parent: str, name: str) -> list[str]:
     """What every job of a sweep gets: its parent, its name, and the parent's store and
     experiment, pinned so that a job on another host (SLURM) reports to the same server
     whatever its environment."""
-    return [f"tracking.uri='{tracking.uri}'", f"tracking.experiment='{tracking.experiment}'",
-            f"tracking.parent_run_id={parent}", f"tracking.run_name='{name}'"]
+    return [
+        f"tracking.uri='{tracking.uri}'",
+        f"tracking.experiment='{tracking.experiment}'",
+        f"tracking.parent_run_id={parent}",
+        f"tracking.run_name='{name}'",
+    ]
 
 
 def repeat_overrides(grid, config_names: list[str]) -> dict[int, list[str]]:
@@ -283,16 +335,29 @@ def repeat_overrides(grid, config_names: list[str]) -> dict[int, list[str]]:
     name of the configuration it repeats), by which the report groups the repeats."""
     if grid is None or grid.repeats == 1:
         return {}
-    return {i: [f"++tracking.tags.repeat={k}", f"++tracking.tags.repeats={grid.repeats}",
-                f"++tracking.tags.{REPEAT_GROUP}={_quoted(config_names[i])}"] for i, k in enumerate(grid.repeat)}
+    return {
+        i: [
+            f"++tracking.tags.repeat={k}",
+            f"++tracking.tags.repeats={grid.repeats}",
+            f"++tracking.tags.{REPEAT_GROUP}={_quoted(config_names[i])}",
+        ]
+        for i, k in enumerate(grid.repeat)
+    }
 
 
 def _quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list[str], tracking,
-           extra: dict[int, list[str]] | None = None, started=lambda i: None):
+def launch(
+    launcher,
+    todo: list[tuple[int, list[str]]],
+    parent: str,
+    names: list[str],
+    tracking,
+    extra: dict[int, list[str]] | None = None,
+    started=lambda i: None,
+):
     """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
     between jobs); others (joblib, submitit) get all jobs at once and run them in parallel.
     extra: more overrides per job index (its repeat tags); started(index): told as each job starts."""
@@ -300,15 +365,17 @@ def launch(launcher, todo: list[tuple[int, list[str]]], parent: str, names: list
     tagged = [(i, job, job + child_overrides(tracking, parent, names[i]) + extra.get(i, [])) for i, job in todo]
     if in_process(launcher):
         for n, (i, job, overrides) in enumerate(tagged):
-            print(f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
-                  flush=True)
+            print(
+                f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
+                flush=True,
+            )
             started(i)
             yield i, job, launcher.launch([overrides], initial_job_idx=i)[0]
         return
     print(f"[rlbench sweep] launching {len(tagged)} jobs with {type(launcher).__name__}", flush=True)
     for i, _, _ in tagged:
         started(i)
-    for (i, job, _), ret in zip(tagged, launcher.launch([o for _, _, o in tagged], initial_job_idx=0)):
+    for (i, job, _), ret in zip(tagged, launcher.launch([o for _, _, o in tagged], initial_job_idx=0), strict=True):
         yield i, job, ret
 
 
@@ -321,7 +388,7 @@ def sweep_tracking(confs: list):
         return confs[0].tracking
     prefix = os.path.commonprefix(names)
     prefix = prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
-    return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix):] for n in names))
+    return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix) :] for n in names))
 
 
 def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
@@ -340,23 +407,34 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
     done = finished_by_hash(experiment.finished_runs()) if confs[0].resume else {}
     parent = continued_parent(experiment, sweep_key(hashes, repeats)) if confs[0].resume else None
     if parent is None:
-        name = experiment.unique_name(parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats))
+        name = experiment.unique_name(
+            parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats)
+        )
         parent = open_parent(experiment, name, jobs, arguments, repeats, sweep_key(hashes, repeats))
     names = run_names(jobs)
     configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
     repeat = grid.repeat if grid is not None else [0] * len(jobs)
-    rows = {i: (resumed_row(i, job, done[hashes[i]], names[i], configs[i], repeat[i]) if hashes[i] in done
-                else job_row(i, job, None, names[i], configs[i], repeat[i])) for i, job in enumerate(jobs)}
+    rows = {
+        i: (
+            resumed_row(i, job, done[hashes[i]], names[i], configs[i], repeat[i])
+            if hashes[i] in done
+            else job_row(i, job, None, names[i], configs[i], repeat[i])
+        )
+        for i, job in enumerate(jobs)
+    }
     todo = [(i, job) for i, job in enumerate(jobs) if hashes[i] not in done]
     if len(todo) < len(jobs):
-        print(f"[rlbench sweep] resume: {len(jobs) - len(todo)} of {len(jobs)} jobs already FINISHED, not rerun",
-              flush=True)
+        print(
+            f"[rlbench sweep] resume: {len(jobs) - len(todo)} of {len(jobs)} jobs already FINISHED, not rerun",
+            flush=True,
+        )
 
     def run() -> str:
         started: list[int] = []
         try:
-            for i, job, ret in launch(sweeper.launcher, todo, parent.run_id, names, tracking,
-                                      repeat_overrides(grid, configs), started.append):
+            for i, job, ret in launch(
+                sweeper.launcher, todo, parent.run_id, names, tracking, repeat_overrides(grid, configs), started.append
+            ):
                 rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
                 if rows[i]["status"] == "FAILED":
                     log.error("job %d [%s] failed: %s", i, rows[i]["overrides"], rows[i]["error"])
@@ -373,10 +451,18 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         record_summary(parent, ordered, status, v)
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
-        print(f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}",
-              flush=True)
-        print(ending(ordered, v, ui_hint(tracking.uri, experiment.id, view, tracking.ui_port),
-                     report_command(parent.run_id, tracking.uri)), flush=True)
+        print(
+            f"[rlbench sweep] parent run {parent.run_id} ({parent.name}) {status}\n{summary_text(ordered)}", flush=True
+        )
+        print(
+            ending(
+                ordered,
+                v,
+                ui_hint(tracking.uri, experiment.id, view, tracking.ui_port),
+                report_command(parent.run_id, tracking.uri),
+            ),
+            flush=True,
+        )
 
     status = live(parent, run, close, "sweep parent")
     ordered = [rows[i] for i in sorted(rows)]

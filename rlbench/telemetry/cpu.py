@@ -50,7 +50,7 @@ def core_busy(prev: Sequence[Any], cur: Sequence[Any]) -> tuple[float | None, ..
     """Each core's busy fraction between two `psutil.cpu_times(percpu=True)` snapshots: all but
     idle and iowait, over all; None for a core whose counters did not advance (unknown)."""
     out: list[float | None] = []
-    for before, after in zip(prev, cur):
+    for before, after in zip(prev, cur, strict=True):
         delta = {k: max(v - getattr(before, k), 0.0) for k, v in after._asdict().items() if k not in _GUEST}
         total = sum(delta.values())
         idle = delta.get("idle", 0.0) + delta.get("iowait", 0.0)

@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable
 
 
-def idle_power(source, seconds: float = 10.0, hz: float = 10.0,
-               sleep: Callable[[float], None] = time.sleep) -> dict:
+def idle_power(source, seconds: float = 10.0, hz: float = 10.0, sleep: Callable[[float], None] = time.sleep) -> dict:
     """{"value": median W, "low", "high", "n", "seconds"} of GPU 0 over `seconds` at `hz`, or
     {"value": None, "reason": ...} where NVML gave no power (`source`: an NvmlSource)."""
     if not source.available:
@@ -23,7 +22,15 @@ def idle_power(source, seconds: float = 10.0, hz: float = 10.0,
             watts.append(float(samples[0].power_w))
         sleep(1.0 / hz)
     if not watts:
-        return {"value": None, "reason": f"NVML gave no power reading of GPU 0 in {seconds:g} s "
-                                         f"({source.degraded_reason() or 'no reason given'})"}
-    return {"value": statistics.median(watts), "low": min(watts), "high": max(watts), "n": len(watts),
-            "seconds": seconds}
+        return {
+            "value": None,
+            "reason": f"NVML gave no power reading of GPU 0 in {seconds:g} s "
+            f"({source.degraded_reason() or 'no reason given'})",
+        }
+    return {
+        "value": statistics.median(watts),
+        "low": min(watts),
+        "high": max(watts),
+        "n": len(watts),
+        "seconds": seconds,
+    }

@@ -21,8 +21,11 @@ from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder, write_trace
 
 _TAGS = ("energy_source_gpu", "energy_source_cpu")
-_THREAD_OF = {"actors": "actors (with central inference)", "inference": "actors (with central inference)",
-              "learner": "learner"}  # timer role -> the thread it runs on
+_THREAD_OF = {
+    "actors": "actors (with central inference)",
+    "inference": "actors (with central inference)",
+    "learner": "learner",
+}  # timer role -> the thread it runs on
 
 
 def _gpu_sum(row: dict, metric: str) -> float | None:
@@ -106,8 +109,12 @@ class JobTelemetry(JobObserver):
         row = self.sampler.latest()
         if row is None:
             return {}
-        m = {"power_gpu_w": _gpu_sum(row, "power_w"), "gpu_util": _gpu_mean(row, "util"),
-             "cpu_util": row.get("cpu_util"), "proc_cores_busy": row.get("proc_cores_busy")}
+        m = {
+            "power_gpu_w": _gpu_sum(row, "power_w"),
+            "gpu_util": _gpu_mean(row, "util"),
+            "cpu_util": row.get("cpu_util"),
+            "proc_cores_busy": row.get("proc_cores_busy"),
+        }
         prev, self._prev = self._prev, row
         if prev and row.get("cpu_pkg_energy_j") is not None and prev.get("cpu_pkg_energy_j") is not None:
             dt = row["t"] - prev["t"]
@@ -124,8 +131,10 @@ class JobTelemetry(JobObserver):
         # a measured side's degradation note (a GPU lost mid-run, an estimate); an unmeasured
         # side's reason goes into the `unmeasured` tag instead, once
         tags |= {k: str(summary[k]) for k, e in explained.items() if summary[k] and summary[e] is not None}
-        reasons = {"gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
-                   "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured"}
+        reasons = {
+            "gpu": summary["telemetry_gpu_reason"] or "no GPU energy measured",
+            "cpu": summary["telemetry_cpu_reason"] or "no CPU energy measured",
+        }
         reasons |= {k: r for s in self.sampler.sources for k, r in s.unmeasured(summary).items()}
         values["perf_per_watt"] = self._perf_per_watt(result.get("fps"), summary)
         frames = result.get("frames") or 0
@@ -173,6 +182,7 @@ class JobTelemetry(JobObserver):
             end = self._trace_end or time.perf_counter()
             processes = self._process_tracks(self._t0, self.cfg.trace_window_s) if self._process_tracks else []
             threads = [*self._roles.items(), *processes, *self._own.items()]  # the roles' tracks first
-            paths.append(write_trace(out_dir / "trace.json", threads, self._t0, end, "rlbench job",
-                                     self.cfg.trace_window_s))
+            paths.append(
+                write_trace(out_dir / "trace.json", threads, self._t0, end, "rlbench job", self.cfg.trace_window_s)
+            )
         return paths

@@ -24,8 +24,9 @@ def calibrate_annotation(n: int = 20000) -> tuple[float, float]:
     return inner, full
 
 
-def corrected_fractions(totals: dict[str, float], counts: dict[str, int], wall_s: float,
-                        inner_s: float, full_s: float) -> dict[str, float]:
+def corrected_fractions(
+    totals: dict[str, float], counts: dict[str, int], wall_s: float, inner_s: float, full_s: float
+) -> dict[str, float]:
     """Op fractions of one role's wall time, annotation cost removed (docs/metrics.md)."""
     wall = wall_s - sum(counts.values()) * full_s
     if wall <= 0:

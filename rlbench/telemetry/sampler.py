@@ -60,8 +60,9 @@ class TelemetrySampler:
         self.sources = sources()
         unknown = set(given) - {s.name for s in self.sources}
         if unknown:
-            raise ValueError(f"no telemetry source {', '.join(sorted(unknown))}; known: "
-                             f"{', '.join(s.name for s in self.sources)}")
+            raise ValueError(
+                f"no telemetry source {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in self.sources)}"
+            )
         # source name -> its meter (None: disabled)
         self.meters: dict[str, Any] = {s.name: self._own(given.get(s.name, "auto"), s) for s in self.sources}
         self._fail_after, self._stop_timeout_s = fail_after, stop_timeout_s

@@ -124,8 +124,11 @@ class MeterSource(Source):
             energy = integrate_power(times, watts)
         if energy is None:
             notes = [*notes, f"{self.name} gave fewer than 2 readings"]
-        return {f"energy_{self.name}_j": energy, f"power_{self.name}_w_avg": mean_valid(watts),
-                f"telemetry_{self.name}_reason": "; ".join(dict.fromkeys(n for n in notes if n)) or None}
+        return {
+            f"energy_{self.name}_j": energy,
+            f"power_{self.name}_w_avg": mean_valid(watts),
+            f"telemetry_{self.name}_reason": "; ".join(dict.fromkeys(n for n in notes if n)) or None,
+        }
 
     def watts(self, summary: Row) -> float | None:
         return summary[f"power_{self.name}_w_avg"]
@@ -221,15 +224,24 @@ class MeterFactory(Protocol):
 
 def _check_name(name: str) -> None:
     if name in BUILT_IN or not _NAME.match(name):
-        raise PowerSourceError(f"power source {name!r}: a name is lower-case [a-z][a-z0-9_]* and not one of "
-                               f"the built-in sources ({', '.join(BUILT_IN)})")
+        raise PowerSourceError(
+            f"power source {name!r}: a name is lower-case [a-z][a-z0-9_]* and not one of "
+            f"the built-in sources ({', '.join(BUILT_IN)})"
+        )
     taken = [m for m in (f"energy_{name}_j", f"power_{name}_w_avg", f"power_{name}_w") if m in METRICS]
     if taken:
         raise PowerSourceError(f"power source {name!r}: its metric {taken[0]} is already a built-in metric")
 
 
-METERS: Registry[MeterFactory] = Registry("power source", "power source", MeterFactory, {}, ENV_VAR, PowerSourceError,
-                                          check=lambda name, f: [] if callable(f) else ["a zero-argument callable"])
+METERS: Registry[MeterFactory] = Registry(
+    "power source",
+    "power source",
+    MeterFactory,
+    {},
+    ENV_VAR,
+    PowerSourceError,
+    check=lambda name, f: [] if callable(f) else ["a zero-argument callable"],
+)
 
 
 def _from_env(value: str) -> dict[str, Source]:

@@ -38,10 +38,14 @@ class SpanRecorder:
         return spans, self.total - len(spans)
 
 
-def trace_events(tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str,
-                 window_s: float) -> dict:
+def trace_events(
+    tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str, window_s: float
+) -> dict:
     """The trace document: tracks are (thread name, recorders drawn on that thread)."""
-    us = lambda t: round((t - t0) * 1e6, 1)
+
+    def us(t):
+        return round((t - t0) * 1e6, 1)
+
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": process}}]
     summary = {}
     for tid, (thread, recorders) in enumerate(tracks, start=1):
@@ -49,19 +53,50 @@ def trace_events(tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end:
         events.append({"ph": "M", "name": "thread_sort_index", "pid": 1, "tid": tid, "args": {"sort_index": tid}})
         for rec in recorders:
             spans, dropped = rec.kept(t_end)
-            summary[rec.track] = {"thread": thread, "spans": len(spans), "dropped": dropped,
-                                  **({"note": rec.note} if rec.note else {})}
-            events += [{"ph": "X", "name": name, "cat": rec.track, "pid": 1, "tid": tid, "ts": us(a),
-                        "dur": round((b - a) * 1e6, 1)} for name, a, b in spans]
+            summary[rec.track] = {
+                "thread": thread,
+                "spans": len(spans),
+                "dropped": dropped,
+                **({"note": rec.note} if rec.note else {}),
+            }
+            events += [
+                {
+                    "ph": "X",
+                    "name": name,
+                    "cat": rec.track,
+                    "pid": 1,
+                    "tid": tid,
+                    "ts": us(a),
+                    "dur": round((b - a) * 1e6, 1),
+                }
+                for name, a, b in spans
+            ]
             if dropped:
                 cut = rec.head[-1][2] if rec.head else t0 + rec.window_s
-                events.append({"ph": "i", "s": "t", "name": f"... {rec.track}: {dropped} spans dropped ...",
-                               "pid": 1, "tid": tid, "ts": us(cut)})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "rlbench": {"window_s": window_s, "max_events_per_end": MAX_EVENTS, "duration_s": round(t_end - t0, 3), "tracks": summary}}
+                events.append(
+                    {
+                        "ph": "i",
+                        "s": "t",
+                        "name": f"... {rec.track}: {dropped} spans dropped ...",
+                        "pid": 1,
+                        "tid": tid,
+                        "ts": us(cut),
+                    }
+                )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "rlbench": {
+            "window_s": window_s,
+            "max_events_per_end": MAX_EVENTS,
+            "duration_s": round(t_end - t0, 3),
+            "tracks": summary,
+        },
+    }
 
 
-def write_trace(path: Path, tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str,
-                window_s: float) -> Path:
+def write_trace(
+    path: Path, tracks: list[tuple[str, list[SpanRecorder]]], t0: float, t_end: float, process: str, window_s: float
+) -> Path:
     path.write_text(json.dumps(trace_events(tracks, t0, t_end, process, window_s), separators=(",", ":")))
     return path

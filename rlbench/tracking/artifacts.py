@@ -50,8 +50,10 @@ class StoreRelativeArtifactRepository(LocalArtifactRepository):
     def __init__(self, artifact_uri: str, tracking_uri: str | None = None, registry_uri: str | None = None):
         root = store_root(_current_store(tracking_uri))
         if root is None:
-            raise ValueError(f"artifact URI {artifact_uri!r} is relative to a SQLite store, but this process "
-                             f"talks to {_current_store(tracking_uri)!r}")
+            raise ValueError(
+                f"artifact URI {artifact_uri!r} is relative to a SQLite store, but this process "
+                f"talks to {_current_store(tracking_uri)!r}"
+            )
         super().__init__(artifact_uri, tracking_uri, registry_uri)
         relative = urllib.parse.urlparse(artifact_uri).path.lstrip("/")
         self._artifact_dir = str(root / relative)

@@ -2,7 +2,7 @@
 
 `Experiment(tracking)` opens it (not where its artifacts cannot be written: `unwritable`) and
 offers stale runs closed, the FINISHED runs, a resumed sweep's parent, a free run name, a parent
-run, the runs table's view and tags set on runs. Sweep and search take it as `store=`, so tests pass a fake. docs/metrics.md.
+run, the runs table's view and run tags. Sweep and search take it as `store=` (tests: a fake).
 """
 
 from __future__ import annotations
@@ -53,8 +53,14 @@ class Experiment:
         found = study_parent(study, self.id)
         return None if found is None else ParentRun(found.run_id, found.experiment_id, found.name)
 
-    def share_runs_view(self, parent_id: str, knobs: list[str], measured: set[str],
-                        group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
+    def share_runs_view(
+        self,
+        parent_id: str,
+        knobs: list[str],
+        measured: set[str],
+        group_by_tag: str | None = None,
+        tags: tuple[str, ...] = (),
+    ) -> str:
         """The runs table's view of the parent's children (its knobs and headline numbers, then the
         tag columns `tags`; grouped by the tag `group_by_tag` if given); its key."""
         return runs_view(self.id, parent_id, knobs, measured, group_by_tag, tags)

@@ -20,14 +20,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5, check=False
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"unknown ({e})"
     if out.returncode != 0:
         return f"unknown (not a git checkout: {out.stderr.strip()[:100]})"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                           capture_output=True, text=True, timeout=5, check=False).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=5,
+        check=False,
+    ).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 

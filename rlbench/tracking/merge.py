@@ -65,8 +65,9 @@ def merge_store(src_uri: str, dst_uri: str, say: Callable[[str], None] = print) 
 def _all_runs(client, experiment_id: str) -> list:
     runs, token = [], None
     while True:
-        page = client.search_runs([experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=1000,
-                                  page_token=token)
+        page = client.search_runs(
+            [experiment_id], run_view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
         runs += list(page)
         token = page.token
         if not token:
@@ -86,11 +87,14 @@ def _copy_run(src, dst, experiment_id: str, run, ids: dict[str, str], src_uri: s
     new_id = new.info.run_id
     params = [Param(k, v) for k, v in run.data.params.items()]
     for i in range(0, len(params), 100):
-        dst.log_batch(new_id, params=params[i:i + 100])
-    metrics = [Metric(m.key, m.value, m.timestamp, m.step) for key in run.data.metrics
-               for m in src.get_metric_history(run.info.run_id, key)]
+        dst.log_batch(new_id, params=params[i : i + 100])
+    metrics = [
+        Metric(m.key, m.value, m.timestamp, m.step)
+        for key in run.data.metrics
+        for m in src.get_metric_history(run.info.run_id, key)
+    ]
     for i in range(0, len(metrics), _BATCH):
-        dst.log_batch(new_id, metrics=metrics[i:i + _BATCH])
+        dst.log_batch(new_id, metrics=metrics[i : i + _BATCH])
     if run.inputs and run.inputs.dataset_inputs:
         dst.log_inputs(new_id, datasets=list(run.inputs.dataset_inputs))
     folder = artifact_folder(run.info.artifact_uri, src_uri)

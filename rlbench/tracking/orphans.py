@@ -76,15 +76,21 @@ def _judge_parent(run, alive_children: bool, now: float, stale_after_s: float) -
         return None
     gone = owner_gone(run.data.tags)
     if gone:
-        return _Verdict("KILLED", f"orphaned: {gone} and none of its jobs runs; marked KILLED by the next rlbench start")
+        return _Verdict(
+            "KILLED", f"orphaned: {gone} and none of its jobs runs; marked KILLED by the next rlbench start"
+        )
     if run.data.tags.get(HOST) == socket.gethostname() and run.data.tags.get(PID):
         return None
-    children = mlflow.search_runs(search_all_experiments=True, output_format="list",
-                                  filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'")
+    children = mlflow.search_runs(
+        search_all_experiments=True,
+        output_format="list",
+        filter_string=f"tags.mlflow.parentRunId = '{run.info.run_id}'",
+    )
     last = max([run.info.start_time / 1000] + [float(c.data.tags.get("heartbeat", 0)) for c in children])
     if now - last > stale_after_s:
-        return _Verdict("FAILED", f"stale: no heartbeat from its jobs for {now - last:.0f} s (process killed?); "
-                                  "marked FAILED")
+        return _Verdict(
+            "FAILED", f"stale: no heartbeat from its jobs for {now - last:.0f} s (process killed?); marked FAILED"
+        )
     return None
 
 
@@ -92,8 +98,9 @@ def close_orphans(stale_after_s: float) -> dict[str, str]:
     """Close the RUNNING runs of every experiment of the current store whose process is gone
     (docs/metrics.md, "Tags"); returns run id -> the status it got."""
     now, client, closed = time.time(), mlflow.MlflowClient(), {}
-    running = mlflow.search_runs(search_all_experiments=True, filter_string="attributes.status = 'RUNNING'",
-                                 output_format="list")
+    running = mlflow.search_runs(
+        search_all_experiments=True, filter_string="attributes.status = 'RUNNING'", output_format="list"
+    )
     jobs = [r for r in running if r.data.tags.get("rlbench.role") not in PARENT_ROLES]
     verdicts = {r.info.run_id: _judge(r, now, stale_after_s) for r in jobs}
     alive_under: set[str] = {r.data.tags.get("mlflow.parentRunId") for r in jobs if verdicts[r.info.run_id] is None}
@@ -106,6 +113,9 @@ def close_orphans(stale_after_s: float) -> dict[str, str]:
             client.set_terminated(run_id, verdict.status)
             closed[run_id] = verdict.status
     if closed:
-        log.warning("closed %d run(s) left RUNNING by a process that is gone: %s", len(closed),
-                    ", ".join(f"{k} {v}" for k, v in closed.items()))
+        log.warning(
+            "closed %d run(s) left RUNNING by a process that is gone: %s",
+            len(closed),
+            ", ".join(f"{k} {v}" for k, v in closed.items()),
+        )
     return closed

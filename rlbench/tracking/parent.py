@@ -63,7 +63,9 @@ class ParentRun:
 
     def log_metrics(self, metrics: dict[str, float]) -> None:
         now = int(time.time() * 1000)
-        self._client.log_batch(self.run_id, metrics=[Metric(k, rounded(v), now, 0) for k, v in metrics.items()])  # as a job's
+        self._client.log_batch(
+            self.run_id, metrics=[Metric(k, rounded(v), now, 0) for k, v in metrics.items()]
+        )  # as a job's
 
     def log_text(self, text: str, path: str) -> None:
         self._client.log_text(self.run_id, text, path)
@@ -89,11 +91,13 @@ class ParentRun:
         self._client.set_terminated(self.run_id, status)
 
 
-def open_parent(experiment_id: str, name: str, command: str, tags: dict[str, str],
-                params: dict | None = None) -> ParentRun:
+def open_parent(
+    experiment_id: str, name: str, command: str, tags: dict[str, str], params: dict | None = None
+) -> ParentRun:
     """A new parent run, RUNNING, with the host's and the source's tags (`command`: sweep, search, report)."""
-    run = mlflow.MlflowClient().create_run(experiment_id, run_name=name,
-                                           tags={**host_tags(), **source_tags(command), **owner_tags(), **tags})
+    run = mlflow.MlflowClient().create_run(
+        experiment_id, run_name=name, tags={**host_tags(), **source_tags(command), **owner_tags(), **tags}
+    )
     parent = ParentRun(run.info.run_id, experiment_id, name)
     parent.log_params(params or {})
     return parent

@@ -32,10 +32,17 @@ def best_row(rows: list[dict], v: Verdict | None = None) -> dict | None:
     best = next(c for c in config_rows(rows, SUMMARY_METRICS) if c["config"] == v.best)
     if best["runs"] == 1:
         return next(r for r in rows if config_key(r) == best["config"]) | {"verdict": v}
-    return ({"job": best["jobs"][0], "name": best["config"], "config": best["config"], "status": "FINISHED",
-             "runs": best["runs"], "finished": best["finished"], "jobs": best["jobs"],
-             "spread": {m: best[m] for m in SUMMARY_METRICS}, "verdict": v}
-            | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS})
+    return {
+        "job": best["jobs"][0],
+        "name": best["config"],
+        "config": best["config"],
+        "status": "FINISHED",
+        "runs": best["runs"],
+        "finished": best["finished"],
+        "jobs": best["jobs"],
+        "spread": {m: best[m] for m in SUMMARY_METRICS},
+        "verdict": v,
+    } | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS}
 
 
 def verdicts(rows: list[dict], v: Verdict | None = None) -> dict[str, str]:
@@ -55,8 +62,10 @@ def summary_metrics(rows: list[dict], v: Verdict | None = None) -> dict[str, flo
     of the sweep.)"""
     best = best_row(rows, v)
     out = {f"best/{m}": _number(best.get(m)) for m in SUMMARY_METRICS} if best is not None else {}
-    out |= {"jobs_finished": sum(r.get("status") == "FINISHED" for r in rows),
-            "jobs_failed": sum(r.get("status") == "FAILED" for r in rows)}
+    out |= {
+        "jobs_finished": sum(r.get("status") == "FINISHED" for r in rows),
+        "jobs_failed": sum(r.get("status") == "FAILED" for r in rows),
+    }
     return {k: float(v) for k, v in out.items() if v is not None}
 
 
@@ -80,10 +89,15 @@ def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
     """The description's first links: the jobs' table and charts (rlbench/tracking/views.py),
     the report (or how to make it), summary.csv."""
     key = runs_view_key(parent_id)
-    made = (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})" if report
-            else f"report: `python -m rlbench.report --sweep {parent_id}`")
-    return (f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"
-            f" · {made} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})")
+    made = (
+        f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+        if report
+        else f"report: `python -m rlbench.report --sweep {parent_id}`"
+    )
+    return (
+        f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"
+        f" · {made} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})"
+    )
 
 
 def _cell(row: dict, metric: str) -> str:
@@ -103,22 +117,23 @@ def table_row(cells: list[str]) -> str:
     return "| " + " | ".join(f"{PAD}{c.replace(' ', chr(0xA0))}{PAD}" for c in cells) + " |"
 
 
-def jobs_table(rows: list[dict], experiment_id: str, labels: list[str] | None = None,
-               metrics: tuple[str, ...] = TABLE_METRICS) -> list[str]:
+def jobs_table(
+    rows: list[dict], experiment_id: str, labels: list[str] | None = None, metrics: tuple[str, ...] = TABLE_METRICS
+) -> list[str]:
     """Markdown: a row per job (with repeats: per configuration, medians with their range),
     each linked to its run page in the Model training view; headline numbers and the bound;
     cells unwrapped and padded (table_row).
     labels: metric names as shown (a search's "energy_per_task_j (estimate)"), by their name;
     metrics: the columns (a search's adds cpu_gpu_ratio)."""
     shown = {label.split(" ")[0]: label for label in labels or []}
-    head = [table_row(["job", *(shown.get(m, m) for m in metrics), "bound"]),
-            "|---" * (len(metrics) + 2) + "|"]
+    head = [table_row(["job", *(shown.get(m, m) for m in metrics), "bound"]), "|---" * (len(metrics) + 2) + "|"]
     if repeated(rows):
         out = []
         for c in config_rows(rows, metrics):
             runs = [r for r in rows if config_key(r) == c["config"] and r.get("run_id")]
-            name = f"`{c['config']}` " + " ".join(f"[{i + 1}]({run_link(experiment_id, r['run_id'])})"
-                                                  for i, r in enumerate(runs))
+            name = f"`{c['config']}` " + " ".join(
+                f"[{i + 1}]({run_link(experiment_id, r['run_id'])})" for i, r in enumerate(runs)
+            )
             bounds = sorted({r.get("bound") for r in runs if r.get("bound")})
             out.append(table_row([name, *(_cell(c, m) for m in metrics), "; ".join(bounds)]))
         return head + out
@@ -138,11 +153,13 @@ def _best_lines(rows: list[dict], v: Verdict | None = None, code=lambda s: f"`{s
         return []
     v = best["verdict"]
     if "runs" in best:
-        lines = [f"Best (median {v.metric}): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
-                 f"finished): " + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}"
-                                            for m in SUMMARY_METRICS)]
+        lines = [
+            f"Best (median {v.metric}): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
+            f"finished): "
+            + ", ".join(f"{m} {best['spread'][m].text() if best['spread'][m] else _fmt(None)}" for m in SUMMARY_METRICS)
+        ]
     else:
-        name = best.get('name') or best.get('overrides') or '(defaults)'
+        name = best.get("name") or best.get("overrides") or "(defaults)"
         lines = [f"Best ({v.metric}): job {best['job']} {code(name)}"]
     return lines + [f"Verdict: {v.answer()}"] + [f"- {c.text}" for c in v.comparisons]
 
@@ -153,15 +170,21 @@ def answer_lines(rows: list[dict], v: Verdict | None = None) -> list[str]:
     return _best_lines(rows, v, code=str)
 
 
-def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str,
-               v: Verdict | None = None) -> str:
+def sweep_note(
+    name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str, v: Verdict | None = None
+) -> str:
     """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
     the best configuration and the report's section; its grid is the param `grid`."""
     states = ("FINISHED", "FAILED", "KILLED", "NOT STARTED")
     counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in states}
-    lines = [f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
-             + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
-             "", links_line(experiment_id, parent_id, report=False), "", *jobs_table(rows, experiment_id)]
+    lines = [
+        f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
+        + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
+        "",
+        links_line(experiment_id, parent_id, report=False),
+        "",
+        *jobs_table(rows, experiment_id),
+    ]
     best = _best_lines(rows, v)
     lines += ["", best[0], "", best[1], "", *best[2:]] if best else []
     lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
@@ -173,8 +196,14 @@ def with_report(note: str | None, verdict: list[str], experiment_id: str, parent
     its first links)."""
     head = (note or "").split(REPORT_MARK, 1)[0].rstrip()
     head = head.replace(links_line(experiment_id, parent_id, False), links_line(experiment_id, parent_id, True))
-    section = [REPORT_MARK, "", (f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
-               f" · [findings.json]({artifact_link(experiment_id, parent_id, 'report/findings.json')})"), ""]
+    section = [
+        REPORT_MARK,
+        "",
+        (
+            f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+            f" · [findings.json]({artifact_link(experiment_id, parent_id, 'report/findings.json')})"
+        ),
+        "",
+    ]
     section += [f"- {line}" for line in verdict] or ["- (no verdict: no finished job to judge)"]
     return "\n".join(([head, ""] if head else []) + section)
-

@@ -16,20 +16,28 @@ def peak_metric(precision: str) -> str:
     return f"peak_tflops/{precision}"
 
 
-def host_peak(precision: str, device_type: str, device_name: str, host: str,
-              experiment: str = EXPERIMENT) -> tuple[float | None, str]:
+def host_peak(
+    precision: str, device_type: str, device_name: str, host: str, experiment: str = EXPERIMENT
+) -> tuple[float | None, str]:
     """(TFLOP/s, where it comes from), or (None, why there is none)."""
     published = published_peak(device_name, precision) if device_type == "cuda" else None
     if published is not None:
         return published
     if mlflow.get_experiment_by_name(experiment) is not None:
         runs = mlflow.search_runs(
-            experiment_names=[experiment], output_format="list", order_by=["attributes.start_time DESC"],
-            filter_string=(f"tags.`rlbench.role` = '{ROLE}' and attributes.status = 'FINISHED' and tags.host = '{host}' "
-                           f"and tags.profile_device = '{device_type}'"))
+            experiment_names=[experiment],
+            output_format="list",
+            order_by=["attributes.start_time DESC"],
+            filter_string=(
+                f"tags.`rlbench.role` = '{ROLE}' and attributes.status = 'FINISHED' and tags.host = '{host}' "
+                f"and tags.profile_device = '{device_type}'"
+            ),
+        )
         for run in runs:
             value = run.data.metrics.get(peak_metric(precision))
             if run.data.tags.get(COMPLETE) != "false" and value:
                 return value, f"measured: a {precision} GEMM in profile run {run.info.run_id} of this host"
-    return None, (f"no published {precision} peak for {device_name} and no profile of host {host} in experiment "
-                  f"{experiment} measured one (python -m rlbench.profile precision={precision})")
+    return None, (
+        f"no published {precision} peak for {device_name} and no profile of host {host} in experiment "
+        f"{experiment} measured one (python -m rlbench.profile precision={precision})"
+    )

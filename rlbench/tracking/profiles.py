@@ -29,18 +29,27 @@ COMPLETE = "profile_complete"  # "false" while it is being logged, "true" once a
 @dataclass(frozen=True)
 class ProfileRecord:
     run: RunRecord
-    tables: dict[str, list[dict]]    # name (without .json) -> rows; [] for a table the run has not
+    tables: dict[str, list[dict]]  # name (without .json) -> rows; [] for a table the run has not
 
 
-def write_profile(tracking: TrackingConfig, name: str, tags: dict[str, str], params: dict,
-                  tables: dict[str, list[dict]], metrics: dict[str, float], files: list[Path]) -> str:
+def write_profile(
+    tracking: TrackingConfig,
+    name: str,
+    tags: dict[str, str],
+    params: dict,
+    tables: dict[str, list[dict]],
+    metrics: dict[str, float],
+    files: list[Path],
+) -> str:
     """A FINISHED profile run in the experiment `tracking` names; returns its id. `tables`: name
     -> rows (logged as <name>.json; empty ones left out). Its COMPLETE tag is set last."""
     experiment_id = open_experiment(tracking)
     mark_stale_runs(tracking)  # a start in the store: close what killed processes left RUNNING first
-    run = mlflow.start_run(experiment_id=experiment_id, run_name=name,
-                           tags={**host_tags(), **source_tags(ROLE), **owner_tags(), "rlbench.role": ROLE, **tags,
-                                 COMPLETE: "false"})
+    run = mlflow.start_run(
+        experiment_id=experiment_id,
+        run_name=name,
+        tags={**host_tags(), **source_tags(ROLE), **owner_tags(), "rlbench.role": ROLE, **tags, COMPLETE: "false"},
+    )
     try:
         _log_profile(params, tables, metrics, files)
     except BaseException as e:  # Ctrl-C, SIGTERM: KILLED; anything else FAILED; the error goes on
@@ -65,8 +74,13 @@ def _log_profile(params: dict, tables: dict[str, list[dict]], metrics: dict[str,
     mlflow.set_tag(COMPLETE, "true")
 
 
-def profile_runs(host: str | None = None, env_id: str | None = None, algo: str | None = None,
-                 experiment: str = EXPERIMENT, precision: str | None = None) -> list[str]:
+def profile_runs(
+    host: str | None = None,
+    env_id: str | None = None,
+    algo: str | None = None,
+    experiment: str = EXPERIMENT,
+    precision: str | None = None,
+) -> list[str]:
     """Ids of the complete FINISHED profile runs of `host`, `env_id`, `algo` and `precision`
     (where given; a profile without the param is fp32), newest first."""
     if mlflow.get_experiment_by_name(experiment) is None:
@@ -78,10 +92,18 @@ def profile_runs(host: str | None = None, env_id: str | None = None, algo: str |
         conditions.append(f"tags.env_id = '{env_id}'")
     if algo:
         conditions.append(f"params.`algo.name` = '{algo}'")
-    runs = mlflow.search_runs(experiment_names=[experiment], filter_string=" and ".join(conditions),
-                              order_by=["attributes.start_time DESC"], output_format="list")
-    return [r.info.run_id for r in runs if r.data.tags.get(COMPLETE) != "false"  # no tag: complete
-            and (precision is None or r.data.params.get("precision", "fp32") == precision)]
+    runs = mlflow.search_runs(
+        experiment_names=[experiment],
+        filter_string=" and ".join(conditions),
+        order_by=["attributes.start_time DESC"],
+        output_format="list",
+    )
+    return [
+        r.info.run_id
+        for r in runs
+        if r.data.tags.get(COMPLETE) != "false"  # no tag: complete
+        and (precision is None or r.data.params.get("precision", "fp32") == precision)
+    ]
 
 
 def is_profile(run: RunRecord) -> bool:
@@ -91,7 +113,9 @@ def is_profile(run: RunRecord) -> bool:
 def incomplete(run: RunRecord) -> str | None:
     """Why the profile run cannot be used (not FINISHED, or not all of it logged), or None."""
     if run.status != "FINISHED":
-        why = run.tags.get("end_reason") or run.tags.get("error") or "its process may still be logging it, or was killed"
+        why = (
+            run.tags.get("end_reason") or run.tags.get("error") or "its process may still be logging it, or was killed"
+        )
         return f"status {run.status} ({why})"
     if run.tags.get(COMPLETE) == "false":
         return "FINISHED but not all of it was logged (tag profile_complete=false)"

@@ -19,18 +19,18 @@ class RunRecord:
     run_id: str
     name: str
     experiment_id: str
-    status: str                      # FINISHED, FAILED, KILLED, RUNNING
+    status: str  # FINISHED, FAILED, KILLED, RUNNING
     params: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    wall_s: float | None = None      # end_time less start_time (None while it runs)
+    wall_s: float | None = None  # end_time less start_time (None while it runs)
 
 
 @dataclass(frozen=True)
 class SweepRecord:
     parent: RunRecord
     children: list[RunRecord]
-    summary: list[dict]              # the parent's summary.json rows ([] before the sweep ended)
+    summary: list[dict]  # the parent's summary.json rows ([] before the sweep ended)
 
 
 class NoSuchRun(LookupError):
@@ -51,9 +51,16 @@ class NoSuchExperiment(LookupError):
 
 def _record(run) -> RunRecord:
     """An MLflow Run as plain data."""
-    return RunRecord(run_id=run.info.run_id, name=run.info.run_name or "", experiment_id=run.info.experiment_id,
-                     status=run.info.status, params=dict(run.data.params), metrics=dict(run.data.metrics),
-                     tags=dict(run.data.tags), wall_s=_wall_s(run.info))
+    return RunRecord(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        experiment_id=run.info.experiment_id,
+        status=run.info.status,
+        params=dict(run.data.params),
+        metrics=dict(run.data.metrics),
+        tags=dict(run.data.tags),
+        wall_s=_wall_s(run.info),
+    )
 
 
 def _wall_s(info) -> float | None:
@@ -72,8 +79,9 @@ def read_sweep(parent_id: str) -> SweepRecord:
     """A sweep's or a search's parent run, its children (the jobs or trials) and its summary."""
     parent = read_run(parent_id)
     try:
-        children = mlflow.search_runs([parent.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",
-                                      output_format="list")
+        children = mlflow.search_runs(
+            [parent.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'", output_format="list"
+        )
     except MlflowException as e:
         raise NoSuchRun(parent_id, mlflow.get_tracking_uri(), e.message) from None
     try:
@@ -105,7 +113,7 @@ def logged_table(run_id: str, path: str) -> list[dict]:
         return []
     with open(client.download_artifacts(run_id, path)) as f:
         table = json.load(f)
-    return [dict(zip(table["columns"], row)) for row in table["data"]]
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
 
 
 def experiment_id(name: str) -> str | None:
@@ -127,8 +135,13 @@ def sweep_parent(key: str, experiment_id: str) -> RunRecord | None:
     """The newest ended parent run of the sweep whose `sweep_key` tag is `key`, or None (a
     RUNNING one belongs to a sweep still running)."""
     where = f"tags.`rlbench.role` = 'sweep' and tags.sweep_key = '{key}' and attributes.status != 'RUNNING'"
-    found = mlflow.search_runs([experiment_id], filter_string=where, output_format="list", max_results=1,
-                               order_by=["attributes.start_time DESC"])
+    found = mlflow.search_runs(
+        [experiment_id],
+        filter_string=where,
+        output_format="list",
+        max_results=1,
+        order_by=["attributes.start_time DESC"],
+    )
     return _record(found[0]) if found else None
 
 
@@ -140,8 +153,9 @@ def trial_numbers(run_ids: list[str], study: str) -> set[int]:
 def study_trials(tags: list[dict[str, str]], study: str) -> set[int]:
     """The trial numbers in runs' `tags` that are trials of `study`: another study's trial of the
     same number is not one of them."""
-    return {int(t["optuna_trial"]) for t in tags
-            if t.get("optuna_study") == study and t.get("optuna_trial", "").isdigit()}
+    return {
+        int(t["optuna_trial"]) for t in tags if t.get("optuna_study") == study and t.get("optuna_trial", "").isdigit()
+    }
 
 
 def study_tags(study: str) -> dict[str, str]:

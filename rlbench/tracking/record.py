@@ -72,9 +72,14 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     """Params: the job's resolved config, which differs between jobs only where the work
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
-    params = flatten({k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict")})  # the sweep's
-    tracking = {k: v for k, v in (resolved.get("tracking") or {}).items()
-                if k not in _SHOWN_ELSEWHERE and v not in (None, {}, [])}
+    params = flatten(
+        {k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict")}
+    )  # the sweep's
+    tracking = {
+        k: v
+        for k, v in (resolved.get("tracking") or {}).items()
+        if k not in _SHOWN_ELSEWHERE and v not in (None, {}, [])
+    }
     tags = flatten(tracking, "tracking.")
     tags["overrides"] = " ".join(overrides) or "(none)"
     return params, tags
@@ -103,14 +108,24 @@ def log_input(dataset, tries: int = 3) -> None:
 
 def source_tags(command: str) -> dict[str, str]:
     """MLflow's user and source tags (a run made with MlflowClient.create_run gets none)."""
-    return {"mlflow.user": getpass.getuser(), "mlflow.source.type": "LOCAL",
-            "mlflow.source.name": f"rlbench {command}",  # the UI shows a source's last path part: no paths here
-            "rlbench.command": " ".join(["python -m rlbench", *sys.argv[1:]])[:5000]}
+    return {
+        "mlflow.user": getpass.getuser(),
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.name": f"rlbench {command}",  # the UI shows a source's last path part: no paths here
+        "rlbench.command": " ".join(["python -m rlbench", *sys.argv[1:]])[:5000],
+    }
 
 
 class JobRecord:
-    def __init__(self, cfg: DictConfig, tracking: TrackingConfig, overrides: list[str],
-                 output_dir: Path | None, extra_tags: dict | None = None, dataset=None):
+    def __init__(
+        self,
+        cfg: DictConfig,
+        tracking: TrackingConfig,
+        overrides: list[str],
+        output_dir: Path | None,
+        extra_tags: dict | None = None,
+        dataset=None,
+    ):
         """dataset: what the run consumed (an mlflow.data Dataset: the environment), logged as its input."""
         self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
         self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
@@ -135,10 +150,14 @@ class JobRecord:
         # returns (core/signals.py), so a run made by one call and started by another could be left
         # RUNNING and unnamed on the last line. start_run's notebook probe imports IPython (0.2 s).
         self.run = mlflow.start_run(
-            experiment_id=experiment_id, run_name=name, log_system_metrics=self.tracking.system_metrics,
+            experiment_id=experiment_id,
+            run_name=name,
+            log_system_metrics=self.tracking.system_metrics,
             parent_run_id=self.tracking.parent_run_id,
-            tags={**{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")},
-                  **owner_tags()},  # owner: tells a killed job's run (orphans.py)
+            tags={
+                **{k: v for k, v in source_tags("job").items() if k.startswith("mlflow.")},
+                **owner_tags(),
+            },  # owner: tells a killed job's run (orphans.py)
         )
         self.opened_at = time.perf_counter()  # the job's job_start_s counts from here
         try:  # the run exists from here: a stop or error before `with` takes over still ends it (__exit__)
@@ -212,10 +231,8 @@ class JobRecord:
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
         if exc is not None:
-            try:
-                exc.run_id = self.run_id  # lets a sweep's summary name the failed run
-            except AttributeError:
-                pass
+            with contextlib.suppress(AttributeError):  # the run id lets a sweep's summary name the failed run
+                exc.run_id = self.run_id
         self._write_end(status, exc_type, exc, tb)  # a write that fails is noted in _lost, never raised
         incomplete = IncompleteRecord(self.run_id, self._lost) if self._lost and status == "FINISHED" else None
         if incomplete is not None:
@@ -255,8 +272,12 @@ class JobRecord:
         try:
             mlflow.end_run(status=status)
         except Exception as e:  # noqa: BLE001 - e.g. the store's disk is full
-            log.error("could not end MLflow run %s %s: %s; it reads RUNNING until the next rlbench start "
-                      "closes it KILLED", self.run_id, status, brief(e))
+            log.error(
+                "could not end MLflow run %s %s: %s; it reads RUNNING until the next rlbench start closes it KILLED",
+                self.run_id,
+                status,
+                brief(e),
+            )
             return f"{type(e).__name__}: {brief(e)}"[:300]
         log.info("MLflow run %s ended %s", self.run_id, status)
         return None
@@ -291,6 +312,8 @@ class IncompleteRecord(RuntimeError):
 
     def __init__(self, run_id: str, lost: dict[str, str], status: str = "FAILED"):
         ended = "ended FAILED" if status == "FAILED" else f"reads {status}"
-        super().__init__(f"run {run_id} {ended}: its record is incomplete: could not write "
-                         + "; ".join(f"{what} ({why})" for what, why in lost.items()))
+        super().__init__(
+            f"run {run_id} {ended}: its record is incomplete: could not write "
+            + "; ".join(f"{what} ({why})" for what, why in lost.items())
+        )
         self.run_id, self.lost = run_id, dict(lost)

@@ -47,8 +47,12 @@ def unique_top_level_name(experiment_id: str, name: str) -> str:
     """`name`, or `name #k` (k = 2, 3, ...) when top-level runs of the experiment already use it:
     two single runs of `workload=smoke` must not look like one in the runs table. (A sweep's
     jobs are told apart by their parent.)"""
-    runs = mlflow.search_runs([experiment_id], filter_string=f"attributes.run_name LIKE '{_like(name)}%'",
-                              output_format="list", max_results=1000)
+    runs = mlflow.search_runs(
+        [experiment_id],
+        filter_string=f"attributes.run_name LIKE '{_like(name)}%'",
+        output_format="list",
+        max_results=1000,
+    )
     taken = {r.info.run_name for r in runs if "mlflow.parentRunId" not in r.data.tags}
     if name not in taken:
         return name
@@ -147,8 +151,9 @@ def open_experiment(tracking: TrackingConfig) -> str:
         return exp.experiment_id
 
 
-def log_alone(uri: str, experiment: str, name: str, tags: dict[str, str], metrics: dict[str, float],
-              nulls: dict[str, str]) -> str:
+def log_alone(
+    uri: str, experiment: str, name: str, tags: dict[str, str], metrics: dict[str, float], nulls: dict[str, str]
+) -> str:
     """One finished run of `experiment` at `uri` holding `metrics` (and `nulls`, each value not
     measured with its reason, in the `unmeasured` tag): a value measured outside any job (a GPU
     study stage's idle power). Its run id."""
@@ -202,8 +207,10 @@ def schema_problem(db: Path) -> tuple[str, str] | None:
 
     known = {r.revision for r in ScriptDirectory.from_config(_get_alembic_config("")).walk_revisions()}
     if found in known:
-        return (f"its MLflow schema is older (revision {found}) than this MLflow {mlflow.__version__} uses ({head})",
-                f"back it up, then upgrade it: mlflow db upgrade sqlite:///{db}")
+        return (
+            f"its MLflow schema is older (revision {found}) than this MLflow {mlflow.__version__} uses ({head})",
+            f"back it up, then upgrade it: mlflow db upgrade sqlite:///{db}",
+        )
     newer = f"its MLflow schema (revision {found}) is unknown to this MLflow {mlflow.__version__}: a newer one wrote it"
     return newer, "upgrade MLflow here (pip install -U mlflow), or use another store"
 
@@ -235,10 +242,12 @@ def artifact_problem(tracking: TrackingConfig) -> str | None:
     exists; opens no store that does not exist yet."""
     location = _experiment_location(tracking)
     if location and location.startswith(f"{SCHEME}:") and not artifacts.scheme_registered():
-        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to "
-                f"{location}, which MLflow opens through rlbench's entry point, and rlbench is not installed "
-                f"in this Python ({sys.executable}); allowed: pip install -e . in the clone (or pip install .), "
-                "or an absolute tracking.artifact_location=PATH for a new tracking.experiment")
+        return (
+            f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to "
+            f"{location}, which MLflow opens through rlbench's entry point, and rlbench is not installed "
+            f"in this Python ({sys.executable}); allowed: pip install -e . in the clone (or pip install .), "
+            "or an absolute tracking.artifact_location=PATH for a new tracking.experiment"
+        )
     folder = _local_folder(location, tracking.uri) if location else None
     if folder is None:
         return None
@@ -248,9 +257,11 @@ def artifact_problem(tracking: TrackingConfig) -> str | None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as e:
-        return (f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {folder} "
-                f"({location}), which cannot be written: {e.strerror or e}; allowed: a writable folder "
-                "(tracking.artifact_location=PATH, or a new tracking.experiment)")
+        return (
+            f"tracking.artifact_location: the artifacts of experiment {tracking.experiment!r} go to {folder} "
+            f"({location}), which cannot be written: {e.strerror or e}; allowed: a writable folder "
+            "(tracking.artifact_location=PATH, or a new tracking.experiment)"
+        )
     return None
 
 

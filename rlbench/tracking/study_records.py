@@ -25,12 +25,12 @@ HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count"
 class JobRun:
     run_id: str
     name: str
-    status: str                      # FINISHED, FAILED, KILLED, RUNNING (stale or still going)
+    status: str  # FINISHED, FAILED, KILLED, RUNNING (stale or still going)
     params: dict[str, str]
     metrics: dict[str, float]
-    nulls: dict[str, str]            # metric -> why it was not measured (the job's `unmeasured` tag)
+    nulls: dict[str, str]  # metric -> why it was not measured (the job's `unmeasured` tag)
     tags: dict[str, str] = field(default_factory=dict)
-    wall_s: float | None = None      # the run's end less its start (None while it runs)
+    wall_s: float | None = None  # the run's end less its start (None while it runs)
 
     @property
     def finished(self) -> bool:
@@ -74,12 +74,12 @@ class JobRun:
 
 @dataclass
 class Study:
-    kind: str                        # sweep, study (an Optuna search) or experiment
+    kind: str  # sweep, study (an Optuna search) or experiment
     title: str
     parent_id: str | None
     host: dict[str, str]
     jobs: list[JobRun]
-    missing: list[str]               # planned jobs with no run at all, as text
+    missing: list[str]  # planned jobs with no run at all, as text
     parent_tags: dict[str, str] = field(default_factory=dict)
     idle_power_w: float | None = None  # the GPU's idle power a stage measured before its first job (median W)
 
@@ -113,8 +113,10 @@ class Study:
         return f"{h.get('host', '?')}: {h.get('cpu_model', '?')}, {h.get('hardware_threads', '?')} HW threads{gpu}"
 
 
-NO_GPU_RATIO = ("CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
-                "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios")
+NO_GPU_RATIO = (
+    "CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
+    "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios"
+)
 
 
 def without_gpu(compute_units: Iterable[str | None]) -> bool:
@@ -126,10 +128,16 @@ def without_gpu(compute_units: Iterable[str | None]) -> bool:
 
 
 def _job(run: RunRecord) -> JobRun:
-    return JobRun(run_id=run.run_id, name=run.name or run.run_id[:8], status=run.status, params=run.params,
-                  metrics=run.metrics, nulls=unmeasured_of(run.tags),
-                  tags={k: v for k, v in run.tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED},
-                  wall_s=run.wall_s)
+    return JobRun(
+        run_id=run.run_id,
+        name=run.name or run.run_id[:8],
+        status=run.status,
+        params=run.params,
+        metrics=run.metrics,
+        nulls=unmeasured_of(run.tags),
+        tags={k: v for k, v in run.tags.items() if not k.startswith(("null/", "mlflow.")) and k != UNMEASURED},
+        wall_s=run.wall_s,
+    )
 
 
 def is_job(tags: dict[str, str]) -> bool:
@@ -164,9 +172,15 @@ def study_of(record: SweepRecord) -> Study:
     parent = record.parent
     jobs = _ordered(_job(r) for r in record.children)
     planned = parent.params.get("jobs")
-    return Study(kind=parent.tags.get("rlbench.role", "sweep"), title=parent.name or parent.run_id,
-                 parent_id=parent.run_id, host=_host(parent.tags, jobs), jobs=jobs,
-                 missing=_missing(record.summary, jobs, int(planned) if planned else None), parent_tags=parent.tags)
+    return Study(
+        kind=parent.tags.get("rlbench.role", "sweep"),
+        title=parent.name or parent.run_id,
+        parent_id=parent.run_id,
+        host=_host(parent.tags, jobs),
+        jobs=jobs,
+        missing=_missing(record.summary, jobs, int(planned) if planned else None),
+        parent_tags=parent.tags,
+    )
 
 
 def load_parent(parent_id: str) -> Study:
@@ -182,13 +196,23 @@ def load_experiment(name: str) -> Study:
     except NoSuchExperiment as e:
         raise LookupError(f"--experiment {name!r}: no such MLflow experiment at {e.uri}") from None
     jobs = _ordered(_job(r) for r in runs if is_job(r.tags))
-    return Study(kind="experiment", title=f"experiment {name}", parent_id=None, host=_host({}, jobs), jobs=jobs,
-                 missing=[], idle_power_w=idle_power_of(runs))
+    return Study(
+        kind="experiment",
+        title=f"experiment {name}",
+        parent_id=None,
+        host=_host({}, jobs),
+        jobs=jobs,
+        missing=[],
+        idle_power_w=idle_power_of(runs),
+    )
 
 
 def idle_power_of(runs) -> float | None:
     """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/stage.py
     logs one per stage); None where none did."""
-    watts = [r.metrics[IDLE_POWER] for r in runs
-             if r.tags.get("rlbench.role") == "idle_power" and r.metrics.get(IDLE_POWER) is not None]
+    watts = [
+        r.metrics[IDLE_POWER]
+        for r in runs
+        if r.tags.get("rlbench.role") == "idle_power" and r.metrics.get(IDLE_POWER) is not None
+    ]
     return statistics.median(watts) if watts else None

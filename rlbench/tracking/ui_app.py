@@ -21,13 +21,23 @@ def seed_script(key: str = VIEW_KEY, view: str = MODEL_TRAINING) -> str:
     """A script that stores `view` under `key` in a browser whose localStorage has nothing there
     (a browser without localStorage, such as a sandboxed frame, is left alone)."""
     k, v = json.dumps(key), json.dumps(json.dumps(view))  # the UI stores the JSON of the value
-    return f"<script>try {{ if (localStorage.getItem({k}) === null) localStorage.setItem({k}, {v}) }} catch (e) {{}}</script>"
+    return (
+        f"<script>try {{ if (localStorage.getItem({k}) === null) localStorage.setItem({k}, {v}) }} "
+        f"catch (e) {{}}</script>"
+    )
 
 
 # The runs page's search facets: MLflow 3.17 writes them into the address after it applied a shared
 # view, and skips a shared view whose address already holds one (its useSharedExperimentViewState).
-FACETS = ("searchFilter", "orderByKey", "orderByAsc", "startTime", "lifecycleFilter", "modelVersionFilter",
-          "datasetsFilter")
+FACETS = (
+    "searchFilter",
+    "orderByKey",
+    "orderByAsc",
+    "startTime",
+    "lifecycleFilter",
+    "modelVersionFilter",
+    "datasetsFilter",
+)
 SHARE_PARAM = "viewStateShareKey"
 
 
@@ -36,20 +46,23 @@ def keep_shared_view_script(facets: tuple[str, ...] = FACETS, share: str = SHARE
     view beside the facets MLflow wrote there, it drops those facets before the bundle (or, on Back,
     its router) reads the address, so MLflow applies the view again. Back within one runs page
     (the page stays, the view is not applied twice) keeps the address as it is."""
-    return ("<script>(function () { try {"
-            f" var F = {json.dumps(list(facets))}, K = {json.dumps(share)};"
-            " function path(h) { var q = h.indexOf('?'); return q < 0 ? h : h.slice(0, q); }"
-            " var shown = path(location.hash);"
-            " function strip() { var h = location.hash, q = h.indexOf('?'); if (q < 0) return;"
-            " var p = new URLSearchParams(h.slice(q + 1)); if (!p.get(K)) return; var cut = false;"
-            " F.forEach(function (k) { if (p.has(k)) { p.delete(k); cut = true; } });"
-            " if (cut) history.replaceState(history.state, '', location.pathname + location.search + h.slice(0, q + 1) + p); }"
-            " strip();"
-            " window.addEventListener('popstate', function () { if (path(location.hash) !== shown) strip();"
-            " shown = path(location.hash); });"
-            " ['pushState', 'replaceState'].forEach(function (m) { var f = history[m];"
-            " history[m] = function () { var r = f.apply(this, arguments); shown = path(location.hash); return r; }; });"
-            " } catch (e) {} })();</script>")
+    return (
+        "<script>(function () { try {"
+        f" var F = {json.dumps(list(facets))}, K = {json.dumps(share)};"
+        " function path(h) { var q = h.indexOf('?'); return q < 0 ? h : h.slice(0, q); }"
+        " var shown = path(location.hash);"
+        " function strip() { var h = location.hash, q = h.indexOf('?'); if (q < 0) return;"
+        " var p = new URLSearchParams(h.slice(q + 1)); if (!p.get(K)) return; var cut = false;"
+        " F.forEach(function (k) { if (p.has(k)) { p.delete(k); cut = true; } });"
+        " if (cut) history.replaceState(history.state, '', location.pathname + location.search + "
+        "h.slice(0, q + 1) + p); }"
+        " strip();"
+        " window.addEventListener('popstate', function () { if (path(location.hash) !== shown) strip();"
+        " shown = path(location.hash); });"
+        " ['pushState', 'replaceState'].forEach(function (m) { var f = history[m];"
+        " history[m] = function () { var r = f.apply(this, arguments); shown = path(location.hash); return r; }; });"
+        " } catch (e) {} })();</script>"
+    )
 
 
 def with_seed(index_html: str) -> str:

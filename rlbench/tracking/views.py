@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 SHARE_PREFIX = "mlflow.sharedViewState."
 TAG_LIMIT = 20_000  # MLflow 3.17's longest experiment tag value (MAX_EXPERIMENT_TAG_VAL_LENGTH)
 HEADLINE = ("runtime_s", "task_fps", "fps", "energy_per_task_j")  # the headline numbers, in this order
-BOUND_TAG = "bound"          # a job's bottleneck in words (rlbench.core.bound.bottleneck)
+BOUND_TAG = "bound"  # a job's bottleneck in words (rlbench.core.bound.bottleneck)
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
 VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 REPEAT_GROUP = "repeat_group"  # the tag naming the configuration a repeat runs (rlbench/sweeps/sweep.py)
@@ -35,38 +35,69 @@ def grouped(tag: str) -> dict:
     group's average (a bar per group; MLflow draws a group's min..max band only on a metric's
     history over steps). Average, as MLflow 3.17 aggregates by min, average or max only (no
     median); the summary and the report give the medians and the spread."""
-    return {"groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]},
-            "groupsExpanded": {}, "useGroupedValuesInCharts": True}
+    return {
+        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]},
+        "groupsExpanded": {},
+        "useGroupedValuesInCharts": True,
+    }
 
 
-def view_state(search_filter: str, knobs: list[str], measured: set[str], parallel: bool = True,
-               group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> dict:
+def view_state(
+    search_filter: str,
+    knobs: list[str],
+    measured: set[str],
+    parallel: bool = True,
+    group_by_tag: str | None = None,
+    tags: tuple[str, ...] = (),
+) -> dict:
     """The runs table filtered by `search_filter`, sorted by runtime_s (shortest task first), with
     the columns: the swept `knobs` (params), the headline metrics (a tag column reading "not
     measured ..." for a headline metric no job logged), the bound; the run tags `tags` (a sweep's
     VERDICT_TAG) first of the tag columns, in sight; the chart view's first section: a bar per headline metric, then
-    (`parallel`: several runs) the knobs and rates in parallel coordinates. With `group_by_tag` (a sweep's repeats), the runs grouped by that tag
+    (`parallel`: several runs) the knobs and rates in parallel coordinates. With `group_by_tag` (a
+    sweep's repeats), the runs grouped by that tag
     (`grouped`), so that configurations compare by their aggregate and spread."""
     metrics = [m for m in HEADLINE if m in measured]
     unmeasured = [m for m in HEADLINE if m not in measured]
-    columns = ([_col("params", k) for k in knobs] + [_col("metrics", m) for m in metrics]
-               + [_col("tags", t) for t in (*tags, *unmeasured, BOUND_TAG)])  # the UI shows params, metrics, tags
+    columns = (
+        [_col("params", k) for k in knobs]
+        + [_col("metrics", m) for m in metrics]
+        + [_col("tags", t) for t in (*tags, *unmeasured, BOUND_TAG)]
+    )  # the UI shows params, metrics, tags
     charts = [_card("BAR", m, "rlbench-headline") for m in metrics]
     if knobs and parallel:  # the last axis is the colour scale: the task's time
-        charts.append({"type": "PARALLEL", "uuid": "rlbench-parallel", "metricSectionId": "rlbench-headline",
-                       "isGenerated": False, "deleted": False, "runsCountToCompare": 100, "showAllRuns": True,
-                       "selectedParams": list(knobs),
-                       "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured]})
-    state = {"searchFilter": search_filter, "orderByKey": _col("metrics", "runtime_s"), "orderByAsc": True,
-             "selectedColumns": columns, "columnOrder": columns,
-             "columnWidths": {_col("tags", t): 300 for t in (*unmeasured, *tags)} | {_col("tags", BOUND_TAG): 170},
-             "compareRunCharts": charts, "isAccordionReordered": True, "hideEmptyCharts": True,
-             "compareRunSections": [_section("rlbench-headline", "rlbench headline: the task's time and rates")]}
+        charts.append(
+            {
+                "type": "PARALLEL",
+                "uuid": "rlbench-parallel",
+                "metricSectionId": "rlbench-headline",
+                "isGenerated": False,
+                "deleted": False,
+                "runsCountToCompare": 100,
+                "showAllRuns": True,
+                "selectedParams": list(knobs),
+                "selectedMetrics": [m for m in ("fps", "task_fps", "runtime_s") if m in measured],
+            }
+        )
+    state = {
+        "searchFilter": search_filter,
+        "orderByKey": _col("metrics", "runtime_s"),
+        "orderByAsc": True,
+        "selectedColumns": columns,
+        "columnOrder": columns,
+        "columnWidths": {_col("tags", t): 300 for t in (*unmeasured, *tags)} | {_col("tags", BOUND_TAG): 170},
+        "compareRunCharts": charts,
+        "isAccordionReordered": True,
+        "hideEmptyCharts": True,
+        "compareRunSections": [_section("rlbench-headline", "rlbench headline: the task's time and rates")],
+    }
     return (state | grouped(group_by_tag)) if group_by_tag else state
 
 
 OP_FRAC, WINDOW = "op_frac/", "window/"  # the operation shares and the windowed rates: their own sections
-OP_SECTION = "op_frac: each role's operations, shares of its wall time (a group of bars per run, the table's first on top)"
+OP_SECTION = (
+    "op_frac: each role's operations, shares of its wall time (a group of bars per run, the table's first on top)"
+)
 Latest = dict[str, tuple[float, int]]  # a run's metrics: key -> (last value, its step)
 
 
@@ -79,13 +110,26 @@ def same_everywhere(latest: list[Latest]) -> set[str]:
 
 
 def _card(kind: str, key: str, section: str, **config) -> dict:
-    return {"type": kind, "uuid": f"rlbench-{kind.lower()}-{key}", "metricKey": key, "metricSectionId": section,
-            "isGenerated": False, "deleted": False, "runsCountToCompare": 100} | config
+    return {
+        "type": kind,
+        "uuid": f"rlbench-{kind.lower()}-{key}",
+        "metricKey": key,
+        "metricSectionId": section,
+        "isGenerated": False,
+        "deleted": False,
+        "runsCountToCompare": 100,
+    } | config
 
 
 def _section(uuid: str, name: str, **layout) -> dict:
-    return {"uuid": uuid, "name": name, "display": True, "isReordered": True, "deleted": False,
-            "isGenerated": False} | layout
+    return {
+        "uuid": uuid,
+        "name": name,
+        "display": True,
+        "isReordered": True,
+        "deleted": False,
+        "isGenerated": False,
+    } | layout
 
 
 def _op_layout(ops: list[dict], runs: int) -> dict:
@@ -101,18 +145,40 @@ def op_share_cards(keys: set[str]) -> list[dict]:
     roles: dict[str, list[str]] = {}
     for k in sorted(k for k in keys if k.startswith(OP_FRAC) and k.count("/") == 2):
         roles.setdefault(k.split("/")[1], []).append(k)
-    return [_card("BAR", ops[0], "rlbench-op-frac", selectedMetricKeys=ops, uuid=f"rlbench-op-frac-{role}",
-                  displayName=f"{OP_FRAC}{role}: share of the role's wall time per operation")
-            for role, ops in roles.items()]
+    return [
+        _card(
+            "BAR",
+            ops[0],
+            "rlbench-op-frac",
+            selectedMetricKeys=ops,
+            uuid=f"rlbench-op-frac-{role}",
+            displayName=f"{OP_FRAC}{role}: share of the role's wall time per operation",
+        )
+        for role, ops in roles.items()
+    ]
 
 
 def window_cards(keys: set[str]) -> list[dict]:
     """A line chart per `window/*` series over the seconds since the task started: its x axis the
     metric `task_elapsed_s` (logged at each tick with the same step), which names the axis."""
-    return [_card("LINE", k, "rlbench-window", xAxisKey="metric", selectedXAxisMetricKey=TASK_ELAPSED,
-                  useGlobalXaxisKey=False, scaleType="linear", xAxisScaleType="linear", lineSmoothness=0,
-                  useGlobalLineSmoothing=False, range={}, displayPoints=True)
-            for k in sorted(keys) if k.startswith(WINDOW)]
+    return [
+        _card(
+            "LINE",
+            k,
+            "rlbench-window",
+            xAxisKey="metric",
+            selectedXAxisMetricKey=TASK_ELAPSED,
+            useGlobalXaxisKey=False,
+            scaleType="linear",
+            xAxisScaleType="linear",
+            lineSmoothness=0,
+            useGlobalLineSmoothing=False,
+            range={},
+            displayPoints=True,
+        )
+        for k in sorted(keys)
+        if k.startswith(WINDOW)
+    ]
 
 
 def chart_sections(keys: set[str], constant: set[str], runs: int = 1) -> tuple[list[dict], list[dict]]:
@@ -123,10 +189,14 @@ def chart_sections(keys: set[str], constant: set[str], runs: int = 1) -> tuple[l
     shown = keys - constant
     ops, windows = op_share_cards(keys), window_cards(shown)
     hidden = sorted((constant | {k for k in keys if k.startswith(OP_FRAC)} | ({TASK_ELAPSED} & keys)) - set(HEADLINE))
-    cards = ops + windows + [{"type": "BAR", "uuid": f"rlbench-hidden-{k}", "metricKey": k, "deleted": True}
-                             for k in hidden]
+    cards = (
+        ops
+        + windows
+        + [{"type": "BAR", "uuid": f"rlbench-hidden-{k}", "metricKey": k, "deleted": True} for k in hidden]
+    )
     sections = ([_section("rlbench-op-frac", OP_SECTION, **_op_layout(ops, runs))] if ops else []) + (
-        [_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else [])
+        [_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else []
+    )
     return cards, sections
 
 
@@ -134,12 +204,15 @@ def with_charts(state: dict, keys: set[str], constant: set[str], runs: int = 1) 
     """`state` (view_state) with chart_sections after its headline; `state` alone (and a warning)
     where that would not fit in an experiment tag (MLflow: 20,000 characters)."""
     cards, sections = chart_sections(keys, constant, runs)
-    charted = state | {"compareRunCharts": state["compareRunCharts"] + cards,
-                       "compareRunSections": state["compareRunSections"] + sections}
+    charted = state | {
+        "compareRunCharts": state["compareRunCharts"] + cards,
+        "compareRunSections": state["compareRunSections"] + sections,
+    }
     if len(_json(charted)) <= TAG_LIMIT:
         return charted
-    log.warning("the chart view's sections left out: %d characters, over an experiment tag's %d", len(_json(charted)),
-                TAG_LIMIT)
+    log.warning(
+        "the chart view's sections left out: %d characters, over an experiment tag's %d", len(_json(charted)), TAG_LIMIT
+    )
     return state
 
 
@@ -161,8 +234,11 @@ def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], se
     client = mlflow.MlflowClient()
     runs = client.search_runs([experiment_id], search_filter, max_results=1000)
     latest = [{m.key: (m.value, m.step) for m in r.data.to_proto().metrics} for r in runs]
-    constant = {k for k in same_everywhere(latest)
-                if all(r[k][1] == 0 for r in latest) or _one_value(client, [r.info.run_id for r in runs], k)}
+    constant = {
+        k
+        for k in same_everywhere(latest)
+        if all(r[k][1] == 0 for r in latest) or _one_value(client, [r.info.run_id for r in runs], k)
+    }
     return {k for r in latest for k in r}, constant, len(runs)
 
 
@@ -193,8 +269,13 @@ def view_link(experiment_id: str, key: str | None, chart: bool = False) -> str:
 def job_view(experiment_id: str, run_id: str, knobs: list[str], measured: set[str]) -> str:
     """A job's own chart view (its headline numbers first); returns its relative link."""
     search_filter = f"attributes.run_id = '{run_id}'"
-    key = share_view(experiment_id, f"rlbench-job-{run_id}", with_charts(
-        view_state(search_filter, knobs, measured, parallel=False), *logged_metrics(experiment_id, search_filter)))
+    key = share_view(
+        experiment_id,
+        f"rlbench-job-{run_id}",
+        with_charts(
+            view_state(search_filter, knobs, measured, parallel=False), *logged_metrics(experiment_id, search_filter)
+        ),
+    )
     return view_link(experiment_id, key, chart=True)
 
 
@@ -203,13 +284,21 @@ def runs_view_key(parent_id: str) -> str:
     return f"rlbench-{parent_id}"
 
 
-def runs_view(experiment_id: str, parent_id: str, knobs: list[str], measured: set[str],
-              group_by_tag: str | None = None, tags: tuple[str, ...] = ()) -> str:
+def runs_view(
+    experiment_id: str,
+    parent_id: str,
+    knobs: list[str],
+    measured: set[str],
+    group_by_tag: str | None = None,
+    tags: tuple[str, ...] = (),
+) -> str:
     """A sweep's or search's jobs (the parent's children) as a shared view, grouped by
     `group_by_tag` if given, with the tag columns `tags` (view_state); returns its key."""
     search_filter = f"tags.mlflow.parentRunId = '{parent_id}'"
     state = view_state(search_filter, knobs, measured, group_by_tag=group_by_tag, tags=tags)
-    return share_view(experiment_id, runs_view_key(parent_id), with_charts(state, *logged_metrics(experiment_id, search_filter)))
+    return share_view(
+        experiment_id, runs_view_key(parent_id), with_charts(state, *logged_metrics(experiment_id, search_filter))
+    )
 
 
 def _param_of(key: str, params: set[str]) -> str | None:

@@ -42,8 +42,14 @@ class TickHook(JobObserver):
         self.on_tick(metrics, step)
 
 
-def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Path | None = None,
-            conf: Config | None = None, on_tick=None, placement: Placement | None = None) -> dict:
+def run_job(
+    cfg: DictConfig,
+    overrides: list[str] | None = None,
+    output_dir: Path | None = None,
+    conf: Config | None = None,
+    on_tick=None,
+    placement: Placement | None = None,
+) -> dict:
     """conf: validate(cfg), when the caller has already validated it. on_tick: see TickHook.
     placement: where its actor tasks go (actor_hosts > 0; the Hydra entry's launcher decides)."""
     conf = conf if conf is not None else validate(cfg)
@@ -60,8 +66,10 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         mark_stale_runs(conf.tracking)
     tags = plan.tags() | {"config_hash": config_hash(conf)}
     bound = STOP_BOUND_S if single else None  # a single job ends this long after a SIGTERM; a sweep's, its sweep
-    with sigterm_raises(bound), JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags,
-                                          env_dataset(conf.env, plan.family)) as record:
+    with (
+        sigterm_raises(bound),
+        JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, env_dataset(conf.env, plan.family)) as record,
+    ):
         start = plan.grant_metrics()
         record.log_metrics(start, step=0)  # at the start: a failed job has them too
         _log_start(record.run_id, plan, start)
@@ -71,15 +79,31 @@ def run_job(cfg: DictConfig, overrides: list[str] | None = None, output_dir: Pat
         steady = SteadyRates(conf.tracking.steady_min_windows, telemetry)
         observers = [recorder, telemetry, steady, progress, TickHook(on_tick) if on_tick else None]
         final = train(plan, observers, telemetry.timer if telemetry is not None else OpTimer)
-        final |= {"bound": recorder.bound, "run_id": record.run_id, "compute_unit": plan.compute.grant.compute_unit,
-                  "unmeasured": dict(record.unmeasured)}  # the sweep's table says why a value is missing
+        final |= {
+            "bound": recorder.bound,
+            "run_id": record.run_id,
+            "compute_unit": plan.compute.grant.compute_unit,
+            "unmeasured": dict(record.unmeasured),
+        }  # the sweep's table says why a value is missing
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
     return final
 
 
 def _log_start(run_id: str, plan: JobPlan, start: dict) -> None:
     conf, grant = plan.conf, plan.compute.grant
-    ratio = (f"cpu_gpu_ratio {start['cpu_gpu_ratio']:.3g} ({plan.envs.actor_threads} actor threads" if "cpu_gpu_ratio" in start
-             else "cpu_gpu_ratio once the actor processes joined (their threads")
-    log.info("MLflow run %s (%s): %s on %s, %s / %d %ss), inference_batch_used %d", run_id, conf.tracking.uri,
-             conf.env.id, plan.device, ratio, grant.granted, grant.compute_unit, plan.envs.inference_batch)
+    ratio = (
+        f"cpu_gpu_ratio {start['cpu_gpu_ratio']:.3g} ({plan.envs.actor_threads} actor threads"
+        if "cpu_gpu_ratio" in start
+        else "cpu_gpu_ratio once the actor processes joined (their threads"
+    )
+    log.info(
+        "MLflow run %s (%s): %s on %s, %s / %d %ss), inference_batch_used %d",
+        run_id,
+        conf.tracking.uri,
+        conf.env.id,
+        plan.device,
+        ratio,
+        grant.granted,
+        grant.compute_unit,
+        plan.envs.inference_batch,
+    )

@@ -35,8 +35,15 @@ def last_returns_mean(returns: list[float], k: int = RETURNS_WINDOW) -> float:
 
 
 class RecordObserver(JobObserver):
-    def __init__(self, record: JobRecord, conf: Config, overrides: list[str], output_dir: Path | None,
-                 start_values: dict, telemetry: JobTelemetry | None = None):
+    def __init__(
+        self,
+        record: JobRecord,
+        conf: Config,
+        overrides: list[str],
+        output_dir: Path | None,
+        start_values: dict,
+        telemetry: JobTelemetry | None = None,
+    ):
         """start_values: what the record logged at the start (the compute grant), kept out of the end."""
         self.record, self.conf, self.overrides, self.output_dir = record, conf, overrides, output_dir
         self.start_values, self.telemetry = start_values, telemetry
@@ -55,11 +62,16 @@ class RecordObserver(JobObserver):
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
         self.walls = trainer.op_walls()
-        env = getattr(trainer, "env", None)  # actor processes (rlbench/remote/job_actors.py) list themselves and their hosts
+        env = getattr(
+            trainer, "env", None
+        )  # actor processes (rlbench/remote/job_actors.py) list themselves and their hosts
         self.tables = env.tables() if hasattr(env, "tables") else {}
         tags = env.tags() if hasattr(env, "tags") else {}
         train, evaluation = ([r for r, _ in self.returns[e]] for e in (False, True))
-        values = {"episode_return_mean20": last_returns_mean(train), "eval_return_mean20": last_returns_mean(evaluation)}
+        values = {
+            "episode_return_mean20": last_returns_mean(train),
+            "eval_return_mean20": last_returns_mean(evaluation),
+        }
         stepped = getattr(getattr(trainer, "actors", None), "stepping_since", None)
         opened = getattr(self.record, "opened_at", None)
         if stepped is not None and opened is not None:
@@ -80,7 +92,9 @@ class RecordObserver(JobObserver):
             return {}, {}
         peak, source = self._peak()
         if peak is None:
-            return {}, {f"null/{r}_mfu": f"no peak to compare with: {source}" for r in roles} | {"null/peak_tflops": source}
+            return {}, {f"null/{r}_mfu": f"no peak to compare with: {source}" for r in roles} | {
+                "null/peak_tflops": source
+            }
         self.record.set_tags({"peak_source": source})
         return {"peak_tflops": peak} | {f"{r}_mfu": final[f"{r}_tflops"] / peak for r in roles}, {}
 
@@ -97,8 +111,9 @@ class RecordObserver(JobObserver):
         self.record.set_tags(tags)  # `null/<metric>` reasons first: the headline tags name them
         changed = {k: final.get(k) for k in self.start_values if final.get(k) != self.start_values[k]}
         if changed:
-            log.warning("compute grant changed during the job: %s at the start, %s at the end", self.start_values,
-                        changed)
+            log.warning(
+                "compute grant changed during the job: %s at the start, %s at the end", self.start_values, changed
+            )
         self.bound = self._log_final({k: v for k, v in final.items() if k not in self.start_values})
         self._log_operations(final, self.walls)
         self._log_tables()
@@ -121,13 +136,22 @@ class RecordObserver(JobObserver):
         tags = {BOUND_TAG: f"{bound.kind} {bound.share:.0%}" if bound.share is not None else bound.kind}
         measured = {m for m in HEADLINE if final.get(m) is not None and math.isfinite(final[m])}
         if self.telemetry is None:  # nothing sampled power: say so where a value would have been
-            record.set_unmeasured({m: "telemetry.enabled=false (no power or energy sampled)" for m in HEADLINE
-                                   if m not in measured and m not in record.unmeasured})
+            record.set_unmeasured(
+                {
+                    m: "telemetry.enabled=false (no power or energy sampled)"
+                    for m in HEADLINE
+                    if m not in measured and m not in record.unmeasured
+                }
+            )
         tags |= {m: not_measured(m, record.unmeasured) for m in HEADLINE if m not in measured}
         charts = None
         try:
-            charts = job_view(record.run.info.experiment_id, record.run_id,
-                              knobs_of([self.overrides], param_names(self.conf), varying=False), measured)
+            charts = job_view(
+                record.run.info.experiment_id,
+                record.run_id,
+                knobs_of([self.overrides], param_names(self.conf), varying=False),
+                measured,
+            )
         except Exception as e:  # noqa: BLE001 - the job's record stands without it
             log.warning("could not store the job's chart view: %s", e)
         timeline = self.telemetry is not None and self.conf.telemetry.trace_window_s > 0
@@ -142,8 +166,11 @@ class RecordObserver(JobObserver):
         try:
             self.record.log_table(as_columns(rows), "operations.json")
             with tempfile.TemporaryDirectory() as tmp:
-                path = plot_op_breakdown(rows, (self.output_dir or Path(tmp)) / "operations.png",
-                                         f"time per operation, {self.record.run.info.run_name}")
+                path = plot_op_breakdown(
+                    rows,
+                    (self.output_dir or Path(tmp)) / "operations.png",
+                    f"time per operation, {self.record.run.info.run_name}",
+                )
                 self.record.log_artifacts([path])
         except Exception as e:  # noqa: BLE001 - the record notes it: the run cannot end FINISHED
             self.record.lost("operations.json and operations.png", e)

@@ -44,11 +44,20 @@ class SteadyRates(JobObserver):
 
     def final_values(self, final: dict, trainer) -> tuple[dict, dict]:
         warm_s, until_s, why = steady_span(trainer, final["runtime_s"])
-        values, nulls = st.steady_rates(st.windows_of(self.ticks), warm_s, until_s, self.min_windows,
-                                     self._reasons() | {"warm": why})
+        values, nulls = st.steady_rates(
+            st.windows_of(self.ticks), warm_s, until_s, self.min_windows, self._reasons() | {"warm": why}
+        )
         if st.FPS in values:
-            log.info("steady: fps %.0f (%.0f..%.0f) over %d windows, %.1f s (from %.1f s to %.1f s of the task)",
-                     values[st.FPS], values[st.FPS_MIN], values[st.FPS_MAX], values[st.WINDOWS], values[st.SECONDS], warm_s, until_s)
+            log.info(
+                "steady: fps %.0f (%.0f..%.0f) over %d windows, %.1f s (from %.1f s to %.1f s of the task)",
+                values[st.FPS],
+                values[st.FPS_MIN],
+                values[st.FPS_MAX],
+                values[st.WINDOWS],
+                values[st.SECONDS],
+                warm_s,
+                until_s,
+            )
         else:
             log.warning("steady: no steady rate: %s", nulls[st.FPS])
         return values, {f"null/{k}": v for k, v in nulls.items()}
@@ -58,5 +67,7 @@ class SteadyRates(JobObserver):
         if self.telemetry is None:
             return dict.fromkeys(st.POWERS, "telemetry.enabled=false (no power sampled)")
         summary = self.telemetry.sampler.summary()
-        return {st.POWER_GPU: summary.get("telemetry_gpu_reason") or "no GPU power sampled in the steady windows",
-                st.POWER_CPU: summary.get("telemetry_cpu_reason") or "no CPU package power (RAPL) in the steady windows"}
+        return {
+            st.POWER_GPU: summary.get("telemetry_gpu_reason") or "no GPU power sampled in the steady windows",
+            st.POWER_CPU: summary.get("telemetry_cpu_reason") or "no CPU package power (RAPL) in the steady windows",
+        }

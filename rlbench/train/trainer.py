@@ -147,16 +147,28 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
         key = shelf_key(*made)
         env = SHELF.take(key, lambda: plan.family.make(*made))  # one a job before left, else a new one
     if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
-        raise RuntimeError(f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
-                           f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}")
+        raise RuntimeError(
+            f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
+            f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
+        )
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
     parts = plan.build(ctx)
     inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
     learner = parts.learner
-    actors = ActorRole(env, inference, envs.train, conf.workload.frames, conf.seed, envs.eval, actors_done,
-                       parts.may_step, parts.more_data, timer("actors"),
-                       on_done=learner.wakeup.ring if learner is not None else None)  # it may update now
+    actors = ActorRole(
+        env,
+        inference,
+        envs.train,
+        conf.workload.frames,
+        conf.seed,
+        envs.eval,
+        actors_done,
+        parts.may_step,
+        parts.more_data,
+        timer("actors"),
+        on_done=learner.wakeup.ring if learner is not None else None,
+    )  # it may update now
     return Trainer(env, parts, inference, actors, learner, plan.device, shelf_key=key)
 
 
@@ -190,8 +202,9 @@ def _run(plan: JobPlan, trainer: Trainer, watch: Observers) -> dict:
         _drain_episodes(trainer.actors, watch)
 
     try:
-        measured = run_roles(trainer, tick, plan.conf.tracking.log_every_s, plan.conf.workload.max_runtime_s,
-                             plan.compute.thread_scope)
+        measured = run_roles(
+            trainer, tick, plan.conf.tracking.log_every_s, plan.conf.workload.max_runtime_s, plan.compute.thread_scope
+        )
         _drain_episodes(trainer.actors, watch)  # the episodes that ended after the last tick
         return measured
     finally:
@@ -208,7 +221,9 @@ def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observ
     tags = {f"null/{k}": why for k, why in trainer.efficiency()[1].items()} | tags
     final |= added
     final["actor_threads_used"] = trainer.env.threads_used
-    final |= trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}  # actor processes' own (remote/job_actors.py)
+    final |= (
+        trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}
+    )  # actor processes' own (remote/job_actors.py)
     if plan.replay_ratio is not None:  # None: the algorithm has no learner (algo=random)
         final["task_replay_ratio"] = plan.replay_ratio
     final |= plan.grant_metrics(trainer.env.threads_used)

@@ -43,8 +43,15 @@ class RandomActs:
 
 
 class MeanRewardLearner(LearnerLoop):
-    def __init__(self, fifo: Fifo, batch_size: int, update_s: float, update_target: int,
-                 actors_done: threading.Event, timer: OpTimer | None = None):
+    def __init__(
+        self,
+        fifo: Fifo,
+        batch_size: int,
+        update_s: float,
+        update_target: int,
+        actors_done: threading.Event,
+        timer: OpTimer | None = None,
+    ):
         super().__init__(update_target, actors_done, timer)
         self.fifo, self.batch_size, self.update_s = fifo, batch_size, update_s
         fifo.on_put = self.wakeup.ring  # what may_update() reads
@@ -71,12 +78,27 @@ class MeanRewardLearner(LearnerLoop):
 
 def build(ctx: AlgoContext) -> AlgoParts:
     a, spec = ctx.conf.algo, ctx.spec
-    unrolls = UnrollAssembler(ctx.num_train, a.unroll_length, 1, tuple(spec.obs_shape), np.dtype(spec.obs_dtype),
-                              spec.num_actions, 0, spec.stack)
+    unrolls = UnrollAssembler(
+        ctx.num_train,
+        a.unroll_length,
+        1,
+        tuple(spec.obs_shape),
+        np.dtype(spec.obs_dtype),
+        spec.num_actions,
+        0,
+        spec.stack,
+    )
     fifo = Fifo()
     policy = RandomActs(spec.num_actions, unrolls, fifo, ctx.conf.seed)
-    learner = MeanRewardLearner(fifo, a.batch_size, a.update_s, ctx.conf.workload.learner_updates, ctx.actors_done,
-                                ctx.timer("learner")) \
-        if ctx.conf.learner else None
-    return AlgoParts(policy, learner, metrics=lambda final: {"unrolls": fifo.put_total}
-                     | ({} if final else {"queue_size": len(fifo.rewards)}))
+    learner = (
+        MeanRewardLearner(
+            fifo, a.batch_size, a.update_s, ctx.conf.workload.learner_updates, ctx.actors_done, ctx.timer("learner")
+        )
+        if ctx.conf.learner
+        else None
+    )
+    return AlgoParts(
+        policy,
+        learner,
+        metrics=lambda final: {"unrolls": fifo.put_total} | ({} if final else {"queue_size": len(fifo.rewards)}),
+    )

@@ -25,8 +25,11 @@ class Schema:
 
 
 def rules(c) -> Rules:
-    return {"algo.unroll_length": int_at_least(2), "algo.batch_size": int_at_least(1),
-            "algo.update_s": ((lambda v: v >= 0), "a number of seconds >= 0")}
+    return {
+        "algo.unroll_length": int_at_least(2),
+        "algo.batch_size": int_at_least(1),
+        "algo.update_s": ((lambda v: v >= 0), "a number of seconds >= 0"),
+    }
 
 
 def checks(c) -> list[str]:

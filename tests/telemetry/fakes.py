@@ -6,7 +6,6 @@ NVML_ERROR_* values, nvml* functions, NVML_CLOCK_SM, NVML_TEMPERATURE_GPU);
 test_nvml.py checks each name and value against the installed pynvml.
 """
 
-
 from __future__ import annotations
 
 import errno
@@ -300,8 +299,10 @@ class FakePsutil:
     def run_cores(self, busy: list[float], seconds: float, guest: float = 0.0) -> None:
         """Each core busy for its fraction of `seconds` (user time, `guest` of it also counted
         as guest, as Linux does), idle the rest."""
-        self.cores = [c._replace(user=c.user + b * seconds, guest=c.guest + guest * b * seconds,
-                                 idle=c.idle + (1 - b) * seconds) for c, b in zip(self.cores, busy)]
+        self.cores = [
+            c._replace(user=c.user + b * seconds, guest=c.guest + guest * b * seconds, idle=c.idle + (1 - b) * seconds)
+            for c, b in zip(self.cores, busy, strict=True)
+        ]
 
     def Process(self, pid: int) -> FakeProcess:
         return self.root

@@ -261,8 +261,12 @@ def test_real_gpu_is_measured() -> None:
     if not NvmlSource().available:
         pytest.skip("no NVML GPU on this machine")
     with TelemetrySampler(20.0) as sampler:  # the GPU's counter (or its power readings) must add up to > 0 J
-        wait_until(lambda: (sampler.summary()["energy_gpu_j"] or 0) > 0, 30.0,
-                   lambda: f"GPU energy > 0 J; summary so far: {sampler.summary()}", poll_s=0.1)
+        wait_until(
+            lambda: (sampler.summary()["energy_gpu_j"] or 0) > 0,
+            30.0,
+            lambda: f"GPU energy > 0 J; summary so far: {sampler.summary()}",
+            poll_s=0.1,
+        )
     s = sampler.summary()
     assert s["energy_source_gpu"] in {"nvml_counter", "nvml_power"}
     assert s["energy_gpu_j"] > 0 and s["power_gpu_w_avg"] > 0 and sampler.errors == []

@@ -49,13 +49,17 @@ def test_tracks_are_named_threads_and_the_file_is_trace_event_json(tmp_path):
     inference.add("forward", 1.2, 1.8)  # nested in the actors' inference call, same thread
     learner = SpanRecorder("learner", 0.0, 5.0)
     learner.add("forward_backward", 0.5, 3.0)
-    path = write_trace(tmp_path / "trace.json", [("actors", [actors, inference]), ("learner", [learner])], 0.0, 3.0,
-                       "rlbench job", 5.0)
+    path = write_trace(
+        tmp_path / "trace.json", [("actors", [actors, inference]), ("learner", [learner])], 0.0, 3.0, "rlbench job", 5.0
+    )
     doc = json.loads(path.read_text())
     names = {e["tid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
     assert names == {1: "actors", 2: "learner"} and doc["displayTimeUnit"] == "ms"
     assert {(e["tid"], e["cat"], e["name"]) for e in _spans(doc)} == {
-        (1, "actors", "inference"), (1, "inference", "forward"), (2, "learner", "forward_backward")}
+        (1, "actors", "inference"),
+        (1, "inference", "forward"),
+        (2, "learner", "forward_backward"),
+    }
 
 
 def test_an_open_operation_counts_up_to_the_tick():

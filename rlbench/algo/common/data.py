@@ -13,4 +13,6 @@ class LearnerData:
     first_steps: int  # agent steps of an actor's first unroll (R2D2's starts zero-padded: fewer)
     stride: int  # agent steps between the starts of an actor's consecutive unrolls
     steps_per_update: float  # agent steps of data each later update takes while the actors run (0: none)
-    queue_unrolls: int | None = None  # a bounded queue's capacity, which holds the actors (SEED's unroll queue); None: none
+    queue_unrolls: int | None = (
+        None  # a bounded queue's capacity, which holds the actors (SEED's unroll queue); None: none
+    )

@@ -19,9 +19,12 @@ class NatureCNN(nn.Module):
     def __init__(self, in_channels: int, img_size: int):
         super().__init__()
         self.convs = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(in_channels, 32, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -87,8 +90,9 @@ def _cell(cell: nn.LSTMCell, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor):
     is carried through whole episodes by central inference and stored with every unroll)."""
     if not torch.is_autocast_enabled(x.device.type):
         return cell(x, (h, c))
-    gates = at_least_fp32(F.linear(x, cell.weight_ih, cell.bias_ih)) + at_least_fp32(F.linear(h, cell.weight_hh,
-                                                                                              cell.bias_hh))
+    gates = at_least_fp32(F.linear(x, cell.weight_ih, cell.bias_ih)) + at_least_fp32(
+        F.linear(h, cell.weight_hh, cell.bias_hh)
+    )
     i, f, g, o = gates.chunk(4, dim=-1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c), c

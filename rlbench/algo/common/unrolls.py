@@ -38,8 +38,13 @@ class Sequences:
         """A copy that owns all its arrays (frame pieces concatenated)."""
         f = self.frames
         frames = f.copy() if isinstance(f, np.ndarray) else np.stack([np.concatenate(r) for r in f])
-        return Sequences(frames, *(getattr(self, n).copy() for n in ("head", "action", "prev_action", "reward",
-                                                                     "done", "agent_out", "state")))
+        return Sequences(
+            frames,
+            *(
+                getattr(self, n).copy()
+                for n in ("head", "action", "prev_action", "reward", "done", "agent_out", "state")
+            ),
+        )
 
 
 FIELDS = ("frames", "head", "action", "prev_action", "reward", "done", "agent_out", "state")
@@ -74,8 +79,7 @@ def pop_rows(chunks, n: int) -> tuple[Sequences | None, np.ndarray]:
 class UnrollAssembler:
     """Per-actor rolling buffers that emit overlapping sequences."""
 
-    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1,
-                 pad=0):
+    def __init__(self, num_actors, length, overlap, obs_shape, obs_dtype, num_actions, state_size, stack=1, pad=0):
         """state_size: floats of flattened recurrent state per actor (0: none). pad: zero steps
         (zero frames, rewards, actions, outputs, done False) that start each actor's first
         sequence, from the initial (zero) recurrent state, as SEED RL's UnrollStore starts its
@@ -156,7 +160,7 @@ class UnrollAssembler:
         cols = (self.base[ids, None] + np.arange(self.length)) % self.length  # [k, L], in time order
         rows = ids[:, None]
         return Sequences(  # small fields: fancy-indexed copies; frames: views of the ring
-            frames=[self._ring_pieces(i, b) for i, b in zip(ids.tolist(), self.base[ids].tolist())],
+            frames=[self._ring_pieces(i, b) for i, b in zip(ids.tolist(), self.base[ids].tolist(), strict=True)],
             head=self.start_head[ids],
             action=self.action[rows, cols],
             prev_action=self.prev_action[rows, cols],
@@ -190,8 +194,18 @@ class UnrollAssembler:
         if ids.size and (ids[0] < 0 or ids[-1] >= n):
             raise ValueError(f"drop ids={ids.tolist()}: allowed: actor ids in [0, {n})")
         lost = int((self.pos[ids] - self.unsent_from[ids]).sum())
-        for ring in (self.frames, self.start_head, self.next_start_head, self.action, self.prev_action, self.reward,
-                     self.done, self.agent_out, self.start_state, self.next_start_state):
+        for ring in (
+            self.frames,
+            self.start_head,
+            self.next_start_head,
+            self.action,
+            self.prev_action,
+            self.reward,
+            self.done,
+            self.agent_out,
+            self.start_state,
+            self.next_start_state,
+        ):
             ring[ids] = 0
         self.pos[ids] = self.unsent_from[ids] = self.pad
         self.base[ids] = 0

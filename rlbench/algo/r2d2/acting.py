@@ -17,8 +17,16 @@ from rlbench.roles.contract import SharedNet
 
 
 class EpsilonGreedy:
-    def __init__(self, shared: SharedNet, unrolls: UnrollAssembler, replay: SequenceReplay, epsilons: np.ndarray,
-                 algo, seed: int, queue: UnrollQueue | None = None):
+    def __init__(
+        self,
+        shared: SharedNet,
+        unrolls: UnrollAssembler,
+        replay: SequenceReplay,
+        epsilons: np.ndarray,
+        algo,
+        seed: int,
+        queue: UnrollQueue | None = None,
+    ):
         self.shared, self.unrolls, self.replay, self.algo = shared, unrolls, replay, algo
         self.queue = queue  # SEED's unroll queue, or None: insert into replay directly
         self.epsilons = epsilons  # one per environment: training envs first, then eval envs
@@ -57,7 +65,7 @@ def initial_priorities(seqs: Sequences, algo) -> np.ndarray:
     reward = torch.from_numpy(seqs.reward).transpose(0, 1)
     done = torch.from_numpy(seqs.done).transpose(0, 1)
     action = torch.from_numpy(seqs.action).transpose(0, 1)
-    q, reward, done, action = q[algo.burn_in:], reward[algo.burn_in:], done[algo.burn_in:], action[algo.burn_in:]
+    q, reward, done, action = q[algo.burn_in :], reward[algo.burn_in :], done[algo.burn_in :], action[algo.burn_in :]
     played = q.gather(-1, action.unsqueeze(-1)).squeeze(-1)  # [seq_len + 1, k]
     targets = n_step_targets(reward, done, played, algo.n_step, algo.discount, algo.rescale_eps)
     return mixed_priority((targets - played[:-1]).abs(), algo.priority_eta).numpy()

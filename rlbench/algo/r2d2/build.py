@@ -22,20 +22,37 @@ def build(ctx: AlgoContext) -> AlgoParts:
     # each actor's first unroll starts with burn_in zero steps, so its first steps are trained (SEED)
     unrolls = UnrollAssembler(ctx.num_train, length, overlap, *shapes, spec.stack, pad=algo.burn_in)
     replay = SequenceReplay.for_shapes(
-        replay_capacity(conf, sequence_bytes(conf, spec)), length, *shapes, spec.stack,
-        alpha=algo.priority_exponent, beta=algo.importance_exponent, seed=conf.seed, prefault=algo.replay_prefault,
+        replay_capacity(conf, sequence_bytes(conf, spec)),
+        length,
+        *shapes,
+        spec.stack,
+        alpha=algo.priority_exponent,
+        beta=algo.importance_exponent,
+        seed=conf.seed,
+        prefault=algo.replay_prefault,
     )
     shared = SharedNet(R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
-    epsilons = np.concatenate([actor_epsilons(ctx.num_train, algo.eps_base, algo.eps_alpha),
-                               np.full(ctx.num_eval, conf.eval_epsilon)])
+    epsilons = np.concatenate(
+        [actor_epsilons(ctx.num_train, algo.eps_base, algo.eps_alpha), np.full(ctx.num_eval, conf.eval_epsilon)]
+    )
     queue = UnrollQueue(algo.unroll_queue_size) if conf.learner and algo.coupling == "unroll_queue" else None
     policy = EpsilonGreedy(shared, unrolls, replay, epsilons, algo, conf.seed, queue)
     learner = may_step = more_data = None
     if conf.learner:
         net = R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
         net.load_state_dict(shared.net.state_dict())
-        learner = R2D2Learner(net, algo, replay, shared, ctx.device, conf.workload.learner_updates,
-                              ctx.actors_done, ctx.num_train, queue, ctx.timer("learner"))
+        learner = R2D2Learner(
+            net,
+            algo,
+            replay,
+            shared,
+            ctx.device,
+            conf.workload.learner_updates,
+            ctx.actors_done,
+            ctx.num_train,
+            queue,
+            ctx.timer("learner"),
+        )
         if algo.coupling == "rate_limited":
             may_step = learner.actors_may_insert
         if queue is not None:
@@ -47,8 +64,9 @@ def _more_data(queue: UnrollQueue, learner: R2D2Learner, conf):
     """The actors step on past the task's frames while the learner's updates still lack fresh
     unrolls (many actors on a short task cut fewer whole unrolls than the frames imply)."""
     a = conf.algo
-    need = unrolls_for_updates(conf.workload.learner_updates, insertion_batch(a.batch_size, a.samples_per_insert),
-                               a.min_replay)
+    need = unrolls_for_updates(
+        conf.workload.learner_updates, insertion_batch(a.batch_size, a.samples_per_insert), a.min_replay
+    )
     return lambda: queue.put_total < need and not learner.finished.is_set()
 
 
@@ -63,8 +81,11 @@ class ReplayMetrics:
 
     def __call__(self, final: bool) -> dict:
         replay = self.replay
-        m = {"replay_capacity": replay.capacity, "replay_memory_gb": replay.nbytes() / 1e9} if final else \
-            {"replay_size": replay.size}
+        m = (
+            {"replay_capacity": replay.capacity, "replay_memory_gb": replay.nbytes() / 1e9}
+            if final
+            else {"replay_size": replay.size}
+        )
         if replay.inserted:  # sampled / inserted sequences (unknown before the first insert)
             m["replay_ratio"] = replay.sampled / replay.inserted
         if self.queue is not None and not final:

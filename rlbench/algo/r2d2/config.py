@@ -29,17 +29,42 @@ PRESETS = {"vector": "r2d2_vector"}  # vector observations (gym): the MLP torso 
 # The metrics it logs beside the shared ones (rlbench/core/metrics.py; docs/metrics.md documents them).
 METRICS = (
     Metric("replay_ratio", "samples / sequence", "tick, final", "sequences sampled / sequences inserted (R2D2)"),
-    Metric("window/replay_ratio", "samples / sequence", "tick", "sequences sampled / inserted by the learner updates "
-           "that ended in the tick's window (R2D2; logged when both moved)"),
+    Metric(
+        "window/replay_ratio",
+        "samples / sequence",
+        "tick",
+        "sequences sampled / inserted by the learner updates "
+        "that ended in the tick's window (R2D2; logged when both moved)",
+    ),
     Metric("replay_capacity", "sequences", "final", "sequences replay holds (R2D2)"),
     Metric("replay_memory_gb", "GB", "final", "memory of the replay storage (R2D2)"),
     Metric("replay_size", "sequences", "tick", "sequences in replay (R2D2)"),
 )
 
-OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "initial_priority",
-                     "queue_put", "queue_full_wait", "replay_insert"),
-       "learner": ("wait", "queue_get", "replay_insert", "replay_sample", "h2d_transfer", "stack_rebuild",
-                   "forward_backward", "optimizer_step", "replay_update", "publish")}
+OPS = {
+    "inference": (
+        "h2d_transfer",
+        "forward",
+        "d2h_transfer",
+        "unroll_assembly",
+        "initial_priority",
+        "queue_put",
+        "queue_full_wait",
+        "replay_insert",
+    ),
+    "learner": (
+        "wait",
+        "queue_get",
+        "replay_insert",
+        "replay_sample",
+        "h2d_transfer",
+        "stack_rebuild",
+        "forward_backward",
+        "optimizer_step",
+        "replay_update",
+        "publish",
+    ),
+}
 
 
 @dataclass
@@ -118,9 +143,13 @@ def rules(c) -> Rules:
         "algo.burn_in": int_at_least(0),
         "algo.n_step": int_at_least(1),
         "algo.seq_len": int_at_least(1),
-        "algo.overlap": ((lambda v: v is None or a.burn_in + 1 <= v <= length // 2),
-                         (f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
-                          f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]")),
+        "algo.overlap": (
+            (lambda v: v is None or a.burn_in + 1 <= v <= length // 2),
+            (
+                f"null (= burn_in + 1: trained steps tile the stream) or an integer in "
+                f"[burn_in + 1 = {a.burn_in + 1}, (burn_in + seq_len + 1) // 2 = {length // 2}]"
+            ),
+        ),
         "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
         "algo.rescale_eps": ((lambda v: v > 0), "a number > 0"),
         "algo.priority_eta": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
@@ -128,8 +157,10 @@ def rules(c) -> Rules:
         "algo.importance_exponent": ((lambda v: v >= 0), "a number >= 0"),
         "algo.replay_capacity": int_at_least(1),
         "algo.replay_memory_gb": ((lambda v: v is None or v > 0), "null (use algo.replay_capacity) or gigabytes > 0"),
-        "algo.min_replay": ((lambda v: 1 <= v <= a.replay_capacity or a.replay_memory_gb is not None),
-                            f"an integer in [1, algo.replay_capacity={a.replay_capacity}]"),
+        "algo.min_replay": (
+            (lambda v: 1 <= v <= a.replay_capacity or a.replay_memory_gb is not None),
+            f"an integer in [1, algo.replay_capacity={a.replay_capacity}]",
+        ),
         "algo.samples_per_insert": _ratio_rule(a),
         "algo.coupling": one_of(*COUPLINGS),
         "algo.unroll_queue_size": _queue_rule(a),
@@ -150,19 +181,27 @@ COUPLINGS = ("unroll_queue", "free_running", "rate_limited")
 def _ratio_rule(a):
     if a.coupling != "unroll_queue":
         return (lambda v: v >= 0), "a number >= 0 (0 = unthrottled)"
-    return ((lambda v: 0 < v <= a.batch_size),
-            (f"a number in (0, algo.batch_size={a.batch_size}] under algo.coupling=unroll_queue (the learner "
-             f"inserts int(batch_size / ratio) >= 1 unrolls per update); 0 = unthrottled only with "
-             f"algo.coupling=free_running or rate_limited"))
+    return (
+        (lambda v: 0 < v <= a.batch_size),
+        (
+            f"a number in (0, algo.batch_size={a.batch_size}] under algo.coupling=unroll_queue (the learner "
+            f"inserts int(batch_size / ratio) >= 1 unrolls per update); 0 = unthrottled only with "
+            f"algo.coupling=free_running or rate_limited"
+        ),
+    )
 
 
 def _queue_rule(a):
     if a.coupling != "unroll_queue" or not 0 < a.samples_per_insert <= a.batch_size:
         return int_at_least(1)
     need = insertion_batch(a.batch_size, a.samples_per_insert)
-    return ((lambda v: v >= need),
-            (f"an integer >= the insertion batch int(algo.batch_size / algo.samples_per_insert) = "
-             f"int({a.batch_size} / {a.samples_per_insert}) = {need}: the learner takes that many at once"))
+    return (
+        (lambda v: v >= need),
+        (
+            f"an integer >= the insertion batch int(algo.batch_size / algo.samples_per_insert) = "
+            f"int({a.batch_size} / {a.samples_per_insert}) = {need}: the learner takes that many at once"
+        ),
+    )
 
 
 def checks(c) -> list[str]:
@@ -171,8 +210,10 @@ def checks(c) -> list[str]:
     length, overlap = unroll_layout(c.algo.burn_in, c.algo.seq_len, c.algo.overlap)
     steps_per_actor = c.workload.frames // (c.env.frameskip * c.actors)
     if c.workload.learner_updates is None and c.algo.samples_per_insert <= 0:
-        problems.append("workload.learner_updates=None: it follows from the replay ratio, but "
-                        "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates")
+        problems.append(
+            "workload.learner_updates=None: it follows from the replay ratio, but "
+            "algo.samples_per_insert=0 (unthrottled); allowed: set workload.learner_updates"
+        )
     trains = c.learner and c.workload.learner_updates != 0
     if trains and sequences_per_actor(steps_per_actor, length, overlap, c.algo.burn_in) < 1:
         need = (length - c.algo.burn_in) * c.env.frameskip * c.actors
@@ -186,21 +227,27 @@ def checks(c) -> list[str]:
 def host_checks(c) -> list[str]:
     """Replay must fit in the memory this host has free now (it is allocated up front)."""
 
-
     if not c.learner:
         return []
     spec = env_spec(c.env)
     per_seq = sequence_bytes(c, spec)
     capacity = replay_capacity(c, per_seq)
     free = psutil.virtual_memory().available
-    key = (f"algo.replay_memory_gb={c.algo.replay_memory_gb}" if c.algo.replay_memory_gb is not None
-           else f"algo.replay_capacity={c.algo.replay_capacity}")
+    key = (
+        f"algo.replay_memory_gb={c.algo.replay_memory_gb}"
+        if c.algo.replay_memory_gb is not None
+        else f"algo.replay_capacity={c.algo.replay_capacity}"
+    )
     if capacity < 1:
         return [f"{key}: holds no sequence of {per_seq / 1e6:.3f} MB; allowed: at least one sequence"]
     if capacity * per_seq > free:
-        return [(f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
-                 f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
-                 f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)")]
+        return [
+            (
+                f"{key}: replay needs {capacity * per_seq / 1e9:.2f} GB ({capacity} sequences x "
+                f"{per_seq / 1e6:.3f} MB) but this host has {free / 1e9:.2f} GB free; allowed: at most "
+                f"{free // per_seq} sequences (or a smaller algo.replay_memory_gb)"
+            )
+        ]
     if c.algo.min_replay > capacity:
         return [f"algo.min_replay={c.algo.min_replay}: allowed: at most the replay capacity ({capacity} sequences)"]
     return []
@@ -237,11 +284,14 @@ def learner_data(c) -> LearnerData:
     if a.coupling == "unroll_queue":
         per_update = insertion_batch(a.batch_size, a.samples_per_insert)
         first = fill_insertions(a.min_replay, per_update) * per_update
-        return LearnerData(first, first_length, stride, float(per_update * stride),
-                           queue_unrolls=a.unroll_queue_size)
+        return LearnerData(first, first_length, stride, float(per_update * stride), queue_unrolls=a.unroll_queue_size)
     first = max(a.min_replay, -(-a.batch_size // a.samples_per_insert) if a.samples_per_insert > 0 else 1)
-    return LearnerData(int(first), first_length, stride,
-                       a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0)
+    return LearnerData(
+        int(first),
+        first_length,
+        stride,
+        a.batch_size * stride / a.samples_per_insert if a.samples_per_insert > 0 else 0.0,
+    )
 
 
 def profile_overrides(c) -> dict:

@@ -20,8 +20,9 @@ def sequence_bytes(conf, spec: EnvSpec) -> int:
     """Bytes of one stored sequence in replay (frames once per step, the stack head, the rest)."""
     a = conf.algo
     length, _ = unroll_layout(a.burn_in, a.seq_len, a.overlap)
-    return SequenceReplay.bytes_per_sequence(length, tuple(spec.obs_shape), np.dtype(spec.obs_dtype),
-                                             spec.num_actions, state_size(conf), stack=spec.stack)
+    return SequenceReplay.bytes_per_sequence(
+        length, tuple(spec.obs_shape), np.dtype(spec.obs_dtype), spec.num_actions, state_size(conf), stack=spec.stack
+    )
 
 
 def replay_capacity(conf, bytes_per_sequence: int) -> int:

@@ -26,9 +26,19 @@ from rlbench.telemetry.timing import OpTimer
 
 
 class R2D2Learner(LearnerLoop):
-    def __init__(self, net, algo, replay: SequenceReplay, shared: SharedNet, device,
-                 update_target: int, actors_done: threading.Event, num_train: int,
-                 queue: UnrollQueue | None = None, timer: OpTimer | None = None):
+    def __init__(
+        self,
+        net,
+        algo,
+        replay: SequenceReplay,
+        shared: SharedNet,
+        device,
+        update_target: int,
+        actors_done: threading.Event,
+        num_train: int,
+        queue: UnrollQueue | None = None,
+        timer: OpTimer | None = None,
+    ):
         super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.replay, self.shared = net, algo, replay, shared
         self.device, self.num_train, self.queue = device, num_train, queue
@@ -55,21 +65,28 @@ class R2D2Learner(LearnerLoop):
         a = self.algo
         if self.queue is not None:  # an insertion batch is waiting, or whatever is left at the end
             return self.queue.size >= self.insert_batch or self.actors_done.is_set()
-        return learner_may_update(self.updates, a.batch_size, self.replay.inserted, self.replay.size,
-                                  a.min_replay, a.samples_per_insert, self.actors_done.is_set())
+        return learner_may_update(
+            self.updates,
+            a.batch_size,
+            self.replay.inserted,
+            self.replay.size,
+            a.min_replay,
+            a.samples_per_insert,
+            self.actors_done.is_set(),
+        )
 
     def exhausted(self) -> bool:
         """Unroll queue: the actors are done and nothing is left to insert or sample."""
-        return (self.queue is not None and self.actors_done.is_set() and self.queue.size == 0
-                and self.replay.size == 0)
+        return self.queue is not None and self.actors_done.is_set() and self.queue.size == 0 and self.replay.size == 0
 
     def actors_may_insert(self) -> bool:
         """For `coupling=rate_limited`: the actors' side of the replay ratio (rlbench.algo.r2d2.rate_limit)."""
         if self.finished.is_set():
             return True
         a = self.algo
-        return actors_may_insert(self.updates, a.batch_size, self.replay.inserted, a.min_replay,
-                                 a.samples_per_insert, slack=self.num_train)
+        return actors_may_insert(
+            self.updates, a.batch_size, self.replay.inserted, a.min_replay, a.samples_per_insert, slack=self.num_train
+        )
 
     def _feed(self) -> bool:
         """One insertion batch from the unroll queue into replay (what is left, once the actors are
@@ -140,4 +157,3 @@ class R2D2Learner(LearnerLoop):
         taken = q_online[:-1].gather(-1, b["action"][bi:-1].unsqueeze(-1)).squeeze(-1)  # [seq_len, B]
         td = targets - taken
         return sequence_loss(td, weights), mixed_priority(td.detach().abs(), a.priority_eta)
-

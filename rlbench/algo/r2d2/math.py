@@ -70,8 +70,9 @@ def n_step_double_q_targets(
     return n_step_targets(rewards, dones, q_target.gather(-1, best).squeeze(-1), n, discount, eps)
 
 
-def n_step_targets(rewards: torch.Tensor, dones: torch.Tensor, q_bootstrap: torch.Tensor, n: int,
-                   discount: float, eps: float = 1e-3) -> torch.Tensor:
+def n_step_targets(
+    rewards: torch.Tensor, dones: torch.Tensor, q_bootstrap: torch.Tensor, n: int, discount: float, eps: float = 1e-3
+) -> torch.Tensor:
     """Rescaled n-step targets [T - 1, B] from the rescaled values q_bootstrap [T, B] of the
     bootstrap actions (unrescaled before discounting, the return rescaled again)."""
     bootstrap = inverse_value_rescale(q_bootstrap, eps)

@@ -22,7 +22,9 @@ class R2D2Net(nn.Module):
         self.num_actions = num_actions
         self.hidden = cfg.lstm_hidden
         self.core = nn.LSTMCell(self.torso.out_dim + num_actions + 1, cfg.lstm_hidden)
-        self.value = nn.Sequential(nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, 1))
+        self.value = nn.Sequential(
+            nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, 1)
+        )
         self.advantage = nn.Sequential(  # no bias on the last layer, as SEED's (atari/networks.py)
             nn.Linear(cfg.lstm_hidden, cfg.head_hidden), nn.ReLU(), nn.Linear(cfg.head_hidden, num_actions, bias=False)
         )
@@ -35,8 +37,9 @@ class R2D2Net(nn.Module):
 
     def forward(self, obs, prev_action, reward, done, state):
         """obs [T, B, ...], prev_action/reward/done [T, B], state (h, c) [B, H] -> q [T, B, A], state."""
-        core_out, state = torsos.lstm_core(self.core, self.num_actions, torsos.features(self.torso, obs), prev_action, reward,
-                                    done, state)
+        core_out, state = torsos.lstm_core(
+            self.core, self.num_actions, torsos.features(self.torso, obs), prev_action, reward, done, state
+        )
         with torsos.full_precision(core_out):  # Q values in fp32: the targets and priorities are made of them
             return self._dueling(at_least_fp32(core_out)), state
 

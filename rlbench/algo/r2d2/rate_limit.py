@@ -7,8 +7,9 @@ sequences ahead. docs/r2d2.md, "Decisions where rlbench differs".
 from __future__ import annotations
 
 
-def learner_may_update(updates: int, batch: int, inserted: int, size: int, min_replay: int,
-                       spi: float, actors_done: bool) -> bool:
+def learner_may_update(
+    updates: int, batch: int, inserted: int, size: int, min_replay: int, spi: float, actors_done: bool
+) -> bool:
     if actors_done:
         return size > 0
     if size < min_replay:
@@ -16,8 +17,7 @@ def learner_may_update(updates: int, batch: int, inserted: int, size: int, min_r
     return spi <= 0 or (updates + 1) * batch <= spi * inserted
 
 
-def actors_may_insert(updates: int, batch: int, inserted: int, min_replay: int, spi: float,
-                      slack: int) -> bool:
+def actors_may_insert(updates: int, batch: int, inserted: int, min_replay: int, spi: float, slack: int) -> bool:
     """False while the actors are more than `slack` sequences past what the learner used."""
     if spi <= 0:
         return True

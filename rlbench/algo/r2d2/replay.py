@@ -38,8 +38,7 @@ def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, 
 
 
 class SequenceReplay:
-    def __init__(self, capacity: int, example: Sequences, alpha: float, beta: float, seed: int,
-                 prefault: bool = False):
+    def __init__(self, capacity: int, example: Sequences, alpha: float, beta: float, seed: int, prefault: bool = False):
         self.capacity, self.alpha, self.beta = capacity, alpha, beta
         self._key, self._store = _storage(capacity, example, prefault)
         self._priority = np.zeros(capacity, dtype=np.float64)  # already ^alpha
@@ -102,7 +101,7 @@ class SequenceReplay:
 
     def _copy_in(self, field: str, slots: np.ndarray, values) -> None:
         if isinstance(values, list):  # rows of views (pieces in time order): copy straight in
-            for slot, pieces in zip(slots, values):
+            for slot, pieces in zip(slots, values, strict=True):
                 t = 0
                 for piece in pieces:
                     self._store[field][slot, t : t + len(piece)] = piece

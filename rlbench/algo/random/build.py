@@ -27,7 +27,15 @@ class UniformRandom:
 
 def build(ctx: AlgoContext) -> AlgoParts:
     a, spec = ctx.conf.algo, ctx.spec
-    unrolls = UnrollAssembler(ctx.num_train, a.unroll_length, a.overlap, tuple(spec.obs_shape),
-                              np.dtype(spec.obs_dtype), spec.num_actions, 0, spec.stack)
+    unrolls = UnrollAssembler(
+        ctx.num_train,
+        a.unroll_length,
+        a.overlap,
+        tuple(spec.obs_shape),
+        np.dtype(spec.obs_dtype),
+        spec.num_actions,
+        0,
+        spec.stack,
+    )
     policy = UniformRandom(spec.num_actions, unrolls, ctx.conf.seed)
     return AlgoParts(policy, metrics=lambda final: {"unrolls": policy.unrolls_done})

@@ -28,8 +28,10 @@ class Schema:
 
 def rules(c) -> Rules:
     length = c.algo.unroll_length
-    return {"algo.unroll_length": int_at_least(2),
-            "algo.overlap": ((lambda v: 0 <= v <= length // 2), f"an integer in [0, unroll_length // 2 = {length // 2}]")}
+    return {
+        "algo.unroll_length": int_at_least(2),
+        "algo.overlap": ((lambda v: 0 <= v <= length // 2), f"an integer in [0, unroll_length // 2 = {length // 2}]"),
+    }
 
 
 def checks(c) -> list[str]:

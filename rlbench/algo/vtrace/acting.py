@@ -19,8 +19,15 @@ def sample_softmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 class SoftmaxSample:
-    def __init__(self, shared: SharedNet, unrolls: UnrollAssembler, queue: UnrollQueue, num_train: int,
-                 eval_epsilon: float, seed: int):
+    def __init__(
+        self,
+        shared: SharedNet,
+        unrolls: UnrollAssembler,
+        queue: UnrollQueue,
+        num_train: int,
+        eval_epsilon: float,
+        seed: int,
+    ):
         self.shared, self.unrolls, self.queue = shared, unrolls, queue
         self.num_train, self.eval_epsilon = num_train, eval_epsilon
         self.rng = np.random.default_rng(seed)

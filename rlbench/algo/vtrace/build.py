@@ -17,17 +17,29 @@ def build(ctx: AlgoContext) -> AlgoParts:
     conf, spec, algo = ctx.conf, ctx.spec, ctx.conf.algo
     shared = SharedNet(VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
     state_size = 2 * algo.network.lstm_hidden  # (h, c), or nothing without an LSTM core
-    unrolls = UnrollAssembler(ctx.num_train, algo.unroll_length + 1, 1, tuple(spec.obs_shape),
-                              np.dtype(spec.obs_dtype), spec.num_actions, state_size, spec.stack)
+    unrolls = UnrollAssembler(
+        ctx.num_train,
+        algo.unroll_length + 1,
+        1,
+        tuple(spec.obs_shape),
+        np.dtype(spec.obs_dtype),
+        spec.num_actions,
+        state_size,
+        spec.stack,
+    )
     queue = UnrollQueue(queue_capacity(algo), keep=conf.learner)
     policy = SoftmaxSample(shared, unrolls, queue, ctx.num_train, conf.eval_epsilon, conf.seed)
     learner = may_step = None
     if conf.learner:
         net = VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
         net.load_state_dict(shared.net.state_dict())
-        learner = VTraceLearner(net, algo, queue, shared, ctx.device, conf.workload.learner_updates,
-                                ctx.actors_done, ctx.timer("learner"))
-        may_step = lambda: not queue.full() or learner.finished.is_set()  # the actors wait while the FIFO is full
+        learner = VTraceLearner(
+            net, algo, queue, shared, ctx.device, conf.workload.learner_updates, ctx.actors_done, ctx.timer("learner")
+        )
+
+        def may_step():
+            return not queue.full() or learner.finished.is_set()  # the actors wait while the FIFO is full
+
     return AlgoParts(policy, learner, may_step, lambda final: queue_metrics(queue, final))
 
 

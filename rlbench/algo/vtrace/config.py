@@ -20,16 +20,21 @@ ON_POLICY = True  # every unroll is trained once, by the learner a few updates p
 PRESETS = {"vector": "vtrace_vector"}  # vector observations (gym): the MLP torso (conf/algo/vtrace_vector.yaml)
 # The metrics it logs beside the shared ones (rlbench/core/metrics.py; docs/metrics.md documents them).
 METRICS = (
-    Metric("policy_lag", "updates", "tick, final",
-           "mean learner updates between the weights that finished an unroll and its training (V-trace)"),
+    Metric(
+        "policy_lag",
+        "updates",
+        "tick, final",
+        "mean learner updates between the weights that finished an unroll and its training (V-trace)",
+    ),
     Metric("vtrace/policy_loss", "-", "tick, final", "policy-gradient loss of the last update (V-trace)"),
     Metric("vtrace/baseline_loss", "-", "tick, final", "baseline loss of the last update (V-trace)"),
     Metric("vtrace/entropy", "nats", "tick, final", "mean policy entropy in the last update (V-trace)"),
 )
 
-OPS = {"inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
-       "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward", "optimizer_step",
-                   "publish")}
+OPS = {
+    "inference": ("h2d_transfer", "forward", "d2h_transfer", "unroll_assembly", "queue_put"),
+    "learner": ("wait", "queue_get", "h2d_transfer", "stack_rebuild", "forward_backward", "optimizer_step", "publish"),
+}
 
 
 @dataclass
@@ -91,8 +96,10 @@ def rules(c) -> Rules:
         "algo.network.lstm_hidden": ((lambda v: v >= 0), "0 (no LSTM core) or an integer >= 1"),
         "algo.unroll_length": int_at_least(1),
         "algo.batch_size": int_at_least(1),
-        "algo.queue_capacity": ((lambda v: v is None or v >= a.batch_size),
-                                f"null (= batch_size) or an integer >= algo.batch_size={a.batch_size}"),
+        "algo.queue_capacity": (
+            (lambda v: v is None or v >= a.batch_size),
+            f"null (= batch_size) or an integer >= algo.batch_size={a.batch_size}",
+        ),
         "algo.discount": ((lambda v: 0.0 < v <= 1.0), "a number in (0, 1]"),
         "algo.lambda_": ((lambda v: 0.0 <= v <= 1.0), "a number in [0, 1]"),
         "algo.rho_bar": ((lambda v: v > 0), "a number > 0"),

@@ -40,13 +40,34 @@ def compute_loss(net, b: dict, a, amp: Amp | None = None) -> dict:
         logits, values, _ = net.unroll(b["obs"], b["prev_action"], b["reward"], b["done"], state)
     logits, values = at_least_fp32(logits), at_least_fp32(values)
     rewards = b["reward"].clamp(-a.max_abs_reward, a.max_abs_reward) if a.max_abs_reward else b["reward"]
-    return loss_terms(logits, values, b["agent_out"], b["action"], rewards, b["done"], a.discount,
-                      a.rho_bar, a.pg_rho_bar, a.lambda_, a.baseline_cost, a.entropy_cost)
+    return loss_terms(
+        logits,
+        values,
+        b["agent_out"],
+        b["action"],
+        rewards,
+        b["done"],
+        a.discount,
+        a.rho_bar,
+        a.pg_rho_bar,
+        a.lambda_,
+        a.baseline_cost,
+        a.entropy_cost,
+    )
 
 
 class VTraceLearner(LearnerLoop):
-    def __init__(self, net, algo, queue: UnrollQueue, shared: SharedNet, device, update_target: int,
-                 actors_done: threading.Event, timer: OpTimer | None = None):
+    def __init__(
+        self,
+        net,
+        algo,
+        queue: UnrollQueue,
+        shared: SharedNet,
+        device,
+        update_target: int,
+        actors_done: threading.Event,
+        timer: OpTimer | None = None,
+    ):
         super().__init__(update_target, actors_done, timer)
         self.net, self.algo, self.queue, self.shared, self.device = net, algo, queue, shared, device
         self.amp = shared.amp if shared is not None else Amp()  # the job's precision (autocast, fp16 scaling)

@@ -46,8 +46,9 @@ def atari_actions(rom: str, full_action_space: bool) -> int | str:
         return f"env.id={rom}: " + _not_a_rom(rom, ids)
     action_set = "full" if full_action_space else "minimal"
     try:
-        p = subprocess.run([sys.executable, "-c", _PROBE, rom, action_set], check=False, capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run(
+            [sys.executable, "-c", _PROBE, rom, action_set], check=False, capture_output=True, text=True, timeout=300
+        )
     except subprocess.TimeoutExpired:
         return f"env.id={rom}: ALE did not load this ROM within 300 s"
     if p.returncode != 0:
@@ -78,5 +79,7 @@ def _not_a_rom(env_id: str, ids: list[str]) -> str:
         return f"with env.kind=atari use the ALE ROM name in snake_case: env.id={snake}"
     close = difflib.get_close_matches(snake, ids, n=3, cutoff=0.75)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    return (f"not an ALE ROM name; {hint}ROMs are snake_case, e.g. pong, breakout, space_invaders, ms_pacman "
-            f"({len(ids)} in ale-py); a gymnasium id needs env.kind=gym")
+    return (
+        f"not an ALE ROM name; {hint}ROMs are snake_case, e.g. pong, breakout, space_invaders, ms_pacman "
+        f"({len(ids)} in ale-py); a gymnasium id needs env.kind=gym"
+    )

@@ -17,7 +17,6 @@ class AtariActors:
     def __init__(self, cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
         from ale_py.vector_env import AtariVectorEnv  # lazy: keeps ale_py off the start
 
-
         self.inference_batch = resolve_inference_batch(batch, num_envs)  # envs per recv()
         with sigterm_ends_at_once():  # creating hundreds of emulators holds the interpreter for seconds
             self._env = self._create(AtariVectorEnv, cfg, num_envs, threads, affinity_offset)

@@ -41,8 +41,10 @@ def gym_spaces(env_id: str) -> tuple[tuple[int, ...], int] | str:
     if not isinstance(act, gym.spaces.Discrete) or int(act.start) != 0:
         return f"env.id={env_id}: R2D2 needs a Discrete action space (starting at 0), found {act}"
     if not isinstance(obs, gym.spaces.Box) or len(obs.shape) != 1:
-        return atari_game(env_id) or (f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), "
-                                      f"found {obs}; image observations need the Atari family (env.kind=atari)")
+        return atari_game(env_id) or (
+            f"env.id={env_id}: env.kind=gym needs a 1-D Box observation (MLP torso), "
+            f"found {obs}; image observations need the Atari family (env.kind=atari)"
+        )
     return tuple(int(d) for d in obs.shape), int(act.n)
 
 
@@ -53,9 +55,11 @@ def atari_game(env_id: str) -> str | None:
     if rom is None and not env_id.startswith("ALE/"):
         return None
     there = f"env.id={rom}" if rom else "env.id=<its ALE ROM name>"
-    return (f"env.id={env_id}: an Atari game: image observations need the Atari env family (env.kind=atari), "
-            f"not env=cartpole's gym family (1-D observations); drop env=cartpole and give {there} "
-            "(the Atari presets: env=pong, env=breakout)")
+    return (
+        f"env.id={env_id}: an Atari game: image observations need the Atari env family (env.kind=atari), "
+        f"not env=cartpole's gym family (1-D observations); drop env=cartpole and give {there} "
+        "(the Atari presets: env=pong, env=breakout)"
+    )
 
 
 def _one_line(e: Any) -> str:

@@ -13,7 +13,9 @@ class GymActors:
         import gymnasium as gym  # lazy: keeps gymnasium off the start
 
         self._env = gym.make_vec(
-            cfg.id, num_envs=num_envs, vectorization_mode="sync",
+            cfg.id,
+            num_envs=num_envs,
+            vectorization_mode="sync",
             vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP},
         )
         self.frameskip = 1

@@ -20,7 +20,7 @@ from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.layout import tight_layout
 
 COLUMNS = ("role", "op", "fraction", "seconds")
-LABEL_MIN = 0.05        # segments at least this share of the bar get their percentage written on them
+LABEL_MIN = 0.05  # segments at least this share of the bar get their percentage written on them
 WIDTH_IN, DPI = 9.0, 100  # 900 px wide
 
 
@@ -50,8 +50,14 @@ def op_breakdown_rows(metrics: dict, walls: dict[str, float] | None = None) -> l
             continue
         role, op = found
         wall = (walls or {}).get(role)
-        rows.append({"role": role, "op": op, "fraction": round(float(value), 4),
-                     "seconds": None if wall is None else round(float(value) * wall, 4)})
+        rows.append(
+            {
+                "role": role,
+                "op": op,
+                "fraction": round(float(value), 4),
+                "seconds": None if wall is None else round(float(value) * wall, 4),
+            }
+        )
     return sorted(rows, key=lambda r: _rank(r["role"], r["op"]))
 
 
@@ -89,11 +95,28 @@ def _segments(ax, rows: list[dict], roles: list[str]) -> None:
     left = dict.fromkeys(roles, 0.0)
     for r in rows:
         y, x, width, colour = roles.index(r["role"]), left[r["role"]], r["fraction"], op_colour(r["op"])
-        ax.barh(y, width, left=x, height=0.6, color=colour, edgecolor="white", linewidth=0.5,
-                label=r["op"], gid=f"{r['role']}/{r['op']}")
+        ax.barh(
+            y,
+            width,
+            left=x,
+            height=0.6,
+            color=colour,
+            edgecolor="white",
+            linewidth=0.5,
+            label=r["op"],
+            gid=f"{r['role']}/{r['op']}",
+        )
         if width >= LABEL_MIN:
-            ax.text(x + width / 2, y, f"{100 * width:.0f}%", ha="center", va="center", fontsize=8,
-                    color=_ink(colour), gid=f"pct/{r['role']}/{r['op']}")
+            ax.text(
+                x + width / 2,
+                y,
+                f"{100 * width:.0f}%",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color=_ink(colour),
+                gid=f"pct/{r['role']}/{r['op']}",
+            )
         left[r["role"]] += width
     ax.set_xlim(0, max(1.0, *left.values()) if left else 1.0)
 

@@ -18,7 +18,7 @@ from rlbench.telemetry.sources import plugged
 
 def _series(rows: list[dict], key: str, t0: float):
     pts = [(r["t"] - t0, r[key]) for r in rows if r.get(key) is not None]
-    return zip(*pts) if pts else ((), ())
+    return zip(*pts, strict=True) if pts else ((), ())
 
 
 def _cpu_power(rows: list[dict], t0: float):
@@ -27,7 +27,7 @@ def _cpu_power(rows: list[dict], t0: float):
         ea, eb = a.get("cpu_pkg_energy_j"), b.get("cpu_pkg_energy_j")
         if ea is not None and eb is not None and b["t"] > a["t"]:
             pts.append((b["t"] - t0, (eb - ea) / (b["t"] - a["t"])))
-    return zip(*pts) if pts else ((), ())
+    return zip(*pts, strict=True) if pts else ((), ())
 
 
 def op_shares(op_ticks: list, role: str) -> tuple[list[float], dict[str, list[float]]]:
@@ -70,22 +70,35 @@ def plot_timeline(rows: list[dict], op_ticks: list, path: Path) -> Path:
     for k in meters:  # the plugged-in power meters (rlbench/telemetry/sources.py)
         ax_p.plot(*_series(rows, k, t0), label=f"{k[6:-2]} power")
     if not gpu_keys and not cpu_t and not meters:
-        ax_p.text(0.5, 0.5, "no power measured on this host (see the run's `unmeasured` tag)",
-                  ha="center", va="center", transform=ax_p.transAxes)
+        ax_p.text(
+            0.5,
+            0.5,
+            "no power measured on this host (see the run's `unmeasured` tag)",
+            ha="center",
+            va="center",
+            transform=ax_p.transAxes,
+        )
     ax_p.set_ylabel("W")
     ax_p.set_title("power")
     for k, label in [("cpu_util", "CPU, system"), ("proc_util", "CPU, this job")] + [
-        (k, f"{k[:-5]} util (NVML)") for k in sorted({k for r in rows for k in r if k.startswith("gpu") and k.endswith("_util") and "mem" not in k})
+        (k, f"{k[:-5]} util (NVML)")
+        for k in sorted({k for r in rows for k in r if k.startswith("gpu") and k.endswith("_util") and "mem" not in k})
     ]:
         ax_u.plot(*_series(rows, k, t0), label=label)
     ax_u.set_ylabel("fraction")
     ax_u.set_ylim(0, 1.05)
-    for ax, role in zip(ax_ops, ("actors", "learner")):
+    for ax, role in zip(ax_ops, ("actors", "learner"), strict=True):
         x, shares = op_steps(op_ticks, role)
         if shares:
             ops = list(shares)
-            ax.stackplot([t - t0 for t in x], *shares.values(), labels=ops, colors=[op_colour(op) for op in ops],
-                         alpha=0.8, step="pre")
+            ax.stackplot(
+                [t - t0 for t in x],
+                *shares.values(),
+                labels=ops,
+                colors=[op_colour(op) for op in ops],
+                alpha=0.8,
+                step="pre",
+            )
         ax.set_ylabel(f"{role}\nshare of time")
         ax.set_ylim(0, 1.05)
     ax_ops[-1].set_xlabel("seconds since the task started")
