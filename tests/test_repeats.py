@@ -12,7 +12,15 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import OmegaConf
 
 from rlbench.core.repeats import Spread, config_rows, repeated, spread
-from rlbench.core.verdict import UNKNOWN_FLOOR, difference, judge, noise_floor
+from rlbench.core.verdict import (
+    REPEATS,
+    UNKNOWN_FLOOR,
+    UNKNOWN_WINDOWS,
+    WINDOWS,
+    difference,
+    judge,
+    noise_floor,
+)
 from rlbench.prepare.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
@@ -132,6 +140,26 @@ def test_the_noise_floor_is_the_largest_ratio_between_two_repeats():
     assert judge({"a": [70.0, 72.0, 74.0], "b": [80.0]}).comparisons[0].told_apart is True  # 11.1% > 5.7%
     assert judge({"a": [70.0, 72.0, 74.0], "b": [71.0, 73.3]}, floor_min=0.2).floor == 0.2  # at least the minimum
     assert judge({"a": [10.0], "b": [12.0]}, "fps").best == "b"  # a rate: the higher is better
+
+
+def test_the_steady_windows_give_the_floor_only_without_repeats_and_only_for_a_steady_rate():
+    windows = {"a": [(800.0, 1100.0)], "b": [(1200.0, 1500.0)]}  # widest: 1100 / 800 - 1 = 37.5%
+    v = judge({"a": [1000.0], "b": [1400.0]}, "steady/fps", 0.0, windows)
+    assert (v.floor, v.source, v.measured_floor) == (pytest.approx(0.375), WINDOWS, None)
+    assert v.answer() == (
+        "Best by median steady/fps: b; told apart from every other configuration: at least 40.0% "
+        "faster than a (noise floor 37.5% from the steady windows)"
+    )
+    assert v.label("a") == "slower than best: 40.0% slower; noise floor 37.5% from the steady windows"
+    assert judge({"a": [1000.0], "b": [1400.0]}, "steady/fps", 0.5, windows).floor == 0.5  # the minimum still holds
+    # repeats first: two runs of `a` give the floor, however wide the windows
+    rep = judge({"a": [1000.0, 1050.0], "b": [1400.0]}, "steady/fps", 0.0, windows | {"a": [(800.0, 1100.0)] * 2})
+    assert (rep.floor, rep.source, rep.windows_floor) == (pytest.approx(0.05), REPEATS, pytest.approx(0.375))
+    assert rep.floor_text() == "noise floor 5.0%"
+    # a window at 0 frames/s bounds no ratio, and a whole-task metric ignores the windows
+    zero = judge({"a": [1000.0], "b": [1400.0]}, "steady/fps", 0.0, windows | {"a": [(0.0, 1100.0)]})
+    assert zero.floor is None and zero.floor_text() == UNKNOWN_WINDOWS
+    assert judge({"a": [10.0], "b": [12.0]}, "runtime_s", 0.0, {"a": [(1.0, 2.0)], "b": [(1.0, 2.0)]}).floor is None
 
 
 def test_single_runs_leave_the_floor_unknown_whatever_the_minimum():

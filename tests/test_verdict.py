@@ -23,6 +23,7 @@ from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.record import rounded
 from rlbench.tracking.study_records import load_parent
 from tests.conftest import main_in_process
+from tests.test_search_repeats import searched
 
 # runtime_s of each repeat: actors=4 best, actors=8 within the floor (10.2 vs 10.0 s: 2.0% <
 # 7.9%, actors=8's 10.9 / 10.1), actors=2 told apart (41% slower); unrounded, as a job returns them
@@ -43,8 +44,20 @@ class Conf:
     verdict: VerdictConfig = field(default_factory=VerdictConfig)
 
 
-def _value(overrides: list[str], key: str) -> str:
-    return next(o.split("=", 1)[1].strip("'") for o in overrides if o.startswith(key + "="))
+# each actor count's steady windows, one run each: (steady/fps, its lowest window, its highest).
+# The windows' floor: the widest range of one job's windows, 1700 / 1300 - 1 = 30.8% (actors=4);
+# actors=8 best (1540), actors=4 2.7% slower: not told apart; actors=2 54.0% slower: told apart
+STEADY = {2: (1000.0, 900.0, 1100.0), 4: (1500.0, 1300.0, 1700.0), 8: (1540.0, 1400.0, 1650.0)}
+
+
+def _value(overrides: list[str], key: str, default: str | None = None) -> str:
+    return next((o.split("=", 1)[1].strip("'") for o in overrides if o.startswith(key + "=")), default)
+
+
+def steady(actors: int) -> dict:
+    """A job's steady-window values (core/steady.py) as it returns and logs them."""
+    fps, lo, hi = STEADY[actors]
+    return {"steady/fps": fps, "steady/fps_min": lo, "steady/fps_max": hi, "steady/windows": 40}
 
 
 class RecordingLauncher:
@@ -55,11 +68,11 @@ class RecordingLauncher:
         return [self.job(o) for o in job_overrides]
 
     def job(self, overrides: list[str]) -> JobReturn:
-        actors, repeat = int(_value(overrides, "actors")), int(_value(overrides, "++tracking.tags.repeat"))
+        actors, repeat = int(_value(overrides, "actors")), int(_value(overrides, "++tracking.tags.repeat", "0"))
         runtime = TIMES[actors][repeat]
         tags = {
             "mlflow.parentRunId": _value(overrides, "tracking.parent_run_id"),
-            "repeat_group": _value(overrides, "++tracking.tags.repeat_group"),
+            "repeat_group": _value(overrides, "++tracking.tags.repeat_group", f"actors={actors}"),
             "repeat": str(repeat),
             "compute_unit": "cpu_thread",
         }
@@ -77,24 +90,28 @@ class RecordingLauncher:
             "energy_per_task_j": None,
             "run_id": run.info.run_id,
             "unmeasured": {},
-        }
-        for k in ("runtime_s", "task_fps", "fps", "cpu_gpu_ratio"):
+        } | steady(actors)
+        for k in ("runtime_s", "task_fps", "fps", "cpu_gpu_ratio", *steady(actors)):
             client.log_metric(run.info.run_id, k, rounded(result[k]), step=0)
         client.log_param(run.info.run_id, "actors", actors)
         client.set_terminated(run.info.run_id, "FINISHED")
         return JobReturn(status=JobStatus.COMPLETED, _return_value=result)
 
 
-def _sweep(store, floor_min: float) -> None:
-    """The sweep `actors=2,4,8 repeats=3` with RecordingLauncher into the real store."""
+def _sweep(store, floor_min: float, repeats: int = 3, metric: str = "runtime_s") -> None:
+    """The sweep `actors=2,4,8 repeats=3` (or one run each) with RecordingLauncher into the real store."""
     tracking = TrackingConfig(uri=store["uri"], experiment="test", artifact_location=str(store["db"].parent / "art"))
-    jobs = [[f"actors={a}", f"seed={1 + k}"] for k in range(3) for a in (2, 4, 8)]
-    grid = SimpleNamespace(repeats=3, repeat=[k for k in range(3) for _ in (2, 4, 8)])
+    if repeats > 1:
+        jobs = [[f"actors={a}", f"seed={1 + k}"] for k in range(repeats) for a in (2, 4, 8)]
+    else:
+        jobs = [[f"actors={a}"] for a in (2, 4, 8)]
+    grid = SimpleNamespace(repeats=repeats, repeat=[k for k in range(repeats) for _ in (2, 4, 8)])
     sweeper = SimpleNamespace(
         launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
-    confs = [Conf(int(j[0][7:]), tracking, verdict=VerdictConfig(noise_floor_min=floor_min)) for j in jobs]
-    run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
+    judged = VerdictConfig(metric=metric, noise_floor_min=floor_min)
+    confs = [Conf(int(j[0][7:]), tracking, verdict=judged) for j in jobs]
+    run_sweep(sweeper, ["actors=2,4,8", f"repeats={repeats}"], jobs, confs, grid, store=Experiment)
 
 
 ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison
@@ -151,6 +168,62 @@ def test_one_store_gives_one_best_set_and_one_noise_floor_everywhere(store, tmp_
     )
     foot = " ".join(t.get_text().replace("\n", " ") for t in actor_scaling(load_parent(parent_id)).fig.texts)
     assert answer.removeprefix("Verdict: ") in foot  # the report's figures say it too
+
+
+WINDOWS_FLOOR = "noise floor 30.8% from the steady windows"
+
+
+def test_one_run_each_takes_the_floor_from_the_steady_windows_everywhere(store, tmp_path, capsys):
+    """verdict.metric=steady/fps, one run per configuration: the floor from the windows' range,
+    named so by the terminal, the note, the tags, summary.json, the report and the search."""
+    _sweep(store, 0.0, repeats=1, metric="steady/fps")
+    out = capsys.readouterr().out
+    parent_id = re.search(r"parent run (\w{32})", out)[1]
+    answer = f"Best by median steady/fps: actors=8; not told apart from actors=4 (2.7% slower): {WINDOWS_FLOOR}"
+    versus_2 = f"actors=8 is 54.0% faster than actors=2; {WINDOWS_FLOOR}: told apart"
+    assert f"[rlbench sweep] Verdict: {answer}\n[rlbench sweep] - {versus_2}" in out
+    assert (
+        out.strip().splitlines()[-1].startswith(f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent_id}")
+    )
+    client = mlflow.MlflowClient(store["uri"])
+    note = client.get_run(parent_id).data.tags["mlflow.note.content"]
+    assert answer in note and f"- {versus_2}" in note
+    kids = client.search_runs(
+        [client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    tags = {k.data.tags["repeat_group"]: k.data.tags["verdict"] for k in kids}
+    assert tags["actors=8"] == f"best; {WINDOWS_FLOOR}" and _best_set(tags) == ("actors=8", "actors=4")
+    assert tags["actors=2"] == f"slower than best: 54.0% slower; {WINDOWS_FLOOR}"
+    summary = json.loads(Path(client.download_artifacts(parent_id, "summary.json", str(tmp_path))).read_text())
+    rows = dict(zip(summary["columns"], zip(*summary["data"], strict=True), strict=True))
+    assert dict(zip(rows["name"], rows["verdict"], strict=True)) == tags
+    assert report_main(["--sweep", parent_id, "--tracking-uri", store["uri"], "--out", str(tmp_path / "r")]) == 0
+    said = capsys.readouterr().out
+    assert f"  verdict: {answer}" in said and f"  compared: {versus_2}" in said
+    found = json.loads((tmp_path / "r" / "findings.json").read_text())["verdict"]
+    assert (found["floor_source"], found["floor_text"], found["measured_floor"]) == (
+        "steady windows",
+        WINDOWS_FLOOR,
+        None,
+    )
+    # the search, its trials the same jobs: one run each, judged by the same rule and floor
+    _, parent, _ = searched(
+        _steady_job, actors=(2, 4, 8), repeats=1, objectives=["steady/fps"], directions=["maximize"]
+    )
+    trial = "trial {}: actors={} actor_threads_used=1 sm_granted=2"
+    assert parent.tags()["verdict"] == answer.replace("actors=8", trial.format(2, 8)).replace(
+        "actors=4", trial.format(1, 4)
+    )
+    assert parent.tags()["best_set"] == f"{trial.format(2, 8)}; {trial.format(1, 4)}"
+    assert f"not told apart from it ({WINDOWS_FLOOR}): {trial.format(1, 4)}" in parent.note
+
+
+def _steady_job(overrides):
+    """A search trial's job, one run: STEADY's windows, the knobs as a 2-core host grants them."""
+    actors = int(_value(overrides, "actors"))
+    ran = {"actor_threads_used": 1, "sm_granted": 2, "compute_unit": "sm", "cpu_gpu_ratio": 0.5}
+    result = {"runtime_s": TIMES[actors][0], "fps": 3000 / TIMES[actors][0], "run_id": f"run-{actors}"}
+    return JobReturn(status=JobStatus.COMPLETED, _return_value=result | ran | steady(actors))
 
 
 def _best_set(labels: dict[str, str]) -> tuple[str, ...]:

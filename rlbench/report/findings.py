@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from rlbench.core.bound import bottleneck
 from rlbench.core.repeats import STAT_METRICS, group_by, spread
-from rlbench.core.verdict import Verdict, judge, settings
+from rlbench.core.verdict import REPEATS, Verdict, judge_runs, settings
 from rlbench.report.series import actor_axis, series
 from rlbench.report.verdict import (
     NO_GPU_RATIO,
@@ -40,7 +40,7 @@ def study_verdict(study: Study) -> Verdict:
     with the metric and noise floor minimum its sweep judged by (its parent's tags)."""
     metric, floor_min = settings(study.parent_tags)
     by_config = group_by(study.finished, lambda j: j.config)
-    return judge({name: [j.value(metric) for j in rs] for name, rs in by_config.items()}, metric, floor_min)
+    return judge_runs(by_config, metric, floor_min, lambda j, k: j.value(k))
 
 
 def knees(study: Study, knee_share: float, floor: float | None) -> dict:
@@ -70,7 +70,7 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     rec = recommend(candidates, tolerance, ratios=not study.without_gpu, verdict=v)
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    single = v.floor is None
+    single = v.source != REPEATS  # the rule and the knee compare runtime_s: only repeats measure its noise
     rule = (
         NO_GPU_RATIO
         if study.without_gpu
@@ -86,7 +86,7 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     return {
         "verdict": v.as_dict(),
         "precision": asdict(shift) if shift else None,
-        "knee": knees(study, knee_share, v.floor),
+        "knee": knees(study, knee_share, None if single else v.floor),
         "bottleneck": bounds,
         "bound_per_config": config_bounds(study.finished),
         "recommendation": asdict(rec) if rec else None,

@@ -136,7 +136,7 @@ def recommend(
     text = _recommendation_text(pick, ok, how, ratios, v)
     text += "".join(f"; {c.text}" for c in comps if c.told_apart is False)
     if len(ok) > 1 and v.floor is None:
-        text += f"; {UNKNOWN_FLOOR}"
+        text += f"; {v.floor_text()}"
     return Recommendation(
         pick["name"],
         pick.get("ratio"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import optuna
 
 from rlbench.config.schema import SearchConfig
-from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge
+from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge_runs
 from rlbench.search.study import complete, quiet_optuna
 from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
@@ -86,13 +86,9 @@ def verdict_metric(s: SearchConfig, metric: str) -> str:
 
 def trial_verdict(done: list, metric: str, floor_min: float = 0.0) -> Verdict:
     """The verdict rule (core/verdict.py judge) over the COMPLETE trials' runs: each trial a
-    configuration, its runs its repeats (search.repeats), so the noise floor is theirs."""
-
-    def values(t) -> list:
-        runs = t.user_attrs.get("runs")
-        return [r.get(metric) for r in runs] if runs is not None else []
-
-    return judge({trial_label(t): values(t) for t in done}, metric, floor_min)
+    configuration, its runs its repeats (search.repeats), so the noise floor is theirs (with
+    one run each, for a steady rate, its steady windows')."""
+    return judge_runs({trial_label(t): t.user_attrs.get("runs") or [] for t in done}, metric, floor_min, dict.get)
 
 
 def recommendation_text(best, front: list, names: list[str], v: Verdict | None = None, ratios: bool = True) -> str:

@@ -14,7 +14,7 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.signals import JobPruned
-from rlbench.core.verdict import COMPARED
+from rlbench.core.verdict import RECORDED
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
@@ -101,8 +101,8 @@ RAN = ("actor_threads_used", "sm_granted", "cpu_gpu_ratio", "compute_unit")  # t
 
 def run_record(value: dict, objectives: list[str]) -> dict:
     """What the study keeps of one finished job of a trial: its run, its objectives and the
-    verdict's metrics (core/verdict.py COMPARED), the knobs as it ran (None: not logged)."""
-    keep = {*objectives, *COMPARED, *TABLE_METRICS}
+    verdict's metrics (core/verdict.py RECORDED), the knobs as it ran (None: not logged)."""
+    keep = {*objectives, *RECORDED, *TABLE_METRICS}
     numbers = {m: float(v) for m in keep if isinstance(v := value.get(m), int | float) and math.isfinite(v)}
     return {
         "run_id": value.get("run_id"),

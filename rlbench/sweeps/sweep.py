@@ -21,7 +21,7 @@ from hydra.core.utils import JobStatus
 
 from rlbench.config.schema import TrackingConfig
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
-from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, Verdict, judge_rows
+from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
@@ -58,7 +58,7 @@ _VALUES = (
     "cpu_gpu_ratio",
     "run_id",
 )  # what a finished job returns
-_KEPT = (*_VALUES, *COMPARED)  # a row keeps every metric a verdict may compare (rlbench/core/verdict.py)
+_KEPT = (*_VALUES, *RECORDED)  # a row keeps what a verdict may compare, windows' range too (core/verdict.py)
 _PRINTED = tuple(c for c in SUMMARY_COLUMNS if c not in ("config", "repeat", "overrides", "run_id", "verdict"))
 _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_per_task_j")  # with repeats
 
