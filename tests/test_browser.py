@@ -357,8 +357,34 @@ def grouped_rows(browser, kids: list) -> None:
     verdicts = sorted({k.data.tags[VERDICT_TAG] for k in kids})
     assert any(v.startswith("best") for v in verdicts) and len(verdicts) == 2, verdicts  # one per configuration
     browser.wait_for(
-        f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 2)",
-        what=f"each configuration's verdict {verdicts} on its 2 runs",
+        f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 3)",
+        what=f"each configuration's verdict {verdicts} on its 2 runs and its group row (group_rows_read)",
+    )
+    group_rows_read(browser, kids)
+
+
+def group_rows_read(browser, kids: list) -> None:
+    """rlbench's UI app (tracking/ui_app.py group_rows_script): each group row's average to 6
+    significant digits, as its runs' values are logged, and its configuration's verdict."""
+    groups: dict[str, list] = {}
+    for k in kids:
+        groups.setdefault(k.data.tags["repeat_group"], []).append(k)
+    want, cells = {}, []
+    for group, runs in sorted(groups.items()):
+        row = f'[role=row][row-id="tag.repeat_group.{group}"]'
+        for m in ("runtime_s", "fps"):
+            values = [r.data.metrics[m] for r in runs]
+            want[f"{group} {m}"] = f"{sum(values) / len(values):.6g} (average)"
+            cells.append((f"{group} {m}", f'{row} [col-id="metrics.`{m}`"]'))
+        want[f"{group} verdict"] = runs[0].data.tags[VERDICT_TAG]
+        cells.append((f"{group} verdict", f'{row} [col-id="tags.`{VERDICT_TAG}`"]'))
+    read = (
+        "({"
+        + ", ".join(f"{json.dumps(n)}: document.querySelector({json.dumps(c)})?.innerText.trim()" for n, c in cells)
+        + "})"
+    )
+    browser.wait_for(
+        f"JSON.stringify({read}) === {json.dumps(json.dumps(want, separators=(',', ':')))}", what=f"group rows {want}"
     )
 
 

@@ -15,10 +15,12 @@ import pytest
 from rlbench.tracking.ui_app import (
     APP_NAME,
     FACETS,
+    GROUP_ROW,
     MODEL_TRAINING,
     SHARE_PARAM,
     VIEW_KEY,
     create_app,
+    group_rows_script,
     keep_shared_view_script,
     seed_script,
     with_seed,
@@ -39,7 +41,8 @@ def mlflow_build() -> Path:
 def test_the_seed_goes_first_in_the_head_and_writes_only_where_nothing_was_chosen():
     script = seed_script()
     before, after = MLFLOW_INDEX.split("<head>")
-    assert with_seed(MLFLOW_INDEX) == f"{before}<head>{script}{keep_shared_view_script()}{after}"  # before the bundle
+    scripts = f"{script}{keep_shared_view_script()}{group_rows_script()}"
+    assert with_seed(MLFLOW_INDEX) == f"{before}<head>{scripts}{after}"  # before the bundle
     assert f"if (localStorage.getItem({json.dumps(VIEW_KEY)}) === null)" in script  # a user's choice stays
     stored = re.search(r"setItem\(\"[^\"]+\", (\".*?\")\)", script).group(1)
     assert json.loads(json.loads(stored)) == MODEL_TRAINING  # the JSON of the value, as the UI's hook stores it
@@ -65,6 +68,25 @@ def test_the_installed_mlflow_skips_a_shared_view_whose_address_holds_the_facets
     assert re.search(r"if\(\$?\w+\.\w+\.some\(\w+=>\w+\.has\(\w+\)\)\)return void\(\w+\.current=null\)", bundle), (
         "the shared view's hook no longer skips an address holding facets"
     )
+
+
+def test_the_group_rows_script_names_the_sweeps_group_tag_and_verdict_and_rounds_as_runs_are_logged():
+    script = group_rows_script()
+    assert script.startswith("<script>") and script.endswith("</script>") and script.count("</script>") == 1
+    assert 'var GROUP = "tag.repeat_group.";' in script and 'var VERDICT = "verdict";' in script
+    assert 'var SHARE = "viewStateShareKey";' in script and "/^rlbench-([0-9a-f]{32})$/" in script
+    assert "x.toPrecision(6)" in script  # 6 significant digits: rlbench/tracking/record.py rounded
+
+
+def test_the_installed_mlflow_draws_group_rows_as_the_group_rows_script_reads_them():
+    """What group_rows_script relies on in MLflow's bundle: a group row's id is `<mode>.<tag>.<value>`
+    (`tag.repeat_group.actors=4`), its aggregate cells `<value> <span>(average)</span>`, the average
+    a plain sum over the count (its float noise, 48.315799999999996, is what the script rounds)."""
+    bundle = "".join(p.read_text(encoding="utf-8") for p in (mlflow_build() / "static" / "js").glob("*.js"))
+    assert re.search(r"\(\{groupByData:(\w),mode:(\w),value:(\w)\}\)=>`\$\{\2\}\.\$\{\1\}\.\$\{\3\|\|null", bundle)
+    assert GROUP_ROW.format("x") == "tag.x."
+    assert re.search(r'children:\["\(",\w\.groupParentInfo\.aggregateFunction,"\)"\]', bundle)
+    assert re.search(r"\w=>\w\.reduce\(\(\w,\w\)=>\w\+\w,0\)/\w\.length", bundle)
 
 
 def test_a_page_without_head_is_refused_by_name():

@@ -1,8 +1,8 @@
 """`mlflow ui --app-name rlbench` (the `mlflow.app` entry point in pyproject.toml): MLflow's own UI
-whose index page first stores "Model training" as the view of a browser that has chosen none
-(localStorage `mlflow.workflowType_v1`), so that MLflow's own links, which carry no
-`workflowType`, open there too; a choice made on the sidebar's switch stays. What decides the
-view in MLflow 3.17 and what cannot be reached: docs/metrics.md, "In the MLflow UI".
+whose index page first stores "Model training" as the view of a browser that has chosen none (so
+MLflow's own links, which carry no `workflowType`, open there too; a choice made on the switch
+stays), keeps a shared view across a reload and Back, and rounds a sweep's group rows and shows
+their verdict. What MLflow 3.17 decides and what not: docs/metrics.md, "In the MLflow UI".
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 from flask import Response
+
+from rlbench.tracking.views import REPEAT_GROUP, VERDICT_TAG
 
 APP_NAME = "rlbench"  # the entry point's name (pyproject.toml): `mlflow ui --app-name rlbench`
 VIEW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
@@ -65,14 +67,39 @@ def keep_shared_view_script(facets: tuple[str, ...] = FACETS, share: str = SHARE
     )
 
 
+# A grouped runs table's group row (MLflow 3.17): the row `row-id` `tag.<tag>.<value>` (its runs:
+# `<that>.<run id>`), each metric cell `<value> <span>(average)</span>` (its aggregate renderer)
+GROUP_ROW, RUN_ID, AGGREGATES = "tag.{}.", "[0-9a-f]{32}", ("average", "min", "max")
+RUNS_SEARCH = "ajax-api/2.0/mlflow/runs/search"  # MLflow's REST route, relative to the page
+
+
+def group_rows_script(group: str = REPEAT_GROUP, verdict: str = VERDICT_TAG, share: str = SHARE_PARAM) -> str:
+    """A script that, on a sweep's shared view (`rlbench-<parent run id>`) grouped by `group`, shows
+    each group row's aggregates to 6 significant digits (as the runs' values are logged) and, in
+    its `verdict` cell, its runs' verdict (one per configuration), read once from the sweep's runs."""
+    js = Path(__file__).with_name("group_rows.js").read_text(encoding="utf-8")
+    consts = {
+        "GROUP": GROUP_ROW.format(group),
+        "TAG": group,
+        "VERDICT": verdict,
+        "SHARE": share,
+        "RUN": RUN_ID,
+        "AGG": list(AGGREGATES),
+        "SEARCH": RUNS_SEARCH,
+    }
+    head = "".join(f"var {k} = {json.dumps(v)};" for k, v in consts.items())
+    return f"<script>(function () {{ try {{ {head}\n{js} }} catch (e) {{}} }})();</script>"
+
+
 def with_seed(index_html: str) -> str:
-    """MLflow's index.html with the seed script and keep_shared_view_script first in its <head>:
-    they run before the bundle (a deferred script) reads the choice and the address."""
+    """MLflow's index.html with the seed script, keep_shared_view_script and group_rows_script first
+    in its <head>: they run before the bundle (a deferred script) reads the choice and the address."""
     head = index_html.find("<head>")
     if head < 0:
         raise ValueError("MLflow's index.html has no <head>: this MLflow's page is not the one rlbench's UI app knows")
     cut = head + len("<head>")
-    return index_html[:cut] + seed_script() + keep_shared_view_script() + index_html[cut:]
+    scripts = seed_script() + keep_shared_view_script() + group_rows_script()
+    return index_html[:cut] + scripts + index_html[cut:]
 
 
 def seed_index(app) -> None:
