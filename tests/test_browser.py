@@ -18,6 +18,7 @@ import pytest
 
 from rlbench.report.__main__ import main as report_main
 from rlbench.report.figures import actor_scaling
+from rlbench.tracking.record import rounded
 from rlbench.tracking.store import ui_hint, ui_runs_url
 from rlbench.tracking.study_records import load_parent
 from rlbench.tracking.ui_app import VIEW_KEY
@@ -374,7 +375,8 @@ def group_rows_read(browser, kids: list) -> None:
         row = f'[role=row][row-id="tag.repeat_group.{group}"]'
         for m in ("runtime_s", "fps"):
             values = [r.data.metrics[m] for r in runs]
-            want[f"{group} {m}"] = f"{sum(values) / len(values):.6g} (average)"
+            mean = rounded(sum(values) / len(values))  # as logged: tracking/record.py
+            want[f"{group} {m}"] = f"{int(mean) if mean.is_integer() else mean} (average)"
             cells.append((f"{group} {m}", f'{row} [col-id="metrics.`{m}`"]'))
         want[f"{group} verdict"] = runs[0].data.tags[VERDICT_TAG]
         cells.append((f"{group} verdict", f'{row} [col-id="tags.`{VERDICT_TAG}`"]'))
@@ -383,9 +385,10 @@ def group_rows_read(browser, kids: list) -> None:
         + ", ".join(f"{json.dumps(n)}: document.querySelector({json.dumps(c)})?.innerText.trim()" for n, c in cells)
         + "})"
     )
-    browser.wait_for(
-        f"JSON.stringify({read}) === {json.dumps(json.dumps(want, separators=(',', ':')))}", what=f"group rows {want}"
-    )
+    try:
+        browser.wait_for(f"JSON.stringify({read}) === {json.dumps(json.dumps(want, separators=(',', ':')))}")
+    except AssertionError:
+        raise AssertionError(f"group rows: want {want}, read {browser.evaluate(read)}") from None
 
 
 def anchor(condition: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from rlbench.tracking.record import SIGNIFICANT_DIGITS, rounded
 from rlbench.tracking.ui_app import (
     APP_NAME,
     FACETS,
@@ -25,7 +26,7 @@ from rlbench.tracking.ui_app import (
     seed_script,
     with_seed,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, _unavailable
 
 MLFLOW_INDEX = (
     '<!doctype html><html lang="en"><head><meta charset="utf-8"/><script defer="defer" src="main.js"></script>'
@@ -75,7 +76,32 @@ def test_the_group_rows_script_names_the_sweeps_group_tag_and_verdict_and_rounds
     assert script.startswith("<script>") and script.endswith("</script>") and script.count("</script>") == 1
     assert 'var GROUP = "tag.repeat_group.";' in script and 'var VERDICT = "verdict";' in script
     assert 'var SHARE = "viewStateShareKey";' in script and "/^rlbench-([0-9a-f]{32})$/" in script
-    assert "x.toPrecision(6)" in script  # 6 significant digits: rlbench/tracking/record.py rounded
+    assert f"var DIGITS = {SIGNIFICANT_DIGITS};" in script  # as rlbench/tracking/record.py rounded logs values
+
+
+@pytest.mark.browser
+def test_the_group_rows_script_rounds_an_average_as_a_value_is_logged():
+    """The script's rounding, in Chromium, against tracking/record.py rounded: 6 significant
+    digits, integers exact, an exact tie to the even digit (1961.625: Python's 1961.62, where
+    JavaScript's toPrecision gives 1961.63)."""
+    try:
+        from tests.cdp import Browser, chromium_path
+    except ImportError as e:
+        _unavailable(f"{e} (pip install -e '.[test]')")
+    if chromium_path() is None:
+        _unavailable("no chromium here (Debian: apt-get install chromium)")
+    values = [48.315799999999996, 1961.625, -1961.625, 123456.5, 123457.5, 1234567.0, 0.1 + 0.2, 2103.0950000000003]
+    body = (
+        group_rows_script().removeprefix("<script>(function () { try { ").removesuffix(" } catch (e) {} })();</script>")
+    )
+    b = Browser()
+    try:
+        shown = b.evaluate(
+            f"(function () {{ {body}\n return {json.dumps(values)}.map(x => rounded(x + ' (average)')); }})()"
+        )
+    finally:
+        b.close()
+    assert shown == [f"{int(r) if r.is_integer() else r} (average)" for r in map(rounded, values)]
 
 
 def test_the_installed_mlflow_draws_group_rows_as_the_group_rows_script_reads_them():

@@ -71,6 +71,7 @@ def keep_shared_view_script(facets: tuple[str, ...] = FACETS, share: str = SHARE
 # `<that>.<run id>`), each metric cell `<value> <span>(average)</span>` (its aggregate renderer)
 GROUP_ROW, RUN_ID, AGGREGATES = "tag.{}.", "[0-9a-f]{32}", ("average", "min", "max")
 RUNS_SEARCH = "ajax-api/2.0/mlflow/runs/search"  # MLflow's REST route, relative to the page
+DIGITS = 6  # significant digits, as tracking/record.py SIGNIFICANT_DIGITS logs values (the tests check)
 
 
 def group_rows_script(group: str = REPEAT_GROUP, verdict: str = VERDICT_TAG, share: str = SHARE_PARAM) -> str:
@@ -86,6 +87,7 @@ def group_rows_script(group: str = REPEAT_GROUP, verdict: str = VERDICT_TAG, sha
         "RUN": RUN_ID,
         "AGG": list(AGGREGATES),
         "SEARCH": RUNS_SEARCH,
+        "DIGITS": DIGITS,
     }
     head = "".join(f"var {k} = {json.dumps(v)};" for k, v in consts.items())
     return f"<script>(function () {{ try {{ {head}\n{js} }} catch (e) {{}} }})();</script>"
