@@ -263,3 +263,23 @@ def test_bad_verdict_settings_are_refused_before_any_work(store, arg, message):
 def test_a_single_run_refuses_them_too(store):
     out = main_in_process(["env=cartpole", "workload=smoke", "verdict.noise_floor_min=1", *store["overrides"]])
     assert out.returncode == 2 and "verdict.noise_floor_min=1.0: allowed: a fraction in [0, 1)" in out.stderr
+
+
+def test_without_a_value_to_compare_the_terminal_and_the_note_still_say_why():
+    """A sweep whose jobs logged no steady/fps (each too short for its steady windows) ends with
+    that answer and the next command, not silence."""
+    from rlbench.core.verdict import judge_rows
+    from rlbench.sweeps.sweep import ending
+    from rlbench.tracking.parent_note import sweep_note
+
+    rows = [
+        {"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 3.0, "run_id": f"r{i}"}
+        for i, a in enumerate((2, 4))
+    ]
+    v = judge_rows(rows, "steady/fps")
+    said = "Verdict: no verdict: no finished job logged steady/fps (a job with fewer steady windows than "
+    assert ending(rows, v, "MLflow UI: x", "python -m rlbench.report --sweep p").splitlines()[-2:] == [
+        f"[rlbench sweep] {said}tracking.steady_min_windows has none: its tag `unmeasured` says why)",
+        "[rlbench sweep] Next: python -m rlbench.report --sweep p",
+    ]
+    assert f"\n\n{said}" in sweep_note("sweep", rows, "FINISHED", "1", "p", v)

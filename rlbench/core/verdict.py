@@ -207,7 +207,11 @@ def against(v: Verdict, ref: str) -> tuple[Comparison, ...]:
 def answer(v: Verdict) -> str:
     """The verdict in one sentence: the best, what it is not told apart from, against the floor."""
     if v.best is None:
-        return f"no verdict: no finished job logged {v.metric}"
+        why = (
+            " (a job with fewer steady windows than tracking.steady_min_windows has none: its tag `unmeasured` "
+            "says why)"
+        )
+        return f"no verdict: no finished job logged {v.metric}" + (why if v.metric in WINDOWED else "")
     head = f"Best by median {v.metric}: {v.best}"
     if not v.comparisons:
         return f"{head} (the only configuration with a value)"

@@ -148,10 +148,10 @@ def jobs_table(
 def _best_lines(rows: list[dict], v: Verdict | None = None, code=lambda s: f"`{s}`") -> list[str]:
     """The best configuration, the verdict's answer and each comparison (rlbench/core/verdict.py);
     `code` marks a name (markdown for the description, plain for the terminal: answer_lines)."""
+    v = v or judge_rows(rows)
     best = best_row(rows, v)
     if best is None:
-        return []
-    v = best["verdict"]
+        return [f"Verdict: {v.answer()}"] if rows else []  # why there is none
     if "runs" in best:
         lines = [
             f"Best (median {v.metric}): {code(best['name'])} ({best['finished']} of {best['runs']} runs "
@@ -186,7 +186,7 @@ def sweep_note(
         *jobs_table(rows, experiment_id),
     ]
     best = _best_lines(rows, v)
-    lines += ["", best[0], "", best[1], "", *best[2:]] if best else []
+    lines += [x for line in best[:2] for x in ("", line)] + (["", *best[2:]] if best[2:] else [])
     lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
     return "\n".join(lines)
 
