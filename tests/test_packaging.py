@@ -51,6 +51,7 @@ def test_an_installed_wheel_composes_a_job_and_an_actor_outside_the_clone(tmp_pa
         ("mlflow.app", "rlbench"): "rlbench.tracking.ui_app:create_app",  # mlflow ui --app-name rlbench
         ("mlflow.artifact_repository", "rlbench-store"): "rlbench.tracking.artifacts:StoreRelativeArtifactRepository",
     }
+    assert (site / "rlbench" / "tracking" / "group_rows.js").is_file()  # the UI app's script (tracking/ui_app.py)
     probe = (
         "import rlbench; from rlbench.prepare.compose import CONF_DIR, compose_job; "
         "c = compose_job(['env=pong', 'actors=8'], host=False); "
