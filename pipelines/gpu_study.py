@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlbench.config.flags import Parser, number, writable_folder
+from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.config.flags import number, writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.core import precision as precisions  # precisions.cpu_flags: a test's fake CPU flags replace it
 from rlbench.core.precision import PRECISIONS, precision_problem, published_sms
@@ -60,7 +61,6 @@ from rlbench.predict.study_plan import (
     sm_points,
 )
 from rlbench.prepare.compose import compose_job
-from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.prepare.validate import resolve_learner_updates
 from rlbench.run_and_report import ROOT, Sweep, merge, run_sweep
 

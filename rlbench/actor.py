@@ -11,9 +11,11 @@ import os
 import signal
 import sys
 
-from rlbench.config.flags import Parser, number
+from rlbench.cli.command import Parser, command
+from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.core.address import TOKEN_ENV, cpu_list, cpu_text
+from rlbench.core.errors import Refusal
 from rlbench.core.resources import usable_cpus
 from rlbench.core.signals import JobKilled, sigterm_raises
 from rlbench.envs.spec import EnvIdError
@@ -43,6 +45,7 @@ def parse(argv: list[str] | None):
     return p.parse_args(argv)
 
 
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
@@ -67,8 +70,8 @@ def actor(args) -> tuple[int, str]:
         return run_actor(
             args.server, env_cfg, args.envs, args.threads, os.environ.get(TOKEN_ENV) or None, env_nice=nice
         )
-    except (ConfigError, EnvIdError) as e:
-        return 2, f"{PROG}: {e}"
+    except EnvIdError as e:  # an id its family cannot run: a refusal (ConfigError is one already)
+        raise Refusal(str(e)) from e
 
 
 def pin(cpus: list[int]) -> None:

@@ -13,8 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rlbench.config.flags import Parser, number
-from rlbench.config.rules import ConfigError
+from rlbench.cli.command import Parser, command
+from rlbench.config.flags import number
+from rlbench.core.errors import Refusal
 from rlbench.core.precision import Amp
 from rlbench.core.resources import ComputeLimit, resolve_device, usable_cpus
 from rlbench.core.signals import sigterm_raises, stopped
@@ -276,6 +277,7 @@ def _default_counts(conf, args) -> str | None:
     return None
 
 
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
     """The command; a SIGTERM or Ctrl-C ends it with one line and 128 + the signal
     (rlbench/core/signals.py), its profile run, if one was being logged, KILLED."""
@@ -289,11 +291,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = parse(argv)
-    try:
-        conf = compose_job(args.overrides)
-    except ConfigError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+    conf = compose_job(args.overrides)  # ConfigError: a refusal, exit 2
     problem = _default_counts(conf, args)
     if not problem and not args.no_log:  # the store must answer before minutes of measuring, not after
         try:
@@ -301,8 +299,7 @@ def _main(argv: list[str] | None) -> int:
         except PreflightError as e:
             problem = f"--tracking-uri={masked(args.tracking_uri)}: {e}"
     if problem:
-        print(f"{PROG}: {problem}", file=sys.stderr)
-        return 2
+        raise Refusal(problem)
     curves = measure(conf, args)
     peak = curves["peak"]
     print(

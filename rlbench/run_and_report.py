@@ -18,11 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.config.flags import Parser, writable_folder
+from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.config.flags import writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.command_line import precheck as rlbench_precheck
 from rlbench.prepare.compose import compose_checked
-from rlbench.prepare.preflight import preflight_or_exit
 
 ROOT = Path(__file__).resolve().parents[1]
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")

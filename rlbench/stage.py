@@ -15,6 +15,8 @@ from pathlib import Path
 from hydra.core.singleton import Singleton
 
 import rlbench.__main__ as entry
+from rlbench.cli.command import command
+from rlbench.core.errors import Refusal
 from rlbench.core.metrics import IDLE_POWER
 from rlbench.telemetry.idle import idle_power
 from rlbench.telemetry.nvml import NvmlSource
@@ -84,15 +86,13 @@ def run_stage(spec: dict) -> int:
     return next((c for c in codes if c != 0), 0)
 
 
+@command("rlbench.stage")
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_file():
-        print(
-            f"rlbench.stage: {' '.join(args) or '(nothing)'}: allowed: one SPEC.json written by "
-            "pipelines/gpu_study.py --stage",
-            file=sys.stderr,
+        raise Refusal(
+            f"{' '.join(args) or '(nothing)'}: allowed: one SPEC.json written by pipelines/gpu_study.py --stage"
         )
-        return 2
     return run_stage(json.loads(Path(args[0]).read_text()))
 
 

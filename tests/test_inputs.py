@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.config.flags import Parser, existing_store, number, writable_folder
+from rlbench.cli.command import Parser
+from rlbench.config.flags import existing_store, number, writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.command_line import precheck
 from rlbench.prepare.compose import compose_checked

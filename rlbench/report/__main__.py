@@ -8,8 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-from rlbench.config.flags import Parser, existing_store, number, writable_folder
-from rlbench.prepare.preflight import PreflightError, check
+from rlbench.cli.command import Parser, command
+from rlbench.config.flags import existing_store, number, writable_folder
+from rlbench.core.errors import Refusal
+from rlbench.prepare.preflight import check
 from rlbench.report.build import build_report
 from rlbench.tracking.parent_note import with_report
 from rlbench.tracking.readers import NoSuchRun, experiment_id
@@ -107,15 +109,15 @@ def log_report(study, out: Path, verdict: list[str]) -> str:
     return run.run_id
 
 
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
 
     args = parse(argv)
     use_store(args.tracking_uri)
     try:
         study = load(args)
-    except (LookupError, PreflightError) as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+    except LookupError as e:  # no such run or study: a refusal; PreflightError is one already
+        raise Refusal(str(e)) from e
     out = args.out or Path("reports") / (study.parent_id or args.experiment)
     result = build_report(study, out, args.knee_share, args.tolerance)
     print(f"rlbench report: {study.title} ({len(study.finished)}/{len(study.jobs) + len(study.missing)} jobs finished)")

@@ -7,16 +7,16 @@ under its lock until exactly `search.n_trials` are COMPLETE. docs/scale-out.md, 
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 import optuna
 
+from rlbench.core.errors import Refusal
 from rlbench.core.resources import ComputeLimit, resolve_device
 from rlbench.core.verdict import DEFAULT_METRIC
 from rlbench.prepare.grid import expand_jobs, in_process, repeat_seeds, validate_jobs
-from rlbench.prepare.preflight import masked, preflight_or_exit
+from rlbench.prepare.preflight import check, masked
 from rlbench.prepare.validate import validate
 from rlbench.search.parent import recommend, report, study_params, study_parent
 from rlbench.search.space import (
@@ -104,7 +104,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     if narrowed:
         print(f"[rlbench search] {narrowed}", flush=True)
     seeds = repeat_seeds(s.repeats, conf.seed) if s.repeats > 1 else None  # as a sweep's repeats
-    preflight_or_exit(conf.tracking.uri, s.storage)
+    check(conf.tracking.uri, s.storage)  # PreflightError: a refusal in one line, exit 2
     machine = _warm_start_machine(conf) if s.warm_start_profile else None
     experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
     if experiment.unwritable:
@@ -227,6 +227,6 @@ def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames:
 
 
 def _refuse(problems: list[str]) -> None:
+    """A Refusal (exit 2) naming every problem, if there is one."""
     if problems:
-        print("rlbench: search not started:\n  " + "\n  ".join(problems), file=sys.stderr)
-        sys.exit(2)
+        raise Refusal("search not started:\n  " + "\n  ".join(problems))
