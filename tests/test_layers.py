@@ -25,7 +25,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("algo",),  # one package per algorithm, and what they share (algo/common/)
     ("prepare",),  # compose, validate and plan a job; the stores' preflight
     ("remote",),  # actors in other processes and hosts over gRPC
-    ("train", "predict"),  # one job (trainer, run_job, its record); the model of a job
+    ("train",),  # one job: the roles wired (trainer), run_job, its record
+    ("predict",),  # the model of a job; its measurements wire the roles as a job does (train/trainer.py)
     ("sweeps", "search", "report"),  # many jobs under one parent, Optuna, the report
     ("cli",),  # the commands, one module each, and their one wrapper (cli/command.py)
     ("",),  # the doors: python -m rlbench, rlbench.actor, rlbench.profile, rlbench.stage (and every __main__.py)
