@@ -13,14 +13,13 @@ import socket
 import time
 from typing import NamedTuple
 
-import grpc
 import numpy as np
 
 from rlbench.core.env_families import family
 from rlbench.core.resources import cpu_model, usable_cpus
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.remote import actors_pb2 as pb
-from rlbench.remote import actors_pb2_grpc as pb_grpc
+from rlbench.remote.grpc_core import grpc, pb_grpc
 from rlbench.remote.telemetry import ENV_STEP, MAX_SPANS_PER_REPORT, WAIT_ACTIONS, SpanBuffer
 from rlbench.remote.wire import (
     CHANNEL_OPTIONS,
