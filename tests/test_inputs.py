@@ -192,9 +192,9 @@ def test_folders_and_stores_are_checked_without_creating_them(tmp_path):
 
 def test_commands_refuse_their_flags_and_overrides_before_work(tmp_path, capsys):
     """predict, profile and report share the parser and compose_job: exit 2, one line, nothing made."""
-    from rlbench.predict.cli import main as predict
-    from rlbench.profile import main as profile
-    from rlbench.report.__main__ import main as report
+    from rlbench.cli.predict import main as predict
+    from rlbench.cli.profile import main as profile
+    from rlbench.cli.report import main as report
 
     db = f"sqlite:///{tmp_path}/none.db"
     cases = [
@@ -377,7 +377,7 @@ def test_three_refusals_name_what_is_allowed_through_the_commands(store, rlbench
     family; a single run given as a sweep says it is not a sweep's parent."""
     import mlflow
 
-    from rlbench.predict.cli import main as predict_main
+    from rlbench.cli.predict import main as predict_main
 
     out = rlbench_main(["+actors_x=4", *store["overrides"]])
     assert out.returncode == 2 and out.stderr.startswith(

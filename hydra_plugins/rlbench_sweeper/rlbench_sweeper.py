@@ -31,7 +31,7 @@ class RlbenchSweeper(BasicSweeper):
         with exits("rlbench"), sigterm_raises():  # a typed error: one line and its exit code
             self._launcher_or_exit()
             if self.config.get("search") is not None:
-                from rlbench.search import run_search
+                from rlbench.search.run import run_search
 
                 return run_search(self, arguments)
             grid = plan(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list
