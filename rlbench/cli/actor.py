@@ -50,16 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         with sigterm_raises():
-            code, line = actor(args)
+            line = actor(args)  # a Refusal or a Failure: the wrapper's line on stderr, exit 2 or 1
     except KeyboardInterrupt as e:
         signum = e.signum if isinstance(e, JobKilled) else signal.SIGINT
         print(f"{PROG}: stopped by {signal.Signals(signum).name} (job at {args.server})", flush=True)
         return 128 + signum
-    print(line, file=sys.stdout if code == 0 else sys.stderr, flush=True)
-    return code
+    print(line, flush=True)
+    return 0
 
 
-def actor(args) -> tuple[int, str]:
+def actor(args) -> str:
     from rlbench.remote.actor_loop import ENV_NICE, run_actor  # lazy: keeps grpc off the start
 
     try:
