@@ -361,7 +361,7 @@ def test_an_energy_objective_with_no_meter_and_no_estimate_names_both_ways_out(c
 )
 def test_a_pipeline_refuses_its_overrides_with_exit_2_before_starting_rlbench(monkeypatch, capsys, extra, says):
     """The README: a pipeline exits 2 when the command is refused before any job (it exited 1)."""
-    from rlbench import run_and_report
+    from rlbench.cli import run_and_report
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(run_and_report, "run_sweep_command", lambda o: pytest.fail(f"rlbench started: {o}"))

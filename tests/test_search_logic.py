@@ -354,7 +354,7 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     """The command's wiring (rlbench/search/run.py run_search) to default_objectives: no
     `search.objectives` given, the study and its parent get this host's defaults (no meter in
     this test: the task's time alone, energy left out with its reason). The trials are not run."""
-    from rlbench import search
+    from rlbench.search import run as search
     from rlbench.search.space import Meters
 
     meters = Meters("no NVML in this test", "no RAPL in this test", "no RAPL in this test", ())
