@@ -7,7 +7,7 @@ python pipelines/actor_sweep.py --quick env=breakout   # any extra rlbench overr
 
 import sys
 
-from rlbench.run_and_report import run_pipeline
+from rlbench.cli.run_and_report import run_pipeline
 
 FULL = ["experiment=actor_sweep"]
 QUICK = ["experiment=actor_sweep", "actors=2,4,8,16", "workload=smoke", "progress=log"]

@@ -30,7 +30,8 @@ import time
 import numpy as np
 import psutil
 
-from rlbench.config.flags import Parser, number, refuse
+from rlbench.cli.command import Parser, refuse
+from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.envs.atari.vector_env import AtariActors
 from rlbench.envs.vector import resolve_inference_batch

@@ -26,7 +26,8 @@ import statistics
 import threading
 import time
 
-from rlbench.config.flags import Parser, number, refuse
+from rlbench.cli.command import Parser, refuse
+from rlbench.config.flags import number
 
 MODES = {0: "lock-step", -1: "auto"}
 PROG = "pipelines/bench_inference_batch.py"

@@ -23,7 +23,8 @@ import statistics
 import sys
 import time
 
-from rlbench.config.flags import Parser, number
+from rlbench.cli.command import Parser
+from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_job
 

@@ -38,7 +38,8 @@ import sys
 import threading
 import time
 
-from rlbench.config.flags import Parser, number, refuse
+from rlbench.cli.command import Parser, refuse
+from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_job
 from rlbench.prepare.plan import plan_job

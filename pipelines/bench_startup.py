@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlbench.config.flags import Parser, number
+from rlbench.cli.command import Parser
+from rlbench.config.flags import number
 
 PROG = "pipelines/bench_startup.py"
 CARTPOLE_TINY = [

@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlbench.config.flags import Parser, number, refuse
+from rlbench.cli.command import Parser, refuse
+from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_config, compose_job
 from rlbench.telemetry.timing import OpTimer

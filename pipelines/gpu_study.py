@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rlbench.config.flags import Parser, number, writable_folder
+from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.cli.run_and_report import ROOT, Sweep, merge, run_sweep
+from rlbench.config.flags import number, writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.core import precision as precisions  # precisions.cpu_flags: a test's fake CPU flags replace it
 from rlbench.core.precision import PRECISIONS, precision_problem, published_sms
@@ -60,9 +62,7 @@ from rlbench.predict.study_plan import (
     sm_points,
 )
 from rlbench.prepare.compose import compose_job
-from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.prepare.validate import resolve_learner_updates
-from rlbench.run_and_report import ROOT, Sweep, merge, run_sweep
 
 PROG = "pipelines/gpu_study.py"
 EXPERIMENT = "gpu_study"  # + the host and the start time: one experiment per study, kept apart when merged
@@ -557,7 +557,7 @@ def run_study(r: Run) -> dict:
 
 def finish(r: Run, uri: str, result: dict) -> None:
     """The report over every job of the study, then summary.md and summary.json."""
-    from rlbench.report.__main__ import main as report  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.cli.report import main as report  # lazy: keeps matplotlib, mlflow off the start
     from rlbench.report.one_page import markdown, summary  # lazy: keeps matplotlib, mlflow off the start
     from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
 

@@ -33,7 +33,8 @@ TASKS = {"vtrace_vector": "cartpole_onpolicy"}
 
 def parse(argv):
     sys.path.insert(0, str(ROOT))
-    from rlbench.config.flags import Parser, number
+    from rlbench.cli.command import Parser
+    from rlbench.config.flags import number
 
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--precision", default="bf16", choices=["fp32", "tf32", "bf16", "fp16"])

@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from rlbench.config.flags import Parser, existing_store
-from rlbench.prepare.preflight import preflight_or_exit
+from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.config.flags import existing_store
 
 PROG = "pipelines/merge_store.py"
 

@@ -8,7 +8,7 @@ with the onoff_policy figure and verdict line (RL-Scope: on-policy >= 3.5x more 
 
 import sys
 
-from rlbench.run_and_report import run_pipeline
+from rlbench.cli.run_and_report import run_pipeline
 
 FULL = ["experiment=onoff_policy"]
 QUICK = ["experiment=onoff_policy", "workload=smoke", "progress=log"]

@@ -8,7 +8,7 @@ Rerunning resumes the study (search.study); pass search.study=<new name> for a f
 
 import sys
 
-from rlbench.run_and_report import run_pipeline
+from rlbench.cli.run_and_report import run_pipeline
 
 FULL = ["search=ratio"]
 QUICK = [

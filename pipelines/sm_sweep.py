@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from rlbench.run_and_report import run_pipeline
+from rlbench.cli.run_and_report import run_pipeline
 
 EXPERIMENT = "experiment=sm_sweep" if torch.cuda.is_available() else "experiment=sm_sweep_cpu"
 FULL = [EXPERIMENT]

@@ -312,7 +312,7 @@ def main_in_process(args: list[str], extra_env: dict | None = None) -> subproces
     singletons and the root logger's handlers are put back after."""
     import io
 
-    from rlbench.stage import run_main
+    from rlbench.cli.stage import run_main
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

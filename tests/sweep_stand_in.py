@@ -1,5 +1,5 @@
 """`python -m tests.sweep_stand_in -m SECONDS`: a stand-in for `python -m rlbench -m` in the
-tests of a sweep's time limit (rlbench/run_and_report.py run_sweep): it prints a parent run line
+tests of a sweep's time limit (rlbench/cli/run_and_report.py run_sweep): it prints a parent run line
 as a sweep does, then sleeps SECONDS; on SIGTERM it says so and exits 143, as a sweep does."""
 
 import signal

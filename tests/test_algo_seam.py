@@ -97,9 +97,9 @@ def test_tiny_job_in_process(tiny, compose_cfg, store):
 def test_tiny_sweep_from_the_cli_then_its_report_and_prediction(tiny, store, tmp_path, capsys):
     """The CLI sees tiny through RLBENCH_ALGORITHMS (no file of rlbench names it); the report
     and predict run in this process, where the fixture registered it."""
-    from rlbench.predict.cli import main as predict_main
-    from rlbench.profile import main as profile_main
-    from rlbench.report.__main__ import main as report_main
+    from rlbench.cli.predict import main as predict_main
+    from rlbench.cli.profile import main as profile_main
+    from rlbench.cli.report import main as report_main
 
     out = rlbench_cli(
         ["-m", "actors=2,4", *TINY, *store["overrides"]],

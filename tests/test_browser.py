@@ -16,7 +16,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from rlbench.report.__main__ import main as report_main
+from rlbench.cli.report import main as report_main
 from rlbench.report.figures import actor_scaling
 from rlbench.tracking.record import rounded
 from rlbench.tracking.store import ui_hint, ui_runs_url

@@ -13,11 +13,11 @@ import time
 import mlflow
 import pytest
 
+from rlbench.cli.run_and_report import run_sweep
 from rlbench.core.resources import DeviceProperties, green_context_problem
 from rlbench.predict.datasheet import Flops, Gpu, gpu_tables, peak_tflops
 from rlbench.predict.study_plan import Overheads, PlanError, build_plan, fit_stage, over_budget, size_frames, sm_points
 from rlbench.report.one_page import markdown, precision_ratio, slowdown_at_half, summary
-from rlbench.run_and_report import run_sweep
 from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import ROOT
 

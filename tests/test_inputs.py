@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rlbench.config.flags import Parser, existing_store, number, writable_folder
+from rlbench.cli.command import Parser
+from rlbench.config.flags import existing_store, number, writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.command_line import precheck
 from rlbench.prepare.compose import compose_checked
@@ -191,9 +192,9 @@ def test_folders_and_stores_are_checked_without_creating_them(tmp_path):
 
 def test_commands_refuse_their_flags_and_overrides_before_work(tmp_path, capsys):
     """predict, profile and report share the parser and compose_job: exit 2, one line, nothing made."""
-    from rlbench.predict.cli import main as predict
-    from rlbench.profile import main as profile
-    from rlbench.report.__main__ import main as report
+    from rlbench.cli.predict import main as predict
+    from rlbench.cli.profile import main as profile
+    from rlbench.cli.report import main as report
 
     db = f"sqlite:///{tmp_path}/none.db"
     cases = [
@@ -360,7 +361,7 @@ def test_an_energy_objective_with_no_meter_and_no_estimate_names_both_ways_out(c
 )
 def test_a_pipeline_refuses_its_overrides_with_exit_2_before_starting_rlbench(monkeypatch, capsys, extra, says):
     """The README: a pipeline exits 2 when the command is refused before any job (it exited 1)."""
-    from rlbench import run_and_report
+    from rlbench.cli import run_and_report
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(run_and_report, "run_sweep_command", lambda o: pytest.fail(f"rlbench started: {o}"))
@@ -376,7 +377,7 @@ def test_three_refusals_name_what_is_allowed_through_the_commands(store, rlbench
     family; a single run given as a sweep says it is not a sweep's parent."""
     import mlflow
 
-    from rlbench.predict.cli import main as predict_main
+    from rlbench.cli.predict import main as predict_main
 
     out = rlbench_main(["+actors_x=4", *store["overrides"]])
     assert out.returncode == 2 and out.stderr.startswith(

@@ -7,7 +7,7 @@ import sys
 import mlflow
 import pytest
 
-from rlbench.run_and_report import merge, tracking_uri
+from rlbench.cli.run_and_report import merge, tracking_uri
 from tests.conftest import CARTPOLE_TINY, ROOT
 
 

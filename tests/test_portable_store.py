@@ -6,7 +6,7 @@ import shutil
 import mlflow
 import pytest
 
-from rlbench.report.__main__ import main as report_main
+from rlbench.cli.report import main as report_main
 from tests.conftest import CARTPOLE_TINY, rlbench_cli
 
 pytestmark = pytest.mark.e2e

@@ -465,8 +465,8 @@ def test_a_precision_sweep_records_both_precisions_and_their_flop_rates(store, t
 
 def _validate_and_report_per_precision(store, parent: str, tmp_path, capsys):
     """A tiny profile per precision; --validate and the report predict each job from its own."""
-    from rlbench.predict.cli import main as predict_main
-    from rlbench.profile import main as profile_main
+    from rlbench.cli.predict import main as predict_main
+    from rlbench.cli.profile import main as profile_main
     from rlbench.report.build import build_report
     from rlbench.tracking.study_records import load_parent
 

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
+from rlbench.cli.predict import grid_overrides, parse
 from rlbench.predict import model
-from rlbench.predict.cli import grid_overrides, parse
 from rlbench.predict.curves import Profile, env_step_s, inference_s, update_s
 from rlbench.predict.jobs import Machine, learner_data, predict_job
 from rlbench.predict.report import recommend

@@ -50,7 +50,7 @@ def test_update_time_refuses_an_algorithm_without_a_learner(compose_cfg):
 def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
     import mlflow
 
-    from rlbench.profile import main
+    from rlbench.cli.profile import main
 
     assert (
         main(
@@ -93,7 +93,7 @@ def test_profile_command_on_a_tiny_budget_logs_its_curves(store, capsys):
 
 
 def test_profile_command_refuses_bad_input_before_measuring(capsys):
-    from rlbench.profile import main
+    from rlbench.cli.profile import main
 
     with pytest.raises(SystemExit) as e:
         main(["--units", "0"])

@@ -9,8 +9,8 @@ import statistics
 import mlflow
 import pytest
 
+from rlbench.cli.predict import link, parse
 from rlbench.predict import model
-from rlbench.predict.cli import link, parse
 from rlbench.predict.curves import Profile
 from rlbench.predict.jobs import Machine, predict_job
 from rlbench.predict.report import saturation
@@ -166,9 +166,9 @@ def _child(client, exp, parent, overrides, metrics):
 
 
 def test_validate_on_a_recorded_actor_procs_sweep_prints_the_error_recomputed_from_the_records(store, capsys):
+    from rlbench.cli.predict import main as predict_main
     from rlbench.config.schema import TrackingConfig
     from rlbench.predict.accuracy import job_conf
-    from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
     from rlbench.tracking.profiles import write_profile
 
@@ -244,9 +244,9 @@ def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_
     processes over gRPC), validated against a profile written by hand; the printed error is the
     one recomputed here from the runs' own tags and metrics. (The unit test above checks the
     arithmetic on made-up records; this one that validate reads what real jobs record.)"""
+    from rlbench.cli.predict import main as predict_main
     from rlbench.config.schema import TrackingConfig
     from rlbench.predict.accuracy import job_conf
-    from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
     from rlbench.tracking.profiles import write_profile
 

@@ -387,7 +387,7 @@ def test_the_actor_loop_ends_quietly_when_the_job_ends_the_call_between_its_step
 
 
 def test_the_actor_command_refuses_cpus_it_may_not_use(capsys):
-    from rlbench.actor import main
+    from rlbench.cli.actor import main
 
     assert main(["--server", "unix:/nonexistent/actors.sock", "--envs", "1", "--cpus", "4096", "env=cartpole"]) == 2
     assert "--cpus=4096: allowed: CPUs this process may use" in capsys.readouterr().err

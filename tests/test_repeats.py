@@ -11,6 +11,7 @@ import pytest
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from omegaconf import OmegaConf
 
+from rlbench.cli.command import exits
 from rlbench.core.repeats import Spread, config_rows, repeated, spread
 from rlbench.core.verdict import (
     REPEATS,
@@ -96,7 +97,7 @@ def test_a_preset_sweep_is_repeated_too():
     ],
 )
 def test_bad_repeats_are_refused_before_any_job_with_the_key(args, config, message, capsys):
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit) as exit_, exits("rlbench"):  # as the sweeper runs it
         plan(_sweeper(config), args)
     assert exit_.value.code == 2
     err = capsys.readouterr().err

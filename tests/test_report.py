@@ -12,9 +12,9 @@ import sys
 import mlflow
 import pytest
 
+from rlbench.cli.report import main as report_main
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
-from rlbench.report.__main__ import main as report_main
 from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process
 
@@ -382,11 +382,11 @@ def test_validate_prints_the_error_recomputed_from_the_records_and_the_report_dr
     made independently; the parent records it and the report draws predicted vs measured."""
     import statistics
 
+    from rlbench.cli.predict import main as predict_main
+    from rlbench.cli.profile import main as profile_main
     from rlbench.predict.accuracy import job_conf
-    from rlbench.predict.cli import main as predict_main
     from rlbench.predict.curves import load_profile
     from rlbench.predict.jobs import Machine, predict_job
-    from rlbench.profile import main as profile_main
 
     uri, parent, tmp = tiny_sweep
     assert predict_main(["--validate", "--sweep", parent, "--tracking-uri", uri, "--no-log"]) == 2

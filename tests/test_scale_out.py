@@ -66,7 +66,7 @@ def test_submitit_sweep_logs_to_the_server_under_one_parent(server_store, mlflow
     assert "config.yaml" in [a.path for a in mlflow.MlflowClient().list_artifacts(kids[0].info.run_id)]
     assert list(mlflow_server.artifacts.rglob("summary.csv")) and list(mlflow_server.artifacts.rglob("config.yaml"))
     # The report works unchanged against the server, and logs through it onto the parent.
-    from rlbench.report.__main__ import main as report
+    from rlbench.cli.report import main as report
 
     assert (
         report(
@@ -227,7 +227,8 @@ class _FakeLauncher:
 
 def _claiming_worker(storage: str, seed: int) -> None:
     from rlbench.config.schema import SearchConfig
-    from rlbench.search import StudyLock, open_study, run_trials
+    from rlbench.search.study import StudyLock, open_study
+    from rlbench.search.trials import run_trials
 
     s = SearchConfig(
         storage=storage,
@@ -393,7 +394,7 @@ def test_preflight_names_the_url_masks_the_password_and_says_what_failed(tmp_pat
 
 def test_several_workers_need_postgresql():
     from rlbench.config.schema import SearchConfig
-    from rlbench.search import check_space
+    from rlbench.search.space import check_space
 
     problems = check_space(SearchConfig(storage="mysql://u:pw@h/db", workers=3, sm_limit=[1, 1]), host_units=2)
     assert any("search.workers=3 with storage mysql://u:***@h/db: allowed: a PostgreSQL URL" in p for p in problems)

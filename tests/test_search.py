@@ -10,7 +10,8 @@ import optuna
 import psutil
 import pytest
 
-from rlbench.search import objective_values, recommend
+from rlbench.search.parent import recommend
+from rlbench.search.space import objective_values
 from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 
 TINY = [
@@ -173,7 +174,7 @@ def test_objective_values_and_recommendation():
 
 def test_reporter_prunes_a_dominated_trial():
     from rlbench.core.signals import JobPruned
-    from rlbench.search import make_reporter
+    from rlbench.search.trials import make_reporter
 
     class FakeTrial:
         def __init__(self, threshold):

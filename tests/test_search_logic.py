@@ -13,10 +13,10 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import SearchConfig, TrackingConfig
 from rlbench.core.signals import JobPruned
-from rlbench.search import run_study, run_trials
 from rlbench.search.parent import study_params, study_parent
+from rlbench.search.run import run_study
 from rlbench.search.space import SearchError
-from rlbench.search.trials import trial_overrides
+from rlbench.search.trials import run_trials, trial_overrides
 from rlbench.search.warm_start import record
 from tests.conftest import plain_table
 from tests.tracking_fake import FakeExperiment, FakeParent
@@ -351,10 +351,10 @@ def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
 
 
 def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store, tmp_path, rlbench_main, monkeypatch):
-    """The command's wiring (rlbench/search/__init__.py run_search) to default_objectives: no
+    """The command's wiring (rlbench/search/run.py run_search) to default_objectives: no
     `search.objectives` given, the study and its parent get this host's defaults (no meter in
     this test: the task's time alone, energy left out with its reason). The trials are not run."""
-    from rlbench import search
+    from rlbench.search import run as search
     from rlbench.search.space import Meters
 
     meters = Meters("no NVML in this test", "no RAPL in this test", "no RAPL in this test", ())

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from rlbench.config.schema import TrackingConfig
 from rlbench.prepare.grid import repeat_seeds
 from rlbench.report.verdict import NO_GPU_RATIO
-from rlbench.search import run_study
+from rlbench.search.run import run_study
 from rlbench.search.space import granted_space
 from rlbench.search.trials import repeat_overrides
 from rlbench.tracking.study_records import JobRun, Study, without_gpu

@@ -45,7 +45,7 @@ def test_ranking_uses_the_predictable_objectives_and_names_the_others():
 @pytest.fixture(scope="module")
 def cartpole_compose():
     """compose(overrides) for the tiny CartPole job: one composed config, the knobs set per candidate."""
-    from rlbench.predict.cli import compose
+    from rlbench.cli.predict import compose
 
     base = compose([*CARTPOLE_TINY, "eval_envs=0", "learner=false"])
 
@@ -125,7 +125,7 @@ def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
 
 @pytest.mark.e2e
 def test_a_search_starts_from_the_profiles_predicted_best_and_resumes_without_them(store, tmp_path):
-    from rlbench.profile import main as profile_main
+    from rlbench.cli.profile import main as profile_main
 
     assert (
         profile_main(

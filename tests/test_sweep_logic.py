@@ -11,6 +11,7 @@ import pytest
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 
+from rlbench.cli.command import exits
 from rlbench.config.schema import TrackingConfig
 from rlbench.sweeps.sweep import run_sweep, sweep_key
 from rlbench.tracking.experiment import Experiment
@@ -169,7 +170,7 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
 
 def test_a_failed_job_fails_the_sweep_but_not_the_other_jobs(capsys):
     launcher, experiment = Launcher(fail={4}), FakeExperiment()
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit) as exit_, exits("rlbench"):  # as the sweeper runs it
         sweep([["actors=2"], ["actors=4"], ["actors=8"]], launcher, experiment)
     assert exit_.value.code == 1 and len(launcher.launched) == 3
     ((_, parent),) = experiment.opened
@@ -278,7 +279,7 @@ def test_ctrl_c_ends_the_parent_killed_and_its_summary_lists_every_job():
 
 def test_a_sweep_whose_artifacts_cannot_be_written_is_refused_before_any_parent(capsys):
     experiment = FakeExperiment(unwritable="tracking.artifact_location: /x cannot be written")
-    with pytest.raises(SystemExit) as exit_:
+    with pytest.raises(SystemExit) as exit_, exits("rlbench"):  # as the sweeper runs it
         run_sweep(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
     assert exit_.value.code == 2 and experiment.opened == [] and experiment.stale_marked == 0
     assert "/x cannot be written; no job started" in capsys.readouterr().err

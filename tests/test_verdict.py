@@ -14,9 +14,9 @@ import mlflow
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
+from rlbench.cli.report import main as report_main
 from rlbench.config.schema import TrackingConfig, VerdictConfig
 from rlbench.core.verdict import judge
-from rlbench.report.__main__ import main as report_main
 from rlbench.report.figures import actor_scaling
 from rlbench.sweeps.sweep import run_sweep
 from rlbench.tracking.experiment import Experiment

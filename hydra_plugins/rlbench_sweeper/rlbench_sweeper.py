@@ -24,17 +24,18 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 class RlbenchSweeper(BasicSweeper):
     def sweep(self, arguments: List[str]) -> Any:
+        from rlbench.cli.command import exits
         from rlbench.core.signals import sigterm_raises
         from rlbench.prepare.grid import plan, seed_overlap, validate_jobs
 
-        with sigterm_raises():
+        with exits("rlbench"), sigterm_raises():  # a typed error: one line and its exit code
             self._launcher_or_exit()
             if self.config.get("search") is not None:
-                from rlbench.search import run_search
+                from rlbench.search.run import run_search
 
                 return run_search(self, arguments)
-            grid = plan(self, arguments)  # exits 2 on a bad repeats or seed list
-            confs = validate_jobs(self, grid.jobs)  # exits 2 before torch and MLflow are imported
+            grid = plan(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list
+            confs = validate_jobs(self, grid.jobs)  # refused before torch and MLflow are imported
             warning = seed_overlap(grid, confs)
             if warning:
                 print(f"rlbench: warning: {warning}", file=sys.stderr)
@@ -46,26 +47,26 @@ class RlbenchSweeper(BasicSweeper):
 
     def _launcher_or_exit(self) -> None:
         """A launcher this host cannot use is refused before any job (a dry run needs none)."""
+        from rlbench.core.errors import Refusal
         from rlbench.prepare.plan import launcher_problem
 
         problem = (
             None if self.config.get("dry_run") else launcher_problem(self.config.hydra.launcher.get("_target_", ""))
         )
         if problem:
-            print(f"rlbench: {problem}", file=sys.stderr)
-            sys.exit(2)
+            raise Refusal(problem)
 
     def _dry_run(self, jobs: List[List[str]], confs: list) -> Any:
         """dry_run=true: print the SLURM submission (rlbench/sweeps/submission.py); exit 2 on another launcher."""
         from omegaconf import OmegaConf
 
+        from rlbench.core.errors import Refusal
         from rlbench.sweeps.submission import dry_run_text, refusal
 
         launcher = OmegaConf.to_container(self.config.hydra.launcher, resolve=True)
         problem = refusal(launcher)
         if problem:
-            print(f"rlbench: {problem}", file=sys.stderr)
-            sys.exit(2)
+            raise Refusal(problem)
         print(
             f"[rlbench dry run] {len(jobs)} jobs, nothing submitted; the sbatch scripts submitit would submit:",
             flush=True,

@@ -1,7 +1,7 @@
-"""Command-line flags refused the way config keys are: one parser (`Parser`) and one set of
-numeric types (`number`) shared by every command (rlbench.report, rlbench.profile,
-rlbench.predict, pipelines/): one line, `<prog>: --flag=value: allowed: ...`, and exit 2.
-docs/jobs.md, "Refused early".
+"""Command-line flags checked the way config keys are: the numeric types (`number`) and the
+folder and store checks shared by every command (rlbench.report, rlbench.profile,
+rlbench.predict, pipelines/); the parser that refuses them in one line, `<prog>: --flag=value:
+allowed: ...`, and exit 2 is the commands' (rlbench/cli/command.py `Parser`). docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -9,36 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
-
-
-def refuse(prog: str, message: str) -> NoReturn:
-    """The one refusal of every command: `<prog>: <message>` on stderr, exit 2."""
-    print(f"{prog}: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with rlbench's refusal: one line naming the flag, its value and what is allowed."""
-
-    def error(self, message: str) -> NoReturn:
-        m = re.fullmatch(r"argument ([^:]+): (.*)", message, re.DOTALL)
-        if m:
-            flag, why = m.group(1).split("/")[-1], m.group(2)
-            choice = re.fullmatch(r"invalid choice: '?(.*?)'? \(choose from (.*)\)", why)
-            if choice:
-                why = f"{choice.group(1)}: allowed: one of {choice.group(2)}"
-            message = f"{flag}={why}" if ": allowed:" in why else f"{flag}: {why}"
-        refuse(self.prog, message)
-
-    def parse_args(self, args=None, namespace=None):
-        """Flags and positional overrides in any order (argparse's intermixed parsing)."""
-        return self.parse_intermixed_args(args, namespace)
 
 
 def number(

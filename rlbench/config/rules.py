@@ -7,9 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rlbench.core.errors import Refusal
 
-class ConfigError(ValueError):
-    """A config value is outside what rlbench accepts; the message names key, value, rule."""
+
+class ConfigError(Refusal, ValueError):
+    """A config value is outside what rlbench accepts; the message names key, value, rule.
+    A refusal: a command ends on it with one line and exit 2 (rlbench/core/errors.py)."""
 
 
 Rules = dict[str, tuple[Callable[[Any], bool], str]]

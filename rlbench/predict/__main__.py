@@ -1,7 +1,9 @@
-"""`python -m rlbench.predict`: see rlbench/predict/cli.py and docs/predict.md."""
+"""`python -m rlbench.predict` (rlbench-predict): the door to the predict command,
+rlbench/cli/predict.py (docs/architecture.md, "Commands")."""
 
 import sys
 
-from rlbench.predict.cli import main
+from rlbench.cli.predict import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

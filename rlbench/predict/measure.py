@@ -61,12 +61,15 @@ def inference_curve(conf, batches: list[int], units: list[int], repeats: int = 2
 
 
 def _server(conf, batch: int):
-    """(device, env spec, a central-inference server of `batch` envs on the algorithm's policy)."""
-    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
+    """(device, env spec, a central-inference server of `batch` envs on the algorithm's policy),
+    made as a job makes it (rlbench/train/trainer.py wire_inference)."""
+    from rlbench.train.trainer import wire_inference  # lazy: keeps torch off the start
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
-    return device, spec, InferenceServer(parts.policy, device, batch, num_train=batch)
+    _, server = wire_inference(
+        algorithm(conf.algo.name).build, AlgoContext(conf, spec, device, batch, 0, threading.Event())
+    )
+    return device, spec, server
 
 
 def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
@@ -128,20 +131,22 @@ def synthetic_obs(rng: np.random.Generator, n: int, spec) -> np.ndarray:
 
 
 def _learner_setup(conf, envs: int, gate: threading.Event, why: str):
-    """(conf copy with `envs` actors, device, env spec, the algorithm's parts) for timing its
+    """(conf copy with `envs` actors, its AlgoContext, the algorithm's parts, central inference
+    on their policy), wired as a job wires them (rlbench/train/trainer.py), for timing its
     learner, with the algorithm's `profile_overrides` (R2D2: min_replay lowered to one batch, no
     more to wait for; its coupling free running, no unroll queue to block the actors); `gate` is
     the learner's actors-done event, which lifts its replay-ratio wait once set."""
+    from rlbench.train.trainer import wire_inference  # lazy: keeps torch off the start
 
     conf = copy.deepcopy(conf)
     conf.actors = envs
     for key, value in config_module(conf.algo.name).profile_overrides(conf).items():
         setattr(conf.algo, key, value)  # what the algorithm declares its learner needs to be timed alone
-    device, spec = resolve_device(conf.device), env_spec(conf.env)
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, envs, 0, gate))
+    ctx = AlgoContext(conf, env_spec(conf.env), resolve_device(conf.device), envs, 0, gate)
+    parts, inference = wire_inference(algorithm(conf.algo.name).build, ctx)
     if parts.learner is None:
         raise ValueError(f"algo.name={conf.algo.name} with learner={conf.learner}: no learner {why}")
-    return conf, device, spec, parts
+    return conf, ctx, parts, inference
 
 
 def _run_granted(compute, fn) -> None:
@@ -160,12 +165,9 @@ def learner_with_data(conf):
     central inference on synthetic observations until the learner may update (replay or the
     FIFO as a job fills it; the actors count as done, so R2D2's replay ratio does not hold it
     back: the update's cost does not depend on how the data arrived)."""
-    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
-
     done = threading.Event()
-    conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
-    n, learner = conf.actors, parts.learner
-    server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
+    conf, ctx, parts, server = _learner_setup(conf, conf.actors, done, "to time")
+    n, learner, spec, rng = conf.actors, parts.learner, ctx.spec, np.random.default_rng(0)
 
     def fill() -> None:
         k = 0
@@ -177,7 +179,7 @@ def learner_with_data(conf):
                 raise RuntimeError("the learner never became ready to update")
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
 
-    return conf, device, learner, fill
+    return conf, ctx.device, learner, fill
 
 
 # Algorithm settings that size memory and nothing counted (R2D2's replay): kept small for a count.
@@ -255,22 +257,14 @@ def corun(
     {units, envs, threads, loop_sps, corun_sps, corun_update_s}. The learner starts
     once replay holds a batch and does not wait for the replay ratio; the first update is
     untimed, the next `updates` are timed with the actors' steps during them."""
-    from rlbench.roles.actors import ActorRole  # lazy: keeps torch off the start
-    from rlbench.roles.inference import InferenceServer  # lazy: keeps torch off the start
+    from rlbench.train.trainer import wire_actors  # lazy: keeps torch off the start
 
     free = threading.Event()
     free.set()  # the learner's view: never wait for the replay ratio
-    conf, device, _, parts = _learner_setup(conf, envs, free, "to run beside the actors")
-    role = ActorRole(
-        make_actors(conf.env, envs, threads, 0),
-        InferenceServer(parts.policy, device, envs, num_train=envs),
-        envs,
-        frame_target=1 << 62,
-        seed=conf.seed,
-    )
-    role.may_step = parts.may_step
+    conf, ctx, parts, inference = _learner_setup(conf, envs, free, "to run beside the actors")
+    role = wire_actors(make_actors(conf.env, envs, threads, 0), inference, parts, ctx, 1 << 62, conf.seed)
     stop, errors, marks = threading.Event(), [], []
-    with ComputeLimit(units, device, conf.sm_backend) as compute:
+    with ComputeLimit(units, ctx.device, conf.sm_backend) as compute:
         actors = threading.Thread(target=lambda: _in_scope(compute.thread_scope, lambda: role.run(stop), errors))
         actors.start()
         try:

@@ -1,6 +1,6 @@
 """What `python -m rlbench.predict` prints and draws: the grid's table, figure and
 recommendation, and the validation's table, figure and prediction_error (the commands that print them:
-rlbench/predict/cli.py). docs/predict.md."""
+rlbench/cli/predict.py). docs/predict.md."""
 
 from __future__ import annotations
 

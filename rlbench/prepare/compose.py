@@ -1,6 +1,6 @@
 """The config a command works from, composed in one place: conf/ with the registered schemas
 and the command's overrides, then (for a job) validated. `python -m rlbench` composes through
-`@hydra.main` (rlbench/__main__.py) on the same CONF_DIR; every other command (profile,
+`@hydra.main` (rlbench/cli/run.py) on the same CONF_DIR; every other command (profile,
 predict, pipelines, benchmarks) and the tests call these. docs/jobs.md.
 """
 

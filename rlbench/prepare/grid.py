@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import sys
 from dataclasses import dataclass
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -19,6 +18,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from rlbench.config.rules import ConfigError
+from rlbench.core.errors import Refusal
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.hydra_errors import explain
 from rlbench.prepare.validate import VERDICT_RULES, validate
@@ -148,8 +148,8 @@ def verdict_checks(overrides: list, config) -> None:
 
 def plan(sweeper, arguments: list[str]) -> Grid:
     """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
-    configuration `repeats` times; exits 2 with the key named when repeats, seed or a verdict
-    setting is wrong."""
+    configuration `repeats` times; Refusal (exit 2) naming the key when repeats, seed or a
+    verdict setting is wrong."""
 
     params = sweeper._parse_config() + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
@@ -157,8 +157,7 @@ def plan(sweeper, arguments: list[str]) -> Grid:
         repeats, seeds = _repeats_and_seeds(overrides, sweeper.config)
         verdict_checks(overrides, sweeper.config)
     except ConfigError as e:
-        print(f"rlbench: no job started: {e}", file=sys.stderr)
-        sys.exit(2)
+        raise Refusal(f"no job started: {e}") from e
     if repeats > 1:  # the repeats' seeds replace the seed override; repeats is the sweep's, not a job's
         overrides = [o for o in overrides if o.key_or_group not in ("seed", "repeats")]
     grid = [list(job) for batch in sweeper.split_arguments(overrides, None) for job in batch]
@@ -218,7 +217,7 @@ class JobComposer:
 
 
 def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
-    """Typed configs of every job; prints every bad job and exits 2 if any is invalid."""
+    """Typed configs of every job; a Refusal (exit 2) naming every bad job if any is invalid."""
     compose, confs, problems = JobComposer(sweeper.hydra_context.config_loader, sweeper.config), [], []
     for job in jobs:
         try:
@@ -228,8 +227,7 @@ def validate_jobs(sweeper, jobs: list[list[str]]) -> list:
         except (HydraException, OmegaConfBaseException) as e:  # a list's value of the wrong type or key
             problems.append(f"job [{' '.join(job)}]: {explain(e, job, CONF_DIR, compose)}")
     if problems:
-        print("rlbench: no job started; invalid jobs in the sweep:\n" + "\n".join(problems), file=sys.stderr)
-        sys.exit(2)
+        raise Refusal("no job started; invalid jobs in the sweep:\n" + "\n".join(problems))
     return confs
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -232,20 +231,3 @@ def job_store_problem(tracking) -> str | None:
     from rlbench.tracking.store import artifact_problem  # lazy: keeps mlflow off the start
 
     return artifact_problem(tracking)
-
-
-def preflight_or_exit(
-    tracking_uri: str,
-    storage: str | None = None,
-    *,
-    prog: str = "rlbench",
-    key: str = TRACKING_KEY,
-    reading: bool = False,
-) -> None:
-    """The stores can be used, or one line on stderr and exit 2 before any job or run exists:
-    what a sweep, a search and the commands do first."""
-    try:
-        check(tracking_uri, storage, key=key, reading=reading)
-    except PreflightError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        sys.exit(2)

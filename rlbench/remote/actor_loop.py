@@ -1,8 +1,8 @@
 """The actor process's loop (SEED RL's common/actor.py actor_loop): Hello and Welcome, then the
 family's vector env stepped in lock-step (a stack of 1: the job rebuilds the stacks), each
 vector step's newest frames sent and the actions that come back applied, until the job ends the
-stream; `run_actor` returns the exit code and the command's one line. The stream is gRPC's
-asyncio API on the loop's one thread: docs/actors.md, "The transport's cost per message"."""
+stream; `run_actor` returns the command's last line, or raises a Refusal or a Failure that says
+it. The stream is gRPC's asyncio API on the loop's one thread: docs/actors.md."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import socket
 import time
 from typing import NamedTuple
 
-import grpc
 import numpy as np
 
 from rlbench.core.env_families import family
+from rlbench.core.errors import Failure, Refusal
 from rlbench.core.resources import cpu_model, usable_cpus
 from rlbench.envs.spec import EnvSpec, env_spec
 from rlbench.remote import actors_pb2 as pb
-from rlbench.remote import actors_pb2_grpc as pb_grpc
+from rlbench.remote.grpc_core import grpc, pb_grpc
 from rlbench.remote.telemetry import ENV_STEP, MAX_SPANS_PER_REPORT, WAIT_ACTIONS, SpanBuffer
 from rlbench.remote.wire import (
     CHANNEL_OPTIONS,
@@ -31,7 +31,7 @@ from rlbench.remote.wire import (
     token_metadata,
 )
 
-PROG = "rlbench.actor"
+PROG = "rlbench.actor"  # the lines' prefix (the command's, cli/actor.py)
 # The env threads' nice value: a process's gRPC and loop threads must not queue behind its own
 # emulators (or, on the job's host, the job's inference and learner behind them): each
 # Step's round trip crosses several threads, and on busy cores every wake-up waited for a
@@ -56,10 +56,10 @@ def run_actor(
     report_every_s: float = 1.0,
     env_nice: int = ENV_NICE,
     task: str = "",
-) -> tuple[int, str]:
+) -> str:
     """Step `envs` envs of `env_cfg` for the job at `address` (HOST:PORT or unix:PATH) until it
-    ends the stream: (0, line); the job unreachable or refusing this actor: (2, line); the job
-    lost mid-run: (1, line). `env_nice`: the env threads' nice value (see ENV_NICE). `task`:
+    ends the stream: the last line; the job unreachable or refusing this actor: a Refusal (exit
+    2); the job lost mid-run: a Failure (exit 1). `env_nice`: the env threads' nice value (see ENV_NICE). `task`:
     the actor task this process runs as (remote/tasks.py), which its Hello names."""
     spec = env_spec(env_cfg)
     hello = pb.Hello(
@@ -81,7 +81,7 @@ def run_actor(
     )
 
 
-async def _session(address, env_cfg, spec, hello, pool, token, report_every_s) -> tuple[int, str]:
+async def _session(address, env_cfg, spec, hello, pool, token, report_every_s) -> str:
     async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         call = pb_grpc.ActorsStub(channel).Connect(metadata=token_metadata(token))
         try:
@@ -98,21 +98,21 @@ class _Pool(NamedTuple):
     nice: int
 
 
-async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s) -> tuple[int, str]:
+async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s) -> str:
     envs = pool.envs
     try:
         await call.write(hello)
         welcome = await call.read()
     except grpc.RpcError as e:
         if e.code() in REFUSALS:
-            return 2, f"{PROG}: the job at {address} refused this actor: {e.details()}"
+            raise Refusal(f"the job at {address} refused this actor: {e.details()}") from None
         if e.code() in ENDED:
-            return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
-        return 2, f"{PROG}: cannot reach the job at {address}: {e.code().name} ({e.details()})"
+            return f"{PROG}: the job at {address} ended before welcoming this actor"
+        raise Refusal(f"cannot reach the job at {address}: {e.code().name} ({e.details()})") from None
     except asyncio.InvalidStateError:  # the call ended, with an OK status, before the Hello went
         welcome = grpc.aio.EOF
     if welcome is grpc.aio.EOF:
-        return 0, f"{PROG}: the job at {address} ended before welcoming this actor"
+        return f"{PROG}: the job at {address} ended before welcoming this actor"
     welcome = welcome.welcome
     ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
     loop = _Loop(
@@ -126,11 +126,13 @@ async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s)
         await loop.run(welcome.seed)
     except grpc.RpcError as e:
         if e.code() in ENDED:
-            return 0, f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
-        return 1, f"{PROG}: lost the job at {address} after {loop.steps} steps ({ids}): {e.code().name} ({e.details()})"
+            return f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
+        raise Failure(
+            f"lost the job at {address} after {loop.steps} steps ({ids}): {e.code().name} ({e.details()})"
+        ) from None
     finally:
         loop.env.close()
-    return 0, f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
+    return f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
 
 
 def newest_frame_env(env_cfg, spec: EnvSpec, envs: int, threads: int, env_nice: int = 0):

@@ -12,7 +12,6 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import grpc
 import numpy as np
 
 from rlbench.config.rules import ConfigError
@@ -21,7 +20,7 @@ from rlbench.core.metrics import proc_role
 from rlbench.envs.spec import EnvSpec
 from rlbench.envs.vector import StepBatch, resolve_inference_batch
 from rlbench.remote import actors_pb2 as pb
-from rlbench.remote import actors_pb2_grpc as pb_grpc
+from rlbench.remote.grpc_core import grpc, pb_grpc
 from rlbench.remote.hub import Hub, Refused, RemoteError, Stream
 from rlbench.remote.stacks import FrameStacks
 from rlbench.remote.telemetry import counted_threads, host_rows, process_rows

@@ -19,6 +19,7 @@ from submitit.slurm.slurm import SlurmExecutor
 
 from rlbench.core.address import TOKEN_ENV
 from rlbench.core.env_families import family
+from rlbench.core.errors import CommandError
 from rlbench.core.resources import usable_cpus
 from rlbench.prepare.compose import compose_job
 from rlbench.remote.handoff import read_address
@@ -76,15 +77,18 @@ def actor_task(address_file: str, task: int, envs: int, overrides: list[str], wa
     on every CPU of this node (the family's pool: Atari's threads, gym's one), its Hello naming
     `task`. Returns the actor's last line; raises RuntimeError with it on a failure (submitit
     records the task failed)."""
-    from rlbench.remote.actor_loop import run_actor  # lazy: keeps grpc off the start
+    from rlbench.remote.actor_loop import PROG, run_actor  # lazy: keeps grpc off the start
 
     address = read_address(Path(address_file), wait_s)
     env_cfg = compose_job(overrides, host=False).env
     threads = family(env_cfg.kind).hardware_threads(None, len(usable_cpus()))
-    code, line = run_actor(address, env_cfg, envs, threads, os.environ.get(TOKEN_ENV) or None, task=str(task))
+    try:
+        line = run_actor(address, env_cfg, envs, threads, os.environ.get(TOKEN_ENV) or None, task=str(task))
+    except CommandError as e:  # the job unreachable, refusing or lost: the task failed
+        line = f"{PROG}: {e}"
+        print(line, flush=True)
+        raise RuntimeError(f"actor task {task}: {line}") from e
     print(line, flush=True)
-    if code != 0:
-        raise RuntimeError(f"actor task {task}: {line}")
     return line
 
 

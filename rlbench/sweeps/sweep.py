@@ -14,16 +14,16 @@ import io
 import json
 import logging
 import os
-import sys
 import uuid
 
 from hydra.core.utils import JobStatus
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.core.errors import Failure, Refusal
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
 from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
-from rlbench.prepare.preflight import preflight_or_exit
+from rlbench.prepare.preflight import check
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
 from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note, verdicts
@@ -396,11 +396,10 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
     grid: its Grid, which says which configuration each job repeats (None: one run each);
     store: opens the tracking port on the sweep's TrackingConfig."""
     tracking = sweep_tracking(confs)
-    preflight_or_exit(tracking.uri)
+    check(tracking.uri)  # PreflightError: a refusal, exit 2 before any run
     experiment = store(tracking)
     if experiment.unwritable:
-        print(f"rlbench: {experiment.unwritable}; no job started", file=sys.stderr)
-        sys.exit(2)
+        raise Refusal(f"{experiment.unwritable}; no job started")
     experiment.mark_stale_runs()
     repeats = grid.repeats if grid is not None else 1
     hashes = [config_hash(conf) for conf in confs]
@@ -468,6 +467,5 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
     ordered = [rows[i] for i in sorted(rows)]
     if status == "FAILED":
         failed = [r["overrides"] for r in ordered if r["status"] == "FAILED"]
-        print(f"rlbench: {len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", file=sys.stderr)
-        sys.exit(1)
+        raise Failure(f"{len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}")
     return ordered

@@ -17,7 +17,7 @@ from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, e
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
 
-WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/stage.py): never a job of a study
+WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/cli/stage.py): never a job of a study
 HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
 
 
@@ -208,7 +208,7 @@ def load_experiment(name: str) -> Study:
 
 
 def idle_power_of(runs) -> float | None:
-    """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/stage.py
+    """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/cli/stage.py
     logs one per stage); None where none did."""
     watts = [
         r.metrics[IDLE_POWER]

@@ -153,23 +153,39 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
         )
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
-    parts = plan.build(ctx)
-    inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
+    parts, inference = wire_inference(plan.build, ctx)
+    actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
+    return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
+
+
+def wire_inference(build: Callable[[AlgoContext], AlgoParts], ctx: AlgoContext) -> tuple[AlgoParts, InferenceServer]:
+    """The algorithm's parts built for `ctx` and central inference on their policy, for
+    ctx.num_train + ctx.num_eval envs: a job's (build_trainer) and the profile's measurements
+    (rlbench/predict/measure.py) are made here, so they time what a job runs."""
+    parts = build(ctx)
+    envs = ctx.num_train + ctx.num_eval
+    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.num_train, ctx.timer("inference"))
+
+
+def wire_actors(
+    env, inference: InferenceServer, parts: AlgoParts, ctx: AlgoContext, frames: int, seed: int, done=None
+) -> ActorRole:
+    """The actors on `env`, stepping through `inference` under the algorithm's flow control
+    (may_step, more_data) until `frames`; once done (`done` is set) they ring the learner."""
     learner = parts.learner
-    actors = ActorRole(
+    return ActorRole(
         env,
         inference,
-        envs.train,
-        conf.workload.frames,
-        conf.seed,
-        envs.eval,
-        actors_done,
+        ctx.num_train,
+        frames,
+        seed,
+        ctx.num_eval,
+        done,
         parts.may_step,
         parts.more_data,
-        timer("actors"),
+        ctx.timer("actors"),
         on_done=learner.wakeup.ring if learner is not None else None,
     )  # it may update now
-    return Trainer(env, parts, inference, actors, learner, plan.device, shelf_key=key)
 
 
 def train(plan: JobPlan, observers=(), timer: Callable[[str], OpTimer] = OpTimer) -> dict:

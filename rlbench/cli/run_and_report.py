@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.config.flags import Parser, writable_folder
+from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.config.flags import writable_folder
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.command_line import precheck as rlbench_precheck
 from rlbench.prepare.compose import compose_checked
-from rlbench.prepare.preflight import preflight_or_exit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the clone: rlbench/cli/ is two below it
 PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
 
 
@@ -124,7 +124,7 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     if parent is None:  # refused by rlbench before any job (2), or it died before its parent run (1)
         print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
         return code or 1
-    from rlbench.report.__main__ import main as report  # lazy: keeps matplotlib, mlflow off the start
+    from rlbench.cli.report import main as report  # lazy: keeps matplotlib, mlflow off the start
 
     report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(out)] if out else [])
     report_code = report(report_args)

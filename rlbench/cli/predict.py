@@ -10,14 +10,14 @@ import itertools
 import os
 import re
 import socket
-import sys
 import tempfile
 import time
 from argparse import RawDescriptionHelpFormatter as RawDescription
 from pathlib import Path
 
-from rlbench.config.flags import Parser, existing_store, number, writable_folder
-from rlbench.config.rules import ConfigError
+from rlbench.cli.command import Parser, command
+from rlbench.config.flags import existing_store, number, writable_folder
+from rlbench.core.errors import Refusal
 from rlbench.predict.accuracy import check_jobs, prediction_error
 from rlbench.predict.curves import ProfileError, load_profile
 from rlbench.predict.jobs import Machine, predict_job
@@ -33,7 +33,7 @@ from rlbench.predict.report import (
     validation_rows,
 )
 from rlbench.prepare.compose import compose_job
-from rlbench.prepare.preflight import preflight_or_exit
+from rlbench.prepare.preflight import check
 
 DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PROFILES = "rlbench-profiles"
@@ -327,6 +327,7 @@ def log_validation(sweep: str, checked: list, ms: dict, error: float, per: dict[
         parent.log_folder(Path(tmp), "prediction")
 
 
+@command(PROG)
 def main(argv: list[str] | None = None) -> int:
     from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
 
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         problem = store_problem(a)
         if problem:
             raise LookupError(problem)
-        preflight_or_exit(a.tracking_uri, prog=PROG, key="--tracking-uri", reading=True)
+        check(a.tracking_uri, key="--tracking-uri", reading=True)
         use_store(a.tracking_uri)
         if a.validate:
             return run_validate(a)
@@ -345,9 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         m = machine(a, socket.gethostname(), confs[0].env.id, confs[0].algo.name, confs[0].precision)
 
         pred = predict_job(confs[0], m)
-    except (ConfigError, ProfileError, ValueError, LookupError) as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
+    except (ProfileError, ValueError, LookupError) as e:  # ConfigError is a ValueError
+        raise Refusal(str(e)) from e
     print(f"predicted with {m.names()} — a model's prediction, not a measurement:")
     print("\n".join(show(pred, confs[0].workload.frames)))
     return 0

@@ -1,0 +1,106 @@
+"""`python -m rlbench [overrides]` / `python -m rlbench -m actors=4,40,256`: the Hydra shell.
+All work happens in rlbench.train.job.run_job; this checks the command line (keys, values and
+mode, composed once before Hydra creates any output folder), hands over to Hydra, and ends a
+refusal with one line and exit 2 (docs/jobs.md, "Refused early"). The door: rlbench/__main__.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+import traceback
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from rlbench.cli.command import exits, refuse
+from rlbench.config.schema import register_configs
+from rlbench.core.errors import Failure, Refusal
+from rlbench.core.resources import ResourceError
+from rlbench.core.signals import exit_stopped, recorded
+from rlbench.prepare.command_line import mode_problem, precheck
+from rlbench.prepare.compose import CONF_DIR
+from rlbench.prepare.plan import placement_for
+from rlbench.prepare.validate import validate
+
+PROG = "rlbench"  # the last line's prefix: `rlbench: <message>`
+
+
+def fault_text(error: BaseException) -> str:
+    """The cause in one line: a full disk by name wherever it sits in the chain (MLflow wraps
+    SQLite's), else the error's first line."""
+    chain, e = [], error
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    full = [
+        e
+        for e in chain
+        if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
+        or "database or disk is full" in _first_line(e)
+    ]
+    if full:
+        return (
+            f"the disk is full: the store or an artifact could not be written ({type(full[-1]).__name__}: "
+            f"{_first_line(full[-1])[:200]}); free space there and run it again"
+        )
+    return f"{type(error).__name__}: {_first_line(error)}"
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0]
+
+
+def _failed(error: Exception, log_file: Path) -> Failure:
+    """A job that failed from a fault: its traceback to the job's log file, and the Failure
+    (exit 1) whose line says the cause, the run (as the store reads it: FAILED, or RUNNING
+    where its end could not be written) and where the traceback is."""
+    with open(log_file, "a") as f:
+        traceback.print_exception(error, file=f)
+    run, status = getattr(error, "run_id", None), getattr(error, "run_status", "FAILED")  # as the store reads it
+    ended = "ended FAILED" if status == "FAILED" else recorded(status)
+    return Failure(
+        f"the job failed: {fault_text(error)}"
+        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}"
+    )
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
+
+    hc = HydraConfig.get()
+    with exits(PROG, refusing=(ResourceError,)):  # ResourceError: the plan's, before any run exists
+        if hc.mode.name == "RUN":  # main() checked it before Hydra ran; this for callers of _entry alone
+            problem = mode_problem(cfg, hc.sweeper.get("params"), hc.runtime.choices)
+            if problem:
+                raise Refusal(problem)
+        try:
+            conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
+            from rlbench.train.job import run_job  # lazy: keeps matplotlib, mlflow, torch off the start
+
+            placement = placement_for(hc.launcher.get("_target_", ""), Path(hc.runtime.output_dir))  # actor tasks
+            result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick, placement)
+        except (Refusal, ResourceError):
+            raise  # refused: one line, exit 2
+        except Exception as e:  # a fault in a single run: one line; a sweep records its failed job itself
+            if hc.mode.name != "RUN":
+                raise
+            raise _failed(e, Path(hc.runtime.output_dir) / f"{hc.job.name}.log") from e
+    return result  # the job's final metrics: a sweep's summary and a search's objectives read them
+
+
+def main() -> None:
+    register_configs()
+    problem = precheck(sys.argv[1:], stores=True)  # a single run's stores too: before Hydra makes its folder
+    if problem:
+        refuse(PROG, problem)
+    try:
+        _entry()
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
+        exit_stopped(e)
+
+
+if __name__ == "__main__":
+    main()

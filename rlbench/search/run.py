@@ -1,0 +1,210 @@
+"""The search's run (the sweeper's entry when `search` is set): Optuna >= 4 through ask/tell;
+every trial is one real rlbench job, its MLflow run a child of the study's parent run. The study
+resumes from `search.storage`, and workers share it, taking trials under its lock until exactly
+`search.n_trials` are COMPLETE. docs/scale-out.md, "The search's workers, inside"."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import optuna
+
+from rlbench.core.errors import Refusal
+from rlbench.core.resources import ComputeLimit, resolve_device
+from rlbench.core.verdict import DEFAULT_METRIC
+from rlbench.prepare.grid import expand_jobs, in_process, repeat_seeds, validate_jobs
+from rlbench.prepare.preflight import check, masked
+from rlbench.prepare.validate import validate
+from rlbench.search.parent import report, study_params, study_parent
+from rlbench.search.space import (
+    SearchError,
+    check_space,
+    default_objectives,
+    granted_space,
+    host_meters,
+    objective_checks,
+    objective_labels,
+)
+from rlbench.search.study import (
+    StudyLock,
+    complete,
+    fail_gone_trials,
+    open_study,
+    quiet_optuna,
+    state_counts,
+)
+from rlbench.search.trials import run_trials
+from rlbench.search.warm_start import enqueue, load_machine, note, record
+from rlbench.tracking.experiment import Experiment
+from rlbench.tracking.parent import live
+from rlbench.tracking.store import ui_hint, use_store
+
+
+def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
+    """The sweeper's entry when `search` is configured (see the module docstring); store: opens
+    the tracking port on the job's TrackingConfig."""
+
+    jobs = expand_jobs(sweeper, arguments)
+    if len(jobs) != 1:
+        _refuse(
+            [
+                (
+                    f"search= with a grid ({len(jobs)} jobs): give single values; the search picks actors, "
+                    "actor_threads and sm_limit"
+                )
+            ]
+        )
+    conf = validate_jobs(sweeper, jobs)[0]
+    s = conf.search
+
+    jobs_here = in_process(sweeper.launcher)
+    meters = host_meters()
+    if not s.objectives:  # the defaults: the task's time, and its energy where a job here gets it
+        s.objectives, s.directions, left_out = default_objectives(conf, meters)
+        if left_out:
+            print(f"[rlbench search] {left_out}", flush=True)
+    _refuse(
+        check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total)
+        + objective_checks(conf, meters)
+        + (
+            []
+            if jobs_here or not s.pruning
+            else [
+                (
+                    "search.pruning=true needs jobs in this process (the basic launcher), not "
+                    f"{type(sweeper.launcher).__name__}"
+                )
+            ]
+        )
+    )
+    narrowed = granted_space(s, conf)
+    if narrowed:
+        print(f"[rlbench search] {narrowed}", flush=True)
+    seeds = repeat_seeds(s.repeats, conf.seed) if s.repeats > 1 else None  # as a sweep's repeats
+    check(conf.tracking.uri, s.storage)  # PreflightError: a refusal in one line, exit 2
+    machine = _warm_start_machine(conf) if s.warm_start_profile else None
+    experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
+    if experiment.unwritable:
+        _refuse([experiment.unwritable])
+    lock = StudyLock(s.storage, s.study)
+    with lock:  # workers starting together: one creates the tables, the study and the parent run
+        study = open_study(s)
+        failed_before = state_counts(study)["FAIL"]
+        killed = experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
+        fail_gone_trials(study, experiment.trial_numbers(killed, s.study), s.retries)  # no wait for its heartbeat
+        with quiet_optuna():
+            optuna.storages.fail_stale_trials(study)
+        stale = state_counts(study)["FAIL"] - failed_before
+        parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}", study_params(s, jobs[0]))
+        if machine is not None:
+            _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
+    print(
+        f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
+        + (f"; {stale} stale trial(s) failed" if stale else ""),
+        flush=True,
+    )
+    labels = objective_labels(conf, meters)
+    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions, strict=True))})
+    run_study(
+        sweeper.launcher,
+        study,
+        s,
+        jobs[0],
+        experiment,
+        parent,
+        lock,
+        labels,
+        seeds=seeds,
+        judging=(conf.verdict.metric, conf.verdict.noise_floor_min),
+    )
+
+
+def run_study(
+    launcher,
+    study: optuna.Study,
+    s,
+    job: list[str],
+    experiment,
+    parent,
+    lock: StudyLock,
+    labels: list[str] | None = None,
+    seeds: list[str] | None = None,
+    judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
+) -> str:
+    """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
+    it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
+    happened; the lock's connection is closed. Returns the parent's status. seeds: each trial's
+    runs' (search.repeats); judging: the verdict's settings (parent.py report)."""
+
+    def trials() -> str:
+        run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri, seeds)
+        return "FINISHED"
+
+    def close(status: str) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            text = report(study, s, parent, Path(tmp), labels, judging)
+        lock.close()
+        view = _search_view(experiment, parent.run_id, s)
+        print(
+            f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
+            f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view, experiment.tracking.ui_port)}",
+            flush=True,
+        )
+
+    return live(parent, trials, close, "study parent")
+
+
+def _search_view(experiment, parent: str, s) -> str | None:
+    """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
+    and the headline numbers; energy when the study minimises it (the search refuses an energy
+    objective that cannot be measured)."""
+    measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
+        {"energy_per_task_j"} & set(s.objectives)
+    )  # the knobs as the jobs ran them beside the asked ones
+    try:
+        return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
+    except Exception as e:  # noqa: BLE001 - the trials' record stands without it
+        print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
+        return None
+
+
+def _warm_start_machine(conf):
+
+    use_store(conf.tracking.uri)
+    try:
+        return load_machine(conf.search)
+    except SearchError as e:
+        _refuse([str(e)])
+
+
+def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
+    """Enqueue the predicted best configurations (a new study only) and record them."""
+
+    loader = sweeper.hydra_context.config_loader
+
+    def compose(overrides: list[str]):
+        return validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=overrides), host=False)
+
+    try:
+        rows, unused = enqueue(study, s, job, machine, compose, frames)
+    except SearchError as e:
+        _refuse([str(e)])
+    if rows:
+        record(parent, s, machine, rows, unused)
+        print(
+            f"[rlbench search] {note(s, machine, rows, unused)}\n  "
+            + "\n  ".join(
+                f"trial {r['trial']}: actors={r['actors']} actor_threads={r['actor_threads']} "
+                f"sm_limit={r['sm_limit']} (predicted {r['predicted_fps']:.0f} fps, "
+                f"{r['predicted_runtime_s']:.1f} s, bound by {r['predicted_bound']})"
+                for r in rows
+            ),
+            flush=True,
+        )
+
+
+def _refuse(problems: list[str]) -> None:
+    """A Refusal (exit 2) naming every problem, if there is one."""
+    if problems:
+        raise Refusal("search not started:\n  " + "\n  ".join(problems))
