@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from rlbench.core.observers import JobObserver  # light: logging only
+
 # Where the environment sets PYTHONDONTWRITEBYTECODE, every pytest process would rewrite the
 # asserts of every test module again (~7 s of CPU per process, two processes with xdist) and
 # compile rlbench again: let pytest and Python keep their caches (__pycache__/, git-ignored).
@@ -432,3 +434,14 @@ def plain_table(markdown: str) -> str:
     """A description's markdown tables as they read (rlbench/tracking/parent_note.py table_row):
     the cells' margins out, their non-breaking spaces as spaces."""
     return markdown.replace("&nbsp;", "").replace("\u00a0", " ")
+
+
+class OnTick(JobObserver):
+    """A job observer that calls `fn(metrics, step)` after each tick: what a test does to a
+    running job (kill an actor process, ...)."""
+
+    def __init__(self, fn: Callable[[dict, int], None]):
+        self.fn = fn
+
+    def tick(self, metrics: dict, step: int) -> None:
+        self.fn(metrics, step)

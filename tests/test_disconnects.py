@@ -412,6 +412,7 @@ def test_a_job_whose_actors_are_all_gone_too_long_fails_with_that_reason(compose
 
 @pytest.mark.e2e
 def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_reason(compose_cfg, monkeypatch, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
     from tests.conftest import runs
 
@@ -430,6 +431,6 @@ def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_r
         ]
     )
     with pytest.raises(Exception, match="no actor process connected for 0.5 s"):
-        run_job(cfg)
+        run_job(job_of(cfg))
     (run,) = runs(store["uri"])
     assert run.info.status == "FAILED" and "no actor process connected for 0.5 s" in run.data.tags["error"]

@@ -3,6 +3,7 @@ every job is given, what the parent records, how failures, resume, repeats and C
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -320,3 +321,17 @@ def test_the_basic_launcher_is_told_after_hydra_scans_its_plugins_again():
     assert again.BasicLauncher is not old and not isinstance(again.BasicLauncher(), old)
     assert in_process(again.BasicLauncher()) and in_process(old()) and in_process(Basic(interrupt_at=9))
     assert not in_process(Launcher())
+
+
+def test_the_config_a_sweep_hands_its_job_is_the_one_its_whole_line_composes_and_validates():
+    """A sweep validates each job once and hands the launcher's job that config (rlbench/prepare/job.py):
+    with its parent, name, store and repeat tags set, it equals its whole command line's."""
+    from rlbench.prepare.compose import compose_job
+    from rlbench.sweeps.sweep import child_config, child_overrides, tag_overrides
+
+    job = ["env=cartpole", "actors=2", "seed=10001"]
+    grid_config = compose_job(job)
+    tracking = dataclasses.replace(grid_config.tracking, uri="sqlite:///elsewhere/m.db", experiment="rlbench-x+y")
+    tags = {"repeat": "1", "repeats": "2", "repeat_group": "it's actors=2"}
+    whole = [*job, *child_overrides(tracking, "abc123", "actors=2 seed=10001"), *tag_overrides(tags)]
+    assert child_config(grid_config, tracking, "abc123", "actors=2 seed=10001", tags) == compose_job(whole)

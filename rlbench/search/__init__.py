@@ -40,7 +40,7 @@ from rlbench.search.study import (
     quiet_optuna,
     state_counts,
 )
-from rlbench.search.trials import make_reporter, run_trials
+from rlbench.search.trials import Pruner, run_trials
 from rlbench.search.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
@@ -51,7 +51,7 @@ __all__ = [
     "StudyLock",
     "check_space",
     "claim_trial",
-    "make_reporter",
+    "Pruner",
     "make_sampler",
     "objective_values",
     "open_study",

@@ -1,10 +1,8 @@
 """One worker's loop: claim a trial, run its real job through the Hydra launcher (heartbeating,
-optionally pruned on intermediate fps), tell the study the outcome (docs/scale-out.md)."""
+optionally pruned on intermediate fps by a Pruner observing it), tell the study the outcome (docs/scale-out.md)."""
 
 from __future__ import annotations
 
-import copy
-import functools
 import logging
 import math
 import statistics
@@ -13,8 +11,10 @@ import time
 import optuna
 
 from rlbench.config.schema import SearchConfig
+from rlbench.core.observers import JobObserver
 from rlbench.core.signals import JobPruned
 from rlbench.core.verdict import COMPARED
+from rlbench.prepare.job import handing
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
@@ -35,26 +35,20 @@ def trial_overrides(job: list[str], params: dict, study: str, number: int, paren
     ]
 
 
-def trial_launcher(launcher, trial: optuna.Trial, s: SearchConfig):
-    """The launcher for a trial's job: with pruning (jobs in this process), a copy whose task reports the job's
-    fps to the trial each tick (run_job's on_tick) and prunes it if dominated."""
-    if not s.pruning:
-        return launcher
-    bound = copy.copy(launcher)
-    bound.task_function = functools.partial(launcher.task_function, on_tick=make_reporter(trial))
-    return bound
+class Pruner(JobObserver):
+    """A trial's pruner as an observer of its first job: each tick's fps reported to the trial,
+    the job stopped (JobPruned: its run ends KILLED) once the pruner says the trial is dominated."""
 
+    def __init__(self, trial):
+        self.trial = trial
 
-def make_reporter(trial):
-    def report(metrics: dict, step: int) -> None:
+    def tick(self, metrics: dict, step: int) -> None:
         fps = metrics.get("window/fps")  # the tick's actor rate
         if fps is None or not math.isfinite(fps) or step <= 0:
             return
-        trial.report(fps, step)
-        if trial.should_prune():
+        self.trial.report(fps, step)
+        if self.trial.should_prune():
             raise JobPruned(f"window/fps {fps:.0f} at {step} s is below the pruner's threshold")
-
-    return report
 
 
 def run_trials(
@@ -122,13 +116,13 @@ def headline(values: dict) -> dict:
     return out | ({"bound": str(values["bound"])} if values.get("bound") else {})
 
 
-def launch_repeats(launcher, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> list:
-    """The trial's jobs one after another; only the first reports to the pruner (a second repeat
-    would report the same steps again)."""
+def launch_repeats(launcher, trial: optuna.Trial, search: SearchConfig, jobs: list[list[str]]) -> list:
+    """The trial's jobs one after another, launched by Hydra; with search.pruning the first one
+    is watched by the trial's Pruner (a second repeat would report the same steps again)."""
     rets = []
     for k, overrides in enumerate(jobs):
-        run = trial_launcher(launcher, trial, s) if k == 0 else launcher
-        rets += run.launch([overrides], initial_job_idx=trial.number * len(jobs) + k)
+        with handing(observers=[Pruner(trial)] if search.pruning and k == 0 else []):
+            rets += launcher.launch([overrides], initial_job_idx=trial.number * len(jobs) + k)
     return rets
 
 
