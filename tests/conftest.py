@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import shutil
 import subprocess
@@ -314,13 +315,19 @@ def main_in_process(args: list[str], extra_env: dict | None = None) -> subproces
     singletons and the root logger's handlers are put back after."""
     import io
 
+    from hydra.core.singleton import Singleton
+
     from rlbench.stage import run_main
 
     out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
-            patch.setenv(name, value)
-        code = run_main(list(args), echo=False)
+    state = copy.deepcopy(Singleton.get_state())  # a test's plugins and schemas stored by main() leave with it
+    try:
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
+                patch.setenv(name, value)
+            code = run_main(list(args), echo=False)
+    finally:
+        Singleton.set_state(state)
     return subprocess.CompletedProcess(["rlbench", *args], code, out.getvalue(), err.getvalue())
 
 

@@ -8,8 +8,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+
+from rlbench.prepare.hydra_private import basic_sweeper
 
 
 @dataclass
@@ -22,7 +23,7 @@ class RlbenchSweeperConf:
 ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=RlbenchSweeperConf, provider="rlbench")
 
 
-class RlbenchSweeper(BasicSweeper):
+class RlbenchSweeper(basic_sweeper()):  # Hydra's grid sweeper, run the rlbench way
     def sweep(self, arguments: List[str]) -> Any:
         from rlbench.core.signals import sigterm_raises
         from rlbench.prepare.grid import plan, seed_overlap, validate_jobs

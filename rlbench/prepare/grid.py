@@ -12,7 +12,6 @@ import itertools
 import sys
 from dataclasses import dataclass
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
@@ -21,14 +20,12 @@ from omegaconf.errors import OmegaConfBaseException
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.hydra_errors import explain
+from rlbench.prepare.hydra_private import BASIC_LAUNCHER, apply_values, preset_params
 from rlbench.prepare.validate import VERDICT_RULES, validate
 
 # Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
 # the repeats' env seeds never meet while a job has at most SEED_STRIDE envs (seed_overlap warns).
 SEED_STRIDE = 10_000
-
-
-BASIC_LAUNCHER = ("hydra._internal.core_plugins.basic_launcher", "BasicLauncher")
 
 
 def in_process(launcher) -> bool:
@@ -151,7 +148,7 @@ def plan(sweeper, arguments: list[str]) -> Grid:
     configuration `repeats` times; exits 2 with the key named when repeats, seed or a verdict
     setting is wrong."""
 
-    params = sweeper._parse_config() + list(arguments)
+    params = preset_params(sweeper) + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
     try:
         repeats, seeds = _repeats_and_seeds(overrides, sweeper.config)
@@ -211,7 +208,7 @@ class JobComposer:
             self.composed[tuple(groups)] = self.whole(groups)
         cfg = copy.deepcopy(self.composed[tuple(groups)])
         try:
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            apply_values(values, cfg)
         except (HydraException, OmegaConfBaseException):
             return self.whole(job)
         return cfg

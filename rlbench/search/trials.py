@@ -14,6 +14,7 @@ from rlbench.config.schema import SearchConfig
 from rlbench.core.observers import JobObserver
 from rlbench.core.signals import JobPruned
 from rlbench.core.verdict import COMPARED
+from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
@@ -148,7 +149,7 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
     for ret in rets:
         ok = ret.status.name == "COMPLETED"
         if objective_values(ret.return_value if ok else None, s.objectives) is None:
-            why.append(ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite")
+            why.append(failure(ret) if not ok else f"objective {list(s.objectives)} missing or not finite")
         else:
             done.append(ret.return_value)
     if not done:

@@ -23,6 +23,7 @@ from rlbench.config.schema import TrackingConfig
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
 from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
+from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
 from rlbench.prepare.preflight import preflight_or_exit
 from rlbench.tracking.experiment import Experiment
@@ -115,7 +116,7 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
             | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
             | {k: ret.return_value.get(k) for k in (*_KEPT, "bound")}
         )
-    err = ret._return_value
+    err = failure(ret)
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
 
