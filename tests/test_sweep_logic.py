@@ -13,7 +13,7 @@ from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import TrackingConfig
-from rlbench.sweeps.sweep import run_sweep, sweep_key
+from rlbench.sweeps.sweep import run_grid, sweep_key
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import ParentRun, live
 from rlbench.tracking.readers import RunRecord
@@ -88,14 +88,14 @@ class Basic(BasicLauncher):
 
 
 def sweep(jobs, launcher, experiment=None, confs=None, grid=None):
-    """run_sweep with the fakes; returns (rows, the experiment, its one parent)."""
+    """run_grid with the fakes; returns (rows, the experiment, its one parent)."""
     experiment = experiment or FakeExperiment()
     sweeper = SimpleNamespace(
         launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
     confs = confs or [Conf(actors_of(j)) for j in jobs]
     try:
-        rows = run_sweep(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
+        rows = run_grid(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
     finally:
         ((command, parent),) = experiment.opened
         assert command == "sweep" and parent.tags()["rlbench.role"] == "sweep"
@@ -258,7 +258,7 @@ def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
     sweeper = SimpleNamespace(
         launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
-    rows = run_sweep(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
+    rows = run_grid(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
     assert experiment.opened == [] and earlier.statuses == ["RUNNING", "FINISHED"]
     assert [actors_of(o) for o in launcher.launched] == [4]
     assert f"tracking.parent_run_id={earlier.run_id}" in launcher.launched[0]
@@ -280,7 +280,7 @@ def test_ctrl_c_ends_the_parent_killed_and_its_summary_lists_every_job():
 def test_a_sweep_whose_artifacts_cannot_be_written_is_refused_before_any_parent(capsys):
     experiment = FakeExperiment(unwritable="tracking.artifact_location: /x cannot be written")
     with pytest.raises(SystemExit) as exit_:
-        run_sweep(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
+        run_grid(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
     assert exit_.value.code == 2 and experiment.opened == [] and experiment.stale_marked == 0
     assert "/x cannot be written; no job started" in capsys.readouterr().err
 

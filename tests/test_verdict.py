@@ -18,7 +18,7 @@ from rlbench.config.schema import TrackingConfig, VerdictConfig
 from rlbench.core.verdict import judge
 from rlbench.report.__main__ import main as report_main
 from rlbench.report.figures import actor_scaling
-from rlbench.sweeps.sweep import run_sweep
+from rlbench.sweeps.sweep import run_grid
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.record import rounded
 from rlbench.tracking.study_records import load_parent
@@ -94,7 +94,7 @@ def _sweep(store, floor_min: float) -> None:
         launcher=RecordingLauncher(), config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
     confs = [Conf(int(j[0][7:]), tracking, verdict=VerdictConfig(noise_floor_min=floor_min)) for j in jobs]
-    run_sweep(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
+    run_grid(sweeper, ["actors=2,4,8", "repeats=3"], jobs, confs, grid, store=Experiment)
 
 
 ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison

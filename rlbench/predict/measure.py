@@ -66,7 +66,7 @@ def _server(conf, batch: int):
 
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, batch, 0, threading.Event()))
-    return device, spec, InferenceServer(parts.policy, device, batch, num_train=batch)
+    return device, spec, InferenceServer(parts.policy, device, batch, actors=batch)
 
 
 def _time_calls(conf, batch: int, units: int, repeats: int) -> float:
@@ -165,7 +165,7 @@ def learner_with_data(conf):
     done = threading.Event()
     conf, device, spec, parts = _learner_setup(conf, conf.actors, done, "to time")
     n, learner = conf.actors, parts.learner
-    server, rng = InferenceServer(parts.policy, device, n, num_train=n), np.random.default_rng(0)
+    server, rng = InferenceServer(parts.policy, device, n, actors=n), np.random.default_rng(0)
 
     def fill() -> None:
         k = 0
@@ -263,7 +263,7 @@ def corun(
     conf, device, _, parts = _learner_setup(conf, envs, free, "to run beside the actors")
     role = ActorRole(
         make_actors(conf.env, envs, threads, 0),
-        InferenceServer(parts.policy, device, envs, num_train=envs),
+        InferenceServer(parts.policy, device, envs, actors=envs),
         envs,
         frame_target=1 << 62,
         seed=conf.seed,

@@ -143,7 +143,7 @@ def verdict_checks(overrides: list, config) -> None:
             raise ConfigError(f"{key}={value!r}: allowed: {allowed}")
 
 
-def plan(sweeper, arguments: list[str]) -> Grid:
+def grid_of(sweeper, arguments: list[str]) -> Grid:
     """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
     configuration `repeats` times; exits 2 with the key named when repeats, seed or a verdict
     setting is wrong."""
@@ -163,7 +163,7 @@ def plan(sweeper, arguments: list[str]) -> Grid:
 
 
 def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
-    return plan(sweeper, arguments).jobs
+    return grid_of(sweeper, arguments).jobs
 
 
 def groups_and_values(repository, overrides: list[str]) -> tuple[list[str], list] | None:

@@ -55,7 +55,7 @@ class Pruner(JobObserver):
 def run_trials(
     launcher,
     study: optuna.Study,
-    s: SearchConfig,
+    search: SearchConfig,
     job: list[str],
     parent: str,
     lock: StudyLock,
@@ -67,20 +67,22 @@ def run_trials(
     the job's own seed."""
     failures, waiting = 0, False
     while True:
-        if failures >= s.max_failures:
-            raise SearchError(f"{failures} trials failed in this run (search.max_failures={s.max_failures}); stopping")
-        claimed = claim_trial(study, s, lock)
+        if failures >= search.max_failures:
+            raise SearchError(
+                f"{failures} trials failed in this run (search.max_failures={search.max_failures}); stopping"
+            )
+        claimed = claim_trial(study, search, lock)
         if claimed == DONE:
             return
         if claimed == WAIT:
             if not waiting:
                 print("[rlbench search] the quota is taken by running trials (other workers); waiting", flush=True)
             waiting = True
-            time.sleep(min(max(s.heartbeat_s, 1), 10))
+            time.sleep(min(max(search.heartbeat_s, 1), 10))
             continue
         waiting, (trial, params) = False, claimed
-        overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
-        failures += not run_trial(launcher, study, trial, s, repeat_overrides(overrides, seeds))
+        overrides = trial_overrides(job, params, search.study, trial.number, parent, tracking_uri)
+        failures += not run_trial(launcher, study, trial, search, repeat_overrides(overrides, seeds))
 
 
 def repeat_overrides(overrides: list[str], seeds: list[str] | None) -> list[list[str]]:
@@ -127,17 +129,17 @@ def launch_repeats(launcher, trial: optuna.Trial, search: SearchConfig, jobs: li
     return rets
 
 
-def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> bool:
+def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, search: SearchConfig, jobs: list[list[str]]) -> bool:
     """A trial's jobs (its repeats), heartbeating; tells the study its outcome, the median of
     its finished jobs' objectives. False when the trial FAILed (no job gave its objectives)."""
     print(
-        f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}"
+        f"[rlbench search] trial {trial.number} ({len(complete(study))}/{search.n_trials} complete): {trial.params}"
         + (f", {len(jobs)} runs" if len(jobs) > 1 else ""),
         flush=True,
     )
     try:
-        with Heartbeat(study, trial, s.heartbeat_s):
-            rets = launch_repeats(launcher, trial, s, jobs)
+        with Heartbeat(study, trial, search.heartbeat_s):
+            rets = launch_repeats(launcher, trial, search, jobs)
     except JobPruned as e:
         print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -148,8 +150,8 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
     done, why = [], []
     for ret in rets:
         ok = ret.status.name == "COMPLETED"
-        if objective_values(ret.return_value if ok else None, s.objectives) is None:
-            why.append(failure(ret) if not ok else f"objective {list(s.objectives)} missing or not finite")
+        if objective_values(ret.return_value if ok else None, search.objectives) is None:
+            why.append(failure(ret) if not ok else f"objective {list(search.objectives)} missing or not finite")
         else:
             done.append(ret.return_value)
     if not done:
@@ -157,13 +159,15 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
         trial.set_user_attr("fail_reason", str(why[0])[:500])
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return False
-    tell_median(study, trial, s, done, [str(w)[:200] for w in why])
+    tell_median(study, trial, search, done, [str(w)[:200] for w in why])
     return True
 
 
-def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done: list[dict], failed: list[str]) -> None:
+def tell_median(
+    study: optuna.Study, trial: optuna.Trial, search: SearchConfig, done: list[dict], failed: list[str]
+) -> None:
     """The trial's value: per objective, the median of its finished jobs; its runs kept beside."""
-    runs = [run_record(v, list(s.objectives)) for v in done]
+    runs = [run_record(v, list(search.objectives)) for v in done]
     first = done[0]
     trial.set_user_attr("run_id", first.get("run_id"))
     trial.set_user_attr("run_ids", [r["run_id"] for r in runs])
@@ -174,7 +178,11 @@ def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done:
     if failed:
         trial.set_user_attr("failed_runs", failed)
     study.tell(
-        trial, [statistics.median(objective_values(v, s.objectives)[i] for v in done) for i in range(len(s.objectives))]
+        trial,
+        [
+            statistics.median(objective_values(v, search.objectives)[i] for v in done)
+            for i in range(len(search.objectives))
+        ],
     )
 
 

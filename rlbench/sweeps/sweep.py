@@ -420,7 +420,7 @@ def sweep_tracking(confs: list):
     return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix) :] for n in names))
 
 
-def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
+def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
     """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.prepare.grid);
     grid: its Grid, which says which configuration each job repeats (None: one run each);
     store: opens the tracking port on the sweep's TrackingConfig."""

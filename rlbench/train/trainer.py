@@ -77,7 +77,7 @@ class Trainer:
             m |= self.learner.metrics()
         return m
 
-    def final_metrics(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
+    def measured(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
         """started: perf_counter when the task started (for actors_done_s)."""
         self.role_walls = dict(role_wall_s)
         self.started = started
@@ -152,14 +152,14 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
             f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
         )
     actors_done = threading.Event()
-    ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
+    ctx = AlgoContext(conf, plan.spec, plan.device, envs.actors, envs.eval, actors_done, timer)
     parts = plan.build(ctx)
-    inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
+    inference = InferenceServer(parts.policy, plan.device, envs.total, envs.actors, timer("inference"))
     learner = parts.learner
     actors = ActorRole(
         env,
         inference,
-        envs.train,
+        envs.actors,
         conf.workload.frames,
         conf.seed,
         envs.eval,
@@ -213,7 +213,7 @@ def _run(plan: JobPlan, trainer: Trainer, watch: Observers) -> dict:
 
 def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observers) -> dict:
     """The job's final metrics, assembled here and only here: what the roles measured (the
-    runner's `trainer.final_metrics`), what the observers add (energy, time per operation,
+    runner's `Trainer.measured`), what the observers add (energy, time per operation,
     episode returns), the task's replay ratio and the compute grant with the threads the
     actors used. The observers are then told (`ended`)."""
     final = dict(measured)
