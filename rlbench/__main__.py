@@ -22,8 +22,9 @@ from rlbench.core.resources import ResourceError
 from rlbench.core.signals import exit_stopped, recorded
 from rlbench.prepare.command_line import checked_command_line, mode_problem
 from rlbench.prepare.compose import CONF_DIR
-from rlbench.prepare.job import handed, handing, job_of
+from rlbench.prepare.job import Job, handed, handing
 from rlbench.prepare.plan import placement_for
+from rlbench.prepare.validate import validate
 
 
 def _refuse(message: str) -> None:
@@ -85,12 +86,8 @@ def _entry(cfg: DictConfig) -> dict:
     try:
         config, observers = handed(overrides)
         # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
-        job = job_of(
-            cfg if config is None else config,
-            overrides,
-            output_dir,
-            placement_for(hc.launcher.get("_target_", ""), output_dir),
-        )
+        config = validate(cfg) if config is None else config  # once: where no sweep, search or main() did
+        job = Job(config, overrides, output_dir, placement_for(hc.launcher.get("_target_", ""), output_dir))
         from rlbench.train.job import run_job  # lazy: keeps matplotlib, mlflow, torch off the start
 
         result = run_job(job, observers)
