@@ -245,5 +245,7 @@ def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     assert states.count("COMPLETE") == 3 and "FAIL" not in states
     killed = [r for r in runs(store["uri"]) if r.info.status == "KILLED"]
     assert len(killed) == states.count("PRUNED")  # a pruned trial's run ends KILLED, never FINISHED
+    # the pruner observed the trials' jobs through Hydra's launcher (prepare/job.py handing): their fps each tick
+    assert any(t.intermediate_values for t in _study(tmp_path).trials), "no trial's job reported to its pruner"
     out = _search(store, tmp_path, 3, "search.pruning=true", command=main_in_process)  # two objectives
     assert out.returncode == 2 and "needs one objective" in out.stderr
