@@ -69,6 +69,7 @@ def child(envs: int, folder: Path) -> None:
     import mlflow
 
     from rlbench.prepare.compose import compose_checked
+    from rlbench.prepare.job import job_of
     from rlbench.roles.actors import ActorRole
     from rlbench.train.job import run_job
 
@@ -87,7 +88,7 @@ def child(envs: int, folder: Path) -> None:
     mlflow.start_run, ActorRole.run = timed_start_run, seen_run
     starts, logged = [], []
     for seed in (1, 2):
-        final = run_job(compose_checked(pong_job(envs, seed, folder)))
+        final = run_job(job_of(compose_checked(pong_job(envs, seed, folder))))
         starts.append(roles[-1].stepping_since - opened[-1])
         logged.append(final.get("job_start_s"))  # the job's own metric, where this commit has it
     print(json.dumps({"envs": envs, "starts": starts, "job_start_s": logged}), flush=True)

@@ -29,6 +29,7 @@ from rlbench.cli.command import Parser, refuse
 from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
 from rlbench.prepare.compose import compose_config, compose_job
+from rlbench.prepare.job import job_of
 from rlbench.telemetry.timing import OpTimer
 from rlbench.telemetry.trace import SpanRecorder
 from rlbench.train.job import run_job
@@ -45,7 +46,7 @@ def run_once(overrides: list[str], telemetry: bool, store: str) -> dict:
         "tracking.experiment=bench",
         "progress=log",
     ]
-    return run_job(compose_config(overrides + extra), overrides)
+    return run_job(job_of(compose_config(overrides + extra), overrides))
 
 
 def span_cost_s(n: int = 200_000) -> float:

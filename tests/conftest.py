@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from rlbench.core.observers import JobObserver  # light: logging only
 
 # Where the environment sets PYTHONDONTWRITEBYTECODE, every pytest process would rewrite the
 # asserts of every test module again (~7 s of CPU per process, two processes with xdist) and
@@ -312,13 +315,19 @@ def main_in_process(args: list[str], extra_env: dict | None = None) -> subproces
     singletons and the root logger's handlers are put back after."""
     import io
 
+    from hydra.core.singleton import Singleton
+
     from rlbench.cli.stage import run_main
 
     out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
-            patch.setenv(name, value)
-        code = run_main(list(args), echo=False)
+    state = copy.deepcopy(Singleton.get_state())  # a test's plugins and schemas stored by main() leave with it
+    try:
+        with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
+                patch.setenv(name, value)
+            code = run_main(list(args), echo=False)
+    finally:
+        Singleton.set_state(state)
     return subprocess.CompletedProcess(["rlbench", *args], code, out.getvalue(), err.getvalue())
 
 
@@ -432,3 +441,14 @@ def plain_table(markdown: str) -> str:
     """A description's markdown tables as they read (rlbench/tracking/parent_note.py table_row):
     the cells' margins out, their non-breaking spaces as spaces."""
     return markdown.replace("&nbsp;", "").replace("\u00a0", " ")
+
+
+class OnTick(JobObserver):
+    """A job observer that calls `fn(metrics, step)` after each tick: what a test does to a
+    running job (kill an actor process, ...)."""
+
+    def __init__(self, fn: Callable[[dict, int], None]):
+        self.fn = fn
+
+    def tick(self, metrics: dict, step: int) -> None:
+        self.fn(metrics, step)

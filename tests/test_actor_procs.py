@@ -27,7 +27,7 @@ from rlbench.prepare.plan import envs_of, local_actor_threads
 from rlbench.prepare.validate import validate
 from rlbench.remote.job_actors import env_overrides, split
 from rlbench.tracking.store import config_hash
-from tests.conftest import CARTPOLE_TINY, ROOT, runs, wait_until
+from tests.conftest import CARTPOLE_TINY, ROOT, OnTick, runs, wait_until
 
 
 def actor_children(pid: int | None = None) -> list[psutil.Process]:
@@ -157,10 +157,11 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
 
 @pytest.mark.e2e
 def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     cfg = compose_cfg([*CARTPOLE_TINY, "actors=8", "actor_procs=2", "progress=log", *store["overrides"]])
-    final = run_job(cfg, overrides=["actor_procs=2"])
+    final = run_job(job_of(cfg, ["actor_procs=2"]))
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED" and run.data.params["actor_procs"] == "2"
     assert final["frames"] >= 3000 and final["learner_updates"] == 2
@@ -180,6 +181,7 @@ def test_a_cartpole_job_with_two_actor_processes_is_recorded(compose_cfg, store)
 
 @pytest.mark.e2e
 def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_cfg, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
     from tests.test_trainer import CONTRACT
 
@@ -196,7 +198,7 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
             *store["overrides"],
         ]
     )
-    run_job(cfg, overrides=["actor_procs=2"])
+    run_job(job_of(cfg, ["actor_procs=2"]))
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED"
     for key in CONTRACT:
@@ -208,6 +210,7 @@ def test_a_pong_job_with_two_actor_processes_logs_its_contract_metrics(compose_c
 
 @pytest.mark.e2e
 def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compose_cfg, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     killed = []
@@ -231,7 +234,7 @@ def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compos
             *store["overrides"],
         ]
     )
-    final = run_job(cfg, overrides=["actor_procs=2"], on_tick=kill_one)
+    final = run_job(job_of(cfg, ["actor_procs=2"]), [OnTick(kill_one)])
     assert killed and final["actor_disconnects"] == 1
     assert final["frames"] >= 60000  # the other process stepped the task to its end
     (run,) = runs(store["uri"])
@@ -243,6 +246,7 @@ def test_an_actor_process_killed_mid_job_is_a_disconnect_the_job_survives(compos
 def test_an_actor_process_that_cannot_start_fails_the_job_at_once(compose_cfg, store, monkeypatch):
     import time
 
+    from rlbench.prepare.job import job_of
     from rlbench.remote import job_actors as remote_job
     from rlbench.train.job import run_job
 
@@ -250,7 +254,7 @@ def test_an_actor_process_that_cannot_start_fails_the_job_at_once(compose_cfg, s
     cfg = compose_cfg([*CARTPOLE_TINY, "actors=4", "actor_procs=1", "progress=log", *store["overrides"]])
     t0 = time.monotonic()
     with pytest.raises(Exception, match="actor process 0 .* exited with 2 before its envs joined"):
-        run_job(cfg, overrides=["actor_procs=1"])
+        run_job(job_of(cfg, ["actor_procs=1"]))
     assert time.monotonic() - t0 < 60  # not the join timeout (120 s)
     (run,) = runs(store["uri"])
     assert run.info.status == "FAILED"
@@ -343,6 +347,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
     import mlflow
 
     from rlbench.core.resources import cpu_model
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     frames, sock = 60_000, tmp_path / "job.sock"
@@ -383,7 +388,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
         survivor.send_signal(signal.SIGCONT)  # its step lets the job take the loss; the new one joins
 
     try:
-        final = run_job(cfg, overrides=["actor_server.remote_envs=4"], on_tick=kill_and_replace)
+        final = run_job(job_of(cfg, ["actor_server.remote_envs=4"]), [OnTick(kill_and_replace)])
         assert [p.wait(timeout=30) for p in (replaced["survivor"], replaced["new"])] == [0, 0]
     finally:
         for p in {p.pid: p for p in started + list(replaced.values())}.values():
@@ -444,6 +449,7 @@ def test_a_hand_started_actor_killed_mid_job_is_replaced_and_the_job_ends_exact(
 def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg, store, tmp_path, hub_log):
     """Nothing else steps while the only process is gone: the job cannot take the loss until a
     new process joins, so it hands the ids out at once and learns of the loss with its first step."""
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     frames, sock = 20_000, tmp_path / "job.sock"
@@ -479,7 +485,7 @@ def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg,
             started.append(_hand_started_actor(server, 2, "env=cartpole"))
 
     try:
-        final = run_job(cfg, overrides=["actor_server.remote_envs=2"], on_tick=kill_and_restart)
+        final = run_job(job_of(cfg, ["actor_server.remote_envs=2"]), [OnTick(kill_and_restart)])
         assert started[1].wait(timeout=30) == 0
     finally:
         for p in started:
@@ -494,6 +500,7 @@ def test_a_jobs_only_actor_process_killed_and_started_again_rejoins(compose_cfg,
 
 @pytest.mark.e2e
 def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(compose_cfg, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     killed = []
@@ -519,7 +526,7 @@ def test_a_job_whose_every_actor_process_is_gone_fails_after_the_idle_timeout(co
         ]
     )
     with pytest.raises(Exception, match=r"no actor process has been connected for 2 s \(2 disconnected\)"):
-        run_job(cfg, overrides=["actor_procs=2"], on_tick=kill_all)
+        run_job(job_of(cfg, ["actor_procs=2"]), [OnTick(kill_all)])
     assert len(killed) == 2
     (run,) = runs(store["uri"])
     assert run.info.status == "FAILED" and "no actor process has been connected for 2 s" in run.data.tags["error"]

@@ -80,10 +80,11 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
 @pytest.mark.e2e
 def test_tiny_job_in_process(tiny, compose_cfg, store):
     from rlbench.core.metrics import declared
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     args = [*TINY, "actors=2"]
-    final = run_job(compose_cfg([*args, *store["overrides"]]), overrides=args)
+    final = run_job(job_of(compose_cfg([*args, *store["overrides"]]), args))
     (run,) = runs(store["uri"])
     assert run.info.status == "FINISHED" and run.data.params["algo.name"] == "tiny"
     assert final["learner_updates"] == run.data.metrics["learner_updates"] > 0

@@ -162,7 +162,7 @@ class _Policy:
 
 def test_forget_gives_those_envs_a_new_actors_state_and_prev_action_and_leaves_the_others():
     asm = UnrollAssembler(2, 4, 1, (2,), np.float32, 2, 4)  # envs 0, 1 train; env 2 evaluates
-    server = InferenceServer(_Policy(asm, _ZeroNet()), "cpu", 3, num_train=2)
+    server = InferenceServer(_Policy(asm, _ZeroNet()), "cpu", 3, actors=2)
     batch = StepBatch(np.arange(3), np.ones((3, 2), np.float32), np.zeros(3, np.float32), np.zeros(3, bool))
     for _ in range(3):
         server.step(batch)
@@ -250,8 +250,8 @@ def test_actors_forget_a_departed_process_count_it_and_store_only_whole_sequence
     env = _Departing()
     role = ActorRole(
         env,
-        InferenceServer(_Policy(asm, check=sink), "cpu", 5, num_train=4),
-        num_actors=4,
+        InferenceServer(_Policy(asm, check=sink), "cpu", 5, actors=4),
+        actors=4,
         frame_target=80,
         seed=0,
         eval_envs=1,
@@ -273,7 +273,7 @@ def test_in_process_actors_report_no_disconnects_null_not_zero():
     asm = UnrollAssembler(4, 6, 1, (1,), np.float32, 2, 0)
     role = ActorRole(
         InProcess(leave_at=-1, rejoin_at=-1),
-        InferenceServer(_Policy(asm), "cpu", 5, num_train=4),
+        InferenceServer(_Policy(asm), "cpu", 5, actors=4),
         4,
         20,
         0,
@@ -412,6 +412,7 @@ def test_a_job_whose_actors_are_all_gone_too_long_fails_with_that_reason(compose
 
 @pytest.mark.e2e
 def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_reason(compose_cfg, monkeypatch, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
     from tests.conftest import runs
 
@@ -430,6 +431,6 @@ def test_a_job_whose_actors_are_all_gone_too_long_is_recorded_failed_with_that_r
         ]
     )
     with pytest.raises(Exception, match="no actor process connected for 0.5 s"):
-        run_job(cfg)
+        run_job(job_of(cfg))
     (run,) = runs(store["uri"])
     assert run.info.status == "FAILED" and "no actor process connected for 0.5 s" in run.data.tags["error"]

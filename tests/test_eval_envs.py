@@ -26,7 +26,7 @@ def _server():
     replay = SequenceReplay.for_shapes(100, length, OBS, np.float32, ACTIONS, 16, alpha=1.0, beta=1.0, seed=0)
     eps = np.concatenate([np.full(ACTORS, 1.0), np.full(EVAL, 0.0)])  # actors: random; eval: greedy
     policy = EpsilonGreedy(SharedNet(net), asm, replay, eps, algo, seed=0)
-    return InferenceServer(policy, "cpu", ACTORS + EVAL, num_train=ACTORS), policy
+    return InferenceServer(policy, "cpu", ACTORS + EVAL, actors=ACTORS), policy
 
 
 def _batch(ids, t, done=False):
@@ -63,7 +63,7 @@ def test_actor_role_counts_only_training_frames_and_keeps_eval_returns_apart():
     class Env:
         frameskip = 4
 
-    role = ActorRole(Env(), inference=None, num_actors=ACTORS, frame_target=10**6, seed=0, eval_envs=EVAL)
+    role = ActorRole(Env(), inference=None, actors=ACTORS, frame_target=10**6, seed=0, eval_envs=EVAL)
     role._account(StepBatch(np.array([0, 1, 2, 3, 4]), None, np.array([1, 1, 1, 5, 5], np.float32), np.zeros(5, bool)))
     role._account(StepBatch(np.array([1, 4]), None, np.array([2, 7], np.float32), np.array([True, True])))
     assert (role.steps, role.frames, role.eval_frames) == (4, 16, 12)

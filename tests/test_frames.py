@@ -58,7 +58,7 @@ def test_rebuilt_stacks_equal_what_inference_received_from_ale():
         200, length, env.obs_shape, np.uint8, env.num_actions, 1, 4, alpha=1.0, beta=1.0, seed=0
     )
     policy = EpsilonGreedy(SharedNet(_ConstantQ(env.num_actions)), asm, replay, np.ones(2), algo, seed=0)
-    inference = InferenceServer(policy, "cpu", 2, num_train=2)
+    inference = InferenceServer(policy, "cpu", 2, actors=2)
     seen = {0: [], 1: []}
     batch = env.reset(seed=3)
     steps = 150

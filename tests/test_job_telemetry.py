@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from rlbench.prepare.compose import compose_config
+from rlbench.prepare.job import job_of
 from rlbench.telemetry.gpu_busy import CudaBusyTimer, make_busy_timer
 from rlbench.telemetry.nvml import NvmlSource
 from rlbench.telemetry.rapl import RaplSource
@@ -65,7 +66,7 @@ def _real_job(folder, empty_store_db, overrides: list[str], job_overrides: list[
     ]
     cfg = compose_config([*overrides, *tracking])
     before = {t.name for t in threading.enumerate()}
-    final = run_job(cfg, overrides=job_overrides)
+    final = run_job(job_of(cfg, job_overrides))
     new_threads = {t.name for t in threading.enumerate()} - before
     (run,) = runs(uri)
     arts = [a.path for a in mlflow.MlflowClient(uri).list_artifacts(run.info.run_id, "telemetry")]

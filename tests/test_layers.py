@@ -147,7 +147,7 @@ def test_the_cycle_finder_names_the_path():
 
 def test_the_walk_sees_imports_inside_functions_and_from_imports_of_modules():
     graph = import_graph()
-    assert "rlbench.prepare.validate" in graph["rlbench.cli.run"]  # imported inside _entry
+    assert "rlbench.train.job" in graph["rlbench.cli.run"]  # imported inside _entry
     assert "rlbench.prepare.compose" in graph["rlbench.cli.run"]  # from rlbench.prepare.compose import CONF_DIR
 
 
@@ -339,3 +339,34 @@ def test_the_lazy_import_check_follows_eager_imports(tmp_path):
         "rlbench/core/user.py:2 loads nothing heavy: from rlbench.core import light",
         "rlbench/core/user.py:6 loads mlflow: import mlflow",
     ]
+
+
+HYDRA_PRIVATE = ("_return_value", "_parse_config", "_apply_overrides_to_config")  # Hydra's private attributes
+
+
+def hydra_private_uses(path: Path) -> list[str]:
+    """Where a module reaches into Hydra's private parts: an import or a name of hydra._internal,
+    or one of Hydra's private attributes."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [node.value]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            else []
+        )
+        found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith("hydra._internal")]
+        if isinstance(node, ast.Attribute) and node.attr in HYDRA_PRIVATE:
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_hydras_private_parts_are_used_in_one_module_only():
+    root = Path(__file__).resolve().parents[1]
+    gathered = root / "rlbench" / "prepare" / "hydra_private.py"
+    modules = [*(root / "rlbench").rglob("*.py"), *(root / "hydra_plugins").rglob("*.py")]
+    assert [u for p in modules if p != gathered for u in hydra_private_uses(p)] == []
+    assert hydra_private_uses(gathered)  # the walk sees them where they are

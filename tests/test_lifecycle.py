@@ -218,7 +218,7 @@ def test_a_job_whose_artifacts_could_not_be_written_ends_failed_naming_them(stor
         raise OSError(28, "No space left on device")
 
     lost = r"ended FAILED: its record is incomplete: could not write config.yaml \(OSError: \[Errno 28\] No space"
-    with pytest.raises(IncompleteRecord, match=lost), JobRecord(cfg, conf.tracking, [], None) as record:
+    with pytest.raises(IncompleteRecord, match=lost), JobRecord(conf, [], None) as record:
         monkeypatch.setattr(mlflow, "log_text", full_disk)
     run = mlflow.get_run(record.run_id)
     assert run.info.status == "FAILED" and "config.yaml" in run.data.tags["error"]
@@ -240,7 +240,7 @@ def test_a_sigterm_while_the_run_is_being_opened_ends_it_killed_and_names_it(sto
         raise JobKilled()
 
     monkeypatch.setattr(mlflow, "log_params", stopped_while_writing)
-    with pytest.raises(JobKilled) as stop, JobRecord(cfg, conf.tracking, [], None):
+    with pytest.raises(JobKilled) as stop, JobRecord(conf, [], None):
         pytest.fail("the body must not run")
     (run_id,) = opened
     assert stop.value.records == [("job run", run_id, "KILLED")]
@@ -357,7 +357,7 @@ def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, 
         raise sqlite3.OperationalError("database or disk is full")
 
     ended = r"reads RUNNING: .* could not write its end \(OperationalError"
-    with pytest.raises(IncompleteRecord, match=ended), JobRecord(cfg, conf.tracking, [], None) as record:
+    with pytest.raises(IncompleteRecord, match=ended), JobRecord(conf, [], None) as record:
         monkeypatch.setattr(mlflow.MlflowClient, "set_terminated", full)
     assert mlflow.active_run() is None
     monkeypatch.undo()

@@ -39,12 +39,12 @@ def test_every_declared_metric_is_documented_and_every_documented_one_declared()
 
 
 def test_an_algorithms_own_metrics_are_its_and_may_not_shadow_the_shared_ones():
-    from rlbench.core.metrics import algorithm_metrics, declare_algorithm, final_metrics
+    from rlbench.core.metrics import algorithm_metrics, declare_algorithm, final_metric_names
 
     assert _built_in_algorithm_metrics() >= {"replay_size", "vtrace/entropy"}
     assert "replay_size" in algorithm_metrics("r2d2") and "replay_size" not in algorithm_metrics("vtrace")
     assert declared("vtrace/entropy", "vtrace") and not declared("vtrace/entropy", "r2d2")
-    assert "vtrace/entropy" in final_metrics("vtrace") and "vtrace/entropy" not in final_metrics("r2d2")
+    assert "vtrace/entropy" in final_metric_names("vtrace") and "vtrace/entropy" not in final_metric_names("r2d2")
     with pytest.raises(
         ValueError, match="algorithm 'shadow' declares fps, already in rlbench/core/metrics.py's contract"
     ):

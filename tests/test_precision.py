@@ -44,7 +44,7 @@ def _built(compose_cfg, algo: str, precision: str):
         setattr(conf.algo, key, value)
     done, spec = threading.Event(), env_spec(conf.env)
     parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, torch.device("cpu"), N, 0, done))
-    server, rng = InferenceServer(parts.policy, torch.device("cpu"), N, num_train=N), np.random.default_rng(0)
+    server, rng = InferenceServer(parts.policy, torch.device("cpu"), N, actors=N), np.random.default_rng(0)
     k = 0
     while not parts.learner.may_update():
         server.step(StepBatch(np.arange(N), synthetic_obs(rng, N, spec), np.ones(N, np.float32), np.full(N, k == 0)))

@@ -22,7 +22,7 @@ from rlbench.core.verdict import (
     judge,
     noise_floor,
 )
-from rlbench.prepare.grid import SEED_STRIDE, ConfigError, plan, repeat_jobs, repeat_seeds, seed_overlap
+from rlbench.prepare.grid import SEED_STRIDE, ConfigError, grid_of, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
 from rlbench.report.verdict import knee, recommend
@@ -32,7 +32,7 @@ from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_
 
 
 def _sweeper(config: dict | None = None, params: dict | None = None):
-    """What plan() reads of the Hydra sweeper: the preset's params, the composed config, Hydra's grid."""
+    """What grid_of() reads of the Hydra sweeper: the preset's params, the composed config, Hydra's grid."""
     return SimpleNamespace(
         _parse_config=lambda: [f"{k}={v}" for k, v in (params or {}).items()],
         hydra_context=SimpleNamespace(config_loader=None),
@@ -45,7 +45,7 @@ def _sweeper(config: dict | None = None, params: dict | None = None):
 
 
 def test_repeats_run_every_configuration_with_its_own_seed_interleaved():
-    grid = plan(_sweeper(), ["actors=4,40", "repeats=3"])
+    grid = grid_of(_sweeper(), ["actors=4,40", "repeats=3"])
     assert grid.repeats == 3 and grid.jobs == [
         ["actors=4", "seed=1"],
         ["actors=40", "seed=1"],
@@ -58,12 +58,15 @@ def test_repeats_run_every_configuration_with_its_own_seed_interleaved():
 
 
 def test_repeats_start_from_the_given_seed_or_the_configs():
-    assert [j[-1] for j in plan(_sweeper(), ["repeats=2", "seed=7"]).jobs] == ["seed=7", f"seed={7 + SEED_STRIDE}"]
-    assert [j[-1] for j in plan(_sweeper({"seed": 5, "repeats": 2}), []).jobs] == ["seed=5", f"seed={5 + SEED_STRIDE}"]
+    assert [j[-1] for j in grid_of(_sweeper(), ["repeats=2", "seed=7"]).jobs] == ["seed=7", f"seed={7 + SEED_STRIDE}"]
+    assert [j[-1] for j in grid_of(_sweeper({"seed": 5, "repeats": 2}), []).jobs] == [
+        "seed=5",
+        f"seed={5 + SEED_STRIDE}",
+    ]
 
 
 def test_a_seed_list_of_repeats_values_gives_the_repeats_seeds():
-    grid = plan(_sweeper(), ["actors=4,40", "repeats=3", "seed=1,2,3"])
+    grid = grid_of(_sweeper(), ["actors=4,40", "repeats=3", "seed=1,2,3"])
     assert [j for j in grid.jobs if j[0] == "actors=4"] == [
         ["actors=4", "seed=1"],
         ["actors=4", "seed=2"],
@@ -73,7 +76,7 @@ def test_a_seed_list_of_repeats_values_gives_the_repeats_seeds():
 
 
 def test_repeats_one_leaves_the_grid_as_it_was():
-    grid = plan(_sweeper(), ["actors=4,40", "seed=1,2"])  # a seed grid: every seed its own configuration
+    grid = grid_of(_sweeper(), ["actors=4,40", "seed=1,2"])  # a seed grid: every seed its own configuration
     assert (
         grid.jobs == [["actors=4", "seed=1"], ["actors=4", "seed=2"], ["actors=40", "seed=1"], ["actors=40", "seed=2"]]
         and grid.repeats == 1
@@ -82,7 +85,7 @@ def test_repeats_one_leaves_the_grid_as_it_was():
 
 
 def test_a_preset_sweep_is_repeated_too():
-    grid = plan(_sweeper(params={"actors": "4,8"}), ["repeats=2"])
+    grid = grid_of(_sweeper(params={"actors": "4,8"}), ["repeats=2"])
     assert [j[0] for j in grid.jobs] == ["actors=4", "actors=8", "actors=4", "actors=8"]
 
 
@@ -98,7 +101,7 @@ def test_a_preset_sweep_is_repeated_too():
 )
 def test_bad_repeats_are_refused_before_any_job_with_the_key(args, config, message, capsys):
     with pytest.raises(SystemExit) as exit_, exits("rlbench"):  # as the sweeper runs it
-        plan(_sweeper(config), args)
+        grid_of(_sweeper(config), args)
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("rlbench: no job started: ") and message in err

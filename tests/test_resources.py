@@ -252,6 +252,7 @@ def test_mps_on_a_cpu_device_is_refused():
 @pytest.mark.e2e
 @pytest.mark.skipif(len(usable_cpus()) < 2, reason="needs 2 CPU threads to compare 1 with 2")
 def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
     from tests.conftest import CARTPOLE_TINY, runs
 
@@ -267,7 +268,7 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
                 *store["overrides"],
             ]
         )
-        final = run_job(cfg, overrides=[f"sm_limit={n}"])
+        final = run_job(job_of(cfg, [f"sm_limit={n}"]))
         assert final["learner_intra_op_threads"] == n
         assert final["sm_granted"] == n and final["cpu_gpu_ratio"] == pytest.approx(1 / n)
     by_name = {r.info.run_name: r for r in runs(store["uri"])}
@@ -286,6 +287,7 @@ def test_sm_limit_changes_the_learners_threads_on_cpu(compose_cfg, store):
 def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_cfg, monkeypatch):
     """run_job plans (and so refuses a limit) before it opens the store or a run."""
     from rlbench.prepare import plan
+    from rlbench.prepare.job import job_of
     from rlbench.prepare.validate import validate
     from rlbench.train.job import run_job
     from tests.conftest import CARTPOLE_TINY
@@ -297,5 +299,5 @@ def test_a_limit_the_plan_refuses_leaves_no_run_and_no_store(tmp_path, compose_c
     conf = validate(cfg)
     monkeypatch.setattr(plan, "ComputeLimit", refused)
     with pytest.raises(ResourceError, match="fresh process"):
-        run_job(cfg, conf=conf)
+        run_job(job_of(conf))
     assert list(tmp_path.iterdir()) == []

@@ -86,7 +86,7 @@ def _add_net_server():
     env 0 h=[5, 5] c=[[1, 1]], env 1 h=[3, 4] c=[[2, 2]], env 2 h=[7, 7] c=[[9, 9]]."""
     asm = UnrollAssembler(3, 2, 0, (2,), np.float32, 2, 4)
     policy = _RecordingPolicy(_AddNet(), asm)
-    server = InferenceServer(policy, "cpu", 3, num_train=3)
+    server = InferenceServer(policy, "cpu", 3, actors=3)
     server.state[0][:] = torch.tensor([[5.0, 5.0], [3.0, 4.0], [7.0, 7.0]])
     server.state[1][:] = torch.tensor([[[1.0, 1.0]], [[2.0, 2.0]], [[9.0, 9.0]]])
     return server, policy
@@ -304,7 +304,7 @@ class _FakeTrainer:
     def updates(self) -> int:
         return 0
 
-    def final_metrics(self, runtime, walls, started=None) -> dict:
+    def measured(self, runtime, walls, started=None) -> dict:
         self.final_calls.append((runtime, walls))
         return {"runtime_s": runtime, "walls": walls}
 
@@ -324,7 +324,7 @@ def test_runner_reraises_a_role_failure_after_stopping_and_joining_the_others():
     assert trainer.final_calls == []
 
 
-def test_runner_returns_final_metrics_with_each_roles_wall_time():
+def test_runner_returns_what_the_roles_measured_with_each_roles_wall_time():
     fast, slow = _TimedRole("actors", 0.0), _TimedRole("learner", 0.2)
     trainer = _FakeTrainer([fast, slow])
     final = _run(trainer)
@@ -575,7 +575,7 @@ class _FakeInference:
 
 def test_actors_wait_in_rate_limited_and_do_not_step_while_may_step_is_false():
     env, inference = _FakeEnv(), _FakeInference(notify_after=3)
-    role = ActorRole(env, inference, num_actors=2, frame_target=10**9, seed=0)
+    role = ActorRole(env, inference, actors=2, frame_target=10**9, seed=0)
     gate, polled = threading.Event(), threading.Event()
     polls = []
 
@@ -696,7 +696,7 @@ def test_the_actors_end_wakes_a_learner_that_waits_for_it():
     role = ActorRole(
         _FakeEnv(),
         _FakeInference(notify_after=10**9),
-        num_actors=2,
+        actors=2,
         frame_target=6,
         seed=0,
         done=learner.actors_done,
@@ -765,11 +765,11 @@ def test_learner_sets_finished_when_update_raises():
 
 def test_actors_step_on_past_the_frame_target_while_the_algorithm_needs_more_data():
     env, inference = _FakeEnv(), _FakeInference(notify_after=10**9)
-    role = ActorRole(env, inference, num_actors=2, frame_target=6, seed=0)  # 3 steps of 2 envs
+    role = ActorRole(env, inference, actors=2, frame_target=6, seed=0)  # 3 steps of 2 envs
     asked = []
     role.more_data = lambda: (asked.append(role.frames) or len(asked)) <= 2  # two more steps, then done
     role.run(threading.Event())
     assert role.frames == 10 and asked == [6, 8, 10] and role.done.is_set()
-    plain = ActorRole(_FakeEnv(), _FakeInference(notify_after=10**9), num_actors=2, frame_target=6, seed=0)
+    plain = ActorRole(_FakeEnv(), _FakeInference(notify_after=10**9), actors=2, frame_target=6, seed=0)
     plain.run(threading.Event())
     assert plain.frames == 6  # without the hook the frame target ends it

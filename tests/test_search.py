@@ -172,9 +172,9 @@ def test_objective_values_and_recommendation():
     assert recommend(pts, ["maximize", "minimize"]).number == 1  # the balanced point
 
 
-def test_reporter_prunes_a_dominated_trial():
+def test_the_pruner_prunes_a_dominated_trial():
     from rlbench.core.signals import JobPruned
-    from rlbench.search.trials import make_reporter
+    from rlbench.search.trials import Pruner
 
     class FakeTrial:
         def __init__(self, threshold):
@@ -187,40 +187,45 @@ def test_reporter_prunes_a_dominated_trial():
             return self.reports[-1][1] < self.threshold
 
     trial = FakeTrial(threshold=100.0)
-    report = make_reporter(trial)
-    report({"window/fps": 150.0}, 1000)
-    report({"window/fps": math.nan}, 2000)  # not reported
-    report({}, 3000)
+    pruner = Pruner(trial)
+    pruner.tick({"window/fps": 150.0}, 1000)
+    pruner.tick({"window/fps": math.nan}, 2000)  # not reported
+    pruner.tick({}, 3000)
     with pytest.raises(JobPruned, match="window/fps 50 at 4000 s"):
-        report({"window/fps": 50.0}, 4000)
+        pruner.tick({"window/fps": 50.0}, 4000)
     assert trial.reports == [(1000, 150.0), (4000, 50.0)]
 
 
-def test_trial_launcher_passes_the_reporter_as_the_jobs_on_tick():
+@pytest.mark.parametrize("pruning", [True, False])
+def test_a_trials_first_job_gets_its_pruner_as_an_observer_and_the_launcher_is_not_patched(pruning):
     from rlbench.config.schema import SearchConfig
-    from rlbench.core.signals import JobPruned
-    from rlbench.search.trials import trial_launcher
+    from rlbench.prepare.job import handed
+    from rlbench.search.trials import Pruner, launch_repeats
 
-    class FakeTrial:
-        def report(self, value, step):
-            pass
-
-        def should_prune(self):
-            return True
-
-    class Launcher:  # like Hydra's BasicLauncher: its task function is an attribute
+    class Launcher:  # like Hydra's BasicLauncher: runs its task function in this process
         def __init__(self, task_function):
-            self.task_function = task_function
+            self.task_function, self.seen = task_function, []
 
-    def task(cfg, on_tick=None):
-        on_tick({"window/fps": 5.0}, 100)
+        def launch(self, jobs, initial_job_idx):
+            self.seen += [handed(job)[1] for job in jobs]
+            return [self.task_function(job) for job in jobs]
+
+    def task(job):
+        return job
 
     launcher = Launcher(task)
-    assert trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=False)) is launcher
-    bound = trial_launcher(launcher, FakeTrial(), SearchConfig(pruning=True))
-    with pytest.raises(JobPruned, match="fps 5 at 100 s"):
-        bound.task_function("cfg")
-    assert launcher.task_function is task  # the sweep's launcher is left as it was
+    trial = type("T", (), {"number": 2})()
+    assert launch_repeats(launcher, trial, SearchConfig(pruning=pruning), [["seed=1"], ["seed=2"]]) == [
+        ["seed=1"],
+        ["seed=2"],
+    ]
+    first, second = launcher.seen
+    if pruning:
+        assert len(first) == 1 and isinstance(first[0], Pruner) and first[0].trial is trial
+    else:
+        assert first == ()
+    assert second == ()  # a second repeat would report the same steps again
+    assert launcher.task_function is task and handed(["seed=1"]) == (None, ())  # nothing left behind
 
 
 @pytest.mark.e2e
@@ -241,5 +246,7 @@ def test_pruning_study_counts_only_complete_trials(store, tmp_path):
     assert states.count("COMPLETE") == 3 and "FAIL" not in states
     killed = [r for r in runs(store["uri"]) if r.info.status == "KILLED"]
     assert len(killed) == states.count("PRUNED")  # a pruned trial's run ends KILLED, never FINISHED
+    # the pruner observed the trials' jobs through Hydra's launcher (prepare/job.py handing): their fps each tick
+    assert any(t.intermediate_values for t in _study(tmp_path).trials), "no trial's job reported to its pruner"
     out = _search(store, tmp_path, 3, "search.pruning=true", command=main_in_process)  # two objectives
     assert out.returncode == 2 and "needs one objective" in out.stderr

@@ -18,7 +18,7 @@ from rlbench.prepare.compose import compose_config
 from rlbench.prepare.validate import validate
 from rlbench.tracking.record import JobRecord
 cfg = compose_config(sys.argv[1:])
-with JobRecord(cfg, validate(cfg).tracking, [], None) as record:
+with JobRecord(validate(cfg), [], None) as record:
     pass
 print(json.dumps({"run_id": record.run_id}))
 """

@@ -3,6 +3,7 @@ every job is given, what the parent records, how failures, resume, repeats and C
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -13,7 +14,7 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.cli.command import exits
 from rlbench.config.schema import TrackingConfig
-from rlbench.sweeps.sweep import run_sweep, sweep_key
+from rlbench.sweeps.sweep import run_grid, sweep_key
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import ParentRun, live
 from rlbench.tracking.readers import RunRecord
@@ -88,14 +89,14 @@ class Basic(BasicLauncher):
 
 
 def sweep(jobs, launcher, experiment=None, confs=None, grid=None):
-    """run_sweep with the fakes; returns (rows, the experiment, its one parent)."""
+    """run_grid with the fakes; returns (rows, the experiment, its one parent)."""
     experiment = experiment or FakeExperiment()
     sweeper = SimpleNamespace(
         launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
     confs = confs or [Conf(actors_of(j)) for j in jobs]
     try:
-        rows = run_sweep(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
+        rows = run_grid(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
     finally:
         ((command, parent),) = experiment.opened
         assert command == "sweep" and parent.tags()["rlbench.role"] == "sweep"
@@ -258,7 +259,7 @@ def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
     sweeper = SimpleNamespace(
         launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
-    rows = run_sweep(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
+    rows = run_grid(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
     assert experiment.opened == [] and earlier.statuses == ["RUNNING", "FINISHED"]
     assert [actors_of(o) for o in launcher.launched] == [4]
     assert f"tracking.parent_run_id={earlier.run_id}" in launcher.launched[0]
@@ -280,7 +281,7 @@ def test_ctrl_c_ends_the_parent_killed_and_its_summary_lists_every_job():
 def test_a_sweep_whose_artifacts_cannot_be_written_is_refused_before_any_parent(capsys):
     experiment = FakeExperiment(unwritable="tracking.artifact_location: /x cannot be written")
     with pytest.raises(SystemExit) as exit_, exits("rlbench"):  # as the sweeper runs it
-        run_sweep(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
+        run_grid(SimpleNamespace(launcher=Launcher()), [], [["actors=2"]], [Conf(2)], store=experiment.open)
     assert exit_.value.code == 2 and experiment.opened == [] and experiment.stale_marked == 0
     assert "/x cannot be written; no job started" in capsys.readouterr().err
 
@@ -321,3 +322,17 @@ def test_the_basic_launcher_is_told_after_hydra_scans_its_plugins_again():
     assert again.BasicLauncher is not old and not isinstance(again.BasicLauncher(), old)
     assert in_process(again.BasicLauncher()) and in_process(old()) and in_process(Basic(interrupt_at=9))
     assert not in_process(Launcher())
+
+
+def test_the_config_a_sweep_hands_its_job_is_the_one_its_whole_line_composes_and_validates():
+    """A sweep validates each job once and hands the launcher's job that config (rlbench/prepare/job.py):
+    with its parent, name, store and repeat tags set, it equals its whole command line's."""
+    from rlbench.prepare.compose import compose_job
+    from rlbench.sweeps.sweep import child_config, child_overrides, tag_overrides
+
+    job = ["env=cartpole", "actors=2", "seed=10001"]
+    grid_config = compose_job(job)
+    tracking = dataclasses.replace(grid_config.tracking, uri="sqlite:///elsewhere/m.db", experiment="rlbench-x+y")
+    tags = {"repeat": "1", "repeats": "2", "repeat_group": "it's actors=2"}
+    whole = [*job, *child_overrides(tracking, "abc123", "actors=2 seed=10001"), *tag_overrides(tags)]
+    assert child_config(grid_config, tracking, "abc123", "actors=2 seed=10001", tags) == compose_job(whole)

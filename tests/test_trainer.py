@@ -6,6 +6,7 @@ import mlflow
 import pytest
 
 from rlbench.core.metrics import declared
+from rlbench.prepare.job import job_of
 from rlbench.train.job import run_job
 from tests.conftest import CARTPOLE_TINY, runs, sigterm_once_running
 
@@ -38,7 +39,7 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
             "tracking.system_metrics=true",
         ]
     )
-    final = run_job(cfg, overrides=["workload=smoke", "actors=4"])
+    final = run_job(job_of(cfg, ["workload=smoke", "actors=4"]))
     (run,) = runs(store["uri"])
     assert any(k.startswith("system/") for k in run.data.metrics)  # what the contract check below must see
     assert run.info.status == "FINISHED" and run.info.run_name == "workload=smoke actors=4"
@@ -134,7 +135,7 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
             *store["overrides"],
         ]
     )
-    final = run_job(cfg, overrides=["env=cartpole"])
+    final = run_job(job_of(cfg, ["env=cartpole"]))
     (run,) = runs(store["uri"])
     window = [p.value for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "window/replay_ratio")]
     assert len(window) >= 3 and all(abs(r / 4.0 - 1) <= 0.10 for r in window), window
@@ -172,7 +173,7 @@ def test_r2d2_learns_cartpole(compose_cfg, store):
     """Same trainer as Atari; fixed seed; budget ~1.5 min on 2 cores. The bar is on the greedy
     evaluation envs (epsilon 0.001), not on the exploring actors."""
     cfg = compose_cfg(["env=cartpole", "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
-    final = run_job(cfg, overrides=["env=cartpole"])
+    final = run_job(job_of(cfg, ["env=cartpole"]))
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
     (run,) = runs(store["uri"])
@@ -187,7 +188,7 @@ def test_vtrace_learns_cartpole(compose_cfg, store):
     budget under 5 minutes on 2 cores."""
     args = ["env=cartpole", "algo=vtrace_vector", "workload=cartpole_onpolicy"]  # its task: 800k frames
     cfg = compose_cfg([*args, "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
-    final = run_job(cfg, overrides=args)
+    final = run_job(job_of(cfg, args))
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
     assert final["learner_updates"] == cfg.workload.learner_updates
@@ -211,7 +212,7 @@ def test_vtrace_atari_job_is_recorded_with_its_contract_metrics(compose_cfg, sto
         "progress=log",
         *store["overrides"],
     ]
-    final = run_job(compose_cfg(args), overrides=args[:5])
+    final = run_job(job_of(compose_cfg(args), args[:5]))
     (run,) = runs(store["uri"])
     m = run.data.metrics
     assert run.info.status == "FINISHED" and [k for k in m if not declared(k)] == []
@@ -244,7 +245,7 @@ def test_failing_job_is_recorded_failed(compose_cfg, store, monkeypatch):
     monkeypatch.setattr(R2D2Learner, "update", boom)
     cfg = compose_cfg([*CARTPOLE_TINY, "actors=2", "progress=log", *store["overrides"]])
     with pytest.raises(Exception, match="injected learner failure"):
-        run_job(cfg)
+        run_job(job_of(cfg))
     (run,) = runs(store["uri"])
     assert run.info.status == "FAILED"
     assert "injected learner failure" in run.data.tags["error"]

@@ -18,7 +18,7 @@ from rlbench.cli.report import main as report_main
 from rlbench.config.schema import TrackingConfig, VerdictConfig
 from rlbench.core.verdict import judge
 from rlbench.report.figures import actor_scaling
-from rlbench.sweeps.sweep import run_sweep
+from rlbench.sweeps.sweep import run_grid
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.record import rounded
 from rlbench.tracking.study_records import load_parent
@@ -111,7 +111,7 @@ def _sweep(store, floor_min: float, repeats: int = 3, metric: str = "runtime_s")
     )
     judged = VerdictConfig(metric=metric, noise_floor_min=floor_min)
     confs = [Conf(int(j[0][7:]), tracking, verdict=judged) for j in jobs]
-    run_sweep(sweeper, ["actors=2,4,8", f"repeats={repeats}"], jobs, confs, grid, store=Experiment)
+    run_grid(sweeper, ["actors=2,4,8", f"repeats={repeats}"], jobs, confs, grid, store=Experiment)
 
 
 ONE_FLOOR = {  # verdict.noise_floor_min -> the best set, the floor, the answer, actors=2's comparison

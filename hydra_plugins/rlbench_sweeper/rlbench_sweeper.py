@@ -8,8 +8,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+
+from rlbench.prepare.hydra_private import basic_sweeper
 
 
 @dataclass
@@ -22,11 +23,11 @@ class RlbenchSweeperConf:
 ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=RlbenchSweeperConf, provider="rlbench")
 
 
-class RlbenchSweeper(BasicSweeper):
+class RlbenchSweeper(basic_sweeper()):  # Hydra's grid sweeper, run the rlbench way
     def sweep(self, arguments: List[str]) -> Any:
         from rlbench.cli.command import exits
         from rlbench.core.signals import sigterm_raises
-        from rlbench.prepare.grid import plan, seed_overlap, validate_jobs
+        from rlbench.prepare.grid import grid_of, seed_overlap, validate_jobs
 
         with exits("rlbench"), sigterm_raises():  # a typed error: one line and its exit code
             self._launcher_or_exit()
@@ -34,16 +35,16 @@ class RlbenchSweeper(BasicSweeper):
                 from rlbench.search.run import run_search
 
                 return run_search(self, arguments)
-            grid = plan(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list
+            grid = grid_of(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list
             confs = validate_jobs(self, grid.jobs)  # refused before torch and MLflow are imported
             warning = seed_overlap(grid, confs)
             if warning:
                 print(f"rlbench: warning: {warning}", file=sys.stderr)
             if any(c.dry_run for c in confs):
                 return self._dry_run(grid.jobs, confs)
-            from rlbench.sweeps.sweep import run_sweep
+            from rlbench.sweeps.sweep import run_grid
 
-            return run_sweep(self, arguments, grid.jobs, confs, grid)
+            return run_grid(self, arguments, grid.jobs, confs, grid)
 
     def _launcher_or_exit(self) -> None:
         """A launcher this host cannot use is refused before any job (a dry run needs none)."""

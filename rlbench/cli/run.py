@@ -20,8 +20,9 @@ from rlbench.config.schema import register_configs
 from rlbench.core.errors import Failure, Refusal
 from rlbench.core.resources import ResourceError
 from rlbench.core.signals import exit_stopped, recorded
-from rlbench.prepare.command_line import mode_problem, precheck
+from rlbench.prepare.command_line import checked_command_line, mode_problem
 from rlbench.prepare.compose import CONF_DIR
+from rlbench.prepare.job import Job, handed, handing
 from rlbench.prepare.plan import placement_for
 from rlbench.prepare.validate import validate
 
@@ -68,36 +69,42 @@ def _failed(error: Exception, log_file: Path) -> Failure:
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def _entry(cfg: DictConfig, on_tick=None) -> dict:  # on_tick: a search trial's, see search/trials.py
-
+def _entry(cfg: DictConfig) -> dict:
+    """Hydra's task function: the composed config as a Job (the one its sweep, search or main()
+    validated, else validated here), run by run_job with the observers handed to it."""
     hc = HydraConfig.get()
     with exits(PROG, refusing=(ResourceError,)):  # ResourceError: the plan's, before any run exists
         if hc.mode.name == "RUN":  # main() checked it before Hydra ran; this for callers of _entry alone
             problem = mode_problem(cfg, hc.sweeper.get("params"), hc.runtime.choices)
             if problem:
                 raise Refusal(problem)
+        overrides, output_dir = list(hc.overrides.task), Path(hc.runtime.output_dir)
         try:
-            conf = validate(cfg)  # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
+            config, observers = handed(overrides)
+            # a bad value is refused before the trainer and MLflow are imported (~2 s, not ~6)
+            config = validate(cfg) if config is None else config  # once: where no sweep, search or main() did
+            job = Job(config, overrides, output_dir, placement_for(hc.launcher.get("_target_", ""), output_dir))
             from rlbench.train.job import run_job  # lazy: keeps matplotlib, mlflow, torch off the start
 
-            placement = placement_for(hc.launcher.get("_target_", ""), Path(hc.runtime.output_dir))  # actor tasks
-            result = run_job(cfg, list(hc.overrides.task), Path(hc.runtime.output_dir), conf, on_tick, placement)
+            result = run_job(job, observers)
         except (Refusal, ResourceError):
             raise  # refused: one line, exit 2
         except Exception as e:  # a fault in a single run: one line; a sweep records its failed job itself
             if hc.mode.name != "RUN":
                 raise
-            raise _failed(e, Path(hc.runtime.output_dir) / f"{hc.job.name}.log") from e
-    return result  # the job's final metrics: a sweep's summary and a search's objectives read them
+            raise _failed(e, output_dir / f"{hc.job.name}.log") from e
+    return result  # the job's result: a sweep's summary and a search's objectives read it
 
 
 def main() -> None:
     register_configs()
-    problem = precheck(sys.argv[1:], stores=True)  # a single run's stores too: before Hydra makes its folder
+    # a single run's stores too, before Hydra makes its folder; its config, validated here once
+    problem, validated = checked_command_line(sys.argv[1:], stores=True)
     if problem:
         refuse(PROG, problem)
     try:
-        _entry()
+        with handing(validated):
+            _entry()
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: its runs ended KILLED; one line and 128 + the signal
         exit_stopped(e)
 

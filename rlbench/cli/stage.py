@@ -6,13 +6,10 @@ job (run name `warmup`, tag role=warmup), then the stage's sweeps, each `python 
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import sys
 from pathlib import Path
-
-from hydra.core.singleton import Singleton
 
 from rlbench.cli import run as entry
 from rlbench.cli.command import command
@@ -28,12 +25,11 @@ STOPPED = (130, 143)  # 128 + SIGINT, SIGTERM: rlbench.core.signals.exit_stopped
 
 
 def run_main(args: list[str], echo: bool = True) -> int:
-    """`python -m rlbench ARGS` in this process: its exit code; sys.argv, Hydra's singletons and
-    the root logger's handlers put back after, so that the next call starts as a new process
-    would (also the tests' in-process command: tests/conftest.py main_in_process)."""
+    """`python -m rlbench ARGS` in this process (Hydra composes it, its multirun launches the
+    jobs, each through run_job): its exit code; sys.argv (which Hydra's main reads) and the root
+    logger's handlers put back after (also the tests' in-process command: tests/conftest.py)."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    state = copy.deepcopy(Singleton.get_state())
     argv, sys.argv = sys.argv, [str(DOOR), *args]
     if echo:
         print(f"[stage] python -m rlbench {' '.join(args)}", flush=True)
@@ -49,7 +45,6 @@ def run_main(args: list[str], echo: bool = True) -> int:
                 handler.close()
         root.handlers[:] = handlers
         root.setLevel(level)
-        Singleton.set_state(state)
 
 
 def run_stage(spec: dict) -> int:

@@ -401,7 +401,7 @@ def declared(name: str, algo: str | None = None) -> bool:
     )
 
 
-def final_metrics(algo: str | None = None) -> list[str]:
+def final_metric_names(algo: str | None = None) -> list[str]:
     """Names a job's final result carries (of algorithm `algo`): what search.objectives may name."""
     own = [n for n, m in algorithm_metrics(algo).items() if "final" in m.when]
     return sorted([n for n, m in METRICS.items() if "final" in m.when] + list(OP_FRACS) + list(source_metrics()) + own)

@@ -12,6 +12,7 @@ from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from rlbench.config.rules import ConfigError
+from rlbench.config.schema import Config
 from rlbench.prepare.compose import compose_checked
 from rlbench.prepare.preflight import job_store_problem
 from rlbench.prepare.validate import validate
@@ -50,10 +51,16 @@ def precheck(argv: list[str], stores: bool = False) -> str | None:
     which checks every job): a bad key, preset, value type or mode, as one message; else None.
     stores: a single run's stores too (job_store_problem), so that a refused store leaves no
     output folder either (a sweep checks its stores before Hydra makes its folder)."""
+    return checked_command_line(argv, stores)[0]
+
+
+def checked_command_line(argv: list[str], stores: bool = False) -> tuple[str | None, dict[tuple[str, ...], Config]]:
+    """precheck's problem, and a single run's validated config by its job's overrides (the
+    command line less Hydra's own, as Hydra records them: rlbench/prepare/job.py handing)."""
 
     multirun = any(a in MULTIRUN for a in argv)
     if any(a.startswith("-") and a not in MULTIRUN for a in argv):
-        return None  # Hydra's own flags (--cfg, --help, ...): Hydra handles them
+        return None, {}  # Hydra's own flags (--cfg, --help, ...): Hydra handles them
     overrides = [a for a in argv if a not in MULTIRUN]
     if multirun:  # the sweeper composes each job of a list; here the rest, once
         parser = OverridesParser.create()
@@ -63,15 +70,15 @@ def precheck(argv: list[str], stores: bool = False) -> str | None:
     try:
         cfg = compose_checked(overrides, hydra_node=True)
     except ConfigError as e:
-        return str(e)
+        return str(e), {}
     if multirun:
-        return None
+        return None, {}
     problem = mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
-    if problem is None:  # a single run's values too, so that Hydra makes no output folder for a refused one
-        try:
-            conf = validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
-        except ConfigError as e:
-            return str(e)
-        if stores:
-            return job_store_problem(conf.tracking)
-    return problem
+    if problem is not None:
+        return problem, {}
+    try:  # a single run's values too, so that Hydra makes no output folder for a refused one
+        config = validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
+    except ConfigError as e:
+        return str(e), {}
+    job = tuple(o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_hydra_override())
+    return (job_store_problem(config.tracking) if stores else None), {job: config}

@@ -11,7 +11,6 @@ import copy
 import itertools
 from dataclasses import dataclass
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
@@ -21,14 +20,12 @@ from rlbench.config.rules import ConfigError
 from rlbench.core.errors import Refusal
 from rlbench.prepare.compose import CONF_DIR
 from rlbench.prepare.hydra_errors import explain
+from rlbench.prepare.hydra_private import BASIC_LAUNCHER, apply_values, preset_params
 from rlbench.prepare.validate import VERDICT_RULES, validate
 
 # Repeat k of a configuration gets seed + k * SEED_STRIDE: env i of a job is seeded seed + i, so
 # the repeats' env seeds never meet while a job has at most SEED_STRIDE envs (seed_overlap warns).
 SEED_STRIDE = 10_000
-
-
-BASIC_LAUNCHER = ("hydra._internal.core_plugins.basic_launcher", "BasicLauncher")
 
 
 def in_process(launcher) -> bool:
@@ -146,12 +143,12 @@ def verdict_checks(overrides: list, config) -> None:
             raise ConfigError(f"{key}={value!r}: allowed: {allowed}")
 
 
-def plan(sweeper, arguments: list[str]) -> Grid:
+def grid_of(sweeper, arguments: list[str]) -> Grid:
     """The sweep's jobs (Hydra's grid of the preset's and the command line's overrides), each
     configuration `repeats` times; Refusal (exit 2) naming the key when repeats, seed or a
     verdict setting is wrong."""
 
-    params = sweeper._parse_config() + list(arguments)
+    params = preset_params(sweeper) + list(arguments)
     overrides = OverridesParser.create(config_loader=sweeper.hydra_context.config_loader).parse_overrides(params)
     try:
         repeats, seeds = _repeats_and_seeds(overrides, sweeper.config)
@@ -165,7 +162,7 @@ def plan(sweeper, arguments: list[str]) -> Grid:
 
 
 def expand_jobs(sweeper, arguments: list[str]) -> list[list[str]]:
-    return plan(sweeper, arguments).jobs
+    return grid_of(sweeper, arguments).jobs
 
 
 def groups_and_values(repository, overrides: list[str]) -> tuple[list[str], list] | None:
@@ -210,7 +207,7 @@ class JobComposer:
             self.composed[tuple(groups)] = self.whole(groups)
         cfg = copy.deepcopy(self.composed[tuple(groups)])
         try:
-            ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+            apply_values(values, cfg)
         except (HydraException, OmegaConfBaseException):
             return self.whole(job)
         return cfg

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class Envs:
     """The envs a job's actors step and how: pure arithmetic on the config (predict uses it too)."""
 
-    train: int  # the actors' training envs: ids [0, train)
+    actors: int  # the actors' training envs (the config's `actors`): ids [0, actors)
     eval: int  # evaluation envs after them; only where the algorithm learns (eval measures a learned policy)
     actor_threads: int  # CPU hardware threads stepping them (the CPU/GPU ratio's numerator)
     inference_batch: int  # envs per central-inference forward (envs/vector.py resolve_inference_batch)
@@ -37,7 +37,7 @@ class Envs:
 
     @property
     def total(self) -> int:
-        return self.train + self.eval
+        return self.actors + self.eval
 
 
 def eval_envs_of(conf: Config) -> int:

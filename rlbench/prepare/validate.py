@@ -22,7 +22,7 @@ from rlbench.config.schema import Config
 from rlbench.core.address import TOKEN_ENV, is_local
 from rlbench.core.algorithms import ALGORITHMS, config_module
 from rlbench.core.env_families import FAMILIES, family
-from rlbench.core.metrics import final_metrics
+from rlbench.core.metrics import final_metric_names
 from rlbench.core.precision import PRECISIONS
 from rlbench.core.resources import usable_cpus
 from rlbench.core.verdict import COMPARED
@@ -34,18 +34,18 @@ from rlbench.prepare.plan import eval_envs_of
 HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbench/tracking/record.py)
 
 
-def _rules(c: Config, host: bool = True) -> Rules:
+def _rules(conf: Config, host: bool = True) -> Rules:
     """The generic keys' rules (search.* when search is selected); the env family's and the
     algorithm's own come from their packages. host=False: actor_threads is not bounded by this
     host's CPUs."""
-    envs = c.actors + c.eval_envs  # env i is reset with seed + i, an int32 in ALE
-    beat = max(HEARTBEAT_S, c.tracking.log_every_s)
+    envs = conf.actors + conf.eval_envs  # env i is reset with seed + i, an int32 in ALE
+    beat = max(HEARTBEAT_S, conf.tracking.log_every_s)
     return {
         "actors": int_at_least(1),
         "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
         "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
-        "inference_batch": _inference_batch_rule(c),
+        "inference_batch": _inference_batch_rule(conf),
         "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
         "sm_backend": one_of("green_context", "mps"),
         "precision": one_of(*PRECISIONS),
@@ -106,20 +106,21 @@ def _rules(c: Config, host: bool = True) -> Rules:
                 f"{beat:g} (else running jobs are marked FAILED)"
             ),
         ),
-    } | (_search_rules() if c.search is not None else {})
+    } | (_search_rules() if conf.search is not None else {})
 
 
 def _compared(metric: str) -> bool:
     """A metric the verdict can compare: a final value of the contract with a known better
     direction (rlbench/core/verdict.py COMPARED); steady/fps is absent from a job with too few
     steady windows, which the comparison leaves out."""
-    return metric in COMPARED and metric in final_metrics()
+    return metric in COMPARED and metric in final_metric_names()
 
 
 VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
     "verdict.metric": (
         _compared,
-        "a final metric whose better direction is known: " + ", ".join(m for m in COMPARED if m in final_metrics()),
+        "a final metric whose better direction is known: "
+        + ", ".join(m for m in COMPARED if m in final_metric_names()),
     ),
     "verdict.noise_floor_min": (
         (lambda v: 0.0 <= v < 1.0),
@@ -128,15 +129,15 @@ VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare
 }
 
 
-def _inference_batch_rule(c: Config):
+def _inference_batch_rule(conf: Config):
     """-1 (auto), 0 (lock-step) or k in [1, envs - 1], envs as the job steps them (eval envs
     only when the algorithm learns); rlbench/envs/vector.py resolve_inference_batch."""
-    n = c.actors + eval_envs_of(c)
+    n = conf.actors + eval_envs_of(conf)
     if n < 1:  # no envs: `actors` is refused by its own rule; nothing to say about a batch of none
         return (
             lambda v: v >= -1
         ), "-1 (auto), 0 (lock-step) or an integer in [1, envs - 1] (envs = actors + eval envs)"
-    envs = f"envs = actors {c.actors} + eval envs {n - c.actors}"
+    envs = f"envs = actors {conf.actors} + eval envs {n - conf.actors}"
     auto = (
         f"-1 (SEED RL's auto: envs // 2 = {resolve_inference_batch(-1, n)} per forward, at least 1; "
         f"lock-step when that is all envs), 0 (lock-step: every forward waits for all {n} envs)"
@@ -144,8 +145,11 @@ def _inference_batch_rule(c: Config):
     first_k = f" or an integer in [1, {n - 1}] (the first k envs ready)" if n > 1 else " (one env: no other value)"
     lock = (
         ""
-        if family(c.env.kind).PARTIAL_BATCHES or c.actor_procs or c.actor_hosts or c.actor_server.remote_envs
-        else f"; {c.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
+        if family(conf.env.kind).PARTIAL_BATCHES
+        or conf.actor_procs
+        or conf.actor_hosts
+        or conf.actor_server.remote_envs
+        else f"; {conf.env.kind} envs always step in lock-step in the job's process (actor_procs=0), whatever the value"
     )
     return (lambda v: v == -1 or 0 <= v < n), f"{auto}{first_k}; {envs}{lock}"
 
@@ -187,53 +191,53 @@ def _search_rules() -> Rules:
     }
 
 
-def _get(c: Config, dotted: str) -> Any:
-    obj: Any = c
+def _get(conf: Config, dotted: str) -> Any:
+    obj: Any = conf
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
 
 
-def _search_checks(c: Config) -> list[str]:
+def _search_checks(conf: Config) -> list[str]:
     """search.objectives name final metrics of the contract (rlbench/core/metrics.py)."""
 
-    if c.search is None:
+    if conf.search is None:
         return []
-    known = final_metrics(c.algo.name)  # the shared ones and this algorithm's
+    known = final_metric_names(conf.algo.name)  # the shared ones and this algorithm's
     problems = []
-    for name in c.search.objectives:
+    for name in conf.search.objectives:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=2)
             hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
             problems.append(
-                f"search.objectives={list(c.search.objectives)}: {name!r} is no final metric; {hint}"
+                f"search.objectives={list(conf.search.objectives)}: {name!r} is no final metric; {hint}"
                 f"allowed: a job's final metrics (docs/metrics.md), e.g. fps, runtime_s, energy_per_task_j"
             )
-    top = c.search.n_trials if c.search.warm_start_profile else None  # more than n_trials: only with a warm start
-    if c.search.warm_start_trials < 1 or (top is not None and c.search.warm_start_trials > top):
+    top = conf.search.n_trials if conf.search.warm_start_profile else None  # more than n_trials: only with a warm start
+    if conf.search.warm_start_trials < 1 or (top is not None and conf.search.warm_start_trials > top):
         allowed = f"[1, search.n_trials={top}]" if top is not None else ">= 1"
-        problems.append(f"search.warm_start_trials={c.search.warm_start_trials}: allowed: an integer {allowed}")
+        problems.append(f"search.warm_start_trials={conf.search.warm_start_trials}: allowed: an integer {allowed}")
     return problems
 
 
-def _env_checks(c: Config) -> list[str]:
+def _env_checks(conf: Config) -> list[str]:
     """The env can be made (its family's probe: any ALE ROM; any gymnasium id, `module:Env-v0` included)."""
 
-    reason = check_env(c.env)  # "env.id=<id>: <why>, <what is allowed>"
+    reason = check_env(conf.env)  # "env.id=<id>: <why>, <what is allowed>"
     return [reason] if reason else []
 
 
-def _actor_checks(c: Config) -> list[str]:
+def _actor_checks(conf: Config) -> list[str]:
     """Actor processes and tasks: every local process and every actor task gets an env, remote
     envs need an address other hosts reach, and a non-loopback address needs its token
     (rlbench/remote/; a job with actor tasks makes one for them, not for hand-started actors)."""
 
-    total, server = c.actors + eval_envs_of(c), c.actor_server
-    local, placed = total - server.remote_envs, c.actor_procs + c.actor_hosts  # placed: processes the job starts
+    total, server = conf.actors + eval_envs_of(conf), conf.actor_server
+    local, placed = total - server.remote_envs, conf.actor_procs + conf.actor_hosts  # placed: processes the job starts
     if local < 0 or (placed and local < placed):
         return [
             (
-                f"actor_procs={c.actor_procs} actor_hosts={c.actor_hosts} "
+                f"actor_procs={conf.actor_procs} actor_hosts={conf.actor_hosts} "
                 f"actor_server.remote_envs={server.remote_envs}: "
                 f"the job steps {total} envs (actors + eval envs); allowed: remote_envs <= {total}, and at least one "
                 f"env per actor process and actor task (actor_procs + actor_hosts <= {max(local, 0)})"
@@ -255,7 +259,7 @@ def _actor_checks(c: Config) -> list[str]:
                 f"allowed: actor_server.bind=HOST:PORT that the other hosts reach"
             )
         ]
-    made = c.actor_hosts and not server.remote_envs  # the job makes a token its tasks inherit
+    made = conf.actor_hosts and not server.remote_envs  # the job makes a token its tasks inherit
     if server.bind is not None and not is_local(server.bind) and not os.environ.get(TOKEN_ENV) and not made:
         return [
             (

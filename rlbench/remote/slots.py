@@ -1,5 +1,5 @@
 """The job's global env ids handed out in contiguous ranges, one per actor process: ids below
-num_train are training envs, the rest eval envs, as in-process. A range freed by a
+`actors` are training envs, the rest eval envs, as in-process. A range freed by a
 disconnect is only handed out again once the job has been told of it (`release`), so that
 the job never mistakes a new actor's envs for the lost ones (docs/actors.md)."""
 

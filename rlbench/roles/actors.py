@@ -25,7 +25,7 @@ class ActorRole:
         self,
         env: VectorEnv,
         inference: InferenceServer,
-        num_actors: int,
+        actors: int,
         frame_target: int,
         seed: int,
         eval_envs: int = 0,
@@ -36,14 +36,14 @@ class ActorRole:
         on_done=None,
     ):
         self.env, self.inference = env, inference
-        self.frame_target, self.seed, self.num_train = frame_target, seed, num_actors
+        self.frame_target, self.seed, self.actors = frame_target, seed, actors
         self.frameskip = env.frameskip
         self.steps = 0  # training actors' agent steps (frames = steps * frameskip)
         self.eval_steps = 0
         self.episode_returns: collections.deque = collections.deque()  # (frames, return), drained
         self.eval_returns: collections.deque = collections.deque()  # (frames, return) of eval envs, drained
         self.episodes = 0
-        self._running_return = np.zeros(num_actors + eval_envs, dtype=np.float64)
+        self._running_return = np.zeros(actors + eval_envs, dtype=np.float64)
         self.timer = timer or OpTimer("actors")
         self.stepping_since: float | None = None  # perf_counter after the first reset
         self.stepping_until: float | None = None
@@ -55,7 +55,7 @@ class ActorRole:
         self.reports_disconnects = callable(getattr(env, "take_disconnected", None))
         self.disconnects = 0  # calls of take_disconnected that returned ids (one per leave seen between two recvs)
         self.lost_steps = 0  # training steps received from envs whose process left, in no emitted unroll
-        self._rejoining = np.zeros(num_actors + eval_envs, dtype=bool)  # forgotten; their next done ends nothing
+        self._rejoining = np.zeros(actors + eval_envs, dtype=bool)  # forgotten; their next done ends nothing
         self._rejoin_pending = False
 
     @property
@@ -117,7 +117,7 @@ class ActorRole:
 
     def _account(self, batch) -> None:
         ids = batch.env_ids
-        trained = int((ids < self.num_train).sum())
+        trained = int((ids < self.actors).sum())
         self.steps += trained
         self.eval_steps += len(ids) - trained
         self._running_return[ids] += batch.reward
@@ -129,8 +129,8 @@ class ActorRole:
         ended = ids[ends]
         if ended.size:
             for i, r in zip(ended.tolist(), self._running_return[ended].tolist(), strict=True):
-                (self.episode_returns if i < self.num_train else self.eval_returns).append((self.frames, r))
-            self.episodes += int((ended < self.num_train).sum())
+                (self.episode_returns if i < self.actors else self.eval_returns).append((self.frames, r))
+            self.episodes += int((ended < self.actors).sum())
             self._running_return[ended] = 0.0
         # a rejoined env's first step (done, ending nothing) starts from the 0 _forget left: its
         # reset step's reward is 0, so the common step pays no extra write

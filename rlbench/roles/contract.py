@@ -24,8 +24,8 @@ class AlgoContext:
     conf: Any  # the validated rlbench.config.schema.Config; conf.algo is the algorithm's Schema
     spec: EnvSpec  # the env's shapes (the built env agrees with it)
     device: Any  # torch.device of inference and the learner
-    num_train: int  # training environments: ids [0, num_train)
-    num_eval: int  # evaluation environments: ids [num_train, num_train + num_eval)
+    actors: int  # the actors' training environments (the config's `actors`): ids [0, actors)
+    num_eval: int  # evaluation environments: ids [actors, actors + num_eval)
     actors_done: threading.Event  # set when the actors met the task's frames (or stopped)
     timer: Callable[[str], OpTimer] = OpTimer  # makes a role's timer: the learner's is timer("learner")
     amp: Amp | None = None  # the job's precision (rlbench/core/precision.py); None: from conf.precision and the device

@@ -1,7 +1,7 @@
 """Central inference (SEED RL): one batched forward for the actors that are ready.
 
 Owns every env's recurrent state and previous action and runs the algorithm's acting policy
-(forward, output handling, unroll assembly). Evaluation envs (ids >= `num_train`) act but are
+(forward, output handling, unroll assembly). Evaluation envs (ids >= `actors`) act but are
 never assembled; `forget(ids)` resets envs whose actor process left. docs/algorithms.md.
 """
 
@@ -20,8 +20,8 @@ from rlbench.telemetry.timing import OpTimer
 
 
 class InferenceServer:
-    def __init__(self, policy: ActingPolicy, device, num_envs: int, num_train: int, timer: OpTimer | None = None):
-        self.policy, self.device, self.num_train = policy, device, num_train
+    def __init__(self, policy: ActingPolicy, device, num_envs: int, actors: int, timer: OpTimer | None = None):
+        self.policy, self.device, self.actors = policy, device, actors
         self.state = policy.initial_state(num_envs, device) if policy.shared is not None else ()
         self.prev_action = np.zeros(num_envs, dtype=np.int64)
         self.timer = timer or OpTimer("inference")
@@ -40,7 +40,7 @@ class InferenceServer:
     def step(self, batch: StepBatch) -> np.ndarray:
         t0 = time.perf_counter()
         ids = batch.env_ids
-        train = ids < self.num_train
+        train = ids < self.actors
         out, states = self._forward(batch, train) if self.policy.shared is not None else (None, None)
         actions = self.policy.act(ids, out)
         if self.policy.unrolls is not None:
@@ -65,7 +65,7 @@ class InferenceServer:
             for s, s0 in zip(self.state, self.policy.initial_state(ids.size, self.device), strict=True):
                 s[rows] = s0
         self.prev_action[ids] = 0
-        train = ids[ids < self.num_train]
+        train = ids[ids < self.actors]
         if self.policy.unrolls is None or not train.size:
             return 0
         return self.policy.unrolls.drop(train)

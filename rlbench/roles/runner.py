@@ -85,7 +85,7 @@ def run_roles(
 ) -> dict:
     """on_tick(metrics, step) every `tick_s` (step: whole seconds since the task started; the
     metrics carry those seconds unrounded as `task_elapsed_s`, the window charts' x axis);
-    returns trainer.final_metrics: what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
+    returns trainer.measured(...): what the roles measured. Wakes as soon as a role ends, so runtime_s is when the last
     role ended (not at the next tick: with tracking.log_every_s=30 a task that ends at 18 s
     would read 30 s)."""
     stop, woken = threading.Event(), threading.Event()
@@ -118,7 +118,7 @@ def run_roles(
         stop.set()
         _join(threads, ROLE_STOP_S if signalled else ROLE_JOIN_S)
     runtime = max(th.ended_at for th in threads) - t0
-    return trainer.final_metrics(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
+    return trainer.measured(runtime, {th.role.name: th.wall_s() for th in threads}, started=t0)
 
 
 def _join(threads: list[RoleThread], within_s: float) -> None:

@@ -1,10 +1,8 @@
 """One worker's loop: claim a trial, run its real job through the Hydra launcher (heartbeating,
-optionally pruned on intermediate fps), tell the study the outcome (docs/scale-out.md)."""
+optionally pruned on intermediate fps by a Pruner observing it), tell the study the outcome (docs/scale-out.md)."""
 
 from __future__ import annotations
 
-import copy
-import functools
 import logging
 import math
 import statistics
@@ -13,8 +11,11 @@ import time
 import optuna
 
 from rlbench.config.schema import SearchConfig
+from rlbench.core.observers import JobObserver
 from rlbench.core.signals import JobPruned
 from rlbench.core.verdict import RECORDED
+from rlbench.prepare.hydra_private import failure
+from rlbench.prepare.job import handing
 from rlbench.search.space import SearchError, objective_values
 from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
@@ -35,32 +36,26 @@ def trial_overrides(job: list[str], params: dict, study: str, number: int, paren
     ]
 
 
-def trial_launcher(launcher, trial: optuna.Trial, s: SearchConfig):
-    """The launcher for a trial's job: with pruning (jobs in this process), a copy whose task reports the job's
-    fps to the trial each tick (run_job's on_tick) and prunes it if dominated."""
-    if not s.pruning:
-        return launcher
-    bound = copy.copy(launcher)
-    bound.task_function = functools.partial(launcher.task_function, on_tick=make_reporter(trial))
-    return bound
+class Pruner(JobObserver):
+    """A trial's pruner as an observer of its first job: each tick's fps reported to the trial,
+    the job stopped (JobPruned: its run ends KILLED) once the pruner says the trial is dominated."""
 
+    def __init__(self, trial):
+        self.trial = trial
 
-def make_reporter(trial):
-    def report(metrics: dict, step: int) -> None:
+    def tick(self, metrics: dict, step: int) -> None:
         fps = metrics.get("window/fps")  # the tick's actor rate
         if fps is None or not math.isfinite(fps) or step <= 0:
             return
-        trial.report(fps, step)
-        if trial.should_prune():
+        self.trial.report(fps, step)
+        if self.trial.should_prune():
             raise JobPruned(f"window/fps {fps:.0f} at {step} s is below the pruner's threshold")
-
-    return report
 
 
 def run_trials(
     launcher,
     study: optuna.Study,
-    s: SearchConfig,
+    search: SearchConfig,
     job: list[str],
     parent: str,
     lock: StudyLock,
@@ -72,20 +67,22 @@ def run_trials(
     the job's own seed."""
     failures, waiting = 0, False
     while True:
-        if failures >= s.max_failures:
-            raise SearchError(f"{failures} trials failed in this run (search.max_failures={s.max_failures}); stopping")
-        claimed = claim_trial(study, s, lock)
+        if failures >= search.max_failures:
+            raise SearchError(
+                f"{failures} trials failed in this run (search.max_failures={search.max_failures}); stopping"
+            )
+        claimed = claim_trial(study, search, lock)
         if claimed == DONE:
             return
         if claimed == WAIT:
             if not waiting:
                 print("[rlbench search] the quota is taken by running trials (other workers); waiting", flush=True)
             waiting = True
-            time.sleep(min(max(s.heartbeat_s, 1), 10))
+            time.sleep(min(max(search.heartbeat_s, 1), 10))
             continue
         waiting, (trial, params) = False, claimed
-        overrides = trial_overrides(job, params, s.study, trial.number, parent, tracking_uri)
-        failures += not run_trial(launcher, study, trial, s, repeat_overrides(overrides, seeds))
+        overrides = trial_overrides(job, params, search.study, trial.number, parent, tracking_uri)
+        failures += not run_trial(launcher, study, trial, search, repeat_overrides(overrides, seeds))
 
 
 def repeat_overrides(overrides: list[str], seeds: list[str] | None) -> list[list[str]]:
@@ -122,27 +119,27 @@ def headline(values: dict) -> dict:
     return out | ({"bound": str(values["bound"])} if values.get("bound") else {})
 
 
-def launch_repeats(launcher, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> list:
-    """The trial's jobs one after another; only the first reports to the pruner (a second repeat
-    would report the same steps again)."""
+def launch_repeats(launcher, trial: optuna.Trial, search: SearchConfig, jobs: list[list[str]]) -> list:
+    """The trial's jobs one after another, launched by Hydra; with search.pruning the first one
+    is watched by the trial's Pruner (a second repeat would report the same steps again)."""
     rets = []
     for k, overrides in enumerate(jobs):
-        run = trial_launcher(launcher, trial, s) if k == 0 else launcher
-        rets += run.launch([overrides], initial_job_idx=trial.number * len(jobs) + k)
+        with handing(observers=[Pruner(trial)] if search.pruning and k == 0 else []):
+            rets += launcher.launch([overrides], initial_job_idx=trial.number * len(jobs) + k)
     return rets
 
 
-def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfig, jobs: list[list[str]]) -> bool:
+def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, search: SearchConfig, jobs: list[list[str]]) -> bool:
     """A trial's jobs (its repeats), heartbeating; tells the study its outcome, the median of
     its finished jobs' objectives. False when the trial FAILed (no job gave its objectives)."""
     print(
-        f"[rlbench search] trial {trial.number} ({len(complete(study))}/{s.n_trials} complete): {trial.params}"
+        f"[rlbench search] trial {trial.number} ({len(complete(study))}/{search.n_trials} complete): {trial.params}"
         + (f", {len(jobs)} runs" if len(jobs) > 1 else ""),
         flush=True,
     )
     try:
-        with Heartbeat(study, trial, s.heartbeat_s):
-            rets = launch_repeats(launcher, trial, s, jobs)
+        with Heartbeat(study, trial, search.heartbeat_s):
+            rets = launch_repeats(launcher, trial, search, jobs)
     except JobPruned as e:
         print(f"[rlbench search] trial {trial.number} pruned: {e}", flush=True)
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -153,8 +150,8 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
     done, why = [], []
     for ret in rets:
         ok = ret.status.name == "COMPLETED"
-        if objective_values(ret.return_value if ok else None, s.objectives) is None:
-            why.append(ret._return_value if not ok else f"objective {list(s.objectives)} missing or not finite")
+        if objective_values(ret.return_value if ok else None, search.objectives) is None:
+            why.append(failure(ret) if not ok else f"objective {list(search.objectives)} missing or not finite")
         else:
             done.append(ret.return_value)
     if not done:
@@ -162,13 +159,15 @@ def run_trial(launcher, study: optuna.Study, trial: optuna.Trial, s: SearchConfi
         trial.set_user_attr("fail_reason", str(why[0])[:500])
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         return False
-    tell_median(study, trial, s, done, [str(w)[:200] for w in why])
+    tell_median(study, trial, search, done, [str(w)[:200] for w in why])
     return True
 
 
-def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done: list[dict], failed: list[str]) -> None:
+def tell_median(
+    study: optuna.Study, trial: optuna.Trial, search: SearchConfig, done: list[dict], failed: list[str]
+) -> None:
     """The trial's value: per objective, the median of its finished jobs; its runs kept beside."""
-    runs = [run_record(v, list(s.objectives)) for v in done]
+    runs = [run_record(v, list(search.objectives)) for v in done]
     first = done[0]
     trial.set_user_attr("run_id", first.get("run_id"))
     trial.set_user_attr("run_ids", [r["run_id"] for r in runs])
@@ -179,7 +178,11 @@ def tell_median(study: optuna.Study, trial: optuna.Trial, s: SearchConfig, done:
     if failed:
         trial.set_user_attr("failed_runs", failed)
     study.tell(
-        trial, [statistics.median(objective_values(v, s.objectives)[i] for v in done) for i in range(len(s.objectives))]
+        trial,
+        [
+            statistics.median(objective_values(v, search.objectives)[i] for v in done)
+            for i in range(len(search.objectives))
+        ],
     )
 
 

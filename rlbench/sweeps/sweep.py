@@ -23,6 +23,8 @@ from rlbench.core.errors import Failure, Refusal
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
 from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
+from rlbench.prepare.hydra_private import failure
+from rlbench.prepare.job import handing
 from rlbench.prepare.preflight import check
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
@@ -114,7 +116,7 @@ def job_row(index: int, job: list[str], ret, name: str = "", config: str = "", r
             | {"status": "FINISHED", "unmeasured": ret.return_value.get("unmeasured") or {}}
             | {k: ret.return_value.get(k) for k in (*_KEPT, "bound")}
         )
-    err = ret._return_value
+    err = failure(ret)
     return row | {"status": "FAILED", "run_id": getattr(err, "run_id", None), "error": f"{type(err).__name__}: {err}"}
 
 
@@ -330,23 +332,39 @@ def child_overrides(tracking, parent: str, name: str) -> list[str]:
     ]
 
 
-def repeat_overrides(grid, config_names: list[str]) -> dict[int, list[str]]:
+def repeat_tags(grid, config_names: list[str]) -> dict[int, dict[str, str]]:
     """With repeats, every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group` (the
     name of the configuration it repeats), by which the report groups the repeats."""
     if grid is None or grid.repeats == 1:
         return {}
     return {
-        i: [
-            f"++tracking.tags.repeat={k}",
-            f"++tracking.tags.repeats={grid.repeats}",
-            f"++tracking.tags.{REPEAT_GROUP}={_quoted(config_names[i])}",
-        ]
+        i: {"repeat": str(k), "repeats": str(grid.repeats), REPEAT_GROUP: config_names[i]}
         for i, k in enumerate(grid.repeat)
     }
 
 
+def tag_overrides(tags: dict[str, str]) -> list[str]:
+    """The overrides that set a job's repeat tags (repeat_tags) on its config."""
+    return [f"++tracking.tags.{k}={_quoted(v) if k == REPEAT_GROUP else v}" for k, v in tags.items()]
+
+
 def _quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def child_config(config, tracking, parent: str, name: str, tags: dict[str, str]):
+    """A job's validated config as its child_overrides and tag_overrides make it: the
+    sweep's store and experiment, its parent, its name and its repeat tags (tests/test_sweep_logic.py
+    pins it equal to the composed and validated whole line)."""
+    pinned = dataclasses.replace(
+        config.tracking,
+        uri=tracking.uri,
+        experiment=tracking.experiment,
+        parent_run_id=parent,
+        run_name=name,
+        tags={**config.tracking.tags, **tags},
+    )
+    return dataclasses.replace(config, tracking=pinned)
 
 
 def launch(
@@ -355,14 +373,23 @@ def launch(
     parent: str,
     names: list[str],
     tracking,
-    extra: dict[int, list[str]] | None = None,
+    configs: list,
+    repeat_tags: dict[int, dict[str, str]] | None = None,
     started=lambda i: None,
 ):
-    """Yield (index, job, JobReturn). The basic launcher gets one job at a time (progress
-    between jobs); others (joblib, submitit) get all jobs at once and run them in parallel.
-    extra: more overrides per job index (its repeat tags); started(index): told as each job starts."""
-    total, extra = len(names), extra or {}
-    tagged = [(i, job, job + child_overrides(tracking, parent, names[i]) + extra.get(i, [])) for i, job in todo]
+    """Yield (index, job, JobReturn), each job launched by Hydra's launcher with its config as
+    the sweep validated it (handed to the job in this process: rlbench/prepare/job.py). The basic
+    launcher gets one job at a time (progress between jobs); others (joblib, submitit) get all
+    jobs at once and run them in parallel, each validating its own in its process.
+    repeat_tags: per job index its repeat tags; started(index): told as each job starts."""
+    total, repeat_tags = len(names), repeat_tags or {}
+    tagged = [
+        (i, job, job + child_overrides(tracking, parent, names[i]) + tag_overrides(repeat_tags.get(i, {})))
+        for i, job in todo
+    ]
+    handed = {
+        tuple(o): child_config(configs[i], tracking, parent, names[i], repeat_tags.get(i, {})) for i, _, o in tagged
+    }
     if in_process(launcher):
         for n, (i, job, overrides) in enumerate(tagged):
             print(
@@ -370,13 +397,15 @@ def launch(
                 flush=True,
             )
             started(i)
-            yield i, job, launcher.launch([overrides], initial_job_idx=i)[0]
+            with handing(handed):
+                ret = launcher.launch([overrides], initial_job_idx=i)[0]
+            yield i, job, ret
         return
     print(f"[rlbench sweep] launching {len(tagged)} jobs with {type(launcher).__name__}", flush=True)
     for i, _, _ in tagged:
         started(i)
-    for (i, job, _), ret in zip(tagged, launcher.launch([o for _, _, o in tagged], initial_job_idx=0), strict=True):
-        yield i, job, ret
+    rets = launcher.launch([o for _, _, o in tagged], initial_job_idx=0)  # in other processes: each validates its own
+    yield from ((i, job, ret) for (i, job, _), ret in zip(tagged, rets, strict=True))
 
 
 def sweep_tracking(confs: list):
@@ -391,7 +420,7 @@ def sweep_tracking(confs: list):
     return dataclasses.replace(confs[0].tracking, experiment=prefix + "+".join(n[len(prefix) :] for n in names))
 
 
-def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
+def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, grid=None, store=Experiment):
     """Steps 2-5 for the jobs of the grid and their validated configs (rlbench.prepare.grid);
     grid: its Grid, which says which configuration each job repeats (None: one run each);
     store: opens the tracking port on the sweep's TrackingConfig."""
@@ -432,7 +461,14 @@ def run_sweep(sweeper, arguments: list[str], jobs: list[list[str]], confs: list,
         started: list[int] = []
         try:
             for i, job, ret in launch(
-                sweeper.launcher, todo, parent.run_id, names, tracking, repeat_overrides(grid, configs), started.append
+                sweeper.launcher,
+                todo,
+                parent.run_id,
+                names,
+                tracking,
+                confs,
+                repeat_tags(grid, configs),
+                started.append,
             ):
                 rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
                 if rows[i]["status"] == "FAILED":

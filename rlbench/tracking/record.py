@@ -23,9 +23,9 @@ from typing import Self
 import mlflow
 from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from rlbench.config.schema import TrackingConfig
+from rlbench.config.schema import Config
 from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
@@ -69,7 +69,7 @@ def rounded(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
 
 
 def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """Params: the job's resolved config, which differs between jobs only where the work
+    """Params: the job's validated config as a dict (dataclasses.asdict), which differs between jobs only where the work
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
     params = flatten(
@@ -119,15 +119,15 @@ def source_tags(command: str) -> dict[str, str]:
 class JobRecord:
     def __init__(
         self,
-        cfg: DictConfig,
-        tracking: TrackingConfig,
+        config: Config,
         overrides: list[str],
         output_dir: Path | None,
         extra_tags: dict | None = None,
         dataset=None,
     ):
-        """dataset: what the run consumed (an mlflow.data Dataset: the environment), logged as its input."""
-        self.cfg, self.tracking, self.overrides = cfg, tracking, overrides
+        """config: the job's one validated config (its params, its config.yaml, its tracking
+        settings); dataset: what the run consumed (an mlflow.data Dataset: the environment), logged as its input."""
+        self.config, self.tracking, self.overrides = config, config.tracking, overrides
         self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
         self.unmeasured: dict[str, str] = {}
         self._lost: dict[str, str] = {}  # artifact -> why it could not be written
@@ -171,7 +171,7 @@ class JobRecord:
         self._last_beat = 0.0
         self.heartbeat()
         self._client = mlflow.MlflowClient()
-        params, tags = params_and_tags(OmegaConf.to_container(self.cfg, resolve=True), self.overrides)
+        params, tags = params_and_tags(dataclasses.asdict(self.config), self.overrides)
         items = list(params.items())
         for i in range(0, len(items), _PARAM_BATCH):
             mlflow.log_params(dict(items[i : i + _PARAM_BATCH]))
@@ -286,7 +286,7 @@ class JobRecord:
         self._write(name, lambda: mlflow.log_text(text, name))
 
     def _log_artifacts(self) -> None:
-        self._log_text(OmegaConf.to_yaml(self.cfg, resolve=True), "config.yaml")
+        self._log_text(OmegaConf.to_yaml(OmegaConf.structured(self.config)), "config.yaml")
         if self.output_dir is None:
             return
         try:

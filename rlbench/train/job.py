@@ -1,25 +1,22 @@
-"""One rlbench job as a plain function: validate, plan, open the MLflow run, train, record.
+"""One rlbench job as a plain function: plan, open the MLflow run, train, record.
 
-`run_job(cfg)` is what the Hydra entry point and the tests call: a bad config (ConfigError) or
-a limit this host cannot honour (ResourceError) is refused before any run exists; the trainer
-then tells the job's observers of its life (docs/jobs.md, "A job's observers").
-"""
+`run_job(job, observers)` is how every job starts (a single run, a sweep's, a search trial's,
+a GPU study stage's, the tests'): a limit this host cannot honour (ResourceError) or an
+unusable store is refused before any run exists; the trainer then tells the job's observers
+of its life (docs/jobs.md, "A job's observers")."""
 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-
-from omegaconf import DictConfig
+from collections.abc import Sequence
 
 from rlbench.config.rules import ConfigError
-from rlbench.config.schema import Config
 from rlbench.core.observers import JobObserver
 from rlbench.core.progress import Progress
 from rlbench.core.signals import STOP_BOUND_S, sigterm_raises
 from rlbench.prepare import preflight
-from rlbench.prepare.plan import JobPlan, Placement, plan_job
-from rlbench.prepare.validate import validate
+from rlbench.prepare.job import Job
+from rlbench.prepare.plan import JobPlan, plan_job
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.timing import OpTimer
 from rlbench.tracking.dataset import env_dataset
@@ -32,29 +29,12 @@ from rlbench.train.trainer import train
 log = logging.getLogger(__name__)
 
 
-class TickHook(JobObserver):
-    """on_tick(metrics, step) after each tick is recorded (a search trial's pruner; it may raise JobPruned)."""
-
-    def __init__(self, on_tick):
-        self.on_tick = on_tick
-
-    def tick(self, metrics: dict, step: int) -> None:
-        self.on_tick(metrics, step)
-
-
-def run_job(
-    cfg: DictConfig,
-    overrides: list[str] | None = None,
-    output_dir: Path | None = None,
-    conf: Config | None = None,
-    on_tick=None,
-    placement: Placement | None = None,
-) -> dict:
-    """conf: validate(cfg), when the caller has already validated it. on_tick: see TickHook.
-    placement: where its actor tasks go (actor_hosts > 0; the Hydra entry's launcher decides)."""
-    conf = conf if conf is not None else validate(cfg)
-    cfg.workload.learner_updates = conf.workload.learner_updates  # resolved (null: from the replay ratio)
-    plan = plan_job(conf, placement or Placement())  # refuses a limit this host cannot honour before any run exists
+def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
+    """The job's record and its task, watched by the record, the telemetry, the steady rates, the
+    progress lines and then `observers` (a search trial's pruner). Its config is never changed:
+    the plan and the record read the one frozen config of `job` (rlbench/prepare/job.py)."""
+    conf = job.config
+    plan = plan_job(conf, job.placement)  # refuses a limit this host cannot honour before any run exists
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
         preflight.check(conf.tracking.uri)  # raises PreflightError (exit 2) before any run exists
@@ -66,27 +46,28 @@ def run_job(
         mark_stale_runs(conf.tracking)
     tags = plan.tags() | {"config_hash": config_hash(conf)}
     bound = STOP_BOUND_S if single else None  # a single job ends this long after a SIGTERM; a sweep's, its sweep
+    overrides = list(job.overrides)
     with (
         sigterm_raises(bound),
-        JobRecord(cfg, conf.tracking, overrides or [], output_dir, tags, env_dataset(conf.env, plan.family)) as record,
+        JobRecord(conf, overrides, job.output_dir, tags, env_dataset(conf.env, plan.family)) as record,
     ):
         start = plan.grant_metrics()
         record.log_metrics(start, step=0)  # at the start: a failed job has them too
         _log_start(record.run_id, plan, start)
         telemetry = JobTelemetry(conf.telemetry, plan.device) if conf.telemetry.enabled else None
-        recorder = RecordObserver(record, conf, overrides or [], output_dir, start, telemetry)
+        recorder = RecordObserver(record, conf, overrides, job.output_dir, start, telemetry)
         progress = Progress(conf.workload.frames, plan.learner_updates, conf.progress)
         steady = SteadyRates(conf.tracking.steady_min_windows, telemetry)
-        observers = [recorder, telemetry, steady, progress, TickHook(on_tick) if on_tick else None]
-        final = train(plan, observers, telemetry.timer if telemetry is not None else OpTimer)
-        final |= {
+        watchers = [recorder, telemetry, steady, progress, *observers]
+        result = train(plan, watchers, telemetry.timer if telemetry is not None else OpTimer)
+        result |= {
             "bound": recorder.bound,
             "run_id": record.run_id,
             "compute_unit": plan.compute.grant.compute_unit,
             "unmeasured": dict(record.unmeasured),
         }  # the sweep's table says why a value is missing
-    log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", final["runtime_s"], final["fps"], final["sps"])
-    return final
+    log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", result["runtime_s"], result["fps"], result["sps"])
+    return result
 
 
 def _log_start(run_id: str, plan: JobPlan, start: dict) -> None:

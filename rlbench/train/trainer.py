@@ -77,7 +77,7 @@ class Trainer:
             m |= self.learner.metrics()
         return m
 
-    def final_metrics(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
+    def measured(self, runtime_s: float, role_wall_s: dict, started: float | None = None) -> dict:
         """started: perf_counter when the task started (for actors_done_s)."""
         self.role_walls = dict(role_wall_s)
         self.started = started
@@ -152,7 +152,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
             f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
         )
     actors_done = threading.Event()
-    ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
+    ctx = AlgoContext(conf, plan.spec, plan.device, envs.actors, envs.eval, actors_done, timer)
     parts, inference = wire_inference(plan.build, ctx)
     actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
     return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
@@ -160,11 +160,11 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
 
 def wire_inference(build: Callable[[AlgoContext], AlgoParts], ctx: AlgoContext) -> tuple[AlgoParts, InferenceServer]:
     """The algorithm's parts built for `ctx` and central inference on their policy, for
-    ctx.num_train + ctx.num_eval envs: a job's (build_trainer) and the profile's measurements
+    ctx.actors + ctx.num_eval envs: a job's (build_trainer) and the profile's measurements
     (rlbench/predict/measure.py) are made here, so they time what a job runs."""
     parts = build(ctx)
-    envs = ctx.num_train + ctx.num_eval
-    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.num_train, ctx.timer("inference"))
+    envs = ctx.actors + ctx.num_eval
+    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.actors, ctx.timer("inference"))
 
 
 def wire_actors(
@@ -176,7 +176,7 @@ def wire_actors(
     return ActorRole(
         env,
         inference,
-        ctx.num_train,
+        ctx.actors,
         frames,
         seed,
         ctx.num_eval,
@@ -229,7 +229,7 @@ def _run(plan: JobPlan, trainer: Trainer, watch: Observers) -> dict:
 
 def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observers) -> dict:
     """The job's final metrics, assembled here and only here: what the roles measured (the
-    runner's `trainer.final_metrics`), what the observers add (energy, time per operation,
+    runner's `Trainer.measured`), what the observers add (energy, time per operation,
     episode returns), the task's replay ratio and the compute grant with the threads the
     actors used. The observers are then told (`ended`)."""
     final = dict(measured)

@@ -79,7 +79,7 @@ class MeanRewardLearner(LearnerLoop):
 def build(ctx: AlgoContext) -> AlgoParts:
     a, spec = ctx.conf.algo, ctx.spec
     unrolls = UnrollAssembler(
-        ctx.num_train,
+        ctx.actors,
         a.unroll_length,
         1,
         tuple(spec.obs_shape),

@@ -20,7 +20,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
     length, overlap = unroll_layout(algo.burn_in, algo.seq_len, algo.overlap)
     shapes = (tuple(spec.obs_shape), np.dtype(spec.obs_dtype), spec.num_actions, state_size(conf))
     # each actor's first unroll starts with burn_in zero steps, so its first steps are trained (SEED)
-    unrolls = UnrollAssembler(ctx.num_train, length, overlap, *shapes, spec.stack, pad=algo.burn_in)
+    unrolls = UnrollAssembler(ctx.actors, length, overlap, *shapes, spec.stack, pad=algo.burn_in)
     replay = SequenceReplay.for_shapes(
         replay_capacity(conf, sequence_bytes(conf, spec)),
         length,
@@ -33,7 +33,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
     )
     shared = SharedNet(R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
     epsilons = np.concatenate(
-        [actor_epsilons(ctx.num_train, algo.eps_base, algo.eps_alpha), np.full(ctx.num_eval, conf.eval_epsilon)]
+        [actor_epsilons(ctx.actors, algo.eps_base, algo.eps_alpha), np.full(ctx.num_eval, conf.eval_epsilon)]
     )
     queue = UnrollQueue(algo.unroll_queue_size) if conf.learner and algo.coupling == "unroll_queue" else None
     policy = EpsilonGreedy(shared, unrolls, replay, epsilons, algo, conf.seed, queue)
@@ -49,7 +49,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
             ctx.device,
             conf.workload.learner_updates,
             ctx.actors_done,
-            ctx.num_train,
+            ctx.actors,
             queue,
             ctx.timer("learner"),
         )

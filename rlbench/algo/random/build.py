@@ -28,7 +28,7 @@ class UniformRandom:
 def build(ctx: AlgoContext) -> AlgoParts:
     a, spec = ctx.conf.algo, ctx.spec
     unrolls = UnrollAssembler(
-        ctx.num_train,
+        ctx.actors,
         a.unroll_length,
         a.overlap,
         tuple(spec.obs_shape),

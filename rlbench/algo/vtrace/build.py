@@ -18,7 +18,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
     shared = SharedNet(VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
     state_size = 2 * algo.network.lstm_hidden  # (h, c), or nothing without an LSTM core
     unrolls = UnrollAssembler(
-        ctx.num_train,
+        ctx.actors,
         algo.unroll_length + 1,
         1,
         tuple(spec.obs_shape),
@@ -28,7 +28,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         spec.stack,
     )
     queue = UnrollQueue(queue_capacity(algo), keep=conf.learner)
-    policy = SoftmaxSample(shared, unrolls, queue, ctx.num_train, conf.eval_epsilon, conf.seed)
+    policy = SoftmaxSample(shared, unrolls, queue, ctx.actors, conf.eval_epsilon, conf.seed)
     learner = may_step = None
     if conf.learner:
         net = VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
