@@ -5,8 +5,16 @@ bf16 there; then the report and a one-page summary, all under --out. docs/gpu.md
     python pipelines/gpu_study.py --out results/h100            # a GPU host: stops itself by --budget-s (420)
     python pipelines/gpu_study.py --dry-run                     # any host: the jobs, their predicted times, the total
     python pipelines/gpu_study.py --tiny --out /tmp/rehearsal   # seconds-long CartPole jobs through the whole script
+    python pipelines/gpu_study.py --stage actors --dry-run      # one stage (actors, sms, cpu): its plan and parts
+    python pipelines/gpu_study.py --stage actors --part 1 --out r/a1                  # a stay: the stage's part 1
+    python pipelines/gpu_study.py --stage actors --part 2 --plan-from r/a1 --out r/a2 # the next stay: part 2
 
-The jobs' task is sized before any job runs: the largest frames of a ladder whose predicted total
+A stage runs jobs of 20 learner updates and 20 s of steady windows; the actors, sms and cpu
+stages do not fit one 420-s stay (the 4-actor job alone is about 150 s), so a stage over the
+budget runs in parts, each a stay with its own idle power and warm-up, every job and repeat kept
+and none cut (docs/gpu.md, "Stages").
+
+Without --stage, the jobs' task is sized before any job runs: the largest frames of a ladder whose predicted total
 fills at most 3/4 of the budget, predicted by rlbench.predict from this host's env stepping
 (measured first, a few seconds) and the GPU's published peak (rlbench/predict/datasheet.py).
 """
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import sys
 import time
@@ -159,14 +168,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--part",
         type=_part_flag,
-        help="with --stage: run part K of N (K/N), where the stage does not fit one stay of --budget-s; "
-        'its dry run names N and each part\'s jobs (docs/gpu.md, "Parts")',
+        help="with --stage: run part K (K/N: N checked) of a stage that does not fit one stay of --budget-s "
+        "(the 20-update jobs of every stage do not fit 420 s): each part a stay with its own idle power and "
+        "warm-up, every job and repeat kept, none cut; part 1 writes the parts to --out/stage_plan.json, "
+        'later parts run it with --plan-from; the dry run lists them (docs/gpu.md, "Stages")',
     )
     p.add_argument(
         "--plan-from",
         type=Path,
-        help="with --part K/N, K > 1: part 1's --out, whose stage_plan.json every later part runs (the same "
-        "frames and seeds; nothing re-planned)",
+        help="with --part K, K > 1: part 1's --out, whose stage_plan.json every later part runs (the same "
+        "frames, split and seeds; nothing re-planned)",
     )
     p.add_argument(
         "--best-from",
@@ -914,7 +925,13 @@ def chosen_part(args, parts: list[StagePlan]) -> StagePlan:
             f"{stage}: predicted over one stay of --budget-s={args.budget_s:g}, so it runs in {n} parts, one "
             f"per stay, and no job is cut; allowed: --part 1, then --part 2 .. {n} with --plan-from (part 1's --out)"
         )
-    return parts[k - 1]
+    plan = parts[k - 1]
+    if plan.total_s() > args.budget_s:  # a plan made for a larger --budget-s (--plan-from)
+        raise Refused(
+            f"--budget-s={args.budget_s:g}: part {k}/{n} is predicted at {plan.total_s():.0f} s, planned for a "
+            f"larger stay, and no job is cut; allowed: --budget-s >= {math.ceil(plan.total_s())}"
+        )
+    return plan
 
 
 def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> int:
@@ -926,7 +943,9 @@ def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> 
     k, n = plan.part
     part = f"-part{k}of{n}" if n > 1 else ""
     experiment = f"{EXPERIMENT}-{args.stage}{part}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # the stage's grids are its sweeps: an experiment preset's own grid (sm_sweep_cpu's sm_limit=2,1) is not
     common = merge(base, [f"tracking.uri={uri}", f"tracking.experiment={experiment}", "progress=log"])
+    common.append("hydra.sweeper.params=null")
     spec = {
         "uri": uri,
         "experiment": experiment,

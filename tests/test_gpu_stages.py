@@ -385,6 +385,18 @@ def test_a_stage_over_the_stay_is_planned_in_parts_and_runs_only_part_by_part(fa
     assert "a later part runs the plan its part 1 made" in err and not (tmp_path / "o").exists()
     code = fake_h100.main(["--stage", "actors", "--dry-run", "--part", f"2/{n}", "--plan-from", str(tmp_path / "plan")])
     assert code == 0 and "stage_plan.json (its part 1's), not re-planned here" in capsys.readouterr().out
+    smaller = [
+        "--stage",
+        "actors",
+        "--dry-run",
+        "--part",
+        "1",
+        "--plan-from",
+        str(tmp_path / "plan"),
+        "--budget-s",
+        "300",
+    ]
+    assert "planned for a larger stay, and no job is cut" in refused(fake_h100, smaller, capsys)
     err = refused(
         fake_h100, ["--stage", "sms", "--dry-run", "--part", f"2/{n}", "--plan-from", str(tmp_path / "plan")], capsys
     )
@@ -436,3 +448,25 @@ def test_the_cpu_stage_rehearsal_warms_up_measures_idle_power_and_summarises(tmp
     idle = [r for r in runs if r.info.run_name == "idle power"]
     assert idle[0].data.metrics["idle_power_gpu_w"] == pytest.approx(100.0)
     assert min(r.info.start_time for r in idle) < warm[0].info.start_time  # measured before the first job
+
+
+def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(gs, monkeypatch, tmp_path):  # noqa: F811
+    """experiment=sm_sweep_cpu defines sm_limit=2,1, which a single run (the warm-up) refuses: the
+    stage's commands drop the preset's grid, its own grids being the sweeps."""
+    import time
+    from types import SimpleNamespace
+
+    from rlbench.prepare.command_line import precheck
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(gs, "preflight_or_exit", lambda uri, prog: None)
+    monkeypatch.setattr(gs, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
+    monkeypatch.setattr(gs, "stage_finish", lambda *a, **k: None)
+    points = [Point(8, None, None, 1), Point(8, 1, None, 1)]
+    plan = plan_stage("sms", points, linear(fps=1000, per_update=500), 1500, stage_costs())
+    args = SimpleNamespace(out=tmp_path / "o", stage="sms", budget_s=420.0, argv=[])
+    host = gs.Host("cpu", None, 2, 2, True, {"host": "t"})
+    assert gs.run_stage(args, host, plan, [*gs.TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
+    spec = json.loads((tmp_path / "o" / "stage.json").read_text())
+    assert precheck([*spec["common"], *spec["warmup"]]) is None
+    assert precheck(["-m", *spec["common"], *spec["grids"][0]]) is None
