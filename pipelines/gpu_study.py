@@ -26,6 +26,7 @@ import copy
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -180,6 +181,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "frames, split and seeds; nothing re-planned)",
     )
     p.add_argument(
+        "--join",
+        type=lambda t: [Path(d) for d in t.split(",") if d],
+        help="with --stage and --out: DIR1,DIR2,...: the parts' --out folders, summarised as one stage "
+        "(per configuration the median (min..max) over every part's runs, and the noise floor); runs nothing",
+    )
+    p.add_argument(
         "--best-from",
         type=Path,
         help="with --stage sms or cpu: an actors stage's --out, whose summary.json names the best actor count",
@@ -218,6 +225,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.out = args.out and args.out.resolve()  # before main() moves to the clone
     for flag in ("plan_from", "best_from"):
         setattr(args, flag, getattr(args, flag, None) and getattr(args, flag).resolve())
+    args.join = args.join and [d.resolve() for d in args.join]
     return args
 
 
@@ -234,6 +242,11 @@ def stage_flags(p: Parser, args: argparse.Namespace) -> None:
         p.error(f"--best-from={args.best_from}: allowed: with --stage sms or cpu and without --actors")
     if args.best_from is not None and not (args.best_from / "summary.json").is_file():
         p.error(f"--best-from={args.best_from}: holds no summary.json; allowed: the --out of a finished actors stage")
+    for d in args.join or []:
+        if not (d / "summary.json").is_file() or not (d / "mlruns" / "mlflow.db").is_file():
+            p.error(f"--join: {d} holds no summary.json and mlruns/; allowed: the --out folders of the stage's parts")
+    if args.join and (args.part or args.plan_from or args.dry_run or args.out is None):
+        p.error("--join: allowed: with --stage and --out only (it summarises parts that ran; it runs nothing)")
     if args.plan_from is not None and not (args.plan_from / PLAN_FILE).is_file():
         p.error(f"--plan-from={args.plan_from}: holds no {PLAN_FILE}; allowed: the --out of the stage's part 1")
     if args.plan_from is not None and (args.actors or args.best_from or not args.part):
@@ -650,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     import torch  # lazy: keeps torch off a flag refusal's start
 
+    if args.stage and args.join:
+        return join_parts(args)
     if args.stage:
         return stage_main(args, torch.cuda.is_available(), t0)
     try:
@@ -998,6 +1013,50 @@ def stage_finish(args, host: Host, uri: str, experiment: str, events: list[str],
     (args.out / "summary.md").write_text(stage_markdown(s))
     print((args.out / "summary.md").read_text())
     print(f"[gpu_study] written under {args.out}: mlruns/, summary.md, summary.json, plan.json, stage.json")
+
+
+def join_parts(args) -> int:
+    """--join: the parts' stores summarised as one stage under --out (summary.json, summary.md):
+    refused (exit 2) where the parts are of another stage or another GPU."""
+    from rlbench.report.stage_summary import stage_markdown, stage_summary  # lazy: keeps mlflow off the start
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
+    from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
+
+    sums = [json.loads((d / "summary.json").read_text()) for d in args.join]
+    kinds = {(s["stage"], s["fingerprint"].get("gpu_name", "no GPU")) for s in sums}
+    if kinds != {(args.stage, sums[0]["fingerprint"].get("gpu_name", "no GPU"))}:
+        print(
+            f"{PROG}: --join: parts of {sorted(kinds)}; allowed: parts of the {args.stage} stage on one kind of GPU "
+            "(never H100 numbers with H200 ones)",
+            file=sys.stderr,
+        )
+        return 2
+    studies, idle = [], [s["idle_power_gpu_w"] for s in sums]
+    for d, s in zip(args.join, sums, strict=True):
+        use_store(f"sqlite:///{d}/mlruns/mlflow.db")
+        studies.append(load_experiment(s["run"]["experiment"]))
+    watts = [i["value"] for i in idle if i.get("value") is not None]
+    joined_idle = (
+        {"value": statistics.median(watts), "parts": watts}
+        if watts
+        else {"value": None, "reason": "; ".join(sorted({i.get("reason", "?") for i in idle}))}
+    )
+    run = {
+        "command": " ".join([PROG, *(args.argv or [])]),
+        "experiment": ", ".join(s["run"]["experiment"] for s in sums),
+        "budget_s": sums[0]["run"].get("budget_s"),
+        "used_s": sum(s["run"].get("used_s") or 0 for s in sums),
+        "task": sums[0]["run"].get("task", "").split("; part ")[0] + f"; {len(sums)} parts joined",
+        "events": [f"{len(sums)} parts joined: {', '.join(map(str, args.join))}"]
+        + [e for s in sums for e in s["run"]["events"]],
+    }
+    study = Study("experiment", run["experiment"], None, studies[0].host, [j for st in studies for j in st.jobs], [])
+    out = stage_summary(args.stage, study, sums[0]["fingerprint"], joined_idle, run)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(out, indent=2, default=str))
+    (args.out / "summary.md").write_text(stage_markdown(out))
+    print((args.out / "summary.md").read_text())
+    return 0
 
 
 if __name__ == "__main__":

@@ -470,3 +470,47 @@ def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage
     spec = json.loads((tmp_path / "o" / "stage.json").read_text())
     assert precheck([*spec["common"], *spec["warmup"]]) is None
     assert precheck(["-m", *spec["common"], *spec["grids"][0]]) is None
+
+
+def a_part(folder, gpu: str, watts: float, experiment: str) -> None:
+    (folder / "mlruns").mkdir(parents=True)
+    (folder / "mlruns" / "mlflow.db").write_text("")  # the store: load_experiment is faked below
+    run = {
+        "experiment": experiment,
+        "budget_s": 420,
+        "used_s": 400,
+        "task": "env=pong; part 1/2 of the stage",
+        "events": [],
+    }
+    summary = {"stage": "sms", "fingerprint": {"gpu_name": gpu}, "idle_power_gpu_w": {"value": watts}, "run": run}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_parts_join_into_one_stage_summary_over_every_part_s_runs(gs, monkeypatch, tmp_path, capsys):  # noqa: F811
+    from rlbench.tracking import store, study_records
+
+    runs = {"e1": [job(None, 40_000.0), job(64, 30_000.0)], "e2": [job(None, 44_000.0), job(64, 31_000.0)]}
+    monkeypatch.setattr(store, "use_store", lambda uri: None)
+    monkeypatch.setattr(
+        study_records, "load_experiment", lambda name: Study("experiment", name, None, {}, runs[name], [])
+    )
+    a_part(tmp_path / "p1", "NVIDIA H200", 80.0, "e1")
+    a_part(tmp_path / "p2", "NVIDIA H200", 82.0, "e2")
+    parts = f"{tmp_path / 'p1'},{tmp_path / 'p2'}"
+    assert gs.main(["--stage", "sms", "--join", parts, "--out", str(tmp_path / "all")]) == 0
+    s = json.loads((tmp_path / "all" / "summary.json").read_text())
+    assert s["configs"][0]["task_fps"] | {} == {
+        "median": 42_000.0,
+        "low": 40_000.0,
+        "high": 44_000.0,
+        "n": 2,
+        "spread": 4000.0,
+    }
+    assert s["differences"][0]["noise_floor"] == pytest.approx(44 / 40 - 1)  # the repeats of two parts
+    assert s["idle_power_gpu_w"]["value"] == 81.0 and s["run"]["task"] == "env=pong; 2 parts joined"
+    assert "81.0 W (the median of 2 parts' medians, 80.0..82.0 W, NVML)" in capsys.readouterr().out
+    a_part(tmp_path / "h100", "NVIDIA H100 80GB HBM3", 70.0, "e2")
+    err = refused(
+        gs, ["--stage", "sms", "--join", f"{tmp_path / 'p1'},{tmp_path / 'h100'}", "--out", str(tmp_path / "x")], capsys
+    )
+    assert "never H100 numbers with H200 ones" in err and not (tmp_path / "x").exists()
