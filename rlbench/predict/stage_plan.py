@@ -238,7 +238,7 @@ def size_frames(
 @dataclass(frozen=True)
 class StageOverheads:
     """Seconds of a stay outside the jobs' runs: the install before the command (about 60 s on the
-    H200, measured), the planning, the stage process's start (Python, torch, MLflow, CUDA), the
+    last H200 stays; 6-25 s recorded before), the planning, the stage process's start (Python, torch, MLflow, CUDA), the
     idle power, each sweep's own start in that process, and the summary. The four measured on the
     2-core VM's rehearsal (14-18, 3.4, 1 and 5 s) and rounded up for CUDA: estimates there."""
 
