@@ -801,9 +801,27 @@ def make_stage_plan(args, host: Host, base: list[str], t0: float) -> tuple[Stage
     spent = time.monotonic() - t0 if host.here else StageOverheads().plan_s
     o = StageOverheads(plan_s=spent, **({"install_s": 0.0} if args.tiny or host.gpu is None else {}))
     fixed = conf.workload.frames if args.tiny else None
-    plan = plan_stage(args.stage, points, predict.sized, fixed, o, left, lockstep)
+    measured, said = recorded_start(args, actors[0])
+    plan = plan_stage(args.stage, points, predict.sized, fixed, o, left, lockstep, measured)
     plan.seed = int(conf.seed)
-    return plan, predict, ([whence] if whence else []) + how
+    return plan, predict, ([whence] if whence else []) + said + how
+
+
+def recorded_start(args, actors: int) -> tuple[float | None, list[str]]:
+    """A job's start and end at `actors` as the actors stage recorded it (--best-from's
+    summary.json: the median of its runs' start_s there), and the line that says so; else None."""
+    if args.best_from is None or args.stage == "actors":
+        return None, []
+    s = json.loads((args.best_from / "summary.json").read_text())
+    name = f"actors={actors} sm_limit=all actor_threads=null"
+    starts = [j["start_s"]["value"] for j in s.get("jobs", []) if j.get("name") == name and j["start_s"].get("value")]
+    if not starts:
+        return None, [f"no start recorded at {actors} actors in {args.best_from}: the H200's figures below"]
+    median = statistics.median(starts)
+    return median, [
+        f"measured: a job's start and end at {actors} actors {median:.1f} s (the median of {len(starts)} runs "
+        f"of the actors stage, {args.best_from}/summary.json), x{PINNED_START:.2f} where actor_threads pins"
+    ]
 
 
 def print_stage_plan(parts: list[StagePlan], host: Host, notes: list[str], budget_s: float) -> None:
@@ -855,10 +873,16 @@ def print_part(plan: StagePlan, host: Host, n: int, budget_s: float) -> None:
 def start_notes(parts: list[StagePlan]) -> list[str]:
     """Where the plan's start and end figures come from."""
     shelf = any(j.lockstep for p in parts for j in p.jobs)
-    return [
-        f"measured: a job's start on the H200 {', '.join(f'{s:g} s at {a}' for a, s in MEASURED_START)} actors "
-        f"(docs/results.md); x{PINNED_START:.2f} where actor_threads pins the threads (measured at 128 actors); "
-        f"+ {JOB_END_S:g} s for its end (estimate)",
+    table = (
+        []
+        if parts[0].measured_start_s is not None
+        else [
+            f"measured: a job's start on the H200 {', '.join(f'{s:g} s at {a}' for a, s in MEASURED_START)} actors "
+            f"(docs/results.md); x{PINNED_START:.2f} where actor_threads pins the threads (measured at 128 actors); "
+            f"+ {JOB_END_S:g} s for its end (estimate)"
+        ]
+    )
+    return table + [
         "the shelf (envs/shelf.py): a later job of the same envs takes them, resets only (measured on the 2-core VM)"
         if shelf
         else "the shelf keeps no env between these jobs: their central inference batches part of the envs "

@@ -514,3 +514,17 @@ def test_the_parts_join_into_one_stage_summary_over_every_part_s_runs(gs, monkey
         gs, ["--stage", "sms", "--join", f"{tmp_path / 'p1'},{tmp_path / 'h100'}", "--out", str(tmp_path / "x")], capsys
     )
     assert "never H100 numbers with H200 ones" in err and not (tmp_path / "x").exists()
+
+
+def test_a_later_stage_plans_the_start_its_actors_stage_recorded(fake_h100, capsys, tmp_path):  # noqa: F811
+    named = "actors=128 sm_limit=all actor_threads=null"
+    jobs = [{"name": named, "start_s": {"value": v}} for v in (30.0, 34.0)] + [
+        {"name": "actors=4 sm_limit=all actor_threads=null", "start_s": {"value": 9.0}}
+    ]
+    (tmp_path / "summary.json").write_text(json.dumps({"stage": "actors", "best": {"actors": 128}, "jobs": jobs}))
+    code = fake_h100.main(["--stage", "cpu", "--dry-run", "--best-from", str(tmp_path), "--budget-s", "5000"])
+    out = capsys.readouterr().out
+    assert code == 0 and "start and end at 128 actors 32.0 s (the median of 2 runs of the actors stage" in out
+    assert "actor_threads=null x 2" in out and "+ 32 s start and end" in out  # not the H200's 22 s
+    assert "actor_threads=8 x 2" in out and f"+ {32 * 1.9:.0f} s start and end" in out  # pinned: x1.9
+    assert "a job's start on the H200" not in out

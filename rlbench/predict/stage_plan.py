@@ -184,18 +184,24 @@ def _spec(p: Point) -> tuple:
     return (p.actors, p.actor_threads)
 
 
-def with_starts(warmup: StageJob, jobs: list[StageJob]) -> tuple[StageJob, list[StageJob]]:
+def with_starts(
+    warmup: StageJob, jobs: list[StageJob], measured_s: float | None = None
+) -> tuple[StageJob, list[StageJob]]:
     """Each run's start in one process, in the order it runs them (the warm-up, then each job's
-    runs): new envs, or the shelf's where a run before it had the same spec (actors, actor
-    threads), its envs step lock-step and every spec of the process fits on the shelf."""
+    runs): new envs (job_start_s, or `measured_s`: a record's start and end at the stage's one
+    actor count), or the shelf's where a run before it had the same spec (actors, actor threads),
+    its envs step lock-step and every spec of the process fits on the shelf."""
     fits = sum(a for a, _ in {_spec(j.point) for j in [warmup, *jobs]}) <= MAX_ENVS
     seen: set = set()
 
     def start(j: StageJob) -> float:
         again = j.lockstep and fits and _spec(j.point) in seen
         seen.add(_spec(j.point))
+        pinned = j.point.actor_threads is not None
+        if again:
+            return reused_start_s(j.point.actors)
         return (
-            reused_start_s(j.point.actors) if again else job_start_s(j.point.actors, j.point.actor_threads is not None)
+            job_start_s(j.point.actors, pinned) if measured_s is None else measured_s * (PINNED_START if pinned else 1)
         )
 
     w = replace(warmup, start_s=start(warmup))
@@ -260,6 +266,7 @@ class StagePlan:
     fixed_frames: int | None = None  # the rehearsal's: every job at these frames, not sized
     part: tuple[int, int] = (1, 1)  # this part of the stage's (k, n): each part a stay of its own
     seed: int | None = None  # the stage's first seed: a part's grids name their repeats' seeds
+    measured_start_s: float | None = None  # a record's start and end at the stage's one actor count
 
     def grids(self) -> list[list[str]]:
         """The sweeps the stage's process runs after its warm-up, each `python -m rlbench -m` overrides."""
@@ -329,10 +336,11 @@ def plan_stage(
     overheads: StageOverheads = StageOverheads(),
     left_out: list[str] | None = None,
     lockstep: Callable[[Point], bool] = lambda p: False,
+    measured_start_s: float | None = None,
 ) -> StagePlan:
     """Each grid's frames: the most any of its points needs (size_frames), or `fixed_frames` (the
-    rehearsal); every job predicted there, its runs' starts as one process runs them. The
-    warm-up: the first point at the fewest frames that hold WARMUP_UPDATES learner updates."""
+    rehearsal); every job predicted there, its runs' starts as one process runs them (with_starts).
+    The warm-up: the first point at the fewest frames that hold WARMUP_UPDATES learner updates."""
     frames: dict[Point, int] = {}
     for ps, _ in grid_groups(points):
         f = fixed_frames or max(size_frames(lambda n, p=p: sized_at(p, n)) for p in ps)
@@ -340,8 +348,10 @@ def plan_stage(
     jobs = [StageJob(p, frames[p], sized_at(p, frames[p]), 0.0, lockstep=lockstep(p)) for p in points]
     w = points[0]
     wf = fixed_frames or size_frames(lambda n: sized_at(w, n), min_steady_s=0.0, min_updates=WARMUP_UPDATES)
-    warm, jobs = with_starts(StageJob(w, wf, sized_at(w, wf), 0.0, True, lockstep(w)), jobs)
-    return StagePlan(stage, warm, jobs, overheads, list(left_out or []), fixed_frames)
+    warm, jobs = with_starts(StageJob(w, wf, sized_at(w, wf), 0.0, True, lockstep(w)), jobs, measured_start_s)
+    plan = StagePlan(stage, warm, jobs, overheads, list(left_out or []), fixed_frames)
+    plan.measured_start_s = measured_start_s
+    return plan
 
 
 # --- parts: a stage the budget cannot hold in one stay -----------------------------------------
@@ -365,7 +375,7 @@ def _part(plan: StagePlan, runs: list[tuple[StageJob, int]], seed: int) -> Stage
         replace(by_point[p], point=replace(p, repeats=len(rs), first_repeat=rs[0]), then_s=None)
         for p, rs in held.items()
     ]
-    warm, jobs = with_starts(plan.warmup, jobs)
+    warm, jobs = with_starts(plan.warmup, jobs, plan.measured_start_s)
     return replace(plan, warmup=warm, jobs=jobs, seed=seed)
 
 
