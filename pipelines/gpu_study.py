@@ -836,8 +836,8 @@ def print_stage_plan(parts: list[StagePlan], host: Host, notes: list[str], budge
         whole = sum(r.runs_s() for r in parts)
         print(
             f"  the stage does not fit one stay of {budget_s:.0f} s ({whole:.0f} s of runs alone): {n} parts, "
-            f"each a stay of its own with its own idle power and warm-up: --part 1/{n}, then --part 2/{n} .. "
-            f"{n}/{n} with --plan-from (part 1's --out)"
+            f"each a stay of its own with its own idle power and warm-up: --part 1/{n}, then --part "
+            f"{later_parts(n)} with --plan-from (part 1's --out)"
         )
     for part in parts:
         print_part(part, host, n, budget_s)
@@ -850,6 +850,11 @@ def print_stage_plan(parts: list[StagePlan], host: Host, notes: list[str], budge
         )
     for line in notes + start_notes(parts):
         print(f"  {line}")
+
+
+def later_parts(n: int) -> str:
+    """The parts after the first, as the command line names them: 2/2, or 2/n .. n/n."""
+    return f"2/{n}" if n == 2 else f"2/{n} .. {n}/{n}"
 
 
 def print_part(plan: StagePlan, host: Host, n: int, budget_s: float) -> None:
@@ -962,7 +967,8 @@ def chosen_part(args, parts: list[StagePlan]) -> StagePlan:
     if n > 1 and not args.part and not args.dry_run:
         raise Refused(
             f"{stage}: predicted over one stay of --budget-s={args.budget_s:g}, so it runs in {n} parts, one "
-            f"per stay, and no job is cut; allowed: --part 1, then --part 2 .. {n} with --plan-from (part 1's --out)"
+            f"per stay, and no job is cut; allowed: --part 1, then --part {later_parts(n)} with --plan-from "
+            "(part 1's --out)"
         )
     plan = parts[k - 1]
     if plan.total_s() > args.budget_s:  # a plan made for a larger --budget-s (--plan-from)
