@@ -5,8 +5,16 @@ bf16 there; then the report and a one-page summary, all under --out. docs/gpu.md
     python pipelines/gpu_study.py --out results/h100            # a GPU host: stops itself by --budget-s (420)
     python pipelines/gpu_study.py --dry-run                     # any host: the jobs, their predicted times, the total
     python pipelines/gpu_study.py --tiny --out /tmp/rehearsal   # seconds-long CartPole jobs through the whole script
+    python pipelines/gpu_study.py --stage actors --dry-run      # one stage (actors, sms, cpu): its plan and parts
+    python pipelines/gpu_study.py --stage actors --part 1 --out r/a1                  # a stay: the stage's part 1
+    python pipelines/gpu_study.py --stage actors --part 2 --plan-from r/a1 --out r/a2 # the next stay: part 2
 
-The jobs' task is sized before any job runs: the largest frames of a ladder whose predicted total
+A stage runs jobs of 20 learner updates and 20 s of steady windows; the actors, sms and cpu
+stages do not fit one 420-s stay (the 4-actor job alone is about 150 s), so a stage over the
+budget runs in parts, each a stay with its own idle power and warm-up, every job and repeat kept
+and none cut (docs/gpu.md, "Stages").
+
+Without --stage, the jobs' task is sized before any job runs: the largest frames of a ladder whose predicted total
 fills at most 3/4 of the budget, predicted by rlbench.predict from this host's env stepping
 (measured first, a few seconds) and the GPU's published peak (rlbench/predict/datasheet.py).
 """
@@ -16,11 +24,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from rlbench.cli.command import Parser, preflight_or_exit
@@ -36,16 +46,21 @@ from rlbench.predict.jobs import JobPrediction, Machine, predict_job
 from rlbench.predict.stage_plan import (
     FRAMES_MAX,
     FRAMES_STEP,
+    JOB_END_S,
+    MEASURED_START,
     MIN_STEADY_S,
     MIN_UPDATES,
+    PINNED_START,
     STAGE_ACTORS,
     STAGE_NAMES,
     Point,
     Sized,
     StageOverheads,
     StagePlan,
-    check_budget,
+    parts_from_json,
+    parts_to_json,
     plan_stage,
+    split_parts,
     stage_points,
 )
 from rlbench.predict.study_plan import (
@@ -62,6 +77,7 @@ from rlbench.predict.study_plan import (
     sm_points,
 )
 from rlbench.prepare.compose import compose_job
+from rlbench.prepare.plan import envs_of
 from rlbench.prepare.validate import resolve_learner_updates
 
 PROG = "pipelines/gpu_study.py"
@@ -115,6 +131,13 @@ def _sm_limits(text: str) -> str | list[int | None]:
     return values
 
 
+def _part_flag(text: str) -> tuple[int, int | None]:
+    k, slash, n = text.partition("/")
+    if not (k.isdigit() and int(k) >= 1 and (not slash or n.isdigit() and int(k) <= int(n))):
+        raise argparse.ArgumentTypeError(f"{text}: allowed: K or K/N with 1 <= K <= N, e.g. 1 or 1/2")
+    return int(k), int(n) if slash else None
+
+
 def _frames(text: str) -> str | int:
     if text == "auto":
         return text
@@ -144,6 +167,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="with --stage: runs per configuration (default: actors 2, sms 3 (8 SMs once), cpu 2)",
     )
     p.add_argument(
+        "--part",
+        type=_part_flag,
+        help="with --stage: run part K (K/N: N checked) of a stage that does not fit one stay of --budget-s "
+        "(the 20-update jobs of every stage do not fit 420 s): each part a stay with its own idle power and "
+        "warm-up, every job and repeat kept, none cut; part 1 writes the parts to --out/stage_plan.json, "
+        'later parts run it with --plan-from; the dry run lists them (docs/gpu.md, "Stages")',
+    )
+    p.add_argument(
+        "--plan-from",
+        type=Path,
+        help="with --part K, K > 1: part 1's --out, whose stage_plan.json every later part runs (the same "
+        "frames, split and seeds; nothing re-planned)",
+    )
+    p.add_argument(
+        "--join",
+        type=lambda t: [Path(d) for d in t.split(",") if d],
+        help="with --stage and --out: DIR1,DIR2,...: the parts' --out folders, summarised as one stage "
+        "(per configuration the median (min..max) over every part's runs, and the noise floor); runs nothing",
+    )
+    p.add_argument(
         "--best-from",
         type=Path,
         help="with --stage sms or cpu: an actors stage's --out, whose summary.json names the best actor count",
@@ -168,6 +211,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.stage:
         stage_flags(p, args)
+    if (args.part or args.plan_from) and not args.stage:
+        p.error(
+            f"--part/--plan-from: allowed: with --stage only (got --part={args.part}, --plan-from={args.plan_from})"
+        )
     if not args.stage:
         args.actors = args.actors or (TINY_ACTORS if args.tiny else ACTORS)
     args.compare = None if args.compare == "none" else args.compare
@@ -176,6 +223,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.out is not None and (problem := writable_folder("--out", args.out) or _holds_store(args.out)):
         p.error(problem)
     args.out = args.out and args.out.resolve()  # before main() moves to the clone
+    for flag in ("plan_from", "best_from"):
+        setattr(args, flag, getattr(args, flag, None) and getattr(args, flag).resolve())
+    args.join = args.join and [d.resolve() for d in args.join]
     return args
 
 
@@ -192,6 +242,18 @@ def stage_flags(p: Parser, args: argparse.Namespace) -> None:
         p.error(f"--best-from={args.best_from}: allowed: with --stage sms or cpu and without --actors")
     if args.best_from is not None and not (args.best_from / "summary.json").is_file():
         p.error(f"--best-from={args.best_from}: holds no summary.json; allowed: the --out of a finished actors stage")
+    for d in args.join or []:
+        if not (d / "summary.json").is_file() or not (d / "mlruns" / "mlflow.db").is_file():
+            p.error(f"--join: {d} holds no summary.json and mlruns/; allowed: the --out folders of the stage's parts")
+    if args.join and (args.part or args.plan_from or args.dry_run or args.out is None):
+        p.error("--join: allowed: with --stage and --out only (it summarises parts that ran; it runs nothing)")
+    if args.plan_from is not None and not (args.plan_from / PLAN_FILE).is_file():
+        p.error(f"--plan-from={args.plan_from}: holds no {PLAN_FILE}; allowed: the --out of the stage's part 1")
+    if args.plan_from is not None and (args.actors or args.best_from or not args.part):
+        p.error(
+            f"--plan-from={args.plan_from}: the plan names its jobs and parts; allowed: with --part K/N and "
+            "without --actors or --best-from"
+        )
     for flag in ("sm_limits", "frames"):
         if getattr(args, flag) != "auto":
             p.error(f"--{flag.replace('_', '-')}: the stages size these themselves; allowed: without --stage only")
@@ -601,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     import torch  # lazy: keeps torch off a flag refusal's start
 
+    if args.stage and args.join:
+        return join_parts(args)
     if args.stage:
         return stage_main(args, torch.cuda.is_available(), t0)
     try:
@@ -664,7 +728,8 @@ def run(args, host: Host, plan: Plan, predict: Predictor, base: list[str], sms: 
 
 # --- one stage (--stage): docs/gpu.md, "Stages" --------------------------------------------
 
-TINY_THREADS = (1, 2)  # the rehearsal's cpu stage: actor_threads at every unit, and on as many units
+PLAN_FILE = "stage_plan.json"  # under --out: the stage's parts, as the first part planned them
+TINY_THREADS = (1, 2)  # a CPU host's cpu stage: actor_threads at every unit, and on as many units
 
 
 def stage_host(args, cuda_available: bool) -> Host:
@@ -723,37 +788,59 @@ def make_stage_plan(args, host: Host, base: list[str], t0: float) -> tuple[Stage
         rate = {a: a / max(1e-9, predict.sized(Point(a), conf.workload.frames).runtime_s) for a in candidates}
         return max(rate, key=rate.get)
 
+    def lockstep(p: Point) -> bool:  # the shelf keeps only lock-step envs (envs/shelf.py)
+        e = envs_of(predict.conf(_knobs(p), FRAMES_STEP), host.threads)
+        return e.inference_batch >= e.total
+
     actors, whence = stage_best(args, predicted)
-    tiny = {"counts": TINY_THREADS, "pairs": TINY_THREADS} if args.tiny else {}
+    # a CPU host (the rehearsal, the CPU analogue): actor_threads 1 and 2, and on as many units
+    tiny = {"counts": TINY_THREADS, "pairs": TINY_THREADS} if args.tiny or host.gpu is None else {}
     repeats = args.repeats or (1 if args.tiny and args.stage != "actors" else None)
     points, left = stage_points(args.stage, actors, host.units, host.major, host.threads, repeats, **tiny)
     check_host(args, host, [p.sm_limit for p in points])
     spent = time.monotonic() - t0 if host.here else StageOverheads().plan_s
-    o = StageOverheads(plan_s=spent, **({"install_s": 0.0} if args.tiny else {}))
-    plan = plan_stage(args.stage, points, predict.sized, conf.workload.frames if args.tiny else None, o, left)
-    return plan, predict, ([whence] if whence else []) + how
+    o = StageOverheads(plan_s=spent, **({"install_s": 0.0} if args.tiny or host.gpu is None else {}))
+    fixed = conf.workload.frames if args.tiny else None
+    measured, said = recorded_start(args, actors[0])
+    plan = plan_stage(args.stage, points, predict.sized, fixed, o, left, lockstep, measured)
+    plan.seed = int(conf.seed)
+    return plan, predict, ([whence] if whence else []) + said + how
 
 
-def print_stage_plan(plan: StagePlan, host: Host, how: list[str], predict: Predictor, budget_s: float) -> None:
-    where = f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
-    o, w = plan.overheads, plan.warmup
-    print(f"[gpu_study] stage {plan.stage} for {where}, {host.threads} CPU threads, one process:")
-    print(f"  before this command: the install {o.install_s:.0f} s (estimate); the planning {o.plan_s:.0f} s")
+def recorded_start(args, actors: int) -> tuple[float | None, list[str]]:
+    """A job's start and end at `actors` as the actors stage recorded it (--best-from's
+    summary.json: the median of its runs' start_s there), and the line that says so; else None."""
+    if args.best_from is None or args.stage == "actors":
+        return None, []
+    s = json.loads((args.best_from / "summary.json").read_text())
+    name = f"actors={actors} sm_limit=all actor_threads=null"
+    starts = [j["start_s"]["value"] for j in s.get("jobs", []) if j.get("name") == name and j["start_s"].get("value")]
+    if not starts:
+        return None, [f"no start recorded at {actors} actors in {args.best_from}: the H200's figures below"]
+    median = statistics.median(starts)
+    return median, [
+        f"measured: a job's start and end at {actors} actors {median:.1f} s (the median of {len(starts)} runs "
+        f"of the actors stage, {args.best_from}/summary.json), x{PINNED_START:.2f} where actor_threads pins"
+    ]
+
+
+def print_stage_plan(parts: list[StagePlan], host: Host, notes: list[str], budget_s: float) -> None:
+    plan, o, n = parts[0], parts[0].overheads, len(parts)
+    print(f"[gpu_study] stage {plan.stage} for {where(host)}, {host.threads} CPU threads, one process per stay:")
     print(
-        f"  the process's start {o.process_s:.0f} s, idle GPU power {o.idle_s:.0f} s, {plan.sweeps()} runs of "
-        f"rlbench's main() {o.sweep_s:.0f} s each (estimates)"
+        f"  each stay: the install {o.install_s:.0f} s, the planning {o.plan_s:.0f} s, the process's start "
+        f"{o.process_s:.0f} s, idle GPU power {o.idle_s:.0f} s, each run of rlbench's main() {o.sweep_s:.0f} s, "
+        f'the summary {o.summary_s:.0f} s (docs/gpu.md, "Stages")'
     )
-    print(
-        f"  warm-up (discarded, run `warmup`): {w.point.name}, {w.frames} frames, {w.sized.updates} updates: "
-        f"predicted {w.seconds():.0f} s (task {w.sized.runtime_s:.1f} s; + {w.start_s:.0f} s start and end)"
-    )
-    for j in plan.jobs:
-        z = j.sized
+    if n > 1:
+        whole = sum(r.runs_s() for r in parts)
         print(
-            f"  {j.point.name} x {j.point.repeats}: {j.frames} frames, {z.updates} learner updates, steady "
-            f"{z.steady_s:.0f} s: predicted {j.point.repeats} x {j.seconds():.0f} s (task {z.runtime_s:.1f} s, "
-            f"bound {z.bound}; + {j.start_s:.0f} s start and end); ratio {ratio_text(host, z)}"
+            f"  the stage does not fit one stay of {budget_s:.0f} s ({whole:.0f} s of runs alone): {n} parts, "
+            f"each a stay of its own with its own idle power and warm-up: --part 1/{n}, then --part "
+            f"{later_parts(n)} with --plan-from (part 1's --out)"
         )
+    for part in parts:
+        print_part(part, host, n, budget_s)
     for line in plan.left_out:
         print(f"  left out: {line}")
     if plan.fixed_frames:
@@ -761,13 +848,51 @@ def print_stage_plan(plan: StagePlan, host: Host, how: list[str], predict: Predi
             f"  the rehearsal: every job at {plan.fixed_frames} frames, not sized to {MIN_STEADY_S:g} s of steady "
             f"windows and {MIN_UPDATES} learner updates (seconds-long CartPole jobs: the script, not a result)"
         )
-    fits = "fits" if plan.total_s() <= budget_s else "DOES NOT FIT: nothing runs"
-    print(
-        f"  the summary {o.summary_s:.0f} s; total predicted {plan.total_s():.0f} s of the budget {budget_s:.0f} s: "
-        f"{fits}"
-    )
-    for line in how + predict.notes:
+    for line in notes + start_notes(parts):
         print(f"  {line}")
+
+
+def later_parts(n: int) -> str:
+    """The parts after the first, as the command line names them: 2/2, or 2/n .. n/n."""
+    return f"2/{n}" if n == 2 else f"2/{n} .. {n}/{n}"
+
+
+def print_part(plan: StagePlan, host: Host, n: int, budget_s: float) -> None:
+    w, fits = plan.warmup, "fits" if plan.total_s() <= budget_s else "DOES NOT FIT: nothing runs"
+    head = f"  part {plan.part[0]}/{n}:" if n > 1 else " "
+    print(
+        f"{head} warm-up (discarded, run `warmup`): {w.point.name}, {w.frames} frames, {w.sized.updates} updates: "
+        f"predicted {w.seconds():.0f} s (task {w.sized.runtime_s:.1f} s; + {w.start_s:.0f} s start and end)"
+    )
+    for j in plan.jobs:
+        z, later = j.sized, "" if j.then_s is None else f", later runs + {j.then_s:.0f} s (envs off the shelf)"
+        seeds = f" ({plan._seeds(j.point)[0]})" if plan.seed is not None else ""
+        print(
+            f"    {j.point.name} x {j.point.repeats}{seeds}: {j.frames} frames, {z.updates} learner updates, steady "
+            f"{z.steady_s:.0f} s: predicted {j.runs_s():.0f} s (task {z.runtime_s:.1f} s, bound {z.bound}; + "
+            f"{j.start_s:.0f} s start and end{later}); ratio {ratio_text(host, z)}"
+        )
+    print(f"    total predicted {plan.total_s():.0f} s of the budget {budget_s:.0f} s: {fits}")
+
+
+def start_notes(parts: list[StagePlan]) -> list[str]:
+    """Where the plan's start and end figures come from."""
+    shelf = any(j.lockstep for p in parts for j in p.jobs)
+    table = (
+        []
+        if parts[0].measured_start_s is not None
+        else [
+            f"measured: a job's start on the H200 {', '.join(f'{s:g} s at {a}' for a, s in MEASURED_START)} actors "
+            f"(docs/results.md); x{PINNED_START:.2f} where actor_threads pins the threads (measured at 128 actors); "
+            f"+ {JOB_END_S:g} s for its end (estimate)"
+        ]
+    )
+    return table + [
+        "the shelf (envs/shelf.py): a later job of the same envs takes them, resets only (measured on the 2-core VM)"
+        if shelf
+        else "the shelf keeps no env between these jobs: their central inference batches part of the envs "
+        "(inference_batch -1, SEED's auto rule), and only lock-step envs are kept (docs/envs.md)",
+    ]
 
 
 def ratio_text(host: Host, z: Sized) -> str:
@@ -779,20 +904,79 @@ def ratio_text(host: Host, z: Sized) -> str:
 
 
 def stage_main(args, cuda_available: bool, t0: float) -> int:
-    """--stage: refusals before anything runs, the plan (printed), then the stage and its summary."""
+    """--stage: refusals before anything runs, the plan (printed), then the stage (or the part
+    --part names) and its summary."""
     base = (TINY if args.tiny else TASK) + list(args.overrides)
     try:
         host = stage_host(args, cuda_available)
-        plan, predict, how = make_stage_plan(args, host, base, t0)
-        print_stage_plan(plan, host, how, predict, args.budget_s)
-        check_budget(plan, args.budget_s)
+        parts, notes = stage_parts(args, host, base, t0)
+        print_stage_plan(parts, host, notes, args.budget_s)
+        plan = chosen_part(args, parts)
         if host.here and not args.dry_run:
             for j in [plan.warmup, *plan.jobs]:
                 compose_job([*base, *j.point.overrides(), f"workload.frames={j.frames}"])
     except (Refused, PlanError, ConfigError, ValueError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        plan_file = parts_to_json(parts, where(host))
+        (args.out / PLAN_FILE).write_text(json.dumps(plan_file, indent=2, default=str))
     return 0 if args.dry_run else run_stage(args, host, plan, base, t0)
+
+
+def where(host: Host) -> str:
+    return f"{host.gpu.name} ({host.units} SMs)" if host.gpu else f"this CPU ({host.units} threads)"
+
+
+def stage_parts(args, host: Host, base: list[str], t0: float) -> tuple[list[StagePlan], list[str]]:
+    """The stage's parts: planned here, or as part 1 planned them (--plan-from); the notes the plan
+    rests on. A plan no stay holds is printed, then refused (PlanError)."""
+    if args.plan_from is not None:
+        data = json.loads((args.plan_from / PLAN_FILE).read_text())
+        parts = parts_from_json(data)
+        if parts[0].stage != args.stage or data.get("host") != where(host):
+            raise Refused(
+                f"--plan-from={args.plan_from}: a plan of the {parts[0].stage} stage for {data.get('host')}; allowed: "
+                f"the --out of part 1 of the {args.stage} stage on {where(host)}"
+            )
+        return parts, [f"the plan of {args.plan_from / PLAN_FILE} (its part 1's), not re-planned here"]
+    whole, predict, how = make_stage_plan(args, host, base, t0)
+    try:
+        return split_parts(whole, args.budget_s, whole.seed), how + predict.notes
+    except PlanError:  # no stay holds it: the plan as one, over the budget, then the refusal
+        print_stage_plan([replace(whole, seed=None)], host, how + predict.notes, args.budget_s)
+        raise
+
+
+def chosen_part(args, parts: list[StagePlan]) -> StagePlan:
+    """The part this command runs: the stage where it is one; --part K/N where N is the plan's."""
+    n, stage = len(parts), f"--stage={args.stage}"
+    k, given = args.part or (1, None)
+    if args.part and (k > n or given not in (None, n)):
+        raise Refused(
+            f"--part={k}{'' if given is None else f'/{given}'}: the {args.stage} stage runs in {n} part(s) of "
+            f"--budget-s={args.budget_s:g} here; allowed: "
+            + (f"--part K or K/{n}, K in 1..{n}" if n > 1 else "--part 1")
+        )
+    if args.part and args.part[0] > 1 and args.plan_from is None and not args.dry_run:
+        raise Refused(
+            f"--part={args.part[0]}: a later part runs the plan its part 1 made (the same frames and seeds); "
+            "allowed: --plan-from DIR (part 1's --out, with its stage_plan.json)"
+        )
+    if n > 1 and not args.part and not args.dry_run:
+        raise Refused(
+            f"{stage}: predicted over one stay of --budget-s={args.budget_s:g}, so it runs in {n} parts, one "
+            f"per stay, and no job is cut; allowed: --part 1, then --part {later_parts(n)} with --plan-from "
+            "(part 1's --out)"
+        )
+    plan = parts[k - 1]
+    if plan.total_s() > args.budget_s:  # a plan made for a larger --budget-s (--plan-from)
+        raise Refused(
+            f"--budget-s={args.budget_s:g}: part {k}/{n} is predicted at {plan.total_s():.0f} s, planned for a "
+            f"larger stay, and no job is cut; allowed: --budget-s >= {math.ceil(plan.total_s())}"
+        )
+    return plan
 
 
 def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> int:
@@ -801,8 +985,12 @@ def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> 
     out.mkdir(parents=True, exist_ok=True)
     uri = f"sqlite:///{out}/mlruns/mlflow.db"
     preflight_or_exit(uri, prog=PROG)
-    experiment = f"{EXPERIMENT}-{args.stage}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    k, n = plan.part
+    part = f"-part{k}of{n}" if n > 1 else ""
+    experiment = f"{EXPERIMENT}-{args.stage}{part}-{host.tags.get('host', 'host')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # the stage's grids are its sweeps: an experiment preset's own grid (sm_sweep_cpu's sm_limit=2,1) is not
     common = merge(base, [f"tracking.uri={uri}", f"tracking.experiment={experiment}", "progress=log"])
+    common.append("hydra.sweeper.params=null")
     spec = {
         "uri": uri,
         "experiment": experiment,
@@ -820,7 +1008,8 @@ def run_stage(args, host: Host, plan: StagePlan, base: list[str], t0: float) -> 
     done = run_sweep([str(out / "stage.json")], timeout_s=max(1.0, limit), module="rlbench.stage", multirun=False)
     events = [f"stopped at the budget after {done.seconds:.0f} s; its finished jobs kept"] if done.stopped else []
     events += [f"the stage's process ended with exit {done.code}"] if done.code and not done.stopped else []
-    stage_finish(args, host, uri, experiment, events, t0, f"{' '.join(base)}; frames per job as planned")
+    task = f"{' '.join(base)}; frames per job as planned" + (f"; part {k}/{n} of the stage" if n > 1 else "")
+    stage_finish(args, host, uri, experiment, events, t0, task)
     return 0 if done.code == 0 and not done.stopped else 1
 
 
@@ -854,6 +1043,50 @@ def stage_finish(args, host: Host, uri: str, experiment: str, events: list[str],
     (args.out / "summary.md").write_text(stage_markdown(s))
     print((args.out / "summary.md").read_text())
     print(f"[gpu_study] written under {args.out}: mlruns/, summary.md, summary.json, plan.json, stage.json")
+
+
+def join_parts(args) -> int:
+    """--join: the parts' stores summarised as one stage under --out (summary.json, summary.md):
+    refused (exit 2) where the parts are of another stage or another GPU."""
+    from rlbench.report.stage_summary import stage_markdown, stage_summary  # lazy: keeps mlflow off the start
+    from rlbench.tracking.store import use_store  # lazy: keeps mlflow off the start
+    from rlbench.tracking.study_records import Study, load_experiment  # lazy: keeps mlflow off the start
+
+    sums = [json.loads((d / "summary.json").read_text()) for d in args.join]
+    kinds = {(s["stage"], s["fingerprint"].get("gpu_name", "no GPU")) for s in sums}
+    if kinds != {(args.stage, sums[0]["fingerprint"].get("gpu_name", "no GPU"))}:
+        print(
+            f"{PROG}: --join: parts of {sorted(kinds)}; allowed: parts of the {args.stage} stage on one kind of GPU "
+            "(never H100 numbers with H200 ones)",
+            file=sys.stderr,
+        )
+        return 2
+    studies, idle = [], [s["idle_power_gpu_w"] for s in sums]
+    for d, s in zip(args.join, sums, strict=True):
+        use_store(f"sqlite:///{d}/mlruns/mlflow.db")
+        studies.append(load_experiment(s["run"]["experiment"]))
+    watts = [i["value"] for i in idle if i.get("value") is not None]
+    joined_idle = (
+        {"value": statistics.median(watts), "parts": watts}
+        if watts
+        else {"value": None, "reason": "; ".join(sorted({i.get("reason", "?") for i in idle}))}
+    )
+    run = {
+        "command": " ".join([PROG, *(args.argv or [])]),
+        "experiment": ", ".join(s["run"]["experiment"] for s in sums),
+        "budget_s": sums[0]["run"].get("budget_s"),
+        "used_s": sum(s["run"].get("used_s") or 0 for s in sums),
+        "task": sums[0]["run"].get("task", "").split("; part ")[0] + f"; {len(sums)} parts joined",
+        "events": [f"{len(sums)} parts joined: {', '.join(map(str, args.join))}"]
+        + [e for s in sums for e in s["run"]["events"]],
+    }
+    study = Study("experiment", run["experiment"], None, studies[0].host, [j for st in studies for j in st.jobs], [])
+    out = stage_summary(args.stage, study, sums[0]["fingerprint"], joined_idle, run)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(out, indent=2, default=str))
+    (args.out / "summary.md").write_text(stage_markdown(out))
+    print((args.out / "summary.md").read_text())
+    return 0
 
 
 if __name__ == "__main__":

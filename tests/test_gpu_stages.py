@@ -21,8 +21,13 @@ from rlbench.predict.stage_plan import (
     check_budget,
     grid_groups,
     grid_overrides,
+    job_start_s,
+    parts_from_json,
+    parts_to_json,
     plan_stage,
+    reused_start_s,
     size_frames,
+    split_parts,
     stage_points,
 )
 from rlbench.predict.study_plan import PlanError
@@ -115,22 +120,71 @@ def test_the_plan_sizes_each_grid_and_warms_up_on_its_first_point():
         ["actors=40", "sm_limit=null,64,16", "actor_threads=null", "workload.frames=920000", "repeats=3"],
         ["actors=40", "sm_limit=8", "actor_threads=null", "workload.frames=920000", "repeats=1"],
     ]
-    run = 8 + 0.1 * 40 + 23.0  # start and end, then the task
-    warm = 8 + 0.1 * 40 + 50_000 / 40_000
+    start = 8 + 12 * 36 / 124 + 2  # the H200's 8 s at 4 and 20 s at 128 actors, at 40; + 2 s for the end
+    run, warm = start + 23.0, start + 50_000 / 40_000
     assert plan.total_s() == pytest.approx(10 + 10 + 10 + 10 + 3 * 5 + warm + 10 * run + 10)
 
 
-def test_a_budget_that_cannot_hold_the_plan_is_refused_and_nothing_is_cut():
+def test_a_stay_that_cannot_hold_the_longest_job_once_is_refused_and_nothing_is_cut():
     points, _ = stage_points("actors", [4, 40], 132, 9, 16)
     plan = plan_stage("actors", points, linear(fps=10_000, per_update=25_000), overheads=stage_costs())
-    check_budget(plan, plan.total_s())  # holds it: no error
+    one = (
+        5 * 10 + 2 * 5 + plan.warmup.seconds() + plan.jobs[1].seconds()
+    )  # the fixed costs, the warm-up, 40 actors once
+    check_budget(plan, one)  # holds the longest job once: no error (the rest runs in parts)
     with pytest.raises(PlanError) as e:
-        check_budget(plan, plan.total_s() - 1)
-    need = int(-(-plan.total_s() // 1))
-    assert f"is predicted at {need} s" in str(e.value) and "no job is cut for its length" in str(e.value)
-    assert f"--budget-s >= {need}, or fewer actor counts (--actors)" in str(e.value)
+        check_budget(plan, one - 1)
+    assert "the actors stage's longest job, actors=40 sm_limit=all actor_threads=null" in str(e.value)
+    assert f"no job is cut for its length; allowed: --budget-s >= {int(-(-one // 1))}" in str(e.value)
     with pytest.raises(PlanError, match="too small for one warm-up and one job of the actors stage"):
         check_budget(plan, plan.smallest_s() - 1)
+
+
+def test_a_job_s_start_follows_the_h200_s_measured_figures():
+    assert [job_start_s(a) for a in (1, 4, 128, 256)] == [10.0, 10.0, 22.0, 31.0]  # 8, 20, 29 s + 2 s for the end
+    assert job_start_s(40) == pytest.approx(8 + 12 * 36 / 124 + 2)  # between 4 and 128 actors
+    assert job_start_s(512) == pytest.approx(29 + 9 * 2 + 2)  # beyond 256: the slope from 128 to 256
+    assert job_start_s(128, pinned=True) == pytest.approx(38 + 2)  # pinned threads: 38 s measured at 128
+    assert reused_start_s(40) == pytest.approx(1.17 + 2)  # the shelf's envs: resets only
+
+
+def test_a_later_run_takes_the_shelf_s_lock_step_envs_and_a_partial_batch_one_does_not():
+    points, _ = stage_points("sms", [40], 132, 9, 16)
+    fast = linear(fps=40_000, per_update=25_000)
+    partial = plan_stage("sms", points, fast, overheads=stage_costs())
+    assert {(j.start_s, j.then_s) for j in partial.jobs} == {(job_start_s(40), None)}
+    lock = plan_stage("sms", points, fast, overheads=stage_costs(), lockstep=lambda p: True)
+    assert lock.warmup.start_s == job_start_s(40)  # the process's first envs are made
+    assert {(j.start_s, j.then_s) for j in lock.jobs} == {(reused_start_s(40), None)}  # then all off the shelf
+    big = [Point(300, None, None, 2), Point(300, None, 4, 2)]  # two specs of 300 envs: over the shelf's 512
+    full = plan_stage("cpu", big, fast, overheads=stage_costs(), lockstep=lambda p: True)
+    assert all(j.start_s > reused_start_s(300) and j.then_s is None for j in full.jobs)
+
+
+def runs_of(parts) -> list[tuple]:
+    return sorted(
+        (j.point.sm_limit or 0, r)
+        for p in parts
+        for j in p.jobs
+        for r in range(j.point.first_repeat, j.point.first_repeat + j.point.repeats)
+    )
+
+
+def test_a_stage_over_one_stay_runs_in_parts_each_within_it_and_every_run_kept():
+    points, _ = stage_points("sms", [40], 132, 9, 16)
+    plan = plan_stage("sms", points, linear(fps=40_000, per_update=25_000), overheads=stage_costs())
+    assert split_parts(plan, plan.total_s(), seed=1) == [plan]  # it fits: one process, no seeds named
+    every = runs_of([plan])
+    replicates = split_parts(plan, 230, seed=1)  # one replicate (4 runs, 221 s) fits, two do not
+    assert [p.part for p in replicates] == [(1, 3), (2, 3), (3, 3)] and runs_of(replicates) == every
+    assert all(p.total_s() <= 230 and p.warmup.point == points[0] for p in replicates)
+    assert replicates[1].grids() == [
+        ["actors=40", "sm_limit=null,64,16", "actor_threads=null", "workload.frames=920000", "repeats=1", "seed=10001"]
+    ]
+    runs = split_parts(plan, 200, seed=5)  # no replicate fits: the runs in order, as many per part as fit
+    assert runs_of(runs) == every and all(p.total_s() <= 200 for p in runs) and len(runs) == 4
+    assert runs[0].grids()[0][-2:] == ["repeats=1", "seed=5"] and len({p.part[1] for p in runs}) == 1
+    assert parts_from_json(parts_to_json(runs, "an H200")) == runs  # the file later parts run
 
 
 # --- the ratio, the idle power, the summary ---------------------------------------------------
@@ -235,6 +289,9 @@ def test_the_steady_rate_is_compared_where_every_job_logged_it_and_a_warm_up_is_
         (["--stage", "actors", "--repeats", "1", "--dry-run"], "--repeats=1: the actors stage runs each actor count"),
         (["--stage", "sms", "--actors", "4,40", "--dry-run"], "--actors=4,40: --stage sms runs at the one best"),
         (["--stage", "cpu", "--frames", "1000", "--dry-run"], "--frames: the stages size these themselves"),
+        (["--stage", "actors", "--part", "3/2", "--dry-run"], "--part=3/2: allowed: K or K/N with 1 <= K <= N"),
+        (["--part", "1/2", "--dry-run"], "--part/--plan-from: allowed: with --stage only"),
+        (["--stage", "sms", "--part", "2/2", "--plan-from", "docs"], "--plan-from=docs: holds no stage_plan.json"),
     ],
 )
 def test_bad_stage_flags_are_refused_in_one_line(gs, capsys, monkeypatch, argv, said):  # noqa: F811
@@ -291,11 +348,65 @@ def test_the_dry_run_prints_the_stage_with_its_warm_up_repeats_and_frames(fake_h
     assert "fits" in out and "threads/SM" in out and "threads per fp32 TFLOP/s" in out
 
 
-def test_the_dry_run_says_when_the_budget_cannot_hold_the_stage(fake_h100, capsys):  # noqa: F811
-    code = fake_h100.main(["--stage", "actors", "--dry-run", "--budget-s", "300"])
+def test_the_dry_run_says_when_no_stay_can_hold_a_job_of_the_stage(fake_h100, capsys):  # noqa: F811
+    code = fake_h100.main(["--stage", "actors", "--dry-run", "--budget-s", "250"])
     captured = capsys.readouterr()
     assert code == 2 and "DOES NOT FIT: nothing runs" in captured.out
     assert "no job is cut for its length" in captured.err and len(captured.err.strip().splitlines()) == 1
+
+
+def gs_later(n: int) -> str:
+    return "2/2" if n == 2 else f"2/{n} .. {n}/{n}"
+
+
+def part_totals(out: str) -> list[float]:
+    return [
+        float(line.split("total predicted ")[1].split(" s")[0])
+        for line in out.splitlines()
+        if "total predicted" in line
+    ]
+
+
+def test_a_stage_over_the_stay_is_planned_in_parts_and_runs_only_part_by_part(fake_h100, capsys, tmp_path):  # noqa: F811
+    code = fake_h100.main(["--stage", "actors", "--dry-run", "--out", str(tmp_path / "plan")])
+    out = capsys.readouterr().out
+    n = len(part_totals(out))
+    assert (
+        code == 0
+        and n >= 2
+        and f"{n} parts, each a stay of its own" in out
+        and f"--part 1/{n}, then --part {gs_later(n)} with --plan-from" in out
+    )
+    assert all(t <= 420 for t in part_totals(out)) and out.count(": fits") == n
+    assert out.count("actors=4 sm_limit=all actor_threads=null x 1") == 2  # its two repeats, one per part
+    err = refused(fake_h100, ["--stage", "actors", "--out", str(tmp_path / "o")], capsys)
+    assert f"runs in {n} parts, one per stay, and no job is cut; allowed: --part 1, then --part {gs_later(n)}" in err
+    err = refused(fake_h100, ["--stage", "actors", "--part", f"1/{n + 1}", "--out", str(tmp_path / "o")], capsys)
+    assert f"--part=1/{n + 1}: the actors stage runs in {n} part(s)" in err
+    err = refused(fake_h100, ["--stage", "actors", "--part", f"{n + 1}", "--out", str(tmp_path / "o")], capsys)
+    assert f"--part={n + 1}: the actors stage runs in {n} part(s)" in err and f"allowed: --part K or K/{n}" in err
+    err = refused(fake_h100, ["--stage", "actors", "--part", f"2/{n}", "--out", str(tmp_path / "o")], capsys)
+    assert "a later part runs the plan its part 1 made" in err and not (tmp_path / "o").exists()
+    code = fake_h100.main(["--stage", "actors", "--dry-run", "--part", f"2/{n}", "--plan-from", str(tmp_path / "plan")])
+    assert code == 0 and "stage_plan.json (its part 1's), not re-planned here" in capsys.readouterr().out
+    smaller = [
+        "--stage",
+        "actors",
+        "--dry-run",
+        "--part",
+        "1",
+        "--plan-from",
+        str(tmp_path / "plan"),
+        "--budget-s",
+        "300",
+    ]
+    assert "planned for a larger stay, and no job is cut" in refused(fake_h100, smaller, capsys)
+    err = refused(
+        fake_h100, ["--stage", "sms", "--dry-run", "--part", f"2/{n}", "--plan-from", str(tmp_path / "plan")], capsys
+    )
+    assert (
+        "a plan of the actors stage for NVIDIA H100 80GB HBM3 (132 SMs); allowed: the --out of part 1 of the sms" in err
+    )
 
 
 # --- end to end ---------------------------------------------------------------------------------
@@ -341,3 +452,83 @@ def test_the_cpu_stage_rehearsal_warms_up_measures_idle_power_and_summarises(tmp
     idle = [r for r in runs if r.info.run_name == "idle power"]
     assert idle[0].data.metrics["idle_power_gpu_w"] == pytest.approx(100.0)
     assert min(r.info.start_time for r in idle) < warm[0].info.start_time  # measured before the first job
+
+
+def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(gs, monkeypatch, tmp_path):  # noqa: F811
+    """experiment=sm_sweep_cpu defines sm_limit=2,1, which a single run (the warm-up) refuses: the
+    stage's commands drop the preset's grid, its own grids being the sweeps."""
+    import time
+    from types import SimpleNamespace
+
+    from rlbench.prepare.command_line import precheck
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(gs, "preflight_or_exit", lambda uri, prog: None)
+    monkeypatch.setattr(gs, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
+    monkeypatch.setattr(gs, "stage_finish", lambda *a, **k: None)
+    points = [Point(8, None, None, 1), Point(8, 1, None, 1)]
+    plan = plan_stage("sms", points, linear(fps=1000, per_update=500), 1500, stage_costs())
+    args = SimpleNamespace(out=tmp_path / "o", stage="sms", budget_s=420.0, argv=[])
+    host = gs.Host("cpu", None, 2, 2, True, {"host": "t"})
+    assert gs.run_stage(args, host, plan, [*gs.TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
+    spec = json.loads((tmp_path / "o" / "stage.json").read_text())
+    assert precheck([*spec["common"], *spec["warmup"]]) is None
+    assert precheck(["-m", *spec["common"], *spec["grids"][0]]) is None
+
+
+def a_part(folder, gpu: str, watts: float, experiment: str) -> None:
+    (folder / "mlruns").mkdir(parents=True)
+    (folder / "mlruns" / "mlflow.db").write_text("")  # the store: load_experiment is faked below
+    run = {
+        "experiment": experiment,
+        "budget_s": 420,
+        "used_s": 400,
+        "task": "env=pong; part 1/2 of the stage",
+        "events": [],
+    }
+    summary = {"stage": "sms", "fingerprint": {"gpu_name": gpu}, "idle_power_gpu_w": {"value": watts}, "run": run}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_the_parts_join_into_one_stage_summary_over_every_part_s_runs(gs, monkeypatch, tmp_path, capsys):  # noqa: F811
+    from rlbench.tracking import store, study_records
+
+    runs = {"e1": [job(None, 40_000.0), job(64, 30_000.0)], "e2": [job(None, 44_000.0), job(64, 31_000.0)]}
+    monkeypatch.setattr(store, "use_store", lambda uri: None)
+    monkeypatch.setattr(
+        study_records, "load_experiment", lambda name: Study("experiment", name, None, {}, runs[name], [])
+    )
+    a_part(tmp_path / "p1", "NVIDIA H200", 80.0, "e1")
+    a_part(tmp_path / "p2", "NVIDIA H200", 82.0, "e2")
+    parts = f"{tmp_path / 'p1'},{tmp_path / 'p2'}"
+    assert gs.main(["--stage", "sms", "--join", parts, "--out", str(tmp_path / "all")]) == 0
+    s = json.loads((tmp_path / "all" / "summary.json").read_text())
+    assert s["configs"][0]["task_fps"] | {} == {
+        "median": 42_000.0,
+        "low": 40_000.0,
+        "high": 44_000.0,
+        "n": 2,
+        "spread": 4000.0,
+    }
+    assert s["differences"][0]["noise_floor"] == pytest.approx(44 / 40 - 1)  # the repeats of two parts
+    assert s["idle_power_gpu_w"]["value"] == 81.0 and s["run"]["task"] == "env=pong; 2 parts joined"
+    assert "81.0 W (the median of 2 parts' medians, 80.0..82.0 W, NVML)" in capsys.readouterr().out
+    a_part(tmp_path / "h100", "NVIDIA H100 80GB HBM3", 70.0, "e2")
+    err = refused(
+        gs, ["--stage", "sms", "--join", f"{tmp_path / 'p1'},{tmp_path / 'h100'}", "--out", str(tmp_path / "x")], capsys
+    )
+    assert "never H100 numbers with H200 ones" in err and not (tmp_path / "x").exists()
+
+
+def test_a_later_stage_plans_the_start_its_actors_stage_recorded(fake_h100, capsys, tmp_path):  # noqa: F811
+    named = "actors=128 sm_limit=all actor_threads=null"
+    jobs = [{"name": named, "start_s": {"value": v}} for v in (30.0, 34.0)] + [
+        {"name": "actors=4 sm_limit=all actor_threads=null", "start_s": {"value": 9.0}}
+    ]
+    (tmp_path / "summary.json").write_text(json.dumps({"stage": "actors", "best": {"actors": 128}, "jobs": jobs}))
+    code = fake_h100.main(["--stage", "cpu", "--dry-run", "--best-from", str(tmp_path), "--budget-s", "5000"])
+    out = capsys.readouterr().out
+    assert code == 0 and "start and end at 128 actors 32.0 s (the median of 2 runs of the actors stage" in out
+    assert "actor_threads=null x 2" in out and "+ 32 s start and end" in out  # not the H200's 22 s
+    assert "actor_threads=8 x 2" in out and f"+ {32 * 1.9:.0f} s start and end" in out  # pinned: x1.9
+    assert "a job's start on the H200" not in out

@@ -204,6 +204,9 @@ def _spread_cell(v: dict | None, fmt: str = "{:.4g}") -> str:
 def _idle(idle: dict) -> str:
     if idle.get("value") is None:
         return f"null ({idle.get('reason', 'unknown')})"
+    if "parts" in idle:  # joined parts (pipelines/gpu_study.py --join): each part measured its own
+        w = idle["parts"]
+        return f"{idle['value']:.1f} W (the median of {len(w)} parts' medians, {min(w):.1f}..{max(w):.1f} W, NVML)"
     where = (
         f" (median; {idle['low']:.1f}..{idle['high']:.1f} over {idle['n']} samples in {idle['seconds']:g} s, NVML)"
         if "n" in idle
