@@ -15,7 +15,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlbench"
 MAX_LINES = 6  # of the docstring literal, its opening and closing quotes included
 
 
-
 def modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if not p.name.startswith("actors_pb2"))
 

@@ -112,6 +112,11 @@ class Trainer:
         parts = [r.efficiency() for r in roles]
         return {k: v for m, _ in parts for k, v in m.items()}, {k: v for _, w in parts for k, v in w.items()}
 
+    def hot_path_tags(self) -> dict[str, str]:
+        """The mode each hot path ran in, and any fallback to eager (rlbench/roles/hot_path.py)."""
+        learner = getattr(self.learner, "hot", None)
+        return self.inference.hot_path_tags() | (learner.tags() if learner is not None else {})
+
     def time_shares(self, runtime_s: float, learner_s: float) -> dict:
         """RL-Scope's question: what share of the task's runtime went to simulation (the actors'
         env stepping) and to the learner (its wall time less its waiting)."""
@@ -154,7 +159,15 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.train, envs.eval, actors_done, timer)
     parts = plan.build(ctx)
-    inference = InferenceServer(parts.policy, plan.device, envs.total, envs.train, timer("inference"))
+    inference = InferenceServer(
+        parts.policy,
+        plan.device,
+        envs.total,
+        envs.train,
+        timer("inference"),
+        conf.hot_path.inference,
+        getattr(env, "inference_batch", None),
+    )
     learner = parts.learner
     actors = ActorRole(
         env,
@@ -218,8 +231,10 @@ def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observ
     actors used. The observers are then told (`ended`)."""
     final = dict(measured)
     added, tags = watch.final_values(final, trainer)
-    tags = {f"null/{k}": why for k, why in trainer.efficiency()[1].items()} | tags
-    final |= added
+    # the bare forward is timed after the task and its energy (docs/metrics.md, inference_overhead)
+    reference, unknown = trainer.inference.overhead(plan.compute.thread_scope)
+    tags = {f"null/{k}": why for k, why in (trainer.efficiency()[1] | unknown).items()} | trainer.hot_path_tags() | tags
+    final |= added | reference
     final["actor_threads_used"] = trainer.env.threads_used
     final |= (
         trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}
