@@ -30,6 +30,9 @@ from rlbench.config.flags import Parser, number, refuse
 PROG = "pipelines/bench_inference.py"
 _positive = number(int, lo=1)
 WARM = 2  # calls timed apart: a compile or a capture, then the first sizes
+# R2D2's replay of 256 sequences (0.23 GB on Pong, prefaulted) per server and learner, not 2000
+# (1.8 GB each): an insert's and a sample's cost do not depend on it; min_replay fits in it
+SMALL_REPLAY = ["algo.replay_capacity=256", "algo.min_replay=64"]
 
 
 def _counts(text: str) -> list[int]:
@@ -77,13 +80,20 @@ def configs(args) -> tuple[dict, list[str]]:
         for m in modes:
             learner = m if m in MODES["learner"] else "eager"
             confs[(a, m)] = compose_job(
-                [*args.overrides, f"actors={a}", f"hot_path.inference={m}", f"hot_path.learner={learner}"]
+                [
+                    *SMALL_REPLAY,
+                    *args.overrides,
+                    f"actors={a}",
+                    f"hot_path.inference={m}",
+                    f"hot_path.learner={learner}",
+                ]
             )
     return confs, modes
 
 
 def server_for(conf):
     """(server, step args): central inference of a job of conf.actors at its forward batch."""
+    import copy
     import threading
 
     import numpy as np
@@ -101,7 +111,9 @@ def server_for(conf):
     device, spec = resolve_device(conf.device), env_spec(conf.env)
     n = resolve_inference_batch(conf.inference_batch, envs_of(conf).total)
     torch.manual_seed(conf.seed)
-    parts = algorithm(conf.algo.name).build(AlgoContext(conf, spec, device, n, 0, threading.Event()))
+    acting = copy.deepcopy(conf)
+    acting.learner = False  # unrolls into replay: no unroll queue to fill up without a learner (its batch as a job's)
+    parts = algorithm(conf.algo.name).build(AlgoContext(acting, spec, device, n, 0, threading.Event()))
     server = InferenceServer(parts.policy, device, n, n, hot_path=conf.hot_path.inference, batch=n)
     obs = synthetic_obs(np.random.default_rng(0), n, spec)
     return server, (np.arange(n), obs, np.zeros(n, np.float32), np.zeros(n, bool))
@@ -173,7 +185,8 @@ def learner(args, modes: list[str]) -> dict:
     modes = [m for m in modes if m in MODES["learner"]]
     built, res = {}, {}
     for m in modes:
-        _, _, lrn, fill = learner_with_data(compose_job([*args.overrides, f"hot_path.learner={m}"]))
+        conf = compose_job([*SMALL_REPLAY, *args.overrides, f"hot_path.learner={m}"])
+        _, _, lrn, fill = learner_with_data(conf)
         fill()
         t0 = time.perf_counter()
         lrn.update()
