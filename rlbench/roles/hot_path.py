@@ -66,7 +66,9 @@ def inference_path(mode: str, net: Callable, batch: int, compiler=None, capture=
     """Central inference's forward `net(obs, prev, reward, done, state)` in `mode`."""
     if mode == CUDA_GRAPHS:
         return HotPath("inference", mode, net, lambda: GraphForward(net, batch, capture))
-    return HotPath("inference", mode, net, lambda: compiled(net, mode, compiler))
+    # its forward method, not the module: FlopCounterMode's global module hooks (the first call is
+    # counted) would make torch.compile(module) warn that they fire twice
+    return HotPath("inference", mode, net, lambda: compiled(getattr(net, "forward", net), mode, compiler))
 
 
 def learner_path(mode: str, loss: Callable, grads: Callable, compiler=None) -> HotPath:
