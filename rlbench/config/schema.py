@@ -137,8 +137,9 @@ class ActorLaunchConfig:
 class HotPathConfig:
     """How central inference's forward and the learner's loss run (rlbench/core/hot_path.py;
     docs/hot_path.md). eager (today's path) is the default on every device: on the 2-core CPU
-    compile did not win inference beyond the noise, and the learner's compile (~6 min) cost more
-    than it saved in a job (docs/results.md, "The hot path's modes"); not measured on a GPU."""
+    compile did not win inference beyond the noise, and the learner's compile (6 min cold, 28 s
+    cached) cost about what it saved in a job (docs/results.md, "The hot path's modes"); not
+    measured on a GPU."""
 
     inference: str = "eager"  # eager, compile; on CUDA also reduce-overhead, cuda_graphs
     learner: str = "eager"  # eager, compile; on CUDA also reduce-overhead
