@@ -115,14 +115,15 @@ def test_cuda_graphs_replay_the_capture_at_its_batch_and_run_eager_at_other_size
     want = _steps(eager_server, spec)
     captured: list = []
 
-    def capture(fn):
-        captured.append(fn)
+    def capture(fn, device):
+        captured.append((fn, device))
         fn()
         return fn
 
     server, _ = _server("cuda_graphs", batch=4, capture=capture)
     got = _steps(server, spec)
-    assert len(captured) == 1 and server.forward._fast.static[0].shape[1] == 4  # captured once, at 4 envs
+    assert len(captured) == 1 and captured[0][1] == torch.device("cpu")  # once, on the inputs' device
+    assert server.forward._fast.static[0].shape[1] == 4  # at 4 envs
     assert all(np.allclose(g, w, rtol=1e-6) for g, w in zip(got, want, strict=True))
     assert server.hot_path_tags() == {"hot_path/inference": "cuda_graphs"}
 
@@ -131,7 +132,7 @@ def test_a_capture_that_fails_falls_back_to_eager_with_the_same_actions(caplog):
     eager_server, spec = _server()
     want = _steps(eager_server, spec)
 
-    def capture(fn):
+    def capture(fn, device):
         raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
 
     server, _ = _server("cuda_graphs", batch=4, capture=capture)

@@ -77,18 +77,19 @@ def learner_path(mode: str, loss: Callable, grads: Callable, compiler=None) -> H
     return HotPath("learner", mode, partial(grads, loss), lambda: partial(grads, compiled(loss, mode, compiler)))
 
 
-def cuda_capture(fn: Callable[[], None]) -> Callable[[], None]:
-    """CUDA graph capture of `fn` (after 3 warm-up calls on a side stream, as torch's docs do);
-    returns the graph's replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
+def cuda_capture(fn: Callable[[], None], device) -> Callable[[], None]:
+    """CUDA graph capture of `fn` on `device` (after 3 warm-up calls on a side stream, as
+    torch's docs do); returns the graph's replay."""
+    with torch.cuda.device(device):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
             fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
     return graph.replay
 
 
@@ -109,7 +110,7 @@ class GraphForward:
             return self.net(obs, prev, reward, done, state)
         if self.replay is None:
             self.static = tuple(a.clone() for a in args)
-            self.replay = self.capture(self._run)
+            self.replay = self.capture(self._run, obs.device)
         for dst, src in zip(self.static, args, strict=True):
             dst.copy_(src)
         self.replay()
