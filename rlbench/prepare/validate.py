@@ -41,83 +41,73 @@ def _rules(c: Config, host: bool = True) -> Rules:
     host's CPUs."""
     envs = c.actors + c.eval_envs  # env i is reset with seed + i, an int32 in ALE
     beat = max(HEARTBEAT_S, c.tracking.log_every_s)
-    return (
-        {
-            "actors": int_at_least(1),
-            "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
-            "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
-            "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
-            "inference_batch": _inference_batch_rule(c),
-            "device": (
-                (lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None),
-                "auto, cpu, cuda or cuda:<index>",
+    return {
+        "actors": int_at_least(1),
+        "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
+        "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
+        "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
+        "inference_batch": _inference_batch_rule(c),
+        "device": ((lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None), "auto, cpu, cuda or cuda:<index>"),
+        "sm_backend": one_of("green_context", "mps"),
+        "precision": one_of(*PRECISIONS),
+        "progress": one_of("auto", "bar", "log"),
+        "env.frameskip": int_at_least(1),
+        "workload.frames": int_at_least(1),
+        "workload.learner_updates": (
+            (lambda v: v is None or v >= 0),
+            "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0",
+        ),
+        "eval_envs": int_at_least(0),
+        "actor_procs": (
+            (lambda v: v >= 0),
+            "0 (the envs step in the job's process) or a number of local actor processes",
+        ),
+        "actor_hosts": ((lambda v: v >= 0), "0 (no actor tasks on other nodes) or a number of actor hosts"),
+        "actor_launch.cpus_per_task": int_at_least(1),
+        "actor_launch.mem_gb": int_at_least(1),
+        "actor_launch.timeout_min": int_at_least(1),
+        "actor_server.remote_envs": ((lambda v: v >= 0), "an integer >= 0 (envs from actor processes started by hand)"),
+        "actor_server.join_timeout_s": ((lambda v: v > 0), "seconds > 0"),
+        "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
+        "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
+        "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
+        "tracking.experiment": ((lambda v: bool(v.strip())), "a non-empty MLflow experiment name"),
+        "tracking.uri": (
+            _tracking_uri,
+            (
+                "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
+                "http(s)://host:port, postgresql://...; a folder is MLflow's file store, which MLflow 3 "
+                "keeps in maintenance mode and refuses"
             ),
-            "sm_backend": one_of("green_context", "mps"),
-            "precision": one_of(*PRECISIONS),
-            "progress": one_of("auto", "bar", "log"),
-            "env.frameskip": int_at_least(1),
-            "workload.frames": int_at_least(1),
-            "workload.learner_updates": (
-                (lambda v: v is None or v >= 0),
-                "null (follows from the frames and the algorithm, e.g. R2D2's replay ratio) or an integer >= 0",
+        ),
+        "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
+        "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
+        "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
+        "seed": (
+            (lambda v: 0 <= v <= 2**31 - envs),
+            f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)",
+        ),
+        "tracking.log_every_s": (
+            (lambda v: v >= 1),
+            "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)",
+        ),
+        "tracking.steady_min_windows": (
+            (lambda v: v >= 1),
+            (
+                "an integer >= 1 (the fewest tick windows after the warm-up and before a "
+                "role is done that the steady/* rates are the median of)"
             ),
-            "eval_envs": int_at_least(0),
-            "actor_procs": (
-                (lambda v: v >= 0),
-                "0 (the envs step in the job's process) or a number of local actor processes",
+        ),
+        "tracking.ui_port": ((lambda v: 1 <= v <= 65535), "a TCP port in [1, 65535] (mlflow ui --port)"),
+        **VERDICT_RULES,
+        "tracking.stale_after_s": (
+            (lambda v: v > beat),
+            (
+                f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
+                f"{beat:g} (else running jobs are marked FAILED)"
             ),
-            "actor_hosts": ((lambda v: v >= 0), "0 (no actor tasks on other nodes) or a number of actor hosts"),
-            "actor_launch.cpus_per_task": int_at_least(1),
-            "actor_launch.mem_gb": int_at_least(1),
-            "actor_launch.timeout_min": int_at_least(1),
-            "actor_server.remote_envs": (
-                (lambda v: v >= 0),
-                "an integer >= 0 (envs from actor processes started by hand)",
-            ),
-            "actor_server.join_timeout_s": ((lambda v: v > 0), "seconds > 0"),
-            "actor_server.idle_timeout_s": ((lambda v: v > 0), "seconds > 0"),
-            "eval_epsilon": ((lambda v: 0.0 <= v <= 1.0), "a probability in [0, 1]"),
-            "workload.max_runtime_s": ((lambda v: v >= 0), "seconds >= 0 (0 = no limit)"),
-            "tracking.experiment": ((lambda v: bool(v.strip())), "a non-empty MLflow experiment name"),
-            "tracking.uri": (
-                _tracking_uri,
-                (
-                    "an MLflow tracking URI (not empty; check MLFLOW_TRACKING_URI): sqlite:///path.db, "
-                    "http(s)://host:port, postgresql://...; a folder is MLflow's file store, which MLflow 3 "
-                    "keeps in maintenance mode and refuses"
-                ),
-            ),
-            "telemetry.rate_hz": ((lambda v: 0 < v <= 1000), "a rate in (0, 1000] Hz"),
-            "telemetry.cpu_tdp_w": ((lambda v: v is None or v > 0), "null (no estimate) or watts > 0"),
-            "telemetry.trace_window_s": ((lambda v: 0 <= v <= 3600), "seconds in [0, 3600] (0 = no trace.json)"),
-            "seed": (
-                (lambda v: 0 <= v <= 2**31 - envs),
-                f"an integer in [0, 2**31 - actors - eval_envs = {2**31 - envs}] (env i is seeded seed + i, an int32)",
-            ),
-            "tracking.log_every_s": (
-                (lambda v: v >= 1),
-                "seconds >= 1 (a series' step is whole seconds since the task started: one tick each)",
-            ),
-            "tracking.steady_min_windows": (
-                (lambda v: v >= 1),
-                (
-                    "an integer >= 1 (the fewest tick windows after the warm-up and before a "
-                    "role is done that the steady/* rates are the median of)"
-                ),
-            ),
-            "tracking.ui_port": ((lambda v: 1 <= v <= 65535), "a TCP port in [1, 65535] (mlflow ui --port)"),
-            **VERDICT_RULES,
-            "tracking.stale_after_s": (
-                (lambda v: v > beat),
-                (
-                    f"seconds > the heartbeat period max({HEARTBEAT_S:g}, tracking.log_every_s) = "
-                    f"{beat:g} (else running jobs are marked FAILED)"
-                ),
-            ),
-        }
-        | (_search_rules() if c.search is not None else {})
-        | _hot_path_rules(c, host)
-    )
+        ),
+    } | (_search_rules() if c.search is not None else {})
 
 
 def _hot_path_rules(c: Config, host: bool) -> Rules:
@@ -351,7 +341,7 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     for predictions about another machine (rlbench.predict)."""
     conf = _typed(cfg)
     algo = config_module(conf.algo.name)
-    rules = _rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
+    rules = _rules(conf, host) | _hot_path_rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
     non_finite = _non_finite(conf, rules)
     problems = list(non_finite.values()) + [
         f"{key}={_get(conf, key)!r}: allowed: {allowed}"
