@@ -83,8 +83,15 @@ def test_a_compiled_learner_traces_its_loss_and_keeps_close_to_eager():
     leaves out inductor's C++ build, which the benchmark times (pipelines/bench_inference.py)."""
     eager, fill = _learner()
     want = _three_updates(eager, fill)
-    learner, fill = _learner(["hot_path.learner=compile"], compiler=partial(torch.compile, backend="aot_eager"))
+    modes: list = []
+
+    def compiler(fn, mode):
+        modes.append(mode)
+        return torch.compile(fn, backend="aot_eager", mode=mode)
+
+    learner, fill = _learner(["hot_path.learner=compile"], compiler=compiler)
     losses, params = _three_updates(learner, fill)
+    assert modes == [None]  # compiled once, in torch.compile's default mode
     assert learner.hot.fallback is None and learner.hot.tags() == {"hot_path/learner": "compile"}
     assert losses == pytest.approx(want[0], rel=1e-4) and params == pytest.approx(want[1], rel=1e-6)
 
