@@ -110,3 +110,26 @@ def test_startup_benchmark_refuses_bad_arguments_before_any_job():
             check=False,
         )
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_hot_path_benchmark_refuses_bad_arguments_and_modes_this_host_lacks_before_any_timing():
+    for bad, said in (
+        (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
+        (["--actors", "4,x"], "--actors=4,x: allowed: comma-separated integers >= 1"),
+        (["--updates", "-1"], "--updates=-1: allowed: an integer >= 0 (0 = no learner)"),
+        (["hot_path.learner=compile"], "hot_path.learner=compile: allowed: overrides other than actors and hot_path"),
+        (
+            ["--modes", "eager,cuda_graphs", "device=cpu"],
+            "hot_path.inference='cuda_graphs': allowed: one of eager, compile on this host's device (cpu)",
+        ),
+        (["--modes", "eager,fast", "device=cpu"], "hot_path.inference='fast': allowed: one of eager, compile"),
+    ):
+        out = subprocess.run(
+            [sys.executable, "pipelines/bench_inference.py", *bad],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr

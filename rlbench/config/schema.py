@@ -134,6 +134,18 @@ class ActorLaunchConfig:
 
 
 @dataclass
+class HotPathConfig:
+    """How central inference's forward and the learner's loss run (rlbench/core/hot_path.py;
+    docs/hot_path.md). eager (today's path) is the default on every device: on the 2-core CPU
+    compile did not win inference beyond the noise, and the learner's compile (6 min cold, 28 s
+    cached) cost about what it saved in a job (docs/results.md, "The hot path's modes"); not
+    measured on a GPU."""
+
+    inference: str = "eager"  # eager, compile; on CUDA also reduce-overhead, cuda_graphs
+    learner: str = "eager"  # eager, compile; on CUDA also reduce-overhead
+
+
+@dataclass
 class Config:
     # The env family's own schema (an EnvConfig; rlbench/envs/<kind>/family.py Schema), chosen by env.kind.
     env: Any = MISSING
@@ -174,6 +186,7 @@ class Config:
     # published runs'), tf32 (CUDA), bf16 or fp16 through torch's autocast; refused where the
     # device has no fast math for it. Losses, targets, priorities stay fp32.
     precision: str = "fp32"
+    hot_path: HotPathConfig = field(default_factory=HotPathConfig)  # compile or CUDA graphs per role
     seed: int = 1
     learner: bool = True  # false = actors and inference only (benchmarks)
     # Greedy evaluation (SEED RL's eval envs): environments beside the actors acting with

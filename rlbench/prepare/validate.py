@@ -19,12 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlbench.config.rules import ConfigError, Rules, int_at_least, one_of, optional_in
 from rlbench.config.schema import Config
+from rlbench.core import hot_path
 from rlbench.core.address import TOKEN_ENV, is_local
 from rlbench.core.algorithms import ALGORITHMS, config_module
 from rlbench.core.env_families import FAMILIES, family
 from rlbench.core.metrics import final_metric_names
 from rlbench.core.precision import PRECISIONS
-from rlbench.core.resources import usable_cpus
+from rlbench.core.resources import resolve_device, usable_cpus
 from rlbench.core.verdict import COMPARED
 from rlbench.envs.spec import check_env
 from rlbench.envs.vector import resolve_inference_batch
@@ -107,6 +108,23 @@ def _rules(conf: Config, host: bool = True) -> Rules:
             ),
         ),
     } | (_search_rules() if conf.search is not None else {})
+
+
+def _hot_path_rules(c: Config, host: bool) -> Rules:
+    """hot_path.<role>: a mode the job's device offers (rlbench/core/hot_path.py). Only a
+    non-eager value asks which device that is (auto: torch's CUDA; without host, any device)."""
+    if all(getattr(c.hot_path, role) == hot_path.EAGER for role in hot_path.MODES):
+        return {}
+    if not host and c.device == "auto":
+        device = "any"
+    else:
+        device = (
+            "cuda" if c.device.startswith("cuda") else "cpu" if c.device == "cpu" else resolve_device(c.device).type
+        )
+    return {
+        f"hot_path.{role}": (offered.__contains__, hot_path.allowed(role, device))
+        for role, offered in ((r, hot_path.offered(r, device)) for r in hot_path.MODES)
+    }
 
 
 def _compared(metric: str) -> bool:
@@ -327,7 +345,7 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     for predictions about another machine (rlbench.predict)."""
     conf = _typed(cfg)
     algo = config_module(conf.algo.name)
-    rules = _rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
+    rules = _rules(conf, host) | _hot_path_rules(conf, host) | family(conf.env.kind).rules(conf.env) | algo.rules(conf)
     non_finite = _non_finite(conf, rules)
     problems = list(non_finite.values()) + [
         f"{key}={_get(conf, key)!r}: allowed: {allowed}"

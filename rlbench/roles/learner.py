@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import torch
 
+from rlbench.core.hot_path import EAGER
+from rlbench.roles.hot_path import HotPath, learner_path
 from rlbench.telemetry.flops import FlopRate
 from rlbench.telemetry.timing import OpTimer
 
@@ -54,6 +56,17 @@ class LearnerLoop:
         self.timer = timer or OpTimer("learner")  # the job's telemetry makes it (GPU spans, the timeline)
         self.flops = FlopRate()  # model FLOPs per update (counted once, torch's counter) and the updates' time
         self.wakeup = Wakeup()  # a subclass has its data's producers ring it; the trainer rings it when the actors end
+        self.hot: HotPath | None = None  # the loss and gradients' mode (use_hot_path); None: eager
+
+    def use_hot_path(self, mode: str, compiler=None) -> None:
+        """Run the subclass's `_grads(self._loss, *args)` with `_loss` in `mode` (rlbench/core/hot_path.py)."""
+        self.hot = learner_path(mode, self._loss, self._grads, compiler)
+
+    def gradients(self, *args):
+        """The loss of `args` with its gradients made (`_grads`), in the learner's hot-path mode."""
+        if self.hot is None:
+            self.use_hot_path(EAGER)
+        return self.hot(*args)
 
     def run(self, stop: threading.Event) -> None:
         self.intra_op_threads = torch.get_num_threads()  # what sm_limit granted on CPU, seen here

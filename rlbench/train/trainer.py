@@ -112,6 +112,11 @@ class Trainer:
         parts = [r.efficiency() for r in roles]
         return {k: v for m, _ in parts for k, v in m.items()}, {k: v for _, w in parts for k, v in w.items()}
 
+    def hot_path_tags(self) -> dict[str, str]:
+        """The mode each hot path ran in, and any fallback to eager (rlbench/roles/hot_path.py)."""
+        learner = getattr(self.learner, "hot", None)
+        return self.inference.hot_path_tags() | (learner.tags() if learner is not None else {})
+
     def time_shares(self, runtime_s: float, learner_s: float) -> dict:
         """RL-Scope's question: what share of the task's runtime went to simulation (the actors'
         env stepping) and to the learner (its wall time less its waiting)."""
@@ -153,18 +158,22 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
         )
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, envs.actors, envs.eval, actors_done, timer)
-    parts, inference = wire_inference(plan.build, ctx)
+    parts, inference = wire_inference(plan.build, ctx, getattr(env, "inference_batch", None))
     actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
     return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
 
 
-def wire_inference(build: Callable[[AlgoContext], AlgoParts], ctx: AlgoContext) -> tuple[AlgoParts, InferenceServer]:
+def wire_inference(
+    build: Callable[[AlgoContext], AlgoParts], ctx: AlgoContext, batch: int | None = None
+) -> tuple[AlgoParts, InferenceServer]:
     """The algorithm's parts built for `ctx` and central inference on their policy, for
-    ctx.actors + ctx.num_eval envs: a job's (build_trainer) and the profile's measurements
+    ctx.actors + ctx.num_eval envs in the job's hot-path mode (`batch`: the envs per forward the
+    job's env hands it; default all): a job's (build_trainer) and the profile's measurements
     (rlbench/predict/measure.py) are made here, so they time what a job runs."""
     parts = build(ctx)
     envs = ctx.actors + ctx.num_eval
-    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.actors, ctx.timer("inference"))
+    mode = ctx.conf.hot_path.inference
+    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.actors, ctx.timer("inference"), mode, batch)
 
 
 def wire_actors(
@@ -234,8 +243,10 @@ def final_metrics(plan: JobPlan, trainer: Trainer, measured: dict, watch: Observ
     actors used. The observers are then told (`ended`)."""
     final = dict(measured)
     added, tags = watch.final_values(final, trainer)
-    tags = {f"null/{k}": why for k, why in trainer.efficiency()[1].items()} | tags
-    final |= added
+    # the bare forward is timed after the task and its energy (docs/metrics.md, inference_overhead)
+    reference, unknown = trainer.inference.overhead(plan.compute.thread_scope)
+    tags = {f"null/{k}": why for k, why in (trainer.efficiency()[1] | unknown).items()} | trainer.hot_path_tags() | tags
+    final |= added | reference
     final["actor_threads_used"] = trainer.env.threads_used
     final |= (
         trainer.env.metrics() if hasattr(trainer.env, "metrics") else {}

@@ -53,6 +53,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
             queue,
             ctx.timer("learner"),
         )
+        learner.use_hot_path(conf.hot_path.learner)
         if algo.coupling == "rate_limited":
             may_step = learner.actors_may_insert
         if queue is not None:

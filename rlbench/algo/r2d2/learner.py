@@ -112,12 +112,7 @@ class R2D2Learner(LearnerLoop):
         with self.timer.op("stack_rebuild", device=True):
             rebuild_obs(batch)
         with self.timer.op("forward_backward", device=True):
-            loss, priorities = self._loss(batch, w)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.amp.backward(loss)
-            if self.algo.grad_clip > 0:
-                self.amp.unscale(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
+            loss, priorities = self.gradients(batch, w)
         with self.timer.op("optimizer_step", device=True):
             self.amp.step(self.optimizer)
             self.updates += 1
@@ -132,6 +127,16 @@ class R2D2Learner(LearnerLoop):
         if self.first_counts is None:
             self.first_counts = self.counts
         return float(loss.detach())
+
+    def _grads(self, loss_fn, batch: dict, weights: torch.Tensor):
+        """(loss, priorities) of `loss_fn` (the loss, or its compiled form) with the gradients made."""
+        loss, priorities = loss_fn(batch, weights)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.amp.backward(loss)
+        if self.algo.grad_clip > 0:
+            self.amp.unscale(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
+        return loss, priorities
 
     def _loss(self, b: dict, weights: torch.Tensor):
         """SEED RL's R2D2 loss on [burn_in + seq_len + 1] steps: burn-in from the stored state

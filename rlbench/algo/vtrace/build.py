@@ -36,6 +36,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         learner = VTraceLearner(
             net, algo, queue, shared, ctx.device, conf.workload.learner_updates, ctx.actors_done, ctx.timer("learner")
         )
+        learner.use_hot_path(conf.hot_path.learner)
 
         def may_step():
             return not queue.full() or learner.finished.is_set()  # the actors wait while the FIFO is full

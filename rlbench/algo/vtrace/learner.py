@@ -97,12 +97,7 @@ class VTraceLearner(LearnerLoop):
         with self.timer.op("stack_rebuild", device=True):
             rebuild_obs(b)
         with self.timer.op("forward_backward", device=True):
-            terms = self._loss(b)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.amp.backward(terms["total"])
-            if a.grad_clip > 0:
-                self.amp.unscale(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.net.parameters(), a.grad_clip)
+            terms = self.gradients(b)
         with self.timer.op("optimizer_step", device=True):
             self.amp.step(self.optimizer)
             self.schedule.step()
@@ -112,6 +107,16 @@ class VTraceLearner(LearnerLoop):
                 self.shared.publish(self.net.state_dict(), self.updates)
         self.last_terms = {k: float(terms[k].detach()) for k in ("policy_loss", "baseline_loss", "entropy")}
         return float(terms["total"].detach())
+
+    def _grads(self, loss_fn, b: dict) -> dict:
+        """The loss terms of `loss_fn` (the loss, or its compiled form) with the gradients made."""
+        terms = loss_fn(b)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.amp.backward(terms["total"])
+        if self.algo.grad_clip > 0:
+            self.amp.unscale(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.algo.grad_clip)
+        return terms
 
     def _loss(self, b: dict) -> dict:
         return compute_loss(self.net, b, self.algo, self.amp)

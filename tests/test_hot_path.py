@@ -1,0 +1,223 @@
+"""The hot path's modes (hot_path.inference, hot_path.learner): refused where unknown or lacking,
+eager as before, a run-time failure falls back to eager with the same numbers; the bare-forward
+reference and its overhead. GPU paths through fakes (docs/hot_path.md)."""
+
+import dataclasses
+import logging
+import threading
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+
+from rlbench.config.rules import ConfigError
+from rlbench.core.algorithms import algorithm
+from rlbench.envs.spec import env_spec
+from rlbench.envs.vector import StepBatch
+from rlbench.predict.measure import learner_with_data, synthetic_obs
+from rlbench.prepare.compose import compose_job
+from rlbench.prepare.validate import validate
+from rlbench.roles import hot_path
+from rlbench.roles.contract import AlgoContext
+from rlbench.roles.inference import InferenceServer
+from rlbench.tracking.store import config_hash
+from tests.conftest import CARTPOLE_TINY, runs
+
+SMALL = ["env=cartpole", "actors=4", "eval_envs=0", "device=cpu"]
+SMALL_R2D2 = [*SMALL, "algo.batch_size=4", "algo.burn_in=2", "algo.seq_len=5", "algo.min_replay=4"]
+# tests/test_hot_path.py's learner below on 1d0a1ff, the commit before the knobs (one torch thread)
+BEFORE = ([0.00026231128140352666, 0.00041326042264699936, 0.00039497873513028026], 11.031289707218434)
+
+
+def _learner(overrides=(), compiler=None):
+    conf = compose_job([*SMALL_R2D2, *overrides])
+    torch.manual_seed(conf.seed)
+    _, _, learner, fill = learner_with_data(conf)
+    if compiler is not None:
+        learner.use_hot_path(conf.hot_path.learner, compiler)
+    return learner, fill
+
+
+def _three_updates(learner, fill) -> tuple[list[float], float]:
+    fill()
+    losses = []
+    for _ in range(3):
+        fill()
+        losses.append(learner.update())
+    return losses, float(sum(p.detach().double().sum() for p in learner.net.parameters()))
+
+
+def test_every_knob_off_gives_the_numbers_of_the_commit_before():
+    learner, fill = _learner()
+    losses, params = _three_updates(learner, fill)
+    assert losses == pytest.approx(BEFORE[0], rel=1e-6) and params == pytest.approx(BEFORE[1], rel=1e-9)
+    assert learner.hot.tags() == {"hot_path/learner": "eager"}
+
+
+def test_a_learner_compile_that_fails_at_run_time_falls_back_to_the_eager_numbers_with_one_line(caplog):
+    def broken(fn, mode):
+        def run(*args):
+            fn(*args)  # it ran, then failed (a backward compiled at its first call fails likewise)
+            raise RuntimeError("inductor: C++ compile failed\nmore lines")
+
+        return run
+
+    with caplog.at_level(logging.WARNING, logger="rlbench.roles.hot_path"):
+        learner, fill = _learner(["hot_path.learner=compile"], compiler=broken)
+        losses, params = _three_updates(learner, fill)
+    assert losses == pytest.approx(BEFORE[0], rel=1e-6) and params == pytest.approx(BEFORE[1], rel=1e-9)
+    assert [r.getMessage() for r in caplog.records] == [
+        "hot_path.learner=compile failed at run time; running eager from now on "
+        "(RuntimeError: inductor: C++ compile failed)"
+    ]
+    assert learner.hot.tags() == {
+        "hot_path/learner": "eager",
+        "hot_path/learner_fallback": "compile failed at run time, eager since: "
+        "RuntimeError: inductor: C++ compile failed",
+    }
+
+
+def test_a_compiled_learner_traces_its_loss_and_keeps_close_to_eager():
+    """torch.compile's own tracing (dynamo, AOT autograd) of the real loss; the aot_eager backend
+    leaves out inductor's C++ build, which the benchmark times (pipelines/bench_inference.py)."""
+    eager, fill = _learner()
+    want = _three_updates(eager, fill)
+    modes: list = []
+
+    def compiler(fn, mode):
+        modes.append(mode)
+        return torch.compile(fn, backend="aot_eager", mode=mode)
+
+    learner, fill = _learner(["hot_path.learner=compile"], compiler=compiler)
+    losses, params = _three_updates(learner, fill)
+    assert modes == [None]  # compiled once, in torch.compile's default mode
+    assert learner.hot.fallback is None and learner.hot.tags() == {"hot_path/learner": "compile"}
+    assert losses == pytest.approx(want[0], rel=1e-4) and params == pytest.approx(want[1], rel=1e-6)
+
+
+def _server(mode="eager", batch=None, **fast):
+    conf = compose_job(SMALL)
+    torch.manual_seed(conf.seed)
+    spec = env_spec(conf.env)
+    parts = algorithm("r2d2").build(AlgoContext(conf, spec, torch.device("cpu"), 4, 0, threading.Event()))
+    server = InferenceServer(parts.policy, torch.device("cpu"), 4, 4, hot_path=mode, batch=batch)
+    if fast:  # a fake compiler or capture in place of torch's
+        server.forward = hot_path.inference_path(mode, parts.policy.shared.net, batch or 4, **fast)
+    return server, spec
+
+
+def _steps(server, spec, sizes=(4, 4, 2, 4, 4)) -> list[np.ndarray]:
+    rng, out = np.random.default_rng(0), []
+    for k, n in enumerate(sizes):
+        batch = StepBatch(np.arange(n), synthetic_obs(rng, n, spec), np.ones(n, np.float32), np.full(n, k == 0))
+        out.append(server.step(batch))
+    return out + [s.clone().numpy() for s in server.state]
+
+
+def test_cuda_graphs_replay_the_capture_at_its_batch_and_run_eager_at_other_sizes():
+    """A fake capture (no GPU here): replay reruns the captured function on the graph's own
+    inputs, as a CUDA graph replays its kernels on the captured addresses."""
+    eager_server, spec = _server()
+    want = _steps(eager_server, spec)
+    captured: list = []
+
+    def capture(fn, device):
+        captured.append((fn, device))
+        fn()
+        return fn
+
+    server, _ = _server("cuda_graphs", batch=4, capture=capture)
+    got = _steps(server, spec)
+    assert len(captured) == 1 and captured[0][1] == torch.device("cpu")  # once, on the inputs' device
+    assert server.forward._fast.static[0].shape[1] == 4  # at 4 envs
+    assert all(np.allclose(g, w, rtol=1e-6) for g, w in zip(got, want, strict=True))
+    assert server.hot_path_tags() == {"hot_path/inference": "cuda_graphs"}
+
+
+def test_a_capture_that_fails_falls_back_to_eager_with_the_same_actions(caplog):
+    eager_server, spec = _server()
+    want = _steps(eager_server, spec)
+
+    def capture(fn, device):
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+
+    server, _ = _server("cuda_graphs", batch=4, capture=capture)
+    with caplog.at_level(logging.WARNING, logger="rlbench.roles.hot_path"):
+        got = _steps(server, spec)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    assert len(caplog.records) == 1 and "hot_path.inference=cuda_graphs failed at run time" in caplog.text
+    assert server.hot_path_tags()["hot_path/inference"] == "eager"
+    assert "CUDA error" in server.hot_path_tags()["hot_path/inference_fallback"]
+
+
+def test_the_overhead_is_the_calls_latency_after_warm_up_over_the_bare_forward():
+    server, spec = _server()
+    _steps(server, spec, sizes=(4, 4, 2, 4, 3, 3))
+    m, unknown = server.overhead()
+    calls = server.batches - hot_path.WARM_CALLS
+    assert unknown == {} and m["inference_forward_batch"] == round((2 + 4 + 3 + 3) / 4) == 3
+    assert 0 < m["inference_forward_ms"] < 1e3 * server.latency_s
+    latency_ms = 1e3 * (server.latency_s - server.warm_s) / calls
+    assert m["inference_overhead"] == pytest.approx(latency_ms / m["inference_forward_ms"])
+
+
+def test_the_overhead_is_null_with_its_reason_where_unknown():
+    server, spec = _server()
+    _steps(server, spec, sizes=(4, 4))
+    assert server.overhead() == (
+        {},
+        dict.fromkeys(
+            ("inference_forward_ms", "inference_forward_batch", "inference_overhead"),
+            "2 inference call(s): the first 2 are warm-up, none left to compare",
+        ),
+    )
+    conf = compose_job(["env=cartpole", "algo=random", "device=cpu"])
+    parts = algorithm("random").build(
+        AlgoContext(conf, env_spec(conf.env), torch.device("cpu"), 4, 0, threading.Event())
+    )
+    server = InferenceServer(parts.policy, torch.device("cpu"), 4, 4)
+    assert server.overhead()[1]["inference_overhead"] == "no network: this algorithm acts without a forward"
+
+
+def test_a_job_logs_the_overhead_and_the_modes_that_ran(store, monkeypatch, compose_cfg):
+    """Through a real job's record (the compile's tracing with aot_eager: no C++ build)."""
+    from rlbench.train.job import run_job
+
+    monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="aot_eager"))
+    overrides = [*CARTPOLE_TINY, "hot_path.inference=compile", "telemetry.enabled=false", "progress=log"]
+    run_job(compose_cfg([*overrides, *store["overrides"]]), overrides=overrides)
+    (run,) = runs(store["uri"])
+    m, tags = run.data.metrics, run.data.tags
+    assert m["inference_forward_ms"] > 0 and m["inference_overhead"] > 0 and m["inference_forward_batch"] >= 1
+    assert tags["hot_path/inference"] == "compile" and tags["hot_path/learner"] == "eager"
+    assert run.data.params["hot_path.inference"] == "compile"
+
+
+def test_a_mode_unknown_or_lacking_on_this_host_is_refused_naming_what_it_offers(store, rlbench_main):
+    for override, value in (("hot_path.inference", "cuda_graphs"), ("hot_path.learner", "max-autotune")):
+        out = rlbench_main(["env=cartpole", "device=cpu", f"{override}={value}", *store["overrides"]])
+        line = (
+            f"  {override}='{value}': allowed: one of eager, compile on this host's device (cpu); "
+            + ("reduce-overhead, cuda_graphs need" if override.endswith("inference") else "reduce-overhead needs")
+            + " a CUDA device"
+        )
+        assert out.returncode == 2 and line in out.stderr.splitlines(), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and runs(store["uri"]) == []
+
+
+def test_on_a_cuda_device_every_mode_is_offered_and_unknown_ones_are_refused(compose_cfg):
+    conf = validate(compose_cfg(["env=cartpole", "device=cuda", "hot_path.inference=cuda_graphs"]), host=False)
+    assert conf.hot_path.inference == "cuda_graphs"
+    with pytest.raises(ConfigError, match=r"hot_path.learner='cuda_graphs': allowed: one of eager, compile, "):
+        validate(compose_cfg(["env=cartpole", "device=cuda", "hot_path.learner=cuda_graphs"]), host=False)
+
+
+def test_eager_jobs_keep_their_config_hash_and_other_modes_get_their_own(compose_cfg):
+    eager = validate(compose_cfg(["env=cartpole"]), host=False)
+    d = dataclasses.asdict(eager)
+    d.pop("hot_path")
+    before = dataclasses.make_dataclass("Before", [(k, object) for k in d])(**d)  # no hot_path key at all
+    assert config_hash(eager) == config_hash(before)
+    fast = validate(compose_cfg(["env=cartpole", "hot_path.learner=compile"]), host=False)
+    assert config_hash(fast) != config_hash(eager)
