@@ -135,11 +135,13 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
             *store["overrides"],
         ]
     )
-    final = run_job(job_of(cfg, ["env=cartpole"]))
+    job = job_of(cfg, ["env=cartpole"])
+    final = run_job(job)
     (run,) = runs(store["uri"])
     window = [p.value for p in mlflow.MlflowClient().get_metric_history(run.info.run_id, "window/replay_ratio")]
     assert len(window) >= 3 and all(abs(r / 4.0 - 1) <= 0.10 for r in window), window
-    assert abs(final["replay_ratio"] / 4.0 - 1) <= 0.10 and final["learner_updates"] == cfg.workload.learner_updates
+    assert abs(final["replay_ratio"] / 4.0 - 1) <= 0.10
+    assert final["learner_updates"] == job.config.workload.learner_updates
     assert final["op_frac/inference/queue_full_wait"] > 0  # inference, and so the actors, blocked on a full queue
     updates_s = final["runtime_s"] / final["learner_updates"]  # each update moves 8 unrolls; the queue holds 100
     assert final["runtime_s"] - final["actors_done_s"] <= (1 + 100 / 8) * updates_s * 3, final
@@ -188,10 +190,11 @@ def test_vtrace_learns_cartpole(compose_cfg, store):
     budget under 5 minutes on 2 cores."""
     args = ["env=cartpole", "algo=vtrace_vector", "workload=cartpole_onpolicy"]  # its task: 800k frames
     cfg = compose_cfg([*args, "seed=1", "progress=log", *store["overrides"], "eval_envs=2"])
-    final = run_job(job_of(cfg, args))
+    job = job_of(cfg, args)
+    final = run_job(job)
     assert final["runtime_s"] < 300
     assert final["eval_return_mean20"] >= 195, final
-    assert final["learner_updates"] == cfg.workload.learner_updates
+    assert final["learner_updates"] == job.config.workload.learner_updates
     # the FIFO holds a batch (8) plus up to one unroll per actor (40): at most 6 batches queued ahead
     assert 0 <= final["policy_lag"] <= 1 + (8 + 40) / 8
 

@@ -39,13 +39,13 @@ class Job:
 
 def job_of(
     config: Config | DictConfig,
-    overrides: Sequence[str] = (),
+    overrides: Sequence[str] | None = (),
     output_dir: Path | None = None,
     placement: Placement | None = None,
 ) -> Job:
     """The Job of a validated Config, or of a composed DictConfig validated here (ConfigError)."""
     typed = config if isinstance(config, Config) else validate(config)
-    return Job(typed, tuple(overrides), output_dir, placement or Placement())
+    return Job(typed, tuple(overrides or ()), output_dir, placement or Placement())
 
 
 _HANDED: contextvars.ContextVar[tuple[Mapping[tuple[str, ...], Config], tuple]] = contextvars.ContextVar(
