@@ -22,14 +22,15 @@ from rlbench.tracking.views import runs_view_key, view_link
 log = logging.getLogger(__name__)
 
 
-def study_params(s, job: list[str]) -> dict:
+def study_params(search, job: list[str]) -> dict:
     """What a new study's parent records as its parameters, as a sweep's records its grid: the
     line every trial runs, the trials asked for, the space, the sampler's seed."""
     return {
         "job": " ".join(job)[:6000] or "(none)",
-        "n_trials": s.n_trials,
-        "sampler_seed": s.seed,
-        "space": f"actors={list(s.actors)} actor_threads={list(s.actor_threads)} sm_limit={list(s.sm_limit)}",
+        "n_trials": search.n_trials,
+        "sampler_seed": search.seed,
+        "space": f"actors={list(search.actors)} actor_threads={list(search.actor_threads)} "
+        f"sm_limit={list(search.sm_limit)}",
     }
 
 
@@ -78,10 +79,10 @@ def trial_label(t) -> str:
     return f"trial {t.number}: " + " ".join(f"{k}={'unknown' if v is None else v}" for k, v in knobs.items())
 
 
-def verdict_metric(s: SearchConfig, metric: str) -> str:
+def verdict_metric(search: SearchConfig, metric: str) -> str:
     """What the search's verdict compares: its first objective where the verdict rule can
     (core/verdict.py COMPARED), else the sweeps' setting `verdict.metric`."""
-    return s.objectives[0] if s.objectives and s.objectives[0] in COMPARED else metric
+    return search.objectives[0] if search.objectives and search.objectives[0] in COMPARED else metric
 
 
 def trial_verdict(done: list, metric: str, floor_min: float = 0.0) -> Verdict:
@@ -125,7 +126,7 @@ def recommended_set(best, v: Verdict) -> list[str]:
 
 def report(
     study: optuna.Study,
-    s: SearchConfig,
+    search: SearchConfig,
     parent,
     out_dir: Path,
     labels: list[str] | None = None,
@@ -134,7 +135,7 @@ def report(
     """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
     labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
     judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
-    names = list(s.objectives)
+    names = list(search.objectives)
     labels = list(labels or names)
     out_dir.mkdir(parents=True, exist_ok=True)
     study.trials_dataframe().to_csv(out_dir / "trials.csv", index=False)
@@ -143,8 +144,8 @@ def report(
     if not done:
         return None
     front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
-    best = recommend(front, list(s.directions))
-    v = trial_verdict(done, verdict_metric(s, judging[0]), judging[1])
+    best = recommend(front, list(search.directions))
+    v = trial_verdict(done, verdict_metric(search, judging[0]), judging[1])
     ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
     parent.set_tags(
         {f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
@@ -157,7 +158,7 @@ def report(
         }
     )
     parent.log_metrics({f"best_{n}": x for n, x in zip(names, best.values, strict=True)})
-    not_drawn = plots(study, labels, out_dir, parent, list(s.directions))
+    not_drawn = plots(study, labels, out_dir, parent, list(search.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
     text = recommendation_text(best, front, labels, v, ratios)

@@ -56,20 +56,20 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
             ]
         )
     conf = validate_jobs(sweeper, jobs)[0]
-    s = conf.search
+    search = conf.search
 
     jobs_here = in_process(sweeper.launcher)
     meters = host_meters()
-    if not s.objectives:  # the defaults: the task's time, and its energy where a job here gets it
-        s.objectives, s.directions, left_out = default_objectives(conf, meters)
+    if not search.objectives:  # the defaults: the task's time, and its energy where a job here gets it
+        search.objectives, search.directions, left_out = default_objectives(conf, meters)
         if left_out:
             print(f"[rlbench search] {left_out}", flush=True)
     _refuse(
-        check_space(s, ComputeLimit(None, resolve_device(conf.device)).grant.total)
+        check_space(search, ComputeLimit(None, resolve_device(conf.device)).grant.total)
         + objective_checks(conf, meters)
         + (
             []
-            if jobs_here or not s.pruning
+            if jobs_here or not search.pruning
             else [
                 (
                     "search.pruning=true needs jobs in this process (the basic launcher), not "
@@ -78,38 +78,42 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
             ]
         )
     )
-    narrowed = granted_space(s, conf)
+    narrowed = granted_space(search, conf)
     if narrowed:
         print(f"[rlbench search] {narrowed}", flush=True)
-    seeds = repeat_seeds(s.repeats, conf.seed) if s.repeats > 1 else None  # as a sweep's repeats
-    check(conf.tracking.uri, s.storage)  # PreflightError: a refusal in one line, exit 2
-    machine = _warm_start_machine(conf) if s.warm_start_profile else None
+    seeds = repeat_seeds(search.repeats, conf.seed) if search.repeats > 1 else None  # as a sweep's repeats
+    check(conf.tracking.uri, search.storage)  # PreflightError: a refusal in one line, exit 2
+    machine = _warm_start_machine(conf) if search.warm_start_profile else None
     experiment = store(conf.tracking)  # the store the trials record into, before anything reads it
     if experiment.unwritable:
         _refuse([experiment.unwritable])
-    lock = StudyLock(s.storage, s.study)
+    lock = StudyLock(search.storage, search.study)
     with lock:  # workers starting together: one creates the tables, the study and the parent run
-        study = open_study(s)
+        study = open_study(search)
         failed_before = state_counts(study)["FAIL"]
         killed = experiment.mark_stale_runs()  # in every experiment of the store: a killed worker's trial run too
-        fail_gone_trials(study, experiment.trial_numbers(killed, s.study), s.retries)  # no wait for its heartbeat
+        fail_gone_trials(
+            study, experiment.trial_numbers(killed, search.study), search.retries
+        )  # no wait for its heartbeat
         with quiet_optuna():
             optuna.storages.fail_stale_trials(study)
         stale = state_counts(study)["FAIL"] - failed_before
-        parent = study_parent(experiment, s.study, f"{conf.env.id} {conf.algo.name}", study_params(s, jobs[0]))
+        parent = study_parent(
+            experiment, search.study, f"{conf.env.id} {conf.algo.name}", study_params(search, jobs[0])
+        )
         if machine is not None:
-            _warm_start(sweeper, study, s, jobs[0], machine, parent, conf.workload.frames)
+            _warm_start(sweeper, study, search, jobs[0], machine, parent, conf.workload.frames)
     print(
-        f"[rlbench search] study '{s.study}' in {masked(s.storage)}: {len(complete(study))}/{s.n_trials} complete"
-        + (f"; {stale} stale trial(s) failed" if stale else ""),
+        f"[rlbench search] study '{search.study}' in {masked(search.storage)}: "
+        f"{len(complete(study))}/{search.n_trials} complete" + (f"; {stale} stale trial(s) failed" if stale else ""),
         flush=True,
     )
     labels = objective_labels(conf, meters)
-    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, s.directions, strict=True))})
+    parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, search.directions, strict=True))})
     run_study(
         sweeper.launcher,
         study,
-        s,
+        search,
         jobs[0],
         experiment,
         parent,
@@ -123,7 +127,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
 def run_study(
     launcher,
     study: optuna.Study,
-    s,
+    search,
     job: list[str],
     experiment,
     parent,
@@ -132,20 +136,20 @@ def run_study(
     seeds: list[str] | None = None,
     judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
 ) -> str:
-    """The trials until the study has s.n_trials COMPLETE, in the parent's life (tracking/parent.py):
+    """The trials until the study has search.n_trials COMPLETE, in the parent's life (tracking/parent.py):
     it ends FINISHED, FAILED (too many trials failed) or KILLED, with the report on it whatever
     happened; the lock's connection is closed. Returns the parent's status. seeds: each trial's
     runs' (search.repeats); judging: the verdict's settings (parent.py report)."""
 
     def trials() -> str:
-        run_trials(launcher, study, s, job, parent.run_id, lock, experiment.tracking.uri, seeds)
+        run_trials(launcher, study, search, job, parent.run_id, lock, experiment.tracking.uri, seeds)
         return "FINISHED"
 
     def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            text = report(study, s, parent, Path(tmp), labels, judging)
+            text = report(study, search, parent, Path(tmp), labels, judging)
         lock.close()
-        view = _search_view(experiment, parent.run_id, s)
+        view = _search_view(experiment, parent.run_id, search)
         print(
             f"[rlbench search] parent run {parent.run_id} {status}\n{text or 'no COMPLETE trial yet'}\n"
             f"[rlbench search] {ui_hint(experiment.tracking.uri, experiment.id, view, experiment.tracking.ui_port)}",
@@ -155,12 +159,12 @@ def run_study(
     return live(parent, trials, close, "study parent")
 
 
-def _search_view(experiment, parent: str, s) -> str | None:
+def _search_view(experiment, parent: str, search) -> str | None:
     """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
     and the headline numbers; energy when the study minimises it (the search refuses an energy
     objective that cannot be measured)."""
     measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
-        {"energy_per_task_j"} & set(s.objectives)
+        {"energy_per_task_j"} & set(search.objectives)
     )  # the knobs as the jobs ran them beside the asked ones
     try:
         return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
@@ -178,7 +182,7 @@ def _warm_start_machine(conf):
         _refuse([str(e)])
 
 
-def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames: int) -> None:
+def _warm_start(sweeper, study, search, job: list[str], machine, parent: str, frames: int) -> None:
     """Enqueue the predicted best configurations (a new study only) and record them."""
 
     loader = sweeper.hydra_context.config_loader
@@ -187,13 +191,13 @@ def _warm_start(sweeper, study, s, job: list[str], machine, parent: str, frames:
         return validate(loader.load_sweep_config(master_config=sweeper.config, sweep_overrides=overrides), host=False)
 
     try:
-        rows, unused = enqueue(study, s, job, machine, compose, frames)
+        rows, unused = enqueue(study, search, job, machine, compose, frames)
     except SearchError as e:
         _refuse([str(e)])
     if rows:
-        record(parent, s, machine, rows, unused)
+        record(parent, search, machine, rows, unused)
         print(
-            f"[rlbench search] {note(s, machine, rows, unused)}\n  "
+            f"[rlbench search] {note(search, machine, rows, unused)}\n  "
             + "\n  ".join(
                 f"trial {r['trial']}: actors={r['actors']} actor_threads={r['actor_threads']} "
                 f"sm_limit={r['sm_limit']} (predicted {r['predicted_fps']:.0f} fps, "

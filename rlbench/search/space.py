@@ -25,65 +25,65 @@ class SearchError(ValueError):
 
 def check_space(search: SearchConfig, host_units: int) -> list[str]:
     """Problems with the search space against this host (empty if it is runnable)."""
-    s, cpus, problems = search, len(usable_cpus()), []
+    cpus, problems = len(usable_cpus()), []
     for key, bounds, top in (
-        ("actors", s.actors, None),
-        ("actor_threads", s.actor_threads, cpus),
-        ("sm_limit", s.sm_limit, host_units),
+        ("actors", search.actors, None),
+        ("actor_threads", search.actor_threads, cpus),
+        ("sm_limit", search.sm_limit, host_units),
     ):
         bound = f", high <= {top} on this host" if top is not None else ""
         if len(bounds) != 2 or bounds[0] < 1 or bounds[1] < bounds[0] or (top is not None and bounds[1] > top):
             problems.append(f"search.{key}={list(bounds)}: allowed: [low, high] with 1 <= low <= high{bound}")
-    if s.storage.startswith("sqlite") and s.workers > 1:
+    if search.storage.startswith("sqlite") and search.workers > 1:
         problems.append(
-            f"search.workers={s.workers} with SQLite storage {s.storage}: SQLite cannot take several "
+            f"search.workers={search.workers} with SQLite storage {search.storage}: SQLite cannot take several "
             "workers' writes reliably; use a PostgreSQL URL (postgresql://...)"
         )
-    elif s.workers > 1 and not s.storage.startswith("postgresql"):
+    elif search.workers > 1 and not search.storage.startswith("postgresql"):
         problems.append(
-            f"search.workers={s.workers} with storage {masked(s.storage)}: allowed: a PostgreSQL URL "
+            f"search.workers={search.workers} with storage {masked(search.storage)}: allowed: a PostgreSQL URL "
             "(postgresql://user:password@host:5432/db), whose lock keeps workers from "
             "running more than search.n_trials"
         )
-    if s.workers < 1 or s.heartbeat_s < 1 or s.n_trials < 1:
+    if search.workers < 1 or search.heartbeat_s < 1 or search.n_trials < 1:
         problems.append(
-            f"search.workers={s.workers}, search.heartbeat_s={s.heartbeat_s}, "
-            f"search.n_trials={s.n_trials}: allowed: integers >= 1"
+            f"search.workers={search.workers}, search.heartbeat_s={search.heartbeat_s}, "
+            f"search.n_trials={search.n_trials}: allowed: integers >= 1"
         )
-    if len(s.objectives) != len(s.directions):
+    if len(search.objectives) != len(search.directions):
         problems.append(
-            f"search.objectives={list(s.objectives)} and search.directions={list(s.directions)}: "
+            f"search.objectives={list(search.objectives)} and search.directions={list(search.directions)}: "
             "allowed: one direction per objective (both empty: the defaults, default_objectives)"
         )
-    if s.pruning and s.objectives and len(s.objectives) != 1:
+    if search.pruning and search.objectives and len(search.objectives) != 1:
         problems.append("search.pruning=true needs one objective (Optuna prunes single-objective studies only)")
-    for d in s.directions:
+    for d in search.directions:
         if d not in ("maximize", "minimize"):
             problems.append(f"search.directions: {d!r}: allowed: maximize or minimize")
     return problems
 
 
-def granted_space(s: SearchConfig, conf, cpus: int | None = None) -> str | None:
+def granted_space(search: SearchConfig, conf, cpus: int | None = None) -> str | None:
     """Narrows search.actor_threads to what the job's env family grants on this host (its
     hardware_threads: gym steps every env in one thread, so actor_threads_used is 1 whatever
     is asked), so no trial proposes threads it would not get; the line saying so, or None."""
     fam, cpus = family(conf.env.kind), cpus or len(usable_cpus())
-    granted = [fam.hardware_threads(n, cpus) for n in s.actor_threads]
-    if granted == list(s.actor_threads):
+    granted = [fam.hardware_threads(n, cpus) for n in search.actor_threads]
+    if granted == list(search.actor_threads):
         return None
-    asked, s.actor_threads = list(s.actor_threads), granted
+    asked, search.actor_threads = list(search.actor_threads), granted
     return (
         f"search.actor_threads={asked} searched as {granted}: what a {conf.env.kind} job is granted on this host "
         "(its actor_threads_used)"
     )
 
 
-def suggest(trial: optuna.Trial, s: SearchConfig) -> dict[str, int]:
+def suggest(trial: optuna.Trial, search: SearchConfig) -> dict[str, int]:
     """The trial's resources (log-uniform integers within the configured bounds)."""
     return {
-        "actors": trial.suggest_int("actors", *s.actors, log=s.actors[1] > s.actors[0]),
-        "actor_threads": trial.suggest_int("actor_threads", *s.actor_threads),
-        "sm_limit": trial.suggest_int("sm_limit", *s.sm_limit),
+        "actors": trial.suggest_int("actors", *search.actors, log=search.actors[1] > search.actors[0]),
+        "actor_threads": trial.suggest_int("actor_threads", *search.actor_threads),
+        "sm_limit": trial.suggest_int("sm_limit", *search.sm_limit),
     }
 
 
@@ -97,12 +97,12 @@ def objective_values(result: dict | None, objectives: list[str]) -> list[float] 
     return [float(v) for v in values]
 
 
-def make_sampler(s: SearchConfig, offset: int) -> optuna.samplers.BaseSampler:
+def make_sampler(search: SearchConfig, offset: int) -> optuna.samplers.BaseSampler:
     """The sampler for the next ask, seeded by the study's trial count: reproducible, and no two
     workers start from the same random stream (which would give them the same params)."""
-    if len(s.objectives) == 1:
-        return optuna.samplers.TPESampler(seed=s.seed + offset, constant_liar=s.workers > 1)
-    return optuna.samplers.NSGAIISampler(seed=s.seed + offset)
+    if len(search.objectives) == 1:
+        return optuna.samplers.TPESampler(seed=search.seed + offset, constant_liar=search.workers > 1)
+    return optuna.samplers.NSGAIISampler(seed=search.seed + offset)
 
 
 @dataclass(frozen=True)

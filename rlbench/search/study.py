@@ -94,9 +94,9 @@ def retry_callback(retries: int):
         return retry(max_retry=retries)
 
 
-def open_study(s: SearchConfig) -> optuna.Study:
-    if s.storage.startswith("sqlite:///") and not s.storage.startswith("sqlite:////"):
-        Path(s.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+def open_study(search: SearchConfig) -> optuna.Study:
+    if search.storage.startswith("sqlite:///") and not search.storage.startswith("sqlite:////"):
+        Path(search.storage.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     # optuna >= 4.9 names the stale-trial callback heartbeat_stale_trial_callback (the other name warns there)
     takes = inspect.signature(optuna.storages.RDBStorage).parameters
     callback = (
@@ -104,20 +104,20 @@ def open_study(s: SearchConfig) -> optuna.Study:
     )
     with quiet_optuna():
         storage = optuna.storages.RDBStorage(
-            s.storage,
-            heartbeat_interval=s.heartbeat_s,
-            grace_period=3 * s.heartbeat_s,
-            engine_kwargs={} if s.storage.startswith("sqlite") else {"pool_pre_ping": True},
-            **{callback: retry_callback(s.retries)},
+            search.storage,
+            heartbeat_interval=search.heartbeat_s,
+            grace_period=3 * search.heartbeat_s,
+            engine_kwargs={} if search.storage.startswith("sqlite") else {"pool_pre_ping": True},
+            **{callback: retry_callback(search.retries)},
         )
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=s.pruner_startup_trials) if s.pruning else None
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=search.pruner_startup_trials) if search.pruning else None
     return optuna.create_study(
-        study_name=s.study,
+        study_name=search.study,
         storage=storage,
         load_if_exists=True,
         pruner=pruner,
-        directions=list(s.directions),
-        sampler=make_sampler(s, 0),
+        directions=list(search.directions),
+        sampler=make_sampler(search, 0),
     )
 
 
@@ -172,7 +172,7 @@ def state_counts(study: optuna.Study) -> dict[str, int]:
 DONE, WAIT = "done", "wait"
 
 
-def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
+def claim_trial(study: optuna.Study, search: SearchConfig, lock: StudyLock):
     """Under the study lock: fail stale trials (queueing their retries), then a trial with its
     params if COMPLETE + RUNNING trials leave room below n_trials; else DONE or WAIT (others'
     running trials fill the quota, and one of them may still fail)."""
@@ -180,14 +180,14 @@ def claim_trial(study: optuna.Study, s: SearchConfig, lock: StudyLock):
         with quiet_optuna():
             optuna.storages.fail_stale_trials(study)
         n = state_counts(study)
-        if n["COMPLETE"] >= s.n_trials:
+        if n["COMPLETE"] >= search.n_trials:
             return DONE
-        if n["COMPLETE"] + n["RUNNING"] >= s.n_trials:
+        if n["COMPLETE"] + n["RUNNING"] >= search.n_trials:
             return WAIT
-        study.sampler = make_sampler(s, sum(n.values()))
+        study.sampler = make_sampler(search, sum(n.values()))
         with quiet_optuna():
             trial = study.ask()  # pops a WAITING retry first, else a new trial
         # its first heartbeat before the lock opens: a trial without one is never found stale,
         # so a worker dying right here would otherwise hold its slot forever
         study._storage.record_heartbeat(trial._trial_id)
-        return trial, suggest(trial, s)  # the sampler sees every running trial's params
+        return trial, suggest(trial, search)  # the sampler sees every running trial's params

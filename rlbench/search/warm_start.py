@@ -24,16 +24,16 @@ def _spread(lo: int, hi: int, most: int = 8) -> list[int]:
     return sorted({round(lo + (hi - lo) * i / (most - 1)) for i in range(most)})
 
 
-def candidates(s) -> list[dict[str, int]]:
+def candidates(search) -> list[dict[str, int]]:
     """Actors at the powers of two inside [low, high] and both ends; every actor_threads and
     sm_limit in range (at most 8 evenly spaced values of a wide one, ends included)."""
-    lo, hi = s.actors
+    lo, hi = search.actors
     actors = sorted({lo, hi} | {2**k for k in range(math.ceil(math.log2(lo)), math.floor(math.log2(hi)) + 1)})
     return [
         {"actors": a, "actor_threads": t, "sm_limit": u}
         for a in actors
-        for t in _spread(*s.actor_threads)
-        for u in _spread(*s.sm_limit)
+        for t in _spread(*search.actor_threads)
+        for u in _spread(*search.sm_limit)
     ]
 
 
@@ -79,53 +79,53 @@ def ranked(preds: list, objectives: list[str], directions: list[str], frames: in
     return [preds[i] for i in best], unused
 
 
-def choose(pairs: list[tuple[dict, object]], s, frames: int) -> tuple[list[tuple[dict, object]], list[str]]:
-    """The best `s.warm_start_trials` (params, prediction) pairs, one per distinct predicted job
+def choose(pairs: list[tuple[dict, object]], search, frames: int) -> tuple[list[tuple[dict, object]], list[str]]:
+    """The best `search.warm_start_trials` (params, prediction) pairs, one per distinct predicted job
     (candidates in grid order, so the smallest of indistinguishable values is kept)."""
-    best, unused = order([p for _, p in pairs], list(s.objectives), list(s.directions), frames)
+    best, unused = order([p for _, p in pairs], list(search.objectives), list(search.directions), frames)
     chosen, seen = [], set()
     for i in best:
         knobs = tuple(sorted(pairs[i][1].knobs.items()))
-        if knobs not in seen and len(chosen) < s.warm_start_trials:
+        if knobs not in seen and len(chosen) < search.warm_start_trials:
             seen.add(knobs)
             chosen.append(pairs[i])
     return chosen, unused
 
 
-def load_machine(s):
+def load_machine(search):
     """The profile's Machine; SearchError (before any trial) when it cannot be used."""
 
     try:
-        profile = load_profile(s.warm_start_profile)
+        profile = load_profile(search.warm_start_profile)
     except ProfileError as e:
         raise SearchError(
-            f"search.warm_start_profile={s.warm_start_profile}: {e}; allowed: a run id of "
+            f"search.warm_start_profile={search.warm_start_profile}: {e}; allowed: a run id of "
             "python -m rlbench.profile in this tracking store"
         ) from None
     return Machine(profile, profile)
 
 
-def predict_candidates(base: list[str], s, machine, compose) -> list[tuple[dict, object]]:
+def predict_candidates(base: list[str], search, machine, compose) -> list[tuple[dict, object]]:
     """(params, prediction) of every candidate, its config composed (`compose(overrides)` -> a
     validated config; the sweeper's loader inside a sweep) from the search's job overrides."""
 
     keep = [o for o in base if o.split("=", 1)[0].lstrip("+~") not in KNOBS]
     pairs = []
-    for c in candidates(s):
+    for c in candidates(search):
         try:
             pairs.append((c, predict_job(compose(keep + [f"{k}={v}" for k, v in c.items()]), machine)))
         except ValueError as e:  # a profile of another env or algorithm: the same for every candidate
-            raise SearchError(f"search.warm_start_profile={s.warm_start_profile}: {e}") from None
+            raise SearchError(f"search.warm_start_profile={search.warm_start_profile}: {e}") from None
     return pairs
 
 
-def enqueue(study, s, base: list[str], machine, compose, frames: int) -> tuple[list[dict], list[str]]:
+def enqueue(study, search, base: list[str], machine, compose, frames: int) -> tuple[list[dict], list[str]]:
     """Enqueue the best predicted configurations on a study without trials; ([], []) if it has
     some. Returns one row per enqueued trial (its number, params and prediction) and the
     objectives left out of the ranking."""
     if study.trials:
         return [], []
-    chosen, unused = choose(predict_candidates(base, s, machine, compose), s, frames)
+    chosen, unused = choose(predict_candidates(base, search, machine, compose), search, frames)
     for params, p in chosen:
         study.enqueue_trial(
             params, user_attrs={"warm_start": True, "predicted_fps": p.fps, "predicted_runtime_s": p.runtime_s}
@@ -141,17 +141,19 @@ def enqueue(study, s, base: list[str], machine, compose, frames: int) -> tuple[l
     ], unused
 
 
-def note(s, machine, rows: list[dict], unused: list[str]) -> str:
+def note(search, machine, rows: list[dict], unused: list[str]) -> str:
     """One line for the parent run: what was enqueued, from which profile, ranked by what."""
     return (
         f"warm start: {len(rows)} trial(s) enqueued from {machine.names()}; ranked by "
-        + (", ".join(o for o in s.objectives if o not in unused) or "predicted runtime_s")
+        + (", ".join(o for o in search.objectives if o not in unused) or "predicted runtime_s")
         + (f"; not predictable, left out of the ranking: {', '.join(unused)}" if unused else "")
     )
 
 
-def record(parent, s, machine, rows: list[dict], unused: list[str]) -> None:
+def record(parent, search, machine, rows: list[dict], unused: list[str]) -> None:
     """The profile and the enqueued predictions on the search's parent run (a tracking.parent.ParentRun)."""
-    parent.set_tags({"warm_start_profile": s.warm_start_profile, "warm_start_note": note(s, machine, rows, unused)})
+    parent.set_tags(
+        {"warm_start_profile": search.warm_start_profile, "warm_start_note": note(search, machine, rows, unused)}
+    )
     if rows:
         parent.log_table({k: [r[k] for r in rows] for k in rows[0]}, "warm_start/predictions.json")
