@@ -25,7 +25,8 @@ import argparse
 import statistics
 import time
 
-from rlbench.config.flags import Parser, number, refuse
+from rlbench.cli.command import Parser, refuse
+from rlbench.config.flags import number
 
 PROG = "pipelines/bench_inference.py"
 _positive = number(int, lo=1)

@@ -182,11 +182,12 @@ def test_the_overhead_is_null_with_its_reason_where_unknown():
 
 def test_a_job_logs_the_overhead_and_the_modes_that_ran(store, monkeypatch, compose_cfg):
     """Through a real job's record (the compile's tracing with aot_eager: no C++ build)."""
+    from rlbench.prepare.job import job_of
     from rlbench.train.job import run_job
 
     monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="aot_eager"))
     overrides = [*CARTPOLE_TINY, "hot_path.inference=compile", "telemetry.enabled=false", "progress=log"]
-    run_job(compose_cfg([*overrides, *store["overrides"]]), overrides=overrides)
+    run_job(job_of(compose_cfg([*overrides, *store["overrides"]]), overrides))
     (run,) = runs(store["uri"])
     m, tags = run.data.metrics, run.data.tags
     assert m["inference_forward_ms"] > 0 and m["inference_overhead"] > 0 and m["inference_forward_batch"] >= 1

@@ -80,7 +80,10 @@ def test_observers_see_the_life_in_order_and_add_to_the_one_final(compose_cfg):
     assert order[0] == "started" and order[-4:] == ["stopped", "final_values", "ended", "closed"]
     assert "episode" in order  # CartPole episodes end within 3000 frames
     assert diary.error is None
-    assert final["diary_value"] == 1.5 and diary.tags == {"diary_tag": "yes"}  # an observer's values join the final
+    assert final["diary_value"] == 1.5 and diary.tags.pop("diary_tag") == "yes"  # an observer's values join the final
+    # and nothing else but the reasons the bare-forward reference is unknown (algo=random has no network)
+    reference = ("inference_forward_ms", "inference_forward_batch", "inference_overhead")
+    assert set(diary.tags) == {f"null/{k}" for k in reference}
     assert diary.final == final  # `ended` is told the final metrics the job returns
     assert final["frames"] >= 3000 and final["actor_threads_used"] == plan.envs.actor_threads
     assert final["cpu_gpu_ratio"] == plan.grant_metrics(final["actor_threads_used"])["cpu_gpu_ratio"]
