@@ -26,7 +26,7 @@ import statistics
 import time
 
 from rlbench.cli.command import Parser, refuse
-from rlbench.config.flags import number
+from rlbench.config.flags import actor_counts, number
 
 PROG = "pipelines/bench_inference.py"
 _positive = number(int, lo=1)
@@ -36,19 +36,11 @@ WARM = 2  # calls timed apart: a compile or a capture, then the first sizes
 SMALL_REPLAY = ["algo.replay_capacity=256", "algo.min_replay=64"]
 
 
-def _counts(text: str) -> list[int]:
-    try:
-        counts = [_positive(t) for t in text.split(",")]
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{text}: allowed: comma-separated integers >= 1, e.g. 4,40,256") from None
-    if len(set(counts)) != len(counts):
-        raise argparse.ArgumentTypeError(f"{text}: allowed: distinct actor counts, e.g. 4,40,256")
-    return counts
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--actors", type=_counts, default=[4, 40, 256], help="comma-separated (default 4,40,256)")
+    p.add_argument(
+        "--actors", type=actor_counts("4,40,256"), default=[4, 40, 256], help="comma-separated (default 4,40,256)"
+    )
     p.add_argument("--modes", default="", help="comma-separated modes (default: every mode this host offers)")
     p.add_argument("--repeats", type=_positive, default=5, help="timings per mode and actor count (default 5)")
     p.add_argument("--calls", type=_positive, default=20, help="inference calls per timing (default 20)")

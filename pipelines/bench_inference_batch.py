@@ -27,27 +27,17 @@ import threading
 import time
 
 from rlbench.cli.command import Parser, refuse
-from rlbench.config.flags import number
+from rlbench.config.flags import actor_counts, number
 
 MODES = {0: "lock-step", -1: "auto"}
 PROG = "pipelines/bench_inference_batch.py"
 _positive = number(int, lo=1)
 
 
-def _actor_counts(text: str) -> list[int]:
-    try:
-        counts = [_positive(t) for t in text.split(",")]
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{text}: allowed: comma-separated integers >= 1, e.g. 40,256") from None
-    if len(set(counts)) != len(counts):
-        raise argparse.ArgumentTypeError(f"{text}: allowed: distinct actor counts, e.g. 40,256")
-    return counts
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
-    p.add_argument("--actors", type=_actor_counts, default=[40, 256], help="comma-separated (default 40,256)")
+    p.add_argument("--actors", type=actor_counts("40,256"), default=[40, 256], help="comma-separated (default 40,256)")
     p.add_argument("--repeats", type=_positive, default=3, help="jobs per configuration (default 3)")
     p.add_argument("--frames", type=_positive, default=30_000, help="env frames per job (default 30000)")
     p.add_argument(

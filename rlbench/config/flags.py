@@ -46,6 +46,24 @@ def number(
     return parse
 
 
+def actor_counts(example: str) -> Callable[[str], list[int]]:
+    """A flag type: comma-separated distinct actor counts >= 1 (`example` shows one in the error)."""
+    positive = number(int, lo=1)
+
+    def parse(text: str) -> list[int]:
+        try:
+            counts = [positive(t) for t in text.split(",")]
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f"{text}: allowed: comma-separated integers >= 1, e.g. {example}"
+            ) from None
+        if len(set(counts)) != len(counts):
+            raise argparse.ArgumentTypeError(f"{text}: allowed: distinct actor counts, e.g. {example}")
+        return counts
+
+    return parse
+
+
 def within(value: float, lo: float | None, hi: float | None, lo_open: bool = False, hi_open: bool = False) -> bool:
     if lo is not None and (value <= lo if lo_open else value < lo):
         return False
