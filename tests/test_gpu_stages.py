@@ -532,3 +532,18 @@ def test_a_later_stage_plans_the_start_its_actors_stage_recorded(fake_h100, caps
     assert "actor_threads=null x 2" in out and "+ 32 s start and end" in out  # not the H200's 22 s
     assert "actor_threads=8 x 2" in out and f"+ {32 * 1.9:.0f} s start and end" in out  # pinned: x1.9
     assert "a job's start on the H200" not in out
+
+
+def test_a_stage_whose_jobs_have_no_steady_rate_compares_task_fps():
+    """A median window of 0 frames/s (actors held by the replay ratio run in bursts) is no rate."""
+    from types import SimpleNamespace
+
+    from rlbench.core.repeats import spread
+    from rlbench.report.stage_summary import compare, rate_metric
+
+    def job(v):
+        return SimpleNamespace(value=lambda k: v if k == "steady/fps" else None)
+
+    assert rate_metric(SimpleNamespace(finished=[job(1175.9), job(3029.9)])) == "steady/fps"
+    assert rate_metric(SimpleNamespace(finished=[job(1175.9), job(0.0)])) == "task_fps"
+    assert compare(spread([0.0, 0.0]), spread([1.0, 2.0]), None)["change"] is None

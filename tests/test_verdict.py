@@ -283,3 +283,13 @@ def test_without_a_value_to_compare_the_terminal_and_the_note_still_say_why():
         "[rlbench sweep] Next: python -m rlbench.report --sweep p",
     ]
     assert f"\n\n{said}" in sweep_note("sweep", rows, "FINISHED", "1", "p", v)
+
+
+def test_a_run_at_zero_leaves_the_noise_floor_unknown_not_a_division_by_zero():
+    """A stage of bursty jobs (steady/fps 0 at 128 and 256 actors on 2 cores) once crashed here."""
+    from rlbench.core.repeats import spread
+    from rlbench.core.verdict import noise_floor
+
+    assert noise_floor([spread([100.0, 110.0]), spread([50.0, 55.0])]) == pytest.approx(0.1)
+    assert noise_floor([spread([100.0, 110.0]), spread([0.0, 3000.0])]) is None
+    assert noise_floor([spread([0.0])]) is None  # one run: unknown as before

@@ -96,9 +96,12 @@ def difference(a: float, b: float) -> float:
 
 def noise_floor(spreads: Iterable[Spread]) -> float | None:
     """The largest ratio between two runs of one configuration, less 1, over the
-    configurations with two runs or more; None when none has (the floor is unknown)."""
-    ratios = [s.high / s.low - 1 for s in spreads if s.n > 1]
-    return max(ratios) if ratios else None
+    configurations with two runs or more; None when none has, or when one has a run at 0 or
+    below (its ratio is unbounded: the floor is unknown, never a guess)."""
+    repeated = [s for s in spreads if s.n > 1]
+    if not repeated or any(s.low <= 0 for s in repeated):
+        return None
+    return max(s.high / s.low - 1 for s in repeated)
 
 
 def windows_floor(ranges: Iterable[tuple[float | None, float | None]]) -> float | None:

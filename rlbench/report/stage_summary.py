@@ -65,15 +65,20 @@ def job_value(j: JobRun, key: str) -> dict:
 
 
 def rate_metric(study: Study) -> str:
-    """What the stage compares: the steady fps where every finished job logged it, else task_fps."""
+    """What the stage compares: the steady fps where every finished job logged one above 0, else
+    task_fps (a median window of 0 frames/s: actors that run in bursts, e.g. held by the replay
+    ratio, have no steady rate to compare)."""
     done = study.finished
-    return "steady/fps" if done and all(j.value("steady/fps") is not None for j in done) else "task_fps"
+    steady = [j.value("steady/fps") for j in done]
+    return "steady/fps" if done and all(v is not None and v > 0 for v in steady) else "task_fps"
 
 
 def compare(base: Spread, other: Spread, floor: float | None) -> dict:
     """The one place a stage tells two configurations apart, by the verdict's rule
     (rlbench/core/verdict.py): their relative difference against the stage's noise floor
     `floor` (None: unknown). `change` is signed: other over base, less 1."""
+    if base.median <= 0 or other.median <= 0:  # a rate of 0 bounds no ratio
+        return {"change": None, "noise_floor": floor, "told_apart": None}
     told = None if floor is None else difference(base.median, other.median) > floor
     return {"change": other.median / base.median - 1, "noise_floor": floor, "told_apart": told}
 
@@ -218,6 +223,8 @@ def _idle(idle: dict) -> str:
 def _difference(d: dict) -> str:
     if d.get("value", 0) is None:
         return f"- {d['other']} against {d['base']}: null ({d['reason']})"
+    if d["change"] is None:
+        return f"- {d['other']} against {d['base']}: {d['metric']} null (a median of 0 bounds no ratio)"
     floor = "noise floor unknown (one run each)" if d["noise_floor"] is None else f"noise floor {d['noise_floor']:.1%}"
     verdict = "" if d["told_apart"] is None else ("; told apart" if d["told_apart"] else "; not told apart")
     return f"- {d['other']} against {d['base']}: {d['metric']} {d['change']:+.1%}, {floor}{verdict}"
