@@ -45,6 +45,17 @@ def test_the_tail_is_cut_and_windows_without_stepping_are_not_counted():
     assert values[st.WINDOWS] == 4 and (values[st.FPS], values[st.FPS_MIN], values[st.FPS_MAX]) == (75, 60, 90)
 
 
+def test_actors_in_bursts_have_the_rate_of_their_span_and_the_range_of_its_blocks():
+    """Actors held by the replay ratio step in bursts (most 1-s windows read 0, as at 128 and 256
+    actors on the 2-core VM): the rate is the frames over the span, never the 0 of a median
+    window; the range is over 5 blocks of 4 windows, each holding one burst of 2 x 8,000 frames
+    but the last, which holds two."""
+    fps = [0, 0, 8000, 8000] * 4 + [8000, 8000, 8000, 8000]
+    values, _ = st.steady_rates(st.windows_of(ticks([1, *fps])), 1.0, 99.0, 3, {})
+    assert values[st.WINDOWS] == 20 and values[st.FPS] == pytest.approx(4800)
+    assert (values[st.FPS_MIN], values[st.FPS_MAX]) == (4000, 8000)
+
+
 def test_too_few_windows_give_the_count_and_why_never_a_rate():
     values, nulls = st.steady_rates(st.windows_of(ticks([50, 60, 70, 80])), 1.5, 4.0, 3, {})
     assert values == {st.WINDOWS: 2, st.SECONDS: 2.0}

@@ -149,8 +149,9 @@ def test_seeds_coupling_holds_the_replay_ratio_in_every_window_and_blocks_the_ac
 
 
 def _assert_steady_rates(run, final):
-    """steady/*: the median of the window/fps ticks after the warm-up and before the actors were
-    done (rlbench/core/steady.py): inside their range, fewer windows than the ticks, no power here."""
+    """steady/*: the frames of the window/fps ticks after the warm-up and before the actors were
+    done over their seconds (rlbench/core/steady.py): inside their range, fewer windows than the
+    ticks, no power here."""
     from rlbench.tracking.unmeasured import unmeasured_of
 
     m, client = run.data.metrics, mlflow.MlflowClient()

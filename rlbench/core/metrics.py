@@ -53,10 +53,14 @@ _TRAINING = [
         "steady/fps",
         "env frames / s",
         "final",
-        "the median window/fps of the steady windows (after the warm-up, before the first role is done)",
+        "the frames over the seconds of the steady windows (after the warm-up, before the first role is done)",
     ),
-    Metric("steady/fps_min", "env frames / s", "final", "the lowest window/fps of the steady windows"),
-    Metric("steady/fps_max", "env frames / s", "final", "the highest window/fps of the steady windows"),
+    Metric(
+        "steady/fps_min", "env frames / s", "final", "the lowest rate of 5 consecutive blocks of the steady windows"
+    ),
+    Metric(
+        "steady/fps_max", "env frames / s", "final", "the highest rate of 5 consecutive blocks of the steady windows"
+    ),
     Metric(
         "steady/windows",
         "count",
@@ -68,7 +72,7 @@ _TRAINING = [
         "steady/learner_updates_per_s",
         "updates / s",
         "final",
-        "the median window/learner_updates_per_s of the steady windows",
+        "the learner updates over the seconds of the steady windows",
     ),
     Metric("steady/power_gpu_w", "W", "final", "the median power_gpu_w tick of the steady windows"),
     Metric("steady/power_cpu_w", "W", "final", "the median power_cpu_w tick of the steady windows (RAPL)"),

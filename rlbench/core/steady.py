@@ -1,12 +1,14 @@
-"""Steady-state rates of one job (pure): the median of its tick windows after its warm-up and
-before the first role finished, with their range; power and frames per joule where measured.
-Too few windows give no rate, only the count and why. docs/metrics.md, "Steady-state rates".
+"""Steady-state rates of one job (pure): the frames over the span of its tick windows after its
+warm-up and before the first role finished, with the range of that span's blocks; power and
+frames per joule where measured. Too few windows give no rate, only the count and why.
+docs/metrics.md, "Steady-state rates".
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from itertools import pairwise
 
 from rlbench.core.metrics import TASK_ELAPSED
 
@@ -15,6 +17,10 @@ WINDOWS, SECONDS, UPDATES = "steady/windows", "steady/s", "steady/learner_update
 POWER_GPU, POWER_CPU, FRAMES_PER_J = "steady/power_gpu_w", "steady/power_cpu_w", "steady/frames_per_j"
 RATES = (FPS, FPS_MIN, FPS_MAX, UPDATES)
 POWERS = {POWER_GPU: "power_gpu_w", POWER_CPU: "power_cpu_w"}  # steady name -> the tick's power metric
+# The range of a steady rate is over this many consecutive blocks of the steady windows (fewer
+# windows: one block each). A block several windows long holds whole bursts of actors that wait
+# on the learner (a 1-s window then reads 0), so its rate is a rate, not the phase of a burst.
+BLOCKS = 5
 
 
 @dataclass(frozen=True)
@@ -67,12 +73,12 @@ def steady_rates(
             )
         )
         return values, dict.fromkeys((*RATES, *POWERS, FRAMES_PER_J), why)
-    fps = [w.fps for w in kept]
-    values |= {FPS: statistics.median(fps), FPS_MIN: min(fps), FPS_MAX: max(fps)}
+    blocks = [span_rate(b, "fps") for b in blocks_of(kept, BLOCKS)]
+    values |= {FPS: span_rate(kept, "fps"), FPS_MIN: min(blocks), FPS_MAX: max(blocks)}
     nulls = {}
-    ups = [w.updates_per_s for w in kept if w.updates_per_s is not None]
-    if ups:
-        values[UPDATES] = statistics.median(ups)
+    updating = [w for w in kept if w.updates_per_s is not None]
+    if updating:
+        values[UPDATES] = span_rate(updating, "updates_per_s")
     else:
         nulls[UPDATES] = "no learner updates in the steady windows (no learner, or it finished first)"
     for name, tick in POWERS.items():
@@ -90,6 +96,23 @@ def steady_rates(
     else:
         values[FRAMES_PER_J] = per_j
     return values, nulls
+
+
+def span_rate(windows: list[TickWindow], rate: str) -> float:
+    """The count over the windows' span: each window's `rate` (per s) times its length, summed,
+    over their lengths summed (a mean weighted by length, not a median: a flow that steps in
+    bursts has a rate though most of its windows read 0)."""
+    seconds = sum(w.length_s for w in windows)
+    return sum(getattr(w, rate) * w.length_s for w in windows) / seconds if seconds > 0 else 0.0
+
+
+def blocks_of(windows: list[TickWindow], count: int) -> list[list[TickWindow]]:
+    """The windows in order, in `count` consecutive blocks whose sizes differ by at most one
+    (fewer windows than `count`: one block each)."""
+    n = min(count, len(windows))
+    size, extra = divmod(len(windows), n)
+    edges = [i * size + min(i, extra) for i in range(n + 1)]
+    return [windows[a:b] for a, b in pairwise(edges)]
 
 
 def frames_per_joule(windows: list[TickWindow], sources: list[str]) -> float | None:

@@ -105,9 +105,9 @@ def noise_floor(spreads: Iterable[Spread]) -> float | None:
 
 
 def windows_floor(ranges: Iterable[tuple[float | None, float | None]]) -> float | None:
-    """The largest ratio between one job's highest and lowest steady window, less 1, over the
-    judged jobs' (lowest, highest); None when none has, or one has no positive range (a window
-    at 0 frames/s bounds no ratio)."""
+    """The largest ratio between one job's fastest and slowest block of steady windows
+    (steady/fps_max over steady/fps_min), less 1, over the judged jobs' (lowest, highest); None
+    when none has, or one has no positive range (a block at 0 frames/s bounds no ratio)."""
     ratios = []
     for lo, hi in ranges:
         if lo is None or hi is None or not 0 < lo <= hi:

@@ -66,8 +66,8 @@ def job_value(j: JobRun, key: str) -> dict:
 
 def rate_metric(study: Study) -> str:
     """What the stage compares: the steady fps where every finished job logged one above 0, else
-    task_fps (a median window of 0 frames/s: actors that run in bursts, e.g. held by the replay
-    ratio, have no steady rate to compare)."""
+    task_fps (a job too short for a steady rate, or one logged before 2026-11-27, when steady/fps
+    was the median 1-s window: 0 frames/s for actors that run in bursts)."""
     done = study.finished
     steady = [j.value("steady/fps") for j in done]
     return "steady/fps" if done and all(v is not None and v > 0 for v in steady) else "task_fps"
