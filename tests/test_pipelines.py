@@ -112,6 +112,26 @@ def test_startup_benchmark_refuses_bad_arguments_before_any_job():
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+def test_main_benchmark_refuses_its_unknown_flags_and_names_a_failed_command_in_one_line():
+    for bad, said in (
+        (["--fast"], "unrecognized arguments: --fast"),
+        (
+            ["--", "actors=0"],
+            "the command failed (exit 2): rlbench: invalid config: actors=0: allowed: an integer >= 1",
+        ),
+    ):
+        out = subprocess.run(
+            [sys.executable, "pipelines/bench_main.py", *bad],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert out.returncode == (2 if bad[0] == "--fast" else 1), out
+
+
 def test_hot_path_benchmark_refuses_bad_arguments_and_modes_this_host_lacks_before_any_timing():
     for bad, said in (
         (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
