@@ -802,9 +802,25 @@ def make_stage_plan(args, host: Host, base: list[str], t0: float) -> tuple[Stage
     o = StageOverheads(plan_s=spent, **({"install_s": 0.0} if args.tiny or host.gpu is None else {}))
     fixed = conf.workload.frames if args.tiny else None
     measured, said = recorded_start(args, actors[0])
-    plan = plan_stage(args.stage, points, predict.sized, fixed, o, left, lockstep, measured)
+    plan = plan_stage(args.stage, points, predict.sized, fixed, o, left, lockstep, measured, accepted_frames(base))
     plan.seed = int(conf.seed)
     return plan, predict, ([whence] if whence else []) + said + how
+
+
+def accepted_frames(base: list[str]):
+    """least_frames for plan_stage: from `frames` up in FRAMES_STEP, the fewest whose job's config
+    validates (the algorithm's checks, e.g. every actor fills one sequence; not the host's)."""
+
+    def least(p: Point, frames: int) -> int:
+        for f in range(frames, FRAMES_MAX + 1, FRAMES_STEP):
+            try:
+                compose_job([*base, *p.overrides(), f"workload.frames={f}"], host=False)
+                return f
+            except ConfigError:
+                continue
+        return frames  # none up to FRAMES_MAX: the run's own check refuses it, naming the key
+
+    return least
 
 
 def recorded_start(args, actors: int) -> tuple[float | None, list[str]]:

@@ -125,6 +125,16 @@ def test_the_plan_sizes_each_grid_and_warms_up_on_its_first_point():
     assert plan.total_s() == pytest.approx(10 + 10 + 10 + 10 + 3 * 5 + warm + 10 * run + 10)
 
 
+def test_a_warm_up_the_config_refuses_takes_the_fewest_frames_it_accepts(gs):  # noqa: F811
+    """The CPU analogue's sms stage planned its warm-up at 256 actors for 60,000 frames (2
+    updates predicted) and its run refused it: each actor must fill one sequence (82,944)."""
+    points, _ = stage_points("sms", [256], 2, None, 2)
+    least = gs.accepted_frames(["env=pong", "experiment=sm_sweep_cpu"])
+    assert least(points[0], 60_000) == 90_000 and least(points[0], 550_000) == 550_000
+    plan = plan_stage("sms", points, linear(fps=40_000, per_update=25_000), least_frames=least)
+    assert plan.warmup.frames == 90_000 and plan.warmup.sized.updates == 3
+
+
 def test_a_stay_that_cannot_hold_the_longest_job_once_is_refused_and_nothing_is_cut():
     points, _ = stage_points("actors", [4, 40], 132, 9, 16)
     plan = plan_stage("actors", points, linear(fps=10_000, per_update=25_000), overheads=stage_costs())

@@ -337,17 +337,22 @@ def plan_stage(
     left_out: list[str] | None = None,
     lockstep: Callable[[Point], bool] = lambda p: False,
     measured_start_s: float | None = None,
+    least_frames: Callable[[Point, int], int] = lambda p, f: f,
 ) -> StagePlan:
     """Each grid's frames: the most any of its points needs (size_frames), or `fixed_frames` (the
     rehearsal); every job predicted there, its runs' starts as one process runs them (with_starts).
-    The warm-up: the first point at the fewest frames that hold WARMUP_UPDATES learner updates."""
+    The warm-up: the first point at the fewest frames that hold WARMUP_UPDATES learner updates.
+    least_frames(point, frames): the fewest frames from `frames` up that the job's config accepts
+    (e.g. each of 256 actors must fill one sequence), where the prediction asks for fewer."""
     frames: dict[Point, int] = {}
     for ps, _ in grid_groups(points):
-        f = fixed_frames or max(size_frames(lambda n, p=p: sized_at(p, n)) for p in ps)
+        f = fixed_frames or max(least_frames(p, size_frames(lambda n, p=p: sized_at(p, n))) for p in ps)
         frames |= dict.fromkeys(ps, f)
     jobs = [StageJob(p, frames[p], sized_at(p, frames[p]), 0.0, lockstep=lockstep(p)) for p in points]
     w = points[0]
-    wf = fixed_frames or size_frames(lambda n: sized_at(w, n), min_steady_s=0.0, min_updates=WARMUP_UPDATES)
+    wf = fixed_frames or least_frames(
+        w, size_frames(lambda n: sized_at(w, n), min_steady_s=0.0, min_updates=WARMUP_UPDATES)
+    )
     warm, jobs = with_starts(StageJob(w, wf, sized_at(w, wf), 0.0, True, lockstep(w)), jobs, measured_start_s)
     plan = StagePlan(stage, warm, jobs, overheads, list(left_out or []), fixed_frames)
     plan.measured_start_s = measured_start_s
