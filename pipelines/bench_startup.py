@@ -3,7 +3,8 @@
 For each env count (`--envs`, default 4 40 256) a new process runs two Pong jobs of the same
 spec, one after the other (seeds 1 and 2), as a sweep's process does: the first job's start is
 `startup_pong_<n>_s`, the second's `startup_pong_<n>_second_s` (it may take the first job's
-envs: rlbench/envs/shelf.py). Each start is read the same way on any commit: from the return of
+envs: rlbench/envs/shelf.py; each count's line says whether it did). Each start is read the
+same way on any commit: from the return of
 `mlflow.start_run` in the job's record to the actors' first step (`ActorRole.stepping_since`,
 after the envs' first reset). The Pong jobs run `learner=false` with a task of a few steps per
 env, so the process is about the start; the learner's first optimizer (torch._dynamo's import,
@@ -64,6 +65,15 @@ def pong_job(envs: int, seed: int, folder: Path) -> list[str]:
     ]
 
 
+def shelf_taken() -> int | None:
+    """Envs the process's shelf has handed out again (None: a commit without the shelf)."""
+    try:
+        from rlbench.envs.shelf import SHELF
+    except ImportError:
+        return None
+    return SHELF.taken
+
+
 def child(envs: int, folder: Path) -> None:
     """Two Pong jobs in this process; prints their starts (s) as one JSON line."""
     import mlflow
@@ -86,12 +96,13 @@ def child(envs: int, folder: Path) -> None:
         return run(self, stop)
 
     mlflow.start_run, ActorRole.run = timed_start_run, seen_run
-    starts, logged = [], []
+    starts, logged, taken = [], [], shelf_taken()
     for seed in (1, 2):
         final = run_job(job_of(compose_checked(pong_job(envs, seed, folder))))
         starts.append(roles[-1].stepping_since - opened[-1])
         logged.append(final.get("job_start_s"))  # the job's own metric, where this commit has it
-    print(json.dumps({"envs": envs, "starts": starts, "job_start_s": logged}), flush=True)
+    reused = None if taken is None else shelf_taken() > taken  # the second job took the first's envs
+    print(json.dumps({"envs": envs, "starts": starts, "job_start_s": logged, "reused": reused}), flush=True)
 
 
 def pong_starts(envs: int, folder: Path) -> dict:
@@ -134,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             out = pong_starts(n, folder)
             print(
                 f"  {n} envs: starts {', '.join(f'{s:.2f}' for s in out['starts'])} s; the jobs' "
-                f"job_start_s {out['job_start_s']}",
+                f"job_start_s {out['job_start_s']}; the second job took the first's envs: "
+                f"{ {True: 'yes', False: 'no'}.get(out.get('reused'), 'no shelf on this commit') }",
                 flush=True,
             )
             figures[f"startup_pong_{n}_s"], figures[f"startup_pong_{n}_second_s"] = out["starts"]

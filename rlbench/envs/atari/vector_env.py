@@ -67,11 +67,11 @@ class AtariActors:
         return StepBatch(info["env_id"], obs, reward.astype(np.float32, copy=False), terminated | truncated)
 
     def settle(self) -> bool:
-        """Receive every step still in flight; True once none is, and only in lock-step: a
-        partial-batch env (recv() returning some envs) is never kept for another job. Once, under
-        CI's load, a reused partial-batch env played other episodes than a new one with the same
-        seed (tests/test_env_shelf.py; not reproduced alone), so only lock-step envs are kept."""
-        if self.inference_batch < self.num_envs:
+        """Receive every step still in flight; True once none is. recv() returns whole batches,
+        so that is possible only where the batch divides the envs (lock-step always; SEED's auto
+        batch, half the envs, where they are even). Once settled, the threads are idle and
+        reset(seed) redraws all of an env's state, as in a new env (docs/envs.md)."""
+        if self._in_flight % self.inference_batch:
             return False
         while self._in_flight > 0:
             self.recv()
