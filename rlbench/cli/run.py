@@ -76,7 +76,7 @@ def task(cfg: DictConfig) -> dict:
     validated, else validated here), run by run_job with the observers handed to it."""
     hc = HydraConfig.get()
     with exits(PROG, refusing=(ResourceError,)):  # ResourceError: the plan's, before any run exists
-        if hc.mode.name == "RUN":  # main() checked it before Hydra ran; this for callers of _entry alone
+        if hc.mode.name == "RUN":  # main() checked it; this for a run Hydra's main started
             problem = mode_problem(cfg, hc.sweeper.get("params"), hc.runtime.choices)
             if problem:
                 raise Refusal(problem)
