@@ -103,3 +103,42 @@ def test_the_walk_from_actors_40_to_the_actor_role(store, rlbench_main, monkeypa
     assert done.returncode == 0, done.stderr
     assert walk.calls() == WALK, walk.calls()
     assert walk.moments == HOLDERS, walk.moments
+
+
+class Seen:
+    """A Hydra callback (hydra.callbacks) that notes what it was told."""
+
+    calls: list[str] = []
+
+    def __getattr__(self, name):
+        return lambda **kwargs: Seen.calls.append(name)
+
+
+def test_a_single_run_runs_on_its_one_composition_as_hydras_run_would(store, rlbench_main, monkeypatch):
+    """Hydra's run_job on the config main() composed and validated: the folder, its .hydra/
+    files, HydraConfig and the config's callbacks as Hydra's run gives them, the config handed."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from rlbench.cli import run
+    from rlbench.config.schema import Config
+    from rlbench.prepare.job import handed
+
+    got = {}
+
+    def task(cfg):
+        hc = HydraConfig.get()
+        got.update(mode=hc.mode, out=hc.runtime.output_dir, handed=handed(list(hc.overrides.task))[0], cfg=cfg)
+        return {}
+
+    monkeypatch.setattr(run, "task", task)
+    Seen.calls = []
+    line = ["env=cartpole", "actors=40", *store["overrides"], f"+hydra.callbacks.seen._target_={__name__}.Seen"]
+    done = rlbench_main(line)
+    assert done.returncode == 0, done.stderr
+    out = Path(store["db"].parent, "out")
+    assert got["mode"] == RunMode.RUN and got["out"] == str(out)
+    assert isinstance(got["handed"], Config) and got["handed"].actors == 40 and "hydra" not in got["cfg"]
+    assert sorted(p.name for p in (out / ".hydra").iterdir()) == ["config.yaml", "hydra.yaml", "overrides.yaml"]
+    assert (out / "__main__.log").exists()  # Hydra's job logging, as its run configures it
+    assert Seen.calls == ["on_run_start", "on_job_start", "on_job_end", "on_run_end"]
