@@ -147,7 +147,7 @@ def test_the_cycle_finder_names_the_path():
 
 def test_the_walk_sees_imports_inside_functions_and_from_imports_of_modules():
     graph = import_graph()
-    assert "rlbench.train.job" in graph["rlbench.cli.run"]  # imported inside _entry
+    assert "rlbench.train.job" in graph["rlbench.cli.run"]  # imported inside task, the task function
     assert "rlbench.prepare.compose" in graph["rlbench.cli.run"]  # from rlbench.prepare.compose import CONF_DIR
 
 

@@ -113,7 +113,7 @@ def test_the_plan_decides_envs_threads_and_the_task_once(compose_cfg):
     # device=cpu: the compute unit below is the CPU's (on a CUDA host device=auto tags "sm")
     conf = validate(compose_cfg(["actors=40", "eval_envs=2", "actor_threads=2", "workload=smoke", "device=cpu"]))
     envs = envs_of(conf)
-    assert (envs.actors, envs.eval, envs.total, envs.actor_threads) == (40, 2, 42, 2)
+    assert (envs.eval, envs.total, envs.actor_threads) == (2, 42, 2)  # the 40 actors: conf.actors, not copied
     assert envs.inference_batch == 21  # SEED's auto rule: half of all envs, eval envs counted
     plan = plan_job(conf)
     assert plan.envs == envs and plan.pin >= 0  # an explicit thread count is pinned

@@ -1,6 +1,7 @@
 """The command line of `python -m rlbench` (and of the pipelines, which run it) checked before
-Hydra runs: composed once as Hydra will compose it, so that a bad key, preset, value type or
-mode is one message (exit 2) and Hydra creates no output folder for it (docs/jobs.md)."""
+Hydra makes any folder: composed once as Hydra composes it, so that a bad key, preset, value
+type, value, mode or store is one message (exit 2) and no output folder exists for it; a single
+run goes on from that one composition (docs/jobs.md, docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import math
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rlbench.config.rules import ConfigError
 from rlbench.config.schema import Config
+from rlbench.core.errors import Refusal
 from rlbench.prepare.compose import compose_checked
 from rlbench.prepare.preflight import job_store_problem
 from rlbench.prepare.validate import validate
@@ -47,38 +50,38 @@ def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | Non
 
 
 def precheck(argv: list[str], stores: bool = False) -> str | None:
-    """The command line composed as Hydra will compose it (a sweep's lists left to the sweeper,
-    which checks every job): a bad key, preset, value type or mode, as one message; else None.
-    stores: a single run's stores too (job_store_problem), so that a refused store leaves no
-    output folder either (a sweep checks its stores before Hydra makes its folder)."""
-    return checked_command_line(argv, stores)[0]
+    """checked_command_line's refusal as one message (a bad key, preset, value type, value, mode
+    or, with `stores`, store); else None."""
+    try:
+        checked_command_line(argv, stores)
+    except Refusal as e:  # ConfigError is one
+        return str(e)
+    return None
 
 
-def checked_command_line(argv: list[str], stores: bool = False) -> tuple[str | None, dict[tuple[str, ...], Config]]:
-    """precheck's problem, and a single run's validated config by its job's overrides (the
-    command line less Hydra's own, as Hydra records them: rlbench/prepare/job.py handing)."""
-
+def checked_command_line(argv: list[str], stores: bool = False) -> tuple[DictConfig, Config] | None:
+    """A single run's command line composed once, with Hydra's node, as Hydra's run composes it,
+    and validated once: (the composed config, the typed one); Hydra's run_job makes the job's
+    folder from the first (rlbench/cli/run.py main). Refused (ConfigError, Refusal: its
+    stores, with `stores`) before any folder exists. None where Hydra runs the command: its own
+    flags (--cfg, --help, ...), or -m (the rest composed and refused here; the sweeper checks each job)."""
     multirun = any(a in MULTIRUN for a in argv)
     if any(a.startswith("-") and a not in MULTIRUN for a in argv):
-        return None, {}  # Hydra's own flags (--cfg, --help, ...): Hydra handles them
+        return None  # Hydra's own flags: Hydra handles them
     overrides = [a for a in argv if a not in MULTIRUN]
     if multirun:  # the sweeper composes each job of a list; here the rest, once
         parser = OverridesParser.create()
         # an override that cannot be parsed stays: compose_checked names it
         with contextlib.suppress(OverrideParseException):
             overrides = [o for o in overrides if not parser.parse_overrides([o])[0].is_sweep_override()]
-    try:
-        cfg = compose_checked(overrides, hydra_node=True)
-    except ConfigError as e:
-        return str(e), {}
-    if multirun:
-        return None, {}
+    cfg = compose_checked(overrides, hydra_node=True)
+    if multirun or cfg.hydra.mode == RunMode.MULTIRUN:  # hydra.mode=MULTIRUN: Hydra's multirun, as -m
+        return None
     problem = mode_problem(cfg, cfg.hydra.sweeper.get("params"), cfg.hydra.runtime.choices)
     if problem is not None:
-        return problem, {}
-    try:  # a single run's values too, so that Hydra makes no output folder for a refused one
-        config = validate(cfg)  # validate leaves out the Hydra node: the job's config, not composed again
-    except ConfigError as e:
-        return str(e), {}
-    job = tuple(o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_hydra_override())
-    return (job_store_problem(config.tracking) if stores else None), {job: config}
+        raise ConfigError(problem)
+    config = validate(cfg)  # validate leaves out the Hydra node
+    problem = job_store_problem(config.tracking) if stores else None
+    if problem is not None:
+        raise Refusal(problem)
+    return cfg, config

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import sys
 
+from hydra._internal.callbacks import Callbacks
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
 # Hydra's basic launcher, told by name: its plugin scan executes that module again at each scan
 BASIC_LAUNCHER = ("hydra._internal.core_plugins.basic_launcher", "BasicLauncher")
 
-__all__ = ["BASIC_LAUNCHER", "apply_values", "basic_sweeper", "failure", "preset_params"]
+__all__ = ["BASIC_LAUNCHER", "apply_values", "basic_sweeper", "callbacks_of", "failure", "preset_params"]
 
 
 def basic_sweeper() -> type:
@@ -20,6 +21,13 @@ def basic_sweeper() -> type:
     has no public one. Read from its module as it is now: each plugin scan executes it again."""
     __import__("hydra._internal.core_plugins.basic_sweeper")
     return sys.modules["hydra._internal.core_plugins.basic_sweeper"].BasicSweeper
+
+
+def callbacks_of(cfg) -> Callbacks:
+    """The callbacks a config names (hydra.callbacks), as Hydra's run calls them: run_job takes
+    them in its HydraContext (a single run composed once: cli/run.py main), and Hydra has
+    no public constructor for them."""
+    return Callbacks(cfg)
 
 
 def apply_values(values: list, cfg) -> None:

@@ -27,17 +27,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Envs:
-    """The envs a job's actors step and how: pure arithmetic on the config (predict uses it too)."""
+    """The envs a job's actors step and how: pure arithmetic on the config (predict uses it too).
+    The training envs are the config's `actors` (ids [0, actors)), read there: not copied here."""
 
-    actors: int  # the actors' training envs (the config's `actors`): ids [0, actors)
     eval: int  # evaluation envs after them; only where the algorithm learns (eval measures a learned policy)
+    total: int  # every env the actors step: actors + eval
     actor_threads: int  # CPU hardware threads stepping them (the CPU/GPU ratio's numerator)
     inference_batch: int  # envs per central-inference forward (envs/vector.py resolve_inference_batch)
     # (the trainer hands the vector env the config's inference_batch; it resolves it by the same rule)
-
-    @property
-    def total(self) -> int:
-        return self.actors + self.eval
 
 
 def eval_envs_of(conf: Config) -> int:
@@ -96,9 +93,8 @@ def envs_of(conf: Config, cores: int | None = None) -> Envs:
         partial = True  # central inference batches whole processes' steps, whatever the family
         if conf.actor_procs:
             threads = local_actor_threads(threads, conf.actor_procs, conf.actor_threads or cores or len(usable_cpus()))
-    return Envs(
-        conf.actors, n_eval, threads, resolve_inference_batch(conf.inference_batch, conf.actors + n_eval, partial)
-    )
+    total = conf.actors + n_eval
+    return Envs(n_eval, total, threads, resolve_inference_batch(conf.inference_batch, total, partial))
 
 
 def local_actor_threads(pool: int, procs: int, cpus: int) -> int:

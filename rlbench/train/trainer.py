@@ -157,7 +157,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
             f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
         )
     actors_done = threading.Event()
-    ctx = AlgoContext(conf, plan.spec, plan.device, envs.actors, envs.eval, actors_done, timer)
+    ctx = AlgoContext(conf, plan.spec, plan.device, conf.actors, envs.eval, actors_done, timer)
     parts, inference = wire_inference(plan.build, ctx, getattr(env, "inference_batch", None))
     actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
     return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
