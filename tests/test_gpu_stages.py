@@ -454,23 +454,27 @@ def test_the_cpu_stage_rehearsal_warms_up_measures_idle_power_and_summarises(tmp
     assert min(r.info.start_time for r in idle) < warm[0].info.start_time  # measured before the first job
 
 
-def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(gs, monkeypatch, tmp_path):  # noqa: F811
+def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(monkeypatch, tmp_path):
     """experiment=sm_sweep_cpu defines sm_limit=2,1, which a single run (the warm-up) refuses: the
     stage's commands drop the preset's grid, its own grids being the sweeps."""
     import time
     from types import SimpleNamespace
 
+    from rlbench.cli import gpu_stage
+    from rlbench.cli.gpu_study import TINY
+    from rlbench.predict.study_host import Host
+    from rlbench.prepare import preflight
     from rlbench.prepare.command_line import precheck
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(gs, "preflight_or_exit", lambda uri, prog: None)
-    monkeypatch.setattr(gs, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
-    monkeypatch.setattr(gs, "stage_finish", lambda *a, **k: None)
+    monkeypatch.setattr(preflight, "check", lambda uri: None)
+    monkeypatch.setattr(gpu_stage, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
+    monkeypatch.setattr(gpu_stage, "stage_finish", lambda *a, **k: None)
     points = [Point(8, None, None, 1), Point(8, 1, None, 1)]
     plan = plan_stage("sms", points, linear(fps=1000, per_update=500), 1500, stage_costs())
     args = SimpleNamespace(out=tmp_path / "o", stage="sms", budget_s=420.0, argv=[])
-    host = gs.Host("cpu", None, 2, 2, True, {"host": "t"})
-    assert gs.run_stage(args, host, plan, [*gs.TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
+    host = Host("cpu", None, 2, 2, True, {"host": "t"})
+    assert gpu_stage.run_stage(args, host, plan, [*TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
     spec = json.loads((tmp_path / "o" / "stage.json").read_text())
     assert precheck([*spec["common"], *spec["warmup"]]) is None
     assert precheck(["-m", *spec["common"], *spec["grids"][0]]) is None
