@@ -30,6 +30,7 @@ from rlbench.predict.stage_plan import (
     split_parts,
     stage_points,
 )
+from rlbench.predict.stage_planner import accepted_frames
 from rlbench.predict.study_plan import PlanError
 from rlbench.report.stage_summary import NOT_LOGGED, compare, stage_markdown, stage_summary
 from rlbench.telemetry.idle import idle_power
@@ -125,11 +126,11 @@ def test_the_plan_sizes_each_grid_and_warms_up_on_its_first_point():
     assert plan.total_s() == pytest.approx(10 + 10 + 10 + 10 + 3 * 5 + warm + 10 * run + 10)
 
 
-def test_a_warm_up_the_config_refuses_takes_the_fewest_frames_it_accepts(gs):  # noqa: F811
+def test_a_warm_up_the_config_refuses_takes_the_fewest_frames_it_accepts():
     """The CPU analogue's sms stage planned its warm-up at 256 actors for 60,000 frames (2
     updates predicted) and its run refused it: each actor must fill one sequence (82,944)."""
     points, _ = stage_points("sms", [256], 2, None, 2)
-    least = gs.accepted_frames(["env=pong", "experiment=sm_sweep_cpu"])
+    least = accepted_frames(["env=pong", "experiment=sm_sweep_cpu"])
     assert least(points[0], 60_000) == 90_000 and least(points[0], 550_000) == 550_000
     plan = plan_stage("sms", points, linear(fps=40_000, per_update=25_000), least_frames=least)
     assert plan.warmup.frames == 90_000 and plan.warmup.sized.updates == 3
@@ -163,11 +164,11 @@ def test_a_later_run_takes_the_shelf_s_lock_step_envs_and_a_partial_batch_one_do
     fast = linear(fps=40_000, per_update=25_000)
     partial = plan_stage("sms", points, fast, overheads=stage_costs())
     assert {(j.start_s, j.then_s) for j in partial.jobs} == {(job_start_s(40), None)}
-    lock = plan_stage("sms", points, fast, overheads=stage_costs(), lockstep=lambda p: True)
+    lock = plan_stage("sms", points, fast, overheads=stage_costs(), shelved=lambda p: True)
     assert lock.warmup.start_s == job_start_s(40)  # the process's first envs are made
     assert {(j.start_s, j.then_s) for j in lock.jobs} == {(reused_start_s(40), None)}  # then all off the shelf
     big = [Point(300, None, None, 2), Point(300, None, 4, 2)]  # two specs of 300 envs: over the shelf's 512
-    full = plan_stage("cpu", big, fast, overheads=stage_costs(), lockstep=lambda p: True)
+    full = plan_stage("cpu", big, fast, overheads=stage_costs(), shelved=lambda p: True)
     assert all(j.start_s > reused_start_s(300) and j.then_s is None for j in full.jobs)
 
 
@@ -464,23 +465,27 @@ def test_the_cpu_stage_rehearsal_warms_up_measures_idle_power_and_summarises(tmp
     assert min(r.info.start_time for r in idle) < warm[0].info.start_time  # measured before the first job
 
 
-def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(gs, monkeypatch, tmp_path):  # noqa: F811
+def test_the_cpu_analogue_s_warm_up_is_one_job_its_preset_grid_left_to_the_stage(monkeypatch, tmp_path):
     """experiment=sm_sweep_cpu defines sm_limit=2,1, which a single run (the warm-up) refuses: the
     stage's commands drop the preset's grid, its own grids being the sweeps."""
     import time
     from types import SimpleNamespace
 
+    from rlbench.cli import gpu_stage
+    from rlbench.cli.gpu_study import TINY
+    from rlbench.predict.study_host import Host
+    from rlbench.prepare import preflight
     from rlbench.prepare.command_line import precheck
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(gs, "preflight_or_exit", lambda uri, prog: None)
-    monkeypatch.setattr(gs, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
-    monkeypatch.setattr(gs, "stage_finish", lambda *a, **k: None)
+    monkeypatch.setattr(preflight, "check", lambda uri: None)
+    monkeypatch.setattr(gpu_stage, "run_sweep", lambda *a, **k: SimpleNamespace(code=0, stopped=False, seconds=0.0))
+    monkeypatch.setattr(gpu_stage, "stage_finish", lambda *a, **k: None)
     points = [Point(8, None, None, 1), Point(8, 1, None, 1)]
     plan = plan_stage("sms", points, linear(fps=1000, per_update=500), 1500, stage_costs())
     args = SimpleNamespace(out=tmp_path / "o", stage="sms", budget_s=420.0, argv=[])
-    host = gs.Host("cpu", None, 2, 2, True, {"host": "t"})
-    assert gs.run_stage(args, host, plan, [*gs.TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
+    host = Host("cpu", None, 2, 2, True, {"host": "t"})
+    assert gpu_stage.run_stage(args, host, plan, [*TINY, "experiment=sm_sweep_cpu"], time.monotonic()) == 0
     spec = json.loads((tmp_path / "o" / "stage.json").read_text())
     assert precheck([*spec["common"], *spec["warmup"]]) is None
     assert precheck(["-m", *spec["common"], *spec["grids"][0]]) is None

@@ -15,6 +15,7 @@ import pytest
 
 from rlbench.cli.run_and_report import run_sweep
 from rlbench.core.resources import DeviceProperties, green_context_problem
+from rlbench.predict import study_host, study_predictor
 from rlbench.predict.datasheet import Flops, Gpu, gpu_tables, peak_tflops
 from rlbench.predict.study_plan import Overheads, PlanError, build_plan, fit_stage, over_budget, size_frames, sm_points
 from rlbench.report.one_page import markdown, precision_ratio, slowdown_at_half, summary
@@ -27,7 +28,6 @@ H100 = Gpu("NVIDIA H100 80GB HBM3", 132, 9)
 def load_script():
     spec = importlib.util.spec_from_file_location("gpu_study", ROOT / "pipelines" / "gpu_study.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_study"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -197,11 +197,11 @@ def fake_h100(gs, monkeypatch):
     monkeypatch.setattr(
         fingerprint, "host_tags", lambda: {"host": "fake", "git_commit": "abc", "cuda_available": "True"}
     )
-    monkeypatch.setattr(gs, "cuda_properties", lambda i: DeviceProperties(H100.name, 132, 9))
-    monkeypatch.setattr(gs, "green_context_problem", lambda i, sms: None)
-    monkeypatch.setattr(gs, "usable_cpus", lambda: list(range(16)))
+    monkeypatch.setattr(study_host, "cuda_properties", lambda i: DeviceProperties(H100.name, 132, 9))
+    monkeypatch.setattr(study_host, "green_context_problem", lambda i, sms: None)
+    monkeypatch.setattr(study_host, "usable_cpus", lambda: list(range(16)))
     rows = [{"threads": 16, "envs": e, "sps": 16 / 8e-4, "env_step_s": 8e-4, "reset_s": 0.01 * e} for e in (4, 16, 40)]
-    monkeypatch.setattr(gs, "measured_env", lambda conf, threads, actors: rows)
+    monkeypatch.setattr(study_predictor, "measured_env", lambda conf, threads, actors: rows)
     monkeypatch.setattr(measure, "counted_flops", lambda conf: (587e9, 24e6))
     return gs
 
@@ -241,7 +241,7 @@ def test_an_explicit_task_over_the_budget_is_refused(fake_h100, capsys):
 
 def test_a_gpu_without_green_contexts_is_refused_with_the_way_out(fake_h100, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(
-        fake_h100, "green_context_problem", lambda i, sms: "a green context ... (CUDA_ERROR_NOT_SUPPORTED)"
+        study_host, "green_context_problem", lambda i, sms: "a green context ... (CUDA_ERROR_NOT_SUPPORTED)"
     )
     err = refused(fake_h100, ["--out", str(tmp_path / "o")], capsys)
     assert "--sm-limits: NVIDIA H100 80GB HBM3 (compute capability 9.x) gave no green context" in err

@@ -27,7 +27,8 @@ STOPPED = (130, 143)  # 128 + SIGINT, SIGTERM: rlbench.core.signals.exit_stopped
 def run_main(args: list[str], echo: bool = True) -> int:
     """`python -m rlbench ARGS` in this process (Hydra composes it, its multirun launches the
     jobs, each through run_job): its exit code; sys.argv (which Hydra's main reads) and the root
-    logger's handlers put back after (also the tests' in-process command: tests/conftest.py)."""
+    logger's handlers put back after (also the tests' in-process command: tests/conftest.py).
+    Why main() and not the compose API: docs/architecture.md, "A GPU study stage"."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     argv, sys.argv = sys.argv, [str(DOOR), *args]

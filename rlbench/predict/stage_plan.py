@@ -25,7 +25,7 @@ FRAMES_MAX = 50_000_000
 MEASURED_START = ((4, 8.0), (128, 20.0), (256, 29.0))
 PINNED_START = 38.0 / 20.0  # pinned actor threads at 128 actors started in 21-38 s (the cpu stage, H200)
 JOB_END_S = 2.0  # a job's end after its task (final metrics, closing): an estimate, not measured
-# a later job of the same spec whose lock-step envs came off the shelf (envs/shelf.py): resets only;
+# a later job of the same spec whose envs came off the shelf (envs/shelf.py): resets only;
 # measured on the 2-core VM (docs/results.md, "A job's start"), not on a GPU host
 REUSED_START = ((4, 0.49), (40, 1.17), (256, 13.6))
 
@@ -150,7 +150,7 @@ class StageJob:
     sized: Sized
     start_s: float  # the first run's start and end around its task (docs/gpu.md, "Stages")
     warmup: bool = False
-    lockstep: bool = False  # its envs step lock-step: the shelf keeps them for a later job of its spec
+    shelved: bool = False  # its batch divides its envs: the shelf keeps them for a later job of its spec
     then_s: float | None = None  # a later run's start and end (None: as the first's)
 
     def seconds(self) -> float:
@@ -175,7 +175,7 @@ def job_start_s(actors: int, pinned: bool = False) -> float:
 
 
 def reused_start_s(actors: int) -> float:
-    """A job whose lock-step envs came off the shelf: their resets (REUSED_START) and JOB_END_S."""
+    """A job whose envs came off the shelf: their resets (REUSED_START) and JOB_END_S."""
     return _between(REUSED_START, actors) + JOB_END_S
 
 
@@ -190,12 +190,12 @@ def with_starts(
     """Each run's start in one process, in the order it runs them (the warm-up, then each job's
     runs): new envs (job_start_s, or `measured_s`: a record's start and end at the stage's one
     actor count), or the shelf's where a run before it had the same spec (actors, actor threads),
-    its envs step lock-step and every spec of the process fits on the shelf."""
+    the shelf keeps its envs (shelved) and every spec of the process fits on the shelf."""
     fits = sum(a for a, _ in {_spec(j.point) for j in [warmup, *jobs]}) <= MAX_ENVS
     seen: set = set()
 
     def start(j: StageJob) -> float:
-        again = j.lockstep and fits and _spec(j.point) in seen
+        again = j.shelved and fits and _spec(j.point) in seen
         seen.add(_spec(j.point))
         pinned = j.point.actor_threads is not None
         if again:
@@ -335,7 +335,7 @@ def plan_stage(
     fixed_frames: int | None = None,
     overheads: StageOverheads = StageOverheads(),
     left_out: list[str] | None = None,
-    lockstep: Callable[[Point], bool] = lambda p: False,
+    shelved: Callable[[Point], bool] = lambda p: False,
     measured_start_s: float | None = None,
     least_frames: Callable[[Point, int], int] = lambda p, f: f,
 ) -> StagePlan:
@@ -348,12 +348,12 @@ def plan_stage(
     for ps, _ in grid_groups(points):
         f = fixed_frames or max(least_frames(p, size_frames(lambda n, p=p: sized_at(p, n))) for p in ps)
         frames |= dict.fromkeys(ps, f)
-    jobs = [StageJob(p, frames[p], sized_at(p, frames[p]), 0.0, lockstep=lockstep(p)) for p in points]
+    jobs = [StageJob(p, frames[p], sized_at(p, frames[p]), 0.0, shelved=shelved(p)) for p in points]
     w = points[0]
     wf = fixed_frames or least_frames(
         w, size_frames(lambda n: sized_at(w, n), min_steady_s=0.0, min_updates=WARMUP_UPDATES)
     )
-    warm, jobs = with_starts(StageJob(w, wf, sized_at(w, wf), 0.0, True, lockstep(w)), jobs, measured_start_s)
+    warm, jobs = with_starts(StageJob(w, wf, sized_at(w, wf), 0.0, True, shelved(w)), jobs, measured_start_s)
     plan = StagePlan(stage, warm, jobs, overheads, list(left_out or []), fixed_frames)
     plan.measured_start_s = measured_start_s
     return plan
