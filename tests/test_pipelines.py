@@ -11,6 +11,13 @@ from rlbench.cli.run_and_report import merge, tracking_uri
 from tests.conftest import CARTPOLE_TINY, ROOT
 
 
+def pipeline(script: str, *args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    """`python <script> <args>` from the repository's root: its exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 def test_the_actor_path_bench_counts_idle_and_iowait_as_the_hosts_idle_share():
     import collections
     import importlib.util
@@ -42,7 +49,6 @@ def test_pipeline_reports_from_the_store_the_jobs_use(monkeypatch):
 @pytest.mark.e2e
 def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
     cmd = [
-        sys.executable,
         "pipelines/sm_sweep.py",
         "--quick",
         "--report-out",
@@ -52,7 +58,7 @@ def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
         "telemetry.rate_hz=2",
         *store["overrides"],
     ]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    out = pipeline(*cmd, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
     assert "rlbench report: sm_sweep_cpu" in out.stdout and "(2/2 jobs finished)" in out.stdout
@@ -65,14 +71,7 @@ def test_quick_sm_sweep_pipeline_ends_with_its_report(store, tmp_path):
 
 @pytest.mark.e2e
 def test_pipeline_refused_before_any_job_gets_no_report(store):
-    out = subprocess.run(
-        [sys.executable, "pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"]],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = pipeline("pipelines/actor_sweep.py", "--quick", "actors=2,0", *store["overrides"], timeout=120)
     assert out.returncode == 2 and "no report" in out.stderr and "actors" in out.stderr
 
 
@@ -85,14 +84,7 @@ def test_inference_batch_benchmark_refuses_bad_arguments_before_any_job():
         (["--threads", "nan"], "--threads=nan: allowed: an integer >= 0 (0 = all hardware threads)"),
         (["inference_batch=3"], "inference_batch=3: allowed: overrides other than inference_batch"),
     ):
-        out = subprocess.run(
-            [sys.executable, "pipelines/bench_inference_batch.py", *bad],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        out = pipeline("pipelines/bench_inference_batch.py", *bad)
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
@@ -101,14 +93,7 @@ def test_startup_benchmark_refuses_bad_arguments_before_any_job():
         (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
         (["--envs", "4", "x"], "--envs=x: allowed: an integer >= 1"),
     ):
-        out = subprocess.run(
-            [sys.executable, "pipelines/bench_startup.py", *bad],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        out = pipeline("pipelines/bench_startup.py", *bad)
         assert out.returncode == 2 and said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
@@ -120,14 +105,7 @@ def test_main_benchmark_refuses_its_unknown_flags_and_names_a_failed_command_in_
             "the command failed (exit 2): rlbench: invalid config: actors=0: allowed: an integer >= 1",
         ),
     ):
-        out = subprocess.run(
-            [sys.executable, "pipelines/bench_main.py", *bad],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        out = pipeline("pipelines/bench_main.py", *bad, timeout=120)
         assert said in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
         assert out.returncode == (2 if bad[0] == "--fast" else 1), out
 
@@ -144,12 +122,5 @@ def test_hot_path_benchmark_refuses_bad_arguments_and_modes_this_host_lacks_befo
         ),
         (["--modes", "eager,fast", "device=cpu"], "hot_path.inference='fast': allowed: one of eager, compile"),
     ):
-        out = subprocess.run(
-            [sys.executable, "pipelines/bench_inference.py", *bad],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        out = pipeline("pipelines/bench_inference.py", *bad, timeout=120)
         assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
