@@ -269,7 +269,10 @@ def test_the_summary_gives_medians_ranges_and_the_noise_floor_beside_each_differ
     assert s["jobs"][0]["start_s"]["value"] == pytest.approx(30.0 - 200_000 / 40_000)
     assert s["ratio"][0]["threads_per_sm"] == pytest.approx(16 / 132) and s["best"]["actors"] == 128
     page = stage_markdown(s)
-    assert "task_fps -27.4%, noise floor 10.0%; told apart" in page and "not told apart" in page
+    assert (
+        "task_fps -27.4% (37.7% apart, the larger over the smaller), noise floor 10.0%; told apart" in page
+        and "not told apart" in page
+    )
     assert "idle GPU power before the first job: 80.1 W" in page and "40 V100 SMs" in page and "15.5 H200 SMs" in page
 
 
@@ -562,3 +565,15 @@ def test_a_stage_whose_jobs_have_no_steady_rate_compares_task_fps():
     assert rate_metric(SimpleNamespace(finished=[job(1175.9), job(3029.9)])) == "steady/fps"
     assert rate_metric(SimpleNamespace(finished=[job(1175.9), job(0.0)])) == "task_fps"
     assert compare(spread([0.0, 0.0]), spread([1.0, 2.0]), None)["change"] is None
+
+
+def test_a_difference_at_the_floors_edge_is_printed_in_the_verdicts_measure_with_the_digits_that_tell():
+    """The CPU analogue's cpu stage printed "-3.4%, noise floor 3.5%; told apart": the change
+    is signed (other over base), the test the larger over the smaller (3.53% > 3.52%)."""
+    from rlbench.report.stage_summary import _difference
+
+    d = {"other": "t=2", "base": "t=null", "metric": "steady/fps", "change": 2572.5 / 2663.2 - 1}
+    line = _difference(d | {"noise_floor": 2617.0 / 2528.0 - 1, "told_apart": True})
+    assert line.endswith("steady/fps -3.4% (3.53% apart, the larger over the smaller), noise floor 3.52%; told apart")
+    line = _difference(d | {"noise_floor": 0.10, "told_apart": False})
+    assert "(3.5% apart, the larger over the smaller), noise floor 10.0%; not told apart" in line

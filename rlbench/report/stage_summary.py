@@ -225,9 +225,27 @@ def _difference(d: dict) -> str:
         return f"- {d['other']} against {d['base']}: null ({d['reason']})"
     if d["change"] is None:
         return f"- {d['other']} against {d['base']}: {d['metric']} null (a median of 0 bounds no ratio)"
-    floor = "noise floor unknown (one run each)" if d["noise_floor"] is None else f"noise floor {d['noise_floor']:.1%}"
+    apart = difference(1.0, 1.0 + d["change"])  # the verdict's measure: the larger over the smaller
+    digits = _digits(apart, d["noise_floor"])
+    floor = (
+        "noise floor unknown (one run each)"
+        if d["noise_floor"] is None
+        else f"noise floor {d['noise_floor']:.{digits}%}"
+    )
     verdict = "" if d["told_apart"] is None else ("; told apart" if d["told_apart"] else "; not told apart")
-    return f"- {d['other']} against {d['base']}: {d['metric']} {d['change']:+.1%}, {floor}{verdict}"
+    return (
+        f"- {d['other']} against {d['base']}: {d['metric']} {d['change']:+.1%} "
+        f"({apart:.{digits}%} apart, the larger over the smaller), {floor}{verdict}"
+    )
+
+
+def _digits(apart: float, floor: float | None) -> int:
+    """Decimals of a percentage that show the difference and the floor apart where they are
+    (1, up to 3 at the floor's edge), so a text never reads "3.5% ... 3.5%: told apart"."""
+    for digits in (1, 2):
+        if floor is None or round(apart * 100, digits) != round(floor * 100, digits):
+            return digits
+    return 3
 
 
 def _ratio(r: dict) -> str:
