@@ -129,3 +129,10 @@ def test_steady_min_windows_out_of_range_is_refused_before_any_run(rlbench_main,
     assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
     assert f"tracking.steady_min_windows={value}: allowed: an integer >= 1" in lines[0]
     assert not store["db"].exists() or runs(store["uri"]) == []
+
+
+def test_a_window_of_no_length_is_not_counted():
+    """Two ticks at one time leave a window of 0 s: it has no rate, so it is left out."""
+    series = ticks([100, 110, 90]) + [{"task_elapsed_s": 3.0, "window/fps": 5000.0}]
+    values, _ = st.steady_rates(st.windows_of(series), 0.0, 99.0, 3, {})
+    assert values[st.WINDOWS] == 3 and values[st.FPS] == pytest.approx(100)

@@ -51,8 +51,9 @@ def windows_of(ticks: list[dict]) -> list[TickWindow]:
 
 def steady_windows(windows: list[TickWindow], warm_s: float, until_s: float) -> list[TickWindow]:
     """The windows wholly after the warm-up (`warm_s`) and before `until_s` (the first role
-    done: the learner's tail, or the actors' tail after the learner), in which the actors stepped."""
-    return [w for w in windows if w.fps is not None and w.start_s >= warm_s and w.end_s <= until_s]
+    done: the learner's tail, or the actors' tail after the learner), in which the actors stepped
+    (a window of no length, two ticks at one time, has no rate: not counted)."""
+    return [w for w in windows if w.fps is not None and w.length_s > 0 and w.start_s >= warm_s and w.end_s <= until_s]
 
 
 def steady_rates(
@@ -102,8 +103,7 @@ def span_rate(windows: list[TickWindow], rate: str) -> float:
     """The count over the windows' span: each window's `rate` (per s) times its length, summed,
     over their lengths summed (a mean weighted by length, not a median: a flow that steps in
     bursts has a rate though most of its windows read 0)."""
-    seconds = sum(w.length_s for w in windows)
-    return sum(getattr(w, rate) * w.length_s for w in windows) / seconds if seconds > 0 else 0.0
+    return sum(getattr(w, rate) * w.length_s for w in windows) / sum(w.length_s for w in windows)
 
 
 def blocks_of(windows: list[TickWindow], count: int) -> list[list[TickWindow]]:
