@@ -15,6 +15,10 @@ GEMM on all threads, as `python -m rlbench.profile` measures it). Medians, figur
     inference_overhead[actors=40,mode=eager]=<latency / eager bare forward>
     learner_peak_share[mode=compile]=<model FLOP/s / GEMM peak>
 
+A mode may name a torso layout after `@` (`hot_path.memory_format`): `--modes
+eager@contiguous,eager@channels_last` times the two layouts side by side; without `@` the job's
+default (auto).
+
     python pipelines/bench_inference.py                            # Pong R2D2, 5 repeats
     python pipelines/bench_inference.py --actors 4 --updates 0 env=cartpole   # a smoke
 """
@@ -71,17 +75,31 @@ def configs(args) -> tuple[dict, list[str]]:
     confs = {}
     for a in args.actors:
         for m in modes:
-            learner = m if m in MODES["learner"] else "eager"
+            mode, layout = split_mode(m)
+            learner = mode if mode in MODES["learner"] else "eager"
             confs[(a, m)] = compose_job(
                 [
                     *SMALL_REPLAY,
                     *args.overrides,
                     f"actors={a}",
-                    f"hot_path.inference={m}",
+                    f"hot_path.inference={mode}",
                     f"hot_path.learner={learner}",
+                    *layout,
                 ]
             )
     return confs, modes
+
+
+def split_mode(m: str) -> tuple[str, list[str]]:
+    """('eager', ['hot_path.memory_format=channels_last']) of 'eager@channels_last'; ('eager', []) of 'eager'."""
+    mode, _, layout = m.partition("@")
+    return mode, [f"hot_path.memory_format={layout}"] if layout else []
+
+
+def layout_of(net) -> str:
+    """The layout its convolutional torso ran in, or 'no torso layout' (an MLP)."""
+    torsos = [m for m in net.modules() if hasattr(m, "set_memory_format")]
+    return ("channels_last" if torsos[0].channels_last else "contiguous") if torsos else "no torso layout"
 
 
 def server_for(conf):
@@ -175,10 +193,11 @@ def learner(args, modes: list[str]) -> dict:
     from rlbench.prepare.compose import compose_job
     from rlbench.telemetry.flops import FlopRate
 
-    modes = [m for m in modes if m in MODES["learner"]]
+    modes = [m for m in modes if split_mode(m)[0] in MODES["learner"]]
     built, res = {}, {}
     for m in modes:
-        conf = compose_job([*SMALL_REPLAY, *args.overrides, f"hot_path.learner={m}"])
+        mode, layout = split_mode(m)
+        conf = compose_job([*SMALL_REPLAY, *args.overrides, f"hot_path.learner={mode}", *layout])
         _, _, lrn, fill = learner_with_data(conf)
         fill()
         t0 = time.perf_counter()
@@ -199,7 +218,7 @@ def learner(args, modes: list[str]) -> dict:
             res[m]["updates"].append(time.perf_counter() - t0)
             print(f"update {r + 1}: {m} {res[m]['updates'][-1]:.3f} s", flush=True)
     for m in modes:
-        res[m] |= {"flops": rate.flops_per_item, "ran": built[m][0].hot.ran}
+        res[m] |= {"flops": rate.flops_per_item, "ran": f"{built[m][0].hot.ran}, {layout_of(built[m][0].net)}"}
     return res
 
 

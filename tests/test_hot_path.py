@@ -193,6 +193,7 @@ def test_a_job_logs_the_overhead_and_the_modes_that_ran(store, monkeypatch, comp
     assert m["inference_forward_ms"] > 0 and m["inference_overhead"] > 0 and m["inference_forward_batch"] >= 1
     assert tags["hot_path/inference"] == "compile" and tags["hot_path/learner"] == "eager"
     assert run.data.params["hot_path.inference"] == "compile"
+    assert "hot_path/memory_format" not in tags  # CartPole's MLP torso has no layout to set
 
 
 def test_a_mode_unknown_or_lacking_on_this_host_is_refused_naming_what_it_offers(store, rlbench_main):
@@ -204,6 +205,10 @@ def test_a_mode_unknown_or_lacking_on_this_host_is_refused_naming_what_it_offers
             + " a CUDA device"
         )
         assert out.returncode == 2 and line in out.stderr.splitlines(), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and runs(store["uri"]) == []
+    out = rlbench_main(["env=cartpole", "hot_path.memory_format=nhwc", *store["overrides"]])
+    line = "  hot_path.memory_format='nhwc': allowed: one of auto, contiguous, channels_last"
+    assert out.returncode == 2 and line in out.stderr.splitlines(), out.stderr[-2000:]
     assert "Traceback" not in out.stderr and runs(store["uri"]) == []
 
 
@@ -222,3 +227,83 @@ def test_eager_jobs_keep_their_config_hash_and_other_modes_get_their_own(compose
     assert config_hash(eager) == config_hash(before)
     fast = validate(compose_cfg(["env=cartpole", "hot_path.learner=compile"]), host=False)
     assert config_hash(fast) != config_hash(eager)
+    assert eager.hot_path.memory_format == "auto"  # the default layout keeps the hash (above); a set one is its own
+    laid = validate(compose_cfg(["env=cartpole", "hot_path.memory_format=channels_last"]), host=False)
+    assert config_hash(laid) != config_hash(eager)
+
+
+def test_the_layout_auto_is_channels_last_on_a_cpu_and_contiguous_on_cuda():
+    from rlbench.core.hot_path import memory_format
+
+    assert memory_format("auto", "cpu") == "channels_last" and memory_format("auto", "cuda") == "contiguous"
+    assert (
+        memory_format("contiguous", "cpu") == "contiguous" and memory_format("channels_last", "cuda") == "channels_last"
+    )
+    conf = compose_job(SMALL)
+    assert AlgoContext(conf, None, torch.device("cpu"), 4, 0, threading.Event()).memory_format == "channels_last"
+
+
+def _pong_net(layout: str):
+    from rlbench.algo.r2d2.network import R2D2Net
+
+    conf = compose_job(["device=cpu"])  # Pong: the Nature-CNN torso
+    torch.manual_seed(0)
+    net = R2D2Net((4, 84, 84), 6, conf.algo.network)
+    ctx = AlgoContext(
+        dataclasses.replace(conf, hot_path=dataclasses.replace(conf.hot_path, memory_format=layout)),
+        None,
+        torch.device("cpu"),
+        2,
+        0,
+        threading.Event(),
+    )
+    return ctx.place(net)
+
+
+def test_a_channels_last_torso_gives_the_contiguous_numbers_and_leaves_its_input_alone():
+    """The same Q values and gradients in both layouts (a convolution's sums in another order:
+    within float rounding); the scaling in place never touches the caller's tensor."""
+    nets = {k: _pong_net(k) for k in ("contiguous", "channels_last")}
+    conv = nets["channels_last"].torso.convs[0].weight
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    assert nets["contiguous"].torso.convs[0].weight.is_contiguous()
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randint(0, 256, (3, 2, 4, 84, 84), generator=g, dtype=torch.uint8)
+    args = (torch.zeros(3, 2, dtype=torch.long), torch.zeros(3, 2), torch.zeros(3, 2, dtype=torch.bool))
+    out = {}
+    for k, net in nets.items():
+        q, _ = net(obs, *args, net.initial_state(2))
+        q.sum().backward()
+        out[k] = (q.detach(), net.torso.convs[0].weight.grad, net.core.weight_ih.grad)
+    for a, b in zip(out["contiguous"], out["channels_last"], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for net in nets.values():  # channels_last reorders a copy first; contiguous scales obs's own copy
+        floats = obs[0].reshape(2, 4, 84, 84).float()
+        kept = floats.clone()
+        net.torso(floats)
+        assert torch.equal(floats, kept)
+
+
+def test_the_core_steps_over_unbound_inputs_with_the_numbers_of_indexing():
+    """lstm_core walks the steps of `unbind` (one gradient for the whole input) where it indexed
+    each step: the same outputs and the same gradients, bit for bit."""
+    from rlbench.algo.common.torsos import _cell, lstm_core
+
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(8 + 3 + 1, 16)
+    feats = torch.randn(5, 2, 8, requires_grad=True)
+    prev, reward = torch.randint(0, 3, (5, 2)), torch.randn(5, 2)
+    done = torch.tensor([[False, False], [True, False], [False, False], [False, True], [False, False]])
+    state = (torch.randn(2, 16), torch.randn(2, 16))
+    out, _ = lstm_core(cell, 3, feats, prev, reward, done, state)
+    (grad,) = torch.autograd.grad(out.square().sum(), feats)
+    keep = (~done).float().unsqueeze(-1)
+    core_in = torch.cat([feats, torch.nn.functional.one_hot(prev, 3).float(), reward.unsqueeze(-1)], dim=-1)
+    h, c = state
+    steps = []
+    for t in range(5):  # the loop as it was: core_in[t]
+        h, c = _cell(cell, core_in[t], h * keep[t], c * keep[t])
+        steps.append(h)
+    ref = torch.stack(steps)
+    (ref_grad,) = torch.autograd.grad(ref.square().sum(), feats)
+    assert torch.equal(out, ref) and torch.equal(grad, ref_grad)

@@ -58,6 +58,9 @@ def test_atari_smoke_job_is_recorded(compose_cfg, store):
     assert m["op_frac/learner/queue_get"] > 0 and "op_frac/inference/queue_put" in m
     assert final["runtime_s"] >= final["frames"] / final["fps"]  # the task holds the actors' stepping time
     assert run.data.params["env.id"] == "pong"
+    # hot_path.memory_format=auto on this CPU: the Nature-CNN torso ran channels_last
+    assert run.data.params["hot_path.memory_format"] == "auto"
+    assert run.data.tags["hot_path/memory_format"] == "channels_last"
     assert run.data.tags["overrides"] == "workload=smoke actors=4" and "overrides" not in run.data.params
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [
         ("pong (atari, frameskip 4)", "environment")

@@ -139,10 +139,14 @@ class HotPathConfig:
     docs/hot_path.md). eager (today's path) is the default on every device: on the 2-core CPU
     compile did not win inference beyond the noise, and the learner's compile (6 min cold, 28 s
     cached) cost about what it saved in a job (docs/results.md, "The hot path's modes"); not
-    measured on a GPU."""
+    measured on a GPU. The torso's layout: auto (docs/results.md, "The learner at the GEMM peak")."""
 
     inference: str = "eager"  # eager, compile; on CUDA also reduce-overhead, cuda_graphs
     learner: str = "eager"  # eager, compile; on CUDA also reduce-overhead
+    # The convolutional torso's layout (weights and inputs): auto (channels_last on a CPU, where
+    # the learner's update ran 22% faster; contiguous on CUDA, not measured there), contiguous or
+    # channels_last. The math is the same; the sums' rounding differs between the layouts.
+    memory_format: str = "auto"
 
 
 @dataclass

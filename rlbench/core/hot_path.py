@@ -30,3 +30,17 @@ def allowed(role: str, device_type: str) -> str:
         return text + f" ({', '.join(m for m in MODES[role] if m in CUDA_ONLY)} on a CUDA device only)"
     need = f"; {', '.join(lacking)} {'need' if len(lacking) > 1 else 'needs'} a CUDA device" if lacking else ""
     return text + f" on this host's device ({device_type})" + need
+
+
+# hot_path.memory_format: how the convolutional torso lays out its weights and inputs.
+AUTO, CONTIGUOUS, CHANNELS_LAST = "auto", "contiguous", "channels_last"
+MEMORY_FORMATS = (AUTO, CONTIGUOUS, CHANNELS_LAST)
+
+
+def memory_format(setting: str, device_type: str) -> str:
+    """The layout `hot_path.memory_format` runs on a device of `device_type`: auto is
+    channels_last on a CPU (the learner's update 22% faster on the 2-core VM, docs/results.md,
+    "The learner at the GEMM peak") and contiguous on CUDA (not measured on a GPU)."""
+    if setting != AUTO:
+        return setting
+    return CHANNELS_LAST if device_type == "cpu" else CONTIGUOUS

@@ -112,16 +112,19 @@ def _rules(conf: Config, host: bool = True) -> Rules:
 
 def _hot_path_rules(c: Config, host: bool) -> Rules:
     """hot_path.<role>: a mode the job's device offers (rlbench/core/hot_path.py). Only a
-    non-eager value asks which device that is (auto: torch's CUDA; without host, any device)."""
+    non-eager value asks which device that is (auto: torch's CUDA; without host, any device).
+    hot_path.memory_format: one of its layouts, on any device."""
+    formats = hot_path.MEMORY_FORMATS
+    layout = {"hot_path.memory_format": (formats.__contains__, f"one of {', '.join(formats)}")}
     if all(getattr(c.hot_path, role) == hot_path.EAGER for role in hot_path.MODES):
-        return {}
+        return layout
     if not host and c.device == "auto":
         device = "any"
     else:
         device = (
             "cuda" if c.device.startswith("cuda") else "cpu" if c.device == "cpu" else resolve_device(c.device).type
         )
-    return {
+    return layout | {
         f"hot_path.{role}": (offered.__contains__, hot_path.allowed(role, device))
         for role, offered in ((r, hot_path.offered(r, device)) for r in hot_path.MODES)
     }

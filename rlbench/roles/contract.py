@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from rlbench.core.hot_path import AUTO, memory_format
 from rlbench.core.precision import DEFAULT, Amp
 from rlbench.envs.spec import EnvSpec
 from rlbench.telemetry.timing import OpTimer
@@ -33,6 +34,21 @@ class AlgoContext:
     def __post_init__(self):
         if self.amp is None:
             self.amp = Amp(getattr(self.conf, "precision", DEFAULT), getattr(self.device, "type", str(self.device)))
+
+    @property
+    def memory_format(self) -> str:
+        """The torso's layout on this job's device (`hot_path.memory_format` resolved)."""
+        setting = getattr(getattr(self.conf, "hot_path", None), "memory_format", AUTO)
+        return memory_format(setting, getattr(self.device, "type", str(self.device)))
+
+    def place(self, net):
+        """`net` on the job's device, each module that has a layout to set (a convolutional
+        torso's `set_memory_format`) in the job's memory format."""
+        net = net.to(self.device)
+        for m in net.modules():
+            if hasattr(m, "set_memory_format"):
+                m.set_memory_format(self.memory_format)
+        return net
 
 
 class SharedNet:

@@ -308,6 +308,8 @@ def config_hash(conf) -> str:
         d.pop("actor_launch", None)
     if d.get("precision") == "fp32":
         d.pop("precision", None)  # the default: left out, so records without the key keep their hash
+    if d.get("hot_path", {}).get("memory_format") == "auto":
+        d["hot_path"].pop("memory_format")  # the default: a layout, not the work (earlier records keep their hash)
     if set(d.get("hot_path", {}).values()) <= {"eager"}:
         d.pop("hot_path", None)  # likewise: eager everywhere is the path before the key existed
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]

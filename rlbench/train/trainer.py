@@ -113,9 +113,16 @@ class Trainer:
         return {k: v for m, _ in parts for k, v in m.items()}, {k: v for _, w in parts for k, v in w.items()}
 
     def hot_path_tags(self) -> dict[str, str]:
-        """The mode each hot path ran in, and any fallback to eager (rlbench/roles/hot_path.py)."""
+        """The mode each hot path ran in, any fallback to eager (rlbench/roles/hot_path.py), and
+        the layout of a convolutional torso (`hot_path/memory_format`; none without one)."""
         learner = getattr(self.learner, "hot", None)
-        return self.inference.hot_path_tags() | (learner.tags() if learner is not None else {})
+        tags = self.inference.hot_path_tags() | (learner.tags() if learner is not None else {})
+        net = getattr(self.parts.policy.shared, "net", None)
+        torsos = [m for m in (net.modules() if net is not None else ()) if hasattr(m, "set_memory_format")]
+        layouts = {m.channels_last for m in torsos}
+        if layouts:
+            tags["hot_path/memory_format"] = "channels_last" if layouts == {True} else "contiguous"
+        return tags
 
     def time_shares(self, runtime_s: float, learner_s: float) -> dict:
         """RL-Scope's question: what share of the task's runtime went to simulation (the actors'

@@ -14,26 +14,38 @@ from rlbench.core.precision import at_least_fp32
 
 
 class NatureCNN(nn.Module):
-    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]."""
+    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]. The ReLUs and the scaling run in
+    place (the same values, without a fresh tensor of the learner's [T*B, C, 84, 84] each);
+    `channels_last` lays out the weights and inputs as oneDNN's convolutions prefer (its inputs
+    reordered while still uint8, a quarter of the bytes): `set_memory_format`."""
 
     def __init__(self, in_channels: int, img_size: int):
         super().__init__()
         self.convs = nn.Sequential(
             nn.Conv2d(in_channels, 32, 8, stride=4),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Conv2d(32, 64, 4, stride=2),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Conv2d(64, 64, 3, stride=1),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Flatten(),
         )
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, in_channels, img_size, img_size)).shape[1]
         self.fc = nn.Linear(flat, 512)
         self.out_dim = 512
+        self.channels_last = False
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return F.relu(self.fc(self.convs(obs.float() / 255.0)))
+        if self.channels_last:
+            obs = obs.contiguous(memory_format=torch.channels_last)
+        # a copy even where obs is float already: div_ must not scale the caller's tensor
+        return F.relu(self.fc(self.convs(obs.to(torch.float32, copy=True).div_(255.0))))
+
+    def set_memory_format(self, layout: str) -> None:
+        """`layout` (rlbench/core/hot_path.py memory_format): contiguous or channels_last."""
+        self.channels_last = layout == "channels_last"
+        self.convs.to(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
 
 
 class MLPTorso(nn.Module):
@@ -76,8 +88,9 @@ def lstm_core(cell: nn.LSTMCell, num_actions: int, feats, prev_action, reward, d
     core_in = torch.cat([feats, F.one_hot(prev_action, num_actions).to(feats.dtype), reward.unsqueeze(-1)], dim=-1)
     h, c = state
     outputs = []
-    for t in range(done.shape[0]):
-        h, c = _cell(cell, core_in[t], h * keep[t], c * keep[t])
+    # unbind, not core_in[t]: each step's backward of an index would fill a zero [T, B, ...] gradient
+    for x, k in zip(core_in.unbind(0), keep.unbind(0), strict=True):
+        h, c = _cell(cell, x, h * k, c * k)
         outputs.append(h)
     return torch.stack(outputs), (h, c)
 

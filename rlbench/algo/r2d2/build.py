@@ -31,7 +31,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
         seed=conf.seed,
         prefault=algo.replay_prefault,
     )
-    shared = SharedNet(R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
+    shared = SharedNet(ctx.place(R2D2Net(spec.obs_shape, spec.num_actions, algo.network)), ctx.amp)
     epsilons = np.concatenate(
         [actor_epsilons(ctx.actors, algo.eps_base, algo.eps_alpha), np.full(ctx.num_eval, conf.eval_epsilon)]
     )
@@ -39,7 +39,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
     policy = EpsilonGreedy(shared, unrolls, replay, epsilons, algo, conf.seed, queue)
     learner = may_step = more_data = None
     if conf.learner:
-        net = R2D2Net(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
+        net = ctx.place(R2D2Net(spec.obs_shape, spec.num_actions, algo.network))
         net.load_state_dict(shared.net.state_dict())
         learner = R2D2Learner(
             net,

@@ -15,7 +15,7 @@ from rlbench.roles.contract import AlgoContext, AlgoParts, SharedNet
 
 def build(ctx: AlgoContext) -> AlgoParts:
     conf, spec, algo = ctx.conf, ctx.spec, ctx.conf.algo
-    shared = SharedNet(VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device), ctx.amp)
+    shared = SharedNet(ctx.place(VTraceNet(spec.obs_shape, spec.num_actions, algo.network)), ctx.amp)
     state_size = 2 * algo.network.lstm_hidden  # (h, c), or nothing without an LSTM core
     unrolls = UnrollAssembler(
         ctx.actors,
@@ -31,7 +31,7 @@ def build(ctx: AlgoContext) -> AlgoParts:
     policy = SoftmaxSample(shared, unrolls, queue, ctx.actors, conf.eval_epsilon, conf.seed)
     learner = may_step = None
     if conf.learner:
-        net = VTraceNet(spec.obs_shape, spec.num_actions, algo.network).to(ctx.device)
+        net = ctx.place(VTraceNet(spec.obs_shape, spec.num_actions, algo.network))
         net.load_state_dict(shared.net.state_dict())
         learner = VTraceLearner(
             net, algo, queue, shared, ctx.device, conf.workload.learner_updates, ctx.actors_done, ctx.timer("learner")
