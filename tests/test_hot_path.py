@@ -260,9 +260,12 @@ def _pong_net(layout: str):
     return ctx.place(net)
 
 
-def test_a_channels_last_torso_gives_the_contiguous_numbers_and_leaves_its_input_alone():
+def test_a_channels_last_torso_gives_the_contiguous_numbers_and_frames_prepared_once_the_same():
     """The same Q values and gradients in both layouts (a convolution's sums in another order:
-    within float rounding); the scaling in place never touches the caller's tensor."""
+    within float rounding); frames the torso prepared (scaled, in its layout) give the numbers
+    of the raw frames bit for bit, and preparing leaves the raw frames alone."""
+    from rlbench.algo.common import torsos
+
     nets = {k: _pong_net(k) for k in ("contiguous", "channels_last")}
     conv = nets["channels_last"].torso.convs[0].weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
@@ -277,11 +280,12 @@ def test_a_channels_last_torso_gives_the_contiguous_numbers_and_leaves_its_input
         out[k] = (q.detach(), net.torso.convs[0].weight.grad, net.core.weight_ih.grad)
     for a, b in zip(out["contiguous"], out["channels_last"], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    for net in nets.values():  # channels_last reorders a copy first; contiguous scales obs's own copy
-        floats = obs[0].reshape(2, 4, 84, 84).float()
-        kept = floats.clone()
-        net.torso(floats)
-        assert torch.equal(floats, kept)
+    for net in nets.values():  # frames prepared once (R2D2's learner, for its four passes): the same numbers
+        frames, kept = obs[1:], obs[1:].clone()
+        ready = net.torso.prepare(frames)
+        assert torch.equal(frames, kept) and torch.equal(ready, frames.float() / 255.0)  # the published scaling
+        with torch.no_grad():
+            assert torch.equal(torsos.features(net.torso, frames), torsos.features(net.torso, ready))
 
 
 def test_the_core_steps_over_unbound_inputs_with_the_numbers_of_indexing():

@@ -14,10 +14,11 @@ from rlbench.core.precision import at_least_fp32
 
 
 class NatureCNN(nn.Module):
-    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]. The ReLUs and the scaling run in
-    place (the same values, without a fresh tensor of the learner's [T*B, C, 84, 84] each);
-    `channels_last` lays out the weights and inputs as oneDNN's convolutions prefer (its inputs
-    reordered while still uint8, a quarter of the bytes): `set_memory_format`."""
+    """Mnih et al. 2015 torso: uint8 [N, C, 84, 84] -> [N, 512]; a float input is frames that
+    `prepare` scaled already (R2D2's learner scales a sequence once for its four passes). The
+    ReLUs and the scaling run in place (the same values, without a fresh tensor of the
+    learner's [T*B, C, 84, 84] each); `channels_last` lays out the weights and inputs as oneDNN's
+    convolutions prefer (inputs reordered while still uint8, a quarter of the bytes)."""
 
     def __init__(self, in_channels: int, img_size: int):
         super().__init__()
@@ -37,10 +38,16 @@ class NatureCNN(nn.Module):
         self.channels_last = False
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs if obs.is_floating_point() else self.prepare(obs)
+        return F.relu(self.fc(self.convs(x)))
+
+    def prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        """uint8 frames [..., C, H, W] as the convolutions take them: a new float32 tensor scaled
+        by 1/255, in the torso's layout, of obs's shape."""
+        x = obs.reshape(-1, *obs.shape[-3:])
         if self.channels_last:
-            obs = obs.contiguous(memory_format=torch.channels_last)
-        # a copy even where obs is float already: div_ must not scale the caller's tensor
-        return F.relu(self.fc(self.convs(obs.to(torch.float32, copy=True).div_(255.0))))
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x.to(torch.float32, copy=True).div_(255.0).reshape(obs.shape)
 
     def set_memory_format(self, layout: str) -> None:
         """`layout` (rlbench/core/hot_path.py memory_format): contiguous or channels_last."""
@@ -56,6 +63,10 @@ class MLPTorso(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs.float())
+
+    def prepare(self, obs: torch.Tensor) -> torch.Tensor:
+        """Vector observations as the layers take them: float32 (no scaling)."""
+        return obs.float()
 
 
 def make_torso(obs_shape: tuple[int, ...], torso: str, mlp_hidden: int) -> nn.Module:

@@ -146,7 +146,8 @@ class R2D2Learner(LearnerLoop):
         fp32, outside autocast."""
         a, bi = self.algo, self.algo.burn_in
         state = self.net.unflatten_state(b["state"])
-        inputs = [b["obs"], b["prev_action"], b["reward"], b["done"]]
+        obs = self.net.torso.prepare(b["obs"])  # scaled once for the four passes below (the same values)
+        inputs = [obs, b["prev_action"], b["reward"], b["done"]]
         head = [x[:bi] for x in inputs]
         tail = [x[bi:] for x in inputs]
         with self.amp.autocast():
