@@ -39,7 +39,7 @@ MEMORY_FORMATS = (AUTO, CONTIGUOUS, CHANNELS_LAST)
 
 def memory_format(setting: str, device_type: str) -> str:
     """The layout `hot_path.memory_format` runs on a device of `device_type`: auto is
-    channels_last on a CPU (the learner's update 11-15% faster than contiguous on the 2-core
+    channels_last on a CPU (the learner's update 11-17% faster than contiguous on the 2-core
     VM, docs/results.md, "The learner at the GEMM peak") and contiguous on CUDA (not measured
     on a GPU)."""
     if setting != AUTO:
