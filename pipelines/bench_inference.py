@@ -96,12 +96,6 @@ def split_mode(m: str) -> tuple[str, list[str]]:
     return mode, [f"hot_path.memory_format={layout}"] if layout else []
 
 
-def layout_of(net) -> str:
-    """The layout its convolutional torso ran in, or 'no torso layout' (an MLP)."""
-    torsos = [m for m in net.modules() if hasattr(m, "set_memory_format")]
-    return ("channels_last" if torsos[0].channels_last else "contiguous") if torsos else "no torso layout"
-
-
 def server_for(conf):
     """(server, step args): central inference of a job of conf.actors at its forward batch."""
     import copy
@@ -191,6 +185,7 @@ def learner(args, modes: list[str]) -> dict:
     from rlbench.core.hot_path import MODES
     from rlbench.predict.measure import learner_with_data
     from rlbench.prepare.compose import compose_job
+    from rlbench.roles.contract import layout_of
     from rlbench.telemetry.flops import FlopRate
 
     modes = [m for m in modes if split_mode(m)[0] in MODES["learner"]]
@@ -218,7 +213,8 @@ def learner(args, modes: list[str]) -> dict:
             res[m]["updates"].append(time.perf_counter() - t0)
             print(f"update {r + 1}: {m} {res[m]['updates'][-1]:.3f} s", flush=True)
     for m in modes:
-        res[m] |= {"flops": rate.flops_per_item, "ran": f"{built[m][0].hot.ran}, {layout_of(built[m][0].net)}"}
+        layout = layout_of(built[m][0].net) or "no torso layout"
+        res[m] |= {"flops": rate.flops_per_item, "ran": f"{built[m][0].hot.ran}, {layout}"}
     return res
 
 

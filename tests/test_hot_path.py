@@ -265,8 +265,10 @@ def test_a_channels_last_torso_gives_the_contiguous_numbers_and_frames_prepared_
     within float rounding); frames the torso prepared (scaled, in its layout) give the numbers
     of the raw frames bit for bit, and preparing leaves the raw frames alone."""
     from rlbench.algo.common import torsos
+    from rlbench.roles.contract import layout_of
 
     nets = {k: _pong_net(k) for k in ("contiguous", "channels_last")}
+    assert {k: layout_of(n) for k, n in nets.items()} == {k: k for k in nets}
     conv = nets["channels_last"].torso.convs[0].weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     assert nets["contiguous"].torso.convs[0].weight.is_contiguous()

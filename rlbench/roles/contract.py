@@ -51,6 +51,12 @@ class AlgoContext:
         return net
 
 
+def layout_of(net) -> str | None:
+    """The memory format `net`'s convolutional torso runs in (AlgoContext.place set it); None
+    for a network without one (an MLP torso)."""
+    return next((m.memory_format for m in net.modules() if hasattr(m, "set_memory_format")), None)
+
+
 class SharedNet:
     """The acting copy of a network: central inference reads it, the learner publishes into
     it; both under its lock. `version` is the learner update whose weights it holds; `amp` the

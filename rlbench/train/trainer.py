@@ -19,7 +19,7 @@ from rlbench.envs.shelf import SHELF, shelf_key
 from rlbench.prepare.plan import JobPlan, out_of_process
 from rlbench.remote.job_actors import JobActors
 from rlbench.roles.actors import ActorRole
-from rlbench.roles.contract import AlgoContext, AlgoParts
+from rlbench.roles.contract import AlgoContext, AlgoParts, layout_of
 from rlbench.roles.inference import InferenceServer
 from rlbench.roles.learner import LearnerLoop
 from rlbench.roles.runner import Window, run_roles
@@ -118,11 +118,8 @@ class Trainer:
         learner = getattr(self.learner, "hot", None)
         tags = self.inference.hot_path_tags() | (learner.tags() if learner is not None else {})
         net = getattr(self.parts.policy.shared, "net", None)
-        torsos = [m for m in (net.modules() if net is not None else ()) if hasattr(m, "set_memory_format")]
-        layouts = {m.channels_last for m in torsos}
-        if layouts:
-            tags["hot_path/memory_format"] = "channels_last" if layouts == {True} else "contiguous"
-        return tags
+        layout = layout_of(net) if net is not None else None
+        return tags | ({"hot_path/memory_format": layout} if layout is not None else {})
 
     def time_shares(self, runtime_s: float, learner_s: float) -> dict:
         """RL-Scope's question: what share of the task's runtime went to simulation (the actors'

@@ -35,7 +35,7 @@ class NatureCNN(nn.Module):
             flat = self.convs(torch.zeros(1, in_channels, img_size, img_size)).shape[1]
         self.fc = nn.Linear(flat, 512)
         self.out_dim = 512
-        self.channels_last = False
+        self.memory_format = "contiguous"  # set_memory_format: rlbench/core/hot_path.py's layouts
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs if obs.is_floating_point() else self.prepare(obs)
@@ -45,14 +45,14 @@ class NatureCNN(nn.Module):
         """uint8 frames [..., C, H, W] as the convolutions take them: a new float32 tensor scaled
         by 1/255, in the torso's layout, of obs's shape."""
         x = obs.reshape(-1, *obs.shape[-3:])
-        if self.channels_last:
+        if self.memory_format == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
         return x.to(torch.float32, copy=True).div_(255.0).reshape(obs.shape)
 
     def set_memory_format(self, layout: str) -> None:
         """`layout` (rlbench/core/hot_path.py memory_format): contiguous or channels_last."""
-        self.channels_last = layout == "channels_last"
-        self.convs.to(memory_format=torch.channels_last if self.channels_last else torch.contiguous_format)
+        self.memory_format = layout
+        self.convs.to(memory_format=torch.channels_last if layout == "channels_last" else torch.contiguous_format)
 
 
 class MLPTorso(nn.Module):
