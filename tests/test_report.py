@@ -137,6 +137,14 @@ def test_figure3_plots_the_recorded_metrics_and_leaves_out_the_failed_job(synthe
     # The SM point (sm_limit=40, one actor count) is its own baseline: not a line, named at the foot.
     assert not [g for g in _lines(fig3, "") if g.endswith("sm_limit=40")]
     assert "not drawn, at one actor count only: sm_limit=40" in footer
+    # A panel's second series is dashed with other markers: lying on the first, both stay in sight.
+    styles = {
+        gid.split("|")[0]: (ln.get_linestyle(), ln.get_marker())
+        for ax in fig3.fig.axes
+        for ln in ax.lines
+        if (gid := ln.get_gid() or "").startswith(("energy_per_task_j|", "energy_gpu_j|"))
+    }
+    assert styles == {"energy_per_task_j": ("-", "o"), "energy_gpu_j": ("--", "x")}
 
 
 def test_figure4_slowdown_against_the_most_units(synthetic):

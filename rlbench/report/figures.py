@@ -135,10 +135,18 @@ def medians(pts: list[tuple[float, float]]) -> list[tuple[float, float, float, f
     return [(x, statistics.median(ys), min(ys), max(ys)) for x, ys in sorted(by_x.items())]
 
 
-def plot_ranges(ax, pts: list[tuple[float, float, float, float]], label: str, gid: str) -> None:
-    """The medians as a line, each with its min..max bar where repeats differ (gid `<gid>|range`)."""
+# A panel's series after its first: dashed, other markers, so that one lying on another (the
+# actors' fps and the task's where the actors step the whole task, e.g. CartPole) stays in sight.
+SERIES_STYLES = ({"marker": "o"}, {"marker": "x", "ls": "--", "ms": 8}, {"marker": "s", "ls": ":", "mfc": "none"})
+
+
+def plot_ranges(
+    ax, pts: list[tuple[float, float, float, float]], label: str, gid: str, style: dict | None = None
+) -> None:
+    """The medians as a line (`style`: its matplotlib line style, default a solid line with dots),
+    each with its min..max bar where repeats differ (gid `<gid>|range`)."""
     xs, ys, lo, hi = zip(*pts, strict=True)
-    line = ax.plot(xs, ys, marker="o", label=label, gid=gid)[0]
+    line = ax.plot(xs, ys, label=label, gid=gid, **(style or SERIES_STYLES[0]))[0]
     if any(h > low for low, h in zip(lo, hi, strict=True)):
         bars = ax.errorbar(
             xs,
@@ -152,7 +160,7 @@ def plot_ranges(ax, pts: list[tuple[float, float, float, float]], label: str, gi
         bars.lines[2][0].set_gid(f"{gid}|range")
 
 
-def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None) -> None:
+def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None, style=None) -> None:
     """One line per group through each configuration's median, with its min..max; jobs without
     the metric are skipped (see `_absent`)."""
     for g, js in groups.items():
@@ -161,7 +169,7 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
             have = transform(have)
         if have:
             name = label if label and g == "all jobs" else f"{label} {g}".strip()
-            plot_ranges(ax, have, name, f"{metric}|{g}")
+            plot_ranges(ax, have, name, f"{metric}|{g}", style)
 
 
 def scaling_series(groups: dict[str, list[JobRun]], x_key: str, what: str) -> tuple[dict[str, list[JobRun]], str]:
@@ -189,8 +197,8 @@ def _normalise_to_first(pts):
 
 def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
     """One panel of Figure 3: a line per metric and group (jobs without the metric skipped)."""
-    for metric, label, transform in metrics:
-        _plot_metric(ax, groups, "actors", metric, label, transform)
+    for i, (metric, label, transform) in enumerate(metrics):
+        _plot_metric(ax, groups, "actors", metric, label, transform, SERIES_STYLES[i % len(SERIES_STYLES)])
     ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
     _log2_axis(ax, [j.actors for js in groups.values() for j in js])
     ax.legend(fontsize=LEGEND_SIZE)
