@@ -735,6 +735,27 @@ def test_a_jobs_learner_is_rung_by_what_it_waits_for(compose_cfg, overrides, sou
         trainer.close()
 
 
+def test_build_trainer_returns_once_the_replay_is_zeroed(compose_cfg, monkeypatch):
+    """R2D2's replay is zeroed beside the envs' making (a thread of its own), and build_trainer
+    waits for it: the actors' first step comes after all of the job's start-up."""
+    from rlbench.algo.r2d2 import replay as module
+
+    zero_all, done = module._zero_all, []
+
+    def slow(arrays):
+        threading.Event().wait(0.3)
+        zero_all(arrays)
+        done.append(True)
+
+    monkeypatch.setattr(module, "_zero_all", slow)
+    conf = validate(compose_cfg(["env=cartpole", "actors=2", "eval_envs=0", "telemetry.enabled=false"]))
+    trainer = build_trainer(plan_job(conf))
+    try:
+        assert done == [True] and trainer.learner.replay._zeroing is None
+    finally:
+        trainer.close()
+
+
 def test_learner_stops_at_its_update_target():
     learner = _Learner(update_target=4)
     learner.run(threading.Event())

@@ -198,9 +198,46 @@ def test_a_released_replays_storage_serves_the_next_replay_of_its_shapes_zeroed(
     try:
         same = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=1, prefault=True)
         assert same._store["frames"] is first._store["frames"] and not module._KEPT
+        same.ready()  # zeroed on a thread of its own, done once ready() returns
         assert all(not a.any() for a in same._store.values()) and same.size == 0
         same.release()
         other = SequenceReplay.for_shapes(3, 5, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0)
         assert other._store["frames"] is not first._store["frames"] and not module._KEPT
     finally:
         module._KEPT.clear()
+
+
+def test_an_insert_before_the_storage_is_zeroed_waits_for_it(monkeypatch):
+    """The zeroing runs on a thread of its own (beside a job's other start-up); an insert that
+    comes first waits, so the zeros never land on its rows."""
+    import threading
+
+    from rlbench.algo.r2d2 import replay as module
+
+    began, zero_all = threading.Event(), module._zero_all
+
+    def slow(arrays):
+        began.set()
+        threading.Event().wait(0.3)
+        zero_all(arrays)
+
+    monkeypatch.setattr(module, "_zero_all", slow)
+    rb = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
+    assert began.wait(5.0)
+    seqs = _seqs(2, value=10)
+    rb.insert(seqs, np.ones(2))
+    expected = np.stack([np.concatenate(pieces) for pieces in seqs.frames])  # rows of pieces
+    assert np.array_equal(rb._store["frames"][:2], expected) and expected.any() and rb.size == 2
+    assert rb._zeroing is None  # waited once; later inserts go straight on
+
+
+def test_the_zeroings_error_is_raised_where_the_replay_waits(monkeypatch):
+    from rlbench.algo.r2d2 import replay as module
+
+    def broken(arrays):
+        raise MemoryError("no pages")
+
+    monkeypatch.setattr(module, "_zero_all", broken)
+    rb = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
+    with pytest.raises(MemoryError, match="no pages"):
+        rb.ready()

@@ -98,3 +98,4 @@ class AlgoParts:
     release: Callable[[], None] | None = (
         None  # after a job that ended well: keep for the next job (R2D2: replay's memory)
     )
+    ready: Callable[[], None] | None = None  # before the actors' first step: what build() began is done

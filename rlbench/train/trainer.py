@@ -148,6 +148,11 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     telemetry makes them GPU-timed and traced)."""
     conf, envs = plan.conf, plan.envs
     torch.manual_seed(conf.seed)
+    actors_done = threading.Event()
+    ctx = AlgoContext(conf, plan.spec, plan.device, conf.actors, envs.eval, actors_done, timer)
+    parts = plan.build(
+        ctx
+    )  # before the envs: what it begins in the background (R2D2's replay zeroing) runs beside them
     key = None
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
         env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
@@ -160,24 +165,31 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
             f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
             f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
         )
-    actors_done = threading.Event()
-    ctx = AlgoContext(conf, plan.spec, plan.device, conf.actors, envs.eval, actors_done, timer)
-    parts, inference = wire_inference(plan.build, ctx, getattr(env, "inference_batch", None))
+    inference = inference_server(parts, ctx, getattr(env, "inference_batch", None))
     actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
+    if parts.ready is not None:
+        parts.ready()  # done before the actors' first step: a job's start holds all of its start-up
     return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
 
 
 def wire_inference(
     build: Callable[[AlgoContext], AlgoParts], ctx: AlgoContext, batch: int | None = None
 ) -> tuple[AlgoParts, InferenceServer]:
-    """The algorithm's parts built for `ctx` and central inference on their policy, for
-    ctx.actors + ctx.num_eval envs in the job's hot-path mode (`batch`: the envs per forward the
-    job's env hands it; default all): a job's (build_trainer) and the profile's measurements
-    (rlbench/predict/measure.py) are made here, so they time what a job runs."""
+    """The algorithm's parts built for `ctx` and central inference on their policy, ready: the
+    profile's measurements (rlbench/predict/measure.py) are made here and with inference_server,
+    as a job's (build_trainer), so they time what a job runs."""
     parts = build(ctx)
+    if parts.ready is not None:
+        parts.ready()
+    return parts, inference_server(parts, ctx, batch)
+
+
+def inference_server(parts: AlgoParts, ctx: AlgoContext, batch: int | None = None) -> InferenceServer:
+    """Central inference on the parts' policy, for ctx.actors + ctx.num_eval envs in the job's
+    hot-path mode (`batch`: the envs per forward the job's env hands it; default all)."""
     envs = ctx.actors + ctx.num_eval
     mode = ctx.conf.hot_path.inference
-    return parts, InferenceServer(parts.policy, ctx.device, envs, ctx.actors, ctx.timer("inference"), mode, batch)
+    return InferenceServer(parts.policy, ctx.device, envs, ctx.actors, ctx.timer("inference"), mode, batch)
 
 
 def wire_actors(

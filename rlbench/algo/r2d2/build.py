@@ -58,7 +58,9 @@ def build(ctx: AlgoContext) -> AlgoParts:
             may_step = learner.actors_may_insert
         if queue is not None:
             more_data = _more_data(queue, learner, conf)
-    return AlgoParts(policy, learner, may_step, ReplayMetrics(replay, learner, queue), more_data, replay.release)
+    metrics = ReplayMetrics(replay, learner, queue)
+    # replay.ready: its storage is zeroed on a thread of its own, beside the job's other start-up
+    return AlgoParts(policy, learner, may_step, metrics, more_data, replay.release, replay.ready)
 
 
 def _more_data(queue: UnrollQueue, learner: R2D2Learner, conf):

@@ -19,28 +19,54 @@ _KEPT: list[tuple[tuple, dict]] = []  # at most one (shapes, storage) a finished
 _KEPT_LOCK = threading.Lock()
 
 
-def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, dict]:
-    """Zeroed storage for `capacity` sequences like `example`: the storage a job before released
-    if it has these shapes (its pages already touched), else a new one (what was kept is freed first)."""
+def _zero_all(arrays: list[np.ndarray]) -> None:
+    """Write zeros over every array, the largest first (each fill releases the GIL)."""
+    for a in sorted(arrays, key=lambda a: a.nbytes, reverse=True):
+        a.fill(0)
+
+
+class _Zeroing:
+    """`_zero_all` on a thread of its own: numpy's fill runs without the GIL, so the replay's
+    pages are touched beside the job's other start-up (its envs made, its nets, its optimizer);
+    `wait` joins it and raises what it raised."""
+
+    def __init__(self, arrays: list[np.ndarray]):
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(arrays,), name="replay-zeroing", daemon=True)
+        self._thread.start()
+
+    def _run(self, arrays: list[np.ndarray]) -> None:
+        try:
+            _zero_all(arrays)
+        except BaseException as e:  # handed to wait()
+            self._error = e
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
+def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, dict, _Zeroing | None]:
+    """Storage for `capacity` sequences like `example`, zeroed once the returned _Zeroing's
+    wait() returns (None: zero already): the storage a job before released if it has these
+    shapes (its pages touched, zeroed again), else a new one (what was kept is freed first), its
+    pages touched with `prefault`."""
     key = (capacity, *((f, getattr(example, f).shape[1:], getattr(example, f).dtype.str) for f in FIELDS))
     with _KEPT_LOCK:
         kept = _KEPT.pop() if _KEPT else None
     if kept is not None and kept[0] == key:
-        for a in kept[1].values():
-            a.fill(0)
-        return key, kept[1]
+        return key, kept[1], _Zeroing(list(kept[1].values()))
     del kept
     store = {f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype) for f in FIELDS}
-    if prefault:  # touch every page here, not on the actors' path (docs/algorithms.md)
-        for a in store.values():
-            a.fill(0)
-    return key, store
+    # touch every page before the actors' first step, not on their path (docs/algorithms.md)
+    return key, store, _Zeroing(list(store.values())) if prefault else None
 
 
 class SequenceReplay:
     def __init__(self, capacity: int, example: Sequences, alpha: float, beta: float, seed: int, prefault: bool = False):
         self.capacity, self.alpha, self.beta = capacity, alpha, beta
-        self._key, self._store = _storage(capacity, example, prefault)
+        self._key, self._store, self._zeroing = _storage(capacity, example, prefault)
         self._priority = np.zeros(capacity, dtype=np.float64)  # already ^alpha
         self._generation = np.zeros(capacity, dtype=np.int64)
         self._next = 0
@@ -77,9 +103,18 @@ class SequenceReplay:
     def for_shapes(cls, capacity, length, obs_shape, obs_dtype, num_actions, state_size, stack=1, **kw):
         return cls(capacity, cls.example(length, obs_shape, obs_dtype, num_actions, state_size, stack), **kw)
 
+    def ready(self) -> None:
+        """Return once the storage is zeroed and its pages touched (a job's build waits here
+        before its actors' first step; an insert or a sample before it waits too)."""
+        zeroing = self._zeroing
+        if zeroing is not None:
+            zeroing.wait()
+            self._zeroing = None
+
     def release(self) -> None:
         """Hand this replay's storage to the next job of the process (its job ended; nothing
         reads this replay again)."""
+        self.ready()
         with _KEPT_LOCK:
             _KEPT[:] = [(self._key, self._store)]
 
@@ -87,6 +122,7 @@ class SequenceReplay:
         return sum(a.nbytes for a in self._store.values())
 
     def insert(self, seqs: Sequences, priorities: np.ndarray) -> None:
+        self.ready()
         k = len(seqs)
         with self.lock:
             slots = (self._next + np.arange(k)) % self.capacity
@@ -112,6 +148,7 @@ class SequenceReplay:
     def sample(self, batch_size: int):
         """Returns (slots, generations, Sequences, importance weights) of the rows that survived
         their copy: normally batch_size, fewer when inserts overwrote rows during the copy."""
+        self.ready()
         with self.lock:  # bookkeeping only
             if self.size == 0:
                 raise RuntimeError("sample() on an empty replay")
