@@ -756,6 +756,31 @@ def test_build_trainer_returns_once_the_replay_is_zeroed(compose_cfg, monkeypatc
         trainer.close()
 
 
+def test_build_trainer_closes_its_env_when_the_parts_fail_to_be_ready(compose_cfg, monkeypatch):
+    """A zeroing that failed is raised by build_trainer, and the env it made is closed, not left
+    running with no Trainer to close it."""
+    from rlbench.algo.r2d2 import replay as module
+    from rlbench.train import trainer as wiring
+
+    def broken(arrays):
+        raise MemoryError("no pages")
+
+    closed, take = [], wiring.SHELF.take
+
+    def taking(key, make):
+        env = take(key, make)
+        close = env.close
+        env.close = lambda: (closed.append(True), close())
+        return env
+
+    monkeypatch.setattr(module, "_zero_all", broken)
+    monkeypatch.setattr(wiring.SHELF, "take", taking)
+    conf = validate(compose_cfg(["env=cartpole", "actors=2", "eval_envs=0", "telemetry.enabled=false"]))
+    with pytest.raises(MemoryError, match="no pages"):
+        build_trainer(plan_job(conf))
+    assert closed == [True]
+
+
 def test_learner_stops_at_its_update_target():
     learner = _Learner(update_target=4)
     learner.run(threading.Event())

@@ -150,9 +150,8 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     torch.manual_seed(conf.seed)
     actors_done = threading.Event()
     ctx = AlgoContext(conf, plan.spec, plan.device, conf.actors, envs.eval, actors_done, timer)
-    parts = plan.build(
-        ctx
-    )  # before the envs: what it begins in the background (R2D2's replay zeroing) runs beside them
+    # the parts before the envs: what their build begins in the background (R2D2's replay zeroing) runs beside them
+    parts = plan.build(ctx)
     key = None
     if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
         env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
@@ -160,15 +159,19 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
         made = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
         key = shelf_key(*made)
         env = SHELF.take(key, lambda: plan.family.make(*made))  # one a job before left, else a new one
-    if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
-        raise RuntimeError(
-            f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
-            f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
-        )
-    inference = inference_server(parts, ctx, getattr(env, "inference_batch", None))
-    actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
-    if parts.ready is not None:
-        parts.ready()  # done before the actors' first step: a job's start holds all of its start-up
+    try:
+        if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
+            raise RuntimeError(
+                f"env.id={conf.env.id}: the actors' env has obs {tuple(env.obs_shape)} and {env.num_actions} "
+                f"actions, its probed spec {plan.spec.obs_shape} and {plan.spec.num_actions}"
+            )
+        inference = inference_server(parts, ctx, getattr(env, "inference_batch", None))
+        actors = wire_actors(env, inference, parts, ctx, conf.workload.frames, conf.seed, actors_done)
+        if parts.ready is not None:
+            parts.ready()  # done before the actors' first step: a job's start holds all of its start-up
+    except BaseException:
+        env.close()  # no Trainer holds it yet: its emulators (or actor processes) end here
+        raise
     return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
 
 
