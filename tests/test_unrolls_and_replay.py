@@ -214,18 +214,20 @@ def test_an_insert_before_the_storage_is_zeroed_waits_for_it(monkeypatch):
 
     from rlbench.algo.r2d2 import replay as module
 
-    began, zero_all = threading.Event(), module._zero_all
+    began, finished, zero_all = threading.Event(), threading.Event(), module._zero_all
 
     def slow(arrays):
         began.set()
         threading.Event().wait(0.3)
         zero_all(arrays)
+        finished.set()
 
     monkeypatch.setattr(module, "_zero_all", slow)
     rb = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
     assert began.wait(5.0)
     seqs = _seqs(2, value=10)
     rb.insert(seqs, np.ones(2))
+    assert finished.wait(5.0)  # the zeros have landed: the rows must have come after them
     expected = np.stack([np.concatenate(pieces) for pieces in seqs.frames])  # rows of pieces
     assert np.array_equal(rb._store["frames"][:2], expected) and expected.any() and rb.size == 2
     assert rb._zeroing is None  # waited once; later inserts go straight on

@@ -8,6 +8,7 @@ storage serves the next job of its shapes, zeroed (`release`). docs/r2d2.md, "re
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -25,42 +26,30 @@ def _zero_all(arrays: list[np.ndarray]) -> None:
         a.fill(0)
 
 
-class _Zeroing:
+def _zeroing(arrays: list[np.ndarray]) -> Future:
     """`_zero_all` on a thread of its own: numpy's fill runs without the GIL, so the replay's
     pages are touched beside the job's other start-up (its envs made, its nets, its optimizer);
-    `wait` joins it and raises what it raised."""
-
-    def __init__(self, arrays: list[np.ndarray]):
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(arrays,), name="replay-zeroing", daemon=True)
-        self._thread.start()
-
-    def _run(self, arrays: list[np.ndarray]) -> None:
-        try:
-            _zero_all(arrays)
-        except BaseException as e:  # handed to wait()
-            self._error = e
-
-    def wait(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+    the future's result() waits for it and raises what it raised."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="replay-zeroing")
+    done = pool.submit(_zero_all, arrays)
+    pool.shutdown(wait=False)  # the thread ends once the fill has
+    return done
 
 
-def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, dict, _Zeroing | None]:
-    """Storage for `capacity` sequences like `example`, zeroed once the returned _Zeroing's
-    wait() returns (None: zero already): the storage a job before released if it has these
+def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, dict, Future | None]:
+    """Storage for `capacity` sequences like `example`, zeroed once the returned future's
+    result() returns (None: zero already): the storage a job before released if it has these
     shapes (its pages touched, zeroed again), else a new one (what was kept is freed first), its
     pages touched with `prefault`."""
     key = (capacity, *((f, getattr(example, f).shape[1:], getattr(example, f).dtype.str) for f in FIELDS))
     with _KEPT_LOCK:
         kept = _KEPT.pop() if _KEPT else None
     if kept is not None and kept[0] == key:
-        return key, kept[1], _Zeroing(list(kept[1].values()))
+        return key, kept[1], _zeroing(list(kept[1].values()))
     del kept
     store = {f: np.zeros((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype) for f in FIELDS}
     # touch every page before the actors' first step, not on their path (docs/algorithms.md)
-    return key, store, _Zeroing(list(store.values())) if prefault else None
+    return key, store, _zeroing(list(store.values())) if prefault else None
 
 
 class SequenceReplay:
@@ -108,7 +97,7 @@ class SequenceReplay:
         before its actors' first step; an insert or a sample before it waits too)."""
         zeroing = self._zeroing
         if zeroing is not None:
-            zeroing.wait()
+            zeroing.result()
             self._zeroing = None
 
     def release(self) -> None:
