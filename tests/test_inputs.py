@@ -25,6 +25,7 @@ from tests.conftest import ROOT
         (["learner=maybe"], "learner=maybe: allowed: true or false"),
         (["env=pongg"], "env=pongg: no such env preset; allowed: one of breakout, cartpole, pong"),
         (["experiment=nope"], "experiment=nope: no such experiment preset; allowed: one of actor_sweep"),
+        (["hydra/sweeper=nope"], "hydra/sweeper=nope: no such hydra/sweeper preset; allowed: one of basic, rlbench"),
         (["actors=[1"], "actors=[1: cannot be parsed"),
         (["foo=1"], "unknown config key 'foo'"),
     ],
@@ -110,10 +111,27 @@ def test_mps_is_refused_on_a_cpu_device_naming_it(compose_cfg):
         (["repeats=3"], "add -m"),
         (["-m", "actors=abc"], "actors=abc: allowed: an integer"),
         (["-m", "actors=2,4", "env=pongg"], "env=pongg: no such env preset"),
+        (["-m", "actors=2,4", "hydra/sweeper=nope"], "allowed: one of basic, rlbench (Hydra's and its plugins')"),
     ],
 )
 def test_the_command_line_is_checked_before_hydra_runs(argv, says):
     assert says in (precheck(argv) or "")
+
+
+def test_a_missing_sweeper_plugin_is_named_with_how_to_install_it(monkeypatch):
+    """On a GPU host, `pip install --target` into a folder that already held hydra_plugins/ left
+    rlbench's sweeper out, and the refusal listed no preset at all ("allowed: one of  (conf/...)")."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.errors import MissingConfigException
+
+    from rlbench.prepare.hydra_errors import explain
+
+    store = ConfigStore.instance()
+    listed = store.list
+    monkeypatch.setattr(store, "list", lambda path: [n for n in listed(path) if n != "rlbench.yaml"])
+    text = explain(MissingConfigException("Could not find 'hydra/sweeper/rlbench'"), [], ROOT / "conf", None)
+    assert text.startswith("hydra/sweeper=rlbench: no such hydra/sweeper preset; allowed: one of basic (Hydra's")
+    assert "the plugin hydra_plugins/rlbench_sweeper, not importable here: install rlbench whole" in text
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,32 @@ def _bad_syntax(overrides: Sequence[str]) -> str | None:
     return None
 
 
+def _options(conf_dir: Path, group: str) -> str:
+    """A group's presets: conf/<group>/*.yaml, else what Hydra and its plugins register (hydra/sweeper)."""
+    files = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    if files:
+        return f"one of {', '.join(files)} (conf/{group}/)"
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.plugins import Plugins
+
+    Plugins.instance()  # the plugins' configs are registered as they are discovered
+    try:
+        stored = sorted(n.removesuffix(".yaml") for n in ConfigStore.instance().list(group))
+    except OSError:
+        stored = []
+    return f"one of {', '.join(stored)} (Hydra's and its plugins')" if stored else "none found (a group Hydra lacks)"
+
+
+def _hint(group: str, option: str) -> str:
+    """Why rlbench's own sweeper can be missing: its plugin folder was not installed."""
+    if (group, option) != ("hydra/sweeper", "rlbench"):
+        return ""
+    return (
+        "; rlbench's sweeper is the plugin hydra_plugins/rlbench_sweeper, not importable here: install rlbench "
+        "whole (pip install -e .); `pip install --target DIR` skips it where DIR already holds hydra_plugins/"
+    )
+
+
 def explain(error: Exception, overrides: Sequence[str], conf_dir: Path, compose: Callable[[list[str]], object]) -> str:
     """One line for a composition error of `overrides`: key, value, what is allowed."""
 
@@ -101,8 +127,8 @@ def explain(error: Exception, overrides: Sequence[str], conf_dir: Path, compose:
         m = re.search(r"Could not find '([^']+)/([^']+)'", str(error))
         if m:
             group, option = m.groups()
-            options = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
-            return f"{group}={option}: no such {group} preset; allowed: one of {', '.join(options)} (conf/{group}/)"
+            allowed = _options(conf_dir, group) + _hint(group, option)
+            return f"{group}={option}: no such {group} preset; allowed: {allowed}"
     cause = error.__cause__ or error
     key = getattr(cause, "full_key", None)
     text = str(cause).splitlines()[0]
