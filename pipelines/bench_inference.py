@@ -13,6 +13,7 @@ algorithm's real learner per mode (rlbench.predict.measure.learner_with_data), i
 GEMM on all threads, as `python -m rlbench.profile` measures it). Medians, figures by name:
 
     inference_overhead[actors=40,mode=eager]=<latency / eager bare forward>
+    inference_step_ms[actors=40,mode=eager]=<latency>: h2d_transfer <ms>, forward <ms>, ..., untimed <ms>
     learner_peak_share[mode=compile]=<model FLOP/s / GEMM peak>
 
 A mode may name a torso layout after `@` (`hot_path.memory_format`): `--modes
@@ -124,14 +125,17 @@ def server_for(conf):
     return server, (np.arange(n), obs, np.zeros(n, np.float32), np.zeros(n, bool))
 
 
-def time_calls(server, step, calls: int) -> float:
-    """Mean seconds of `calls` InferenceServer.step calls, as a job's inference_latency_ms."""
+def time_calls(server, step, calls: int) -> tuple[float, dict[str, float]]:
+    """Mean seconds of `calls` InferenceServer.step calls, as a job's inference_latency_ms, and
+    the mean seconds per call in each of the server's timed operations (its OpTimer's)."""
     from rlbench.envs.vector import StepBatch
 
+    before = dict(server.timer.totals)
     t0 = time.perf_counter()
     for _ in range(calls):
         server.step(StepBatch(*step))
-    return (time.perf_counter() - t0) / calls
+    mean = (time.perf_counter() - t0) / calls
+    return mean, {k: (v - before.get(k, 0.0)) / calls for k, v in server.timer.totals.items()}
 
 
 def alone(server, n: int, calls: int) -> tuple[float, float]:
@@ -161,7 +165,7 @@ def alone(server, n: int, calls: int) -> tuple[float, float]:
 def inference(args, confs: dict, modes: list[str]) -> dict:
     """{(actors, mode): {warm, latency [s...], forward [s...], bare [s...], batch}}."""
     built = {k: server_for(c) for k, c in confs.items()}
-    res: dict = {k: {"latency": [], "forward": [], "bare": []} for k in confs}
+    res: dict = {k: {"latency": [], "forward": [], "bare": [], "ops": []} for k in confs}
     for (a, m), (server, step) in built.items():
         t0 = time.perf_counter()
         time_calls(server, step, WARM)
@@ -170,7 +174,9 @@ def inference(args, confs: dict, modes: list[str]) -> dict:
         for a in args.actors:
             for m in modes if r % 2 == 0 else modes[::-1]:
                 server, step = built[(a, m)]
-                res[(a, m)]["latency"].append(time_calls(server, step, args.calls))
+                latency, ops = time_calls(server, step, args.calls)
+                res[(a, m)]["latency"].append(latency)
+                res[(a, m)]["ops"].append(ops)
                 forward, bare = alone(server, len(step[0]), args.calls)
                 res[(a, m)]["forward"].append(forward)
                 res[(a, m)]["bare"].append(bare)
@@ -233,9 +239,20 @@ def report_inference(res: dict, args, modes: list[str]) -> None:
                 f"first {WARM} calls {1e3 * x['warm']:.0f} ms each"
             )
             print(f"inference_overhead[actors={a},mode={m}]={lat / bare:.3f}")
+            print(f"inference_step_ms[actors={a},mode={m}]={1e3 * lat:.3f}: {step_parts(x['ops'], lat)}")
         for m in modes[1:]:
             ratio = med(res[(a, modes[0])]["latency"]) / med(res[(a, m)]["latency"])
             print(f"inference_speedup[actors={a},mode={m}]={ratio:.3f}  ({modes[0]} latency / {m} latency)")
+
+
+def step_parts(ops: list[dict[str, float]], latency: float) -> str:
+    """A step's time by the server's operations (medians over the repeats, ms per call) and the
+    rest, untimed (actions, recurrent state, Python between the operations). On CUDA the forward
+    only launches its kernels: d2h_transfer waits for them."""
+    med = statistics.median
+    parts = {k: med(r.get(k, 0.0) for r in ops) for k in dict.fromkeys(k for r in ops for k in r)}
+    parts["untimed"] = latency - sum(parts.values())
+    return ", ".join(f"{k} {1e3 * v:.3f}" for k, v in parts.items())
 
 
 def report_learner(res: dict, peak: dict) -> None:

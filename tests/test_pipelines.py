@@ -110,6 +110,33 @@ def test_main_benchmark_refuses_its_unknown_flags_and_names_a_failed_command_in_
         assert out.returncode == (2 if bad[0] == "--fast" else 1), out
 
 
+def test_the_hot_path_bench_splits_a_step_by_the_servers_operations_and_names_the_rest():
+    import importlib.util
+
+    import numpy as np
+
+    from rlbench.telemetry.timing import OpTimer
+
+    spec = importlib.util.spec_from_file_location("bench_inference", ROOT / "pipelines" / "bench_inference.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    class Server:  # InferenceServer's timer, as its step feeds it
+        timer = OpTimer("inference")
+
+        def step(self, batch):
+            self.timer.add("h2d_transfer", 0.001)
+            self.timer.add("forward", 0.003)
+
+    server = Server()
+    server.timer.add("forward", 5.0)  # before the timed calls: not theirs
+    step = (np.arange(2), np.zeros((2, 1), np.uint8), np.zeros(2, np.float32), np.zeros(2, bool))
+    _, ops = bench.time_calls(server, step, 4)
+    assert ops == pytest.approx({"h2d_transfer": 0.001, "forward": 0.003})
+    parts = bench.step_parts([ops, {"h2d_transfer": 0.003, "forward": 0.005}], latency=0.010)
+    assert parts == "forward 4.000, h2d_transfer 2.000, untimed 4.000"  # medians, ms per call; the rest untimed
+
+
 def test_hot_path_benchmark_refuses_bad_arguments_and_modes_this_host_lacks_before_any_timing():
     for bad, said in (
         (["--repeats", "0"], "--repeats=0: allowed: an integer >= 1"),
