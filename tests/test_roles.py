@@ -123,6 +123,18 @@ def test_state_after_a_step_is_the_networks_returned_state_per_env_id():
     np.testing.assert_array_equal(c.numpy(), [[[2, 6]], [[4, 4]], [[11, 9]]])
 
 
+def test_only_a_step_where_an_unroll_starts_moves_states_to_the_host():
+    server, _ = _add_net_server()
+    server.step(_FIRST)  # envs 1 and 0 are one step into their unrolls of 2; env 2 has not stepped
+
+    def start_states(ids):
+        ids = np.asarray(ids)
+        return server._unroll_start_states(ids, ids < 3, tuple(s[torch.as_tensor(ids)] for s in server.state))
+
+    assert start_states([0, 1]) is None  # neither starts one: nothing crosses
+    np.testing.assert_array_equal(start_states([2, 0]), [[7, 7, 9, 9]])  # env 2 starts one: its (h, c) alone
+
+
 def test_an_unroll_starting_at_a_done_stores_the_zero_state():
     server, policy = _add_net_server()
     server.step(_FIRST)

@@ -134,13 +134,18 @@ class InferenceServer:
 
     def _unroll_start_states(self, ids_np: np.ndarray, train: np.ndarray, state: tuple) -> np.ndarray | None:
         """The states (as each env had it before this step) of the envs whose step starts an
-        unroll, flattened [k, S]; only those cross to the host."""
+        unroll, flattened [k, S]; only those cross to the host. None on a step where no unroll
+        starts (most steps): no device work then, and no wait for it. Rows are picked by index,
+        not by a mask, which on CUDA would wait for the device to count them."""
         if self.policy.unrolls is None or not state:
             return None
-        need_np = np.zeros(len(ids_np), bool)
-        need_np[train] = self.policy.unrolls.needs_state(ids_np[train])
-        need = torch.as_tensor(need_np, device=self.device)
-        return torch.cat([s[need].flatten(1) for s in state], dim=1).cpu().numpy()
+        need = np.zeros(len(ids_np), bool)
+        need[train] = self.policy.unrolls.needs_state(ids_np[train])
+        rows = np.flatnonzero(need)
+        if not rows.size:
+            return None
+        index = torch.as_tensor(rows, device=self.device)
+        return torch.cat([s.index_select(0, index).flatten(1) for s in state], dim=1).cpu().numpy()
 
     def _store(self, seqs) -> None:
         """The assembler's sink: the policy stores the completed unrolls (its own ops)."""
