@@ -141,7 +141,10 @@ def parser() -> Parser:
         help="the precision compared with fp32 at the best actor count (default bf16); none",
     )
     p.add_argument("--frames", type=_frames, default="auto", help="the task's frames per job (default auto)")
-    p.add_argument("--gpu", help=f"dry run on a host without a GPU: the GPU modelled (default {TARGET_GPU})")
+    p.add_argument(
+        "--gpu",
+        help=f"dry run on a host without a GPU: the GPU modelled (default: --plan-from's GPU, else {TARGET_GPU})",
+    )
     p.add_argument("--host-threads", type=number(int, lo=1), help="dry run: the GPU host's hardware threads")
     p.add_argument("overrides", nargs="*", help="extra job overrides, e.g. env=breakout")
     return p

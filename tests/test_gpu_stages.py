@@ -423,6 +423,20 @@ def test_a_stage_over_the_stay_is_planned_in_parts_and_runs_only_part_by_part(fa
     )
 
 
+def test_a_later_parts_dry_run_without_a_gpu_models_the_gpu_its_plan_was_made_for(gs, monkeypatch, capsys):  # noqa: F811
+    """results/h200/actors-1 is the actors stage's part 1 as an H200 planned it; modelling the
+    default H100 refused it (--plan-from: a plan ... for NVIDIA H200)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    plan = str(ROOT / "results" / "h200" / "actors-1")
+    code = gs.main(["--stage", "actors", "--dry-run", "--part", "2", "--plan-from", plan])
+    out = capsys.readouterr().out
+    assert code == 0 and "stage actors for NVIDIA H200 (132 SMs)" in out and "part 2/3" in out
+    err = refused(gs, ["--stage", "actors", "--dry-run", "--part", "2", "--plan-from", plan, "--gpu", "H100"], capsys)
+    assert "a plan of the actors stage for NVIDIA H200 (132 SMs); allowed: the --out of part 1" in err
+
+
 # --- end to end ---------------------------------------------------------------------------------
 
 

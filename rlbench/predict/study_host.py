@@ -6,6 +6,7 @@ is the command's flags as parsed. docs/gpu.md.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from rlbench.core import precision as precisions  # precisions.cpu_flags: a test's fake CPU flags replace it
@@ -51,6 +52,18 @@ def target_gpu(name: str) -> Gpu:
     return Gpu(name, *found)
 
 
+def planned_gpu(args) -> str | None:
+    """The GPU a later part's plan was made for (--plan-from's stage_plan.json), which its dry run
+    models where --gpu names none; None without a plan (a missing file is the caller's refusal)."""
+    from rlbench.predict.stage_planner import PLAN_FILE  # lazy: stage_planner imports this module
+
+    folder = getattr(args, "plan_from", None)
+    plan = folder / PLAN_FILE if folder is not None else None
+    if plan is None or not plan.is_file():
+        return None
+    return json.loads(plan.read_text()).get("host", "").rsplit(" (", 1)[0] or None
+
+
 def probe(args, cuda_available: bool) -> Host:
     """The host the study plans for; Refusal where this one cannot run it."""
     from rlbench.tracking.fingerprint import host_tags  # lazy: keeps torch, mlflow off a refusal's start
@@ -68,7 +81,7 @@ def probe(args, cuda_available: bool) -> Host:
     if args.tiny:
         return Host("cpu", None, threads, threads, True, tags)
     if args.dry_run:
-        gpu = target_gpu(args.gpu or TARGET_GPU)
+        gpu = target_gpu(args.gpu or planned_gpu(args) or TARGET_GPU)
         return Host("cuda", gpu, gpu.sms, args.host_threads or TARGET_THREADS, False, tags)
     raise Refusal(
         "no CUDA device on this host (torch.cuda.is_available() is False) and the study is for a GPU; "
