@@ -3,7 +3,9 @@
 For each env count (`--envs`, default 4 40 256) a new process runs two Pong jobs of the same
 spec, one after the other (seeds 1 and 2), as a sweep's process does: the first job's start is
 `startup_pong_<n>_s`, the second's `startup_pong_<n>_second_s` (it may take the first job's
-envs: rlbench/envs/shelf.py; each count's line says whether it did). Each start is read the
+envs: rlbench/envs/shelf.py; each count's line says whether it did), and the first job's part
+getting its envs `startup_pong_<n>_envs_s` (its `job_start_envs_s`, where the commit logs it: on
+Atari, ale-py making the emulators one after another). Each start is read the
 same way on any commit: from the return of
 `mlflow.start_run` in the job's record to the actors' first step (`ActorRole.stepping_since`,
 after the envs' first reset). The Pong jobs run `learner=false` with a task of a few steps per
@@ -96,13 +98,15 @@ def child(envs: int, folder: Path) -> None:
         return run(self, stop)
 
     mlflow.start_run, ActorRole.run = timed_start_run, seen_run
-    starts, logged, taken = [], [], shelf_taken()
+    starts, logged, got, taken = [], [], [], shelf_taken()
     for seed in (1, 2):
         final = run_job(job_of(compose_checked(pong_job(envs, seed, folder))))
         starts.append(roles[-1].stepping_since - opened[-1])
-        logged.append(final.get("job_start_s"))  # the job's own metric, where this commit has it
+        logged.append(final.get("job_start_s"))  # the job's own metrics, where this commit has them
+        got.append(final.get("job_start_envs_s"))
     reused = None if taken is None else shelf_taken() > taken  # the second job took the first's envs
-    print(json.dumps({"envs": envs, "starts": starts, "job_start_s": logged, "reused": reused}), flush=True)
+    out = {"envs": envs, "starts": starts, "job_start_s": logged, "job_start_envs_s": got, "reused": reused}
+    print(json.dumps(out), flush=True)
 
 
 def pong_starts(envs: int, folder: Path) -> dict:
@@ -150,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             figures[f"startup_pong_{n}_s"], figures[f"startup_pong_{n}_second_s"] = out["starts"]
+            envs_s = (out.get("job_start_envs_s") or [None])[0]
+            if envs_s is not None:  # the first job's envs made: ale-py's part of its start
+                print(
+                    f"  {n} envs: the first job's start got its envs in {envs_s:.2f} s, the rest took "
+                    f"{out['starts'][0] - envs_s:.2f} s",
+                    flush=True,
+                )
+                figures[f"startup_pong_{n}_envs_s"] = envs_s
         cartpole_wall(folder)  # makes the store's tables: not timed
         walls = [cartpole_wall(folder) for _ in range(args.repeats)]
         print(f"  tiny CartPole walls: {', '.join(f'{w:.1f}' for w in walls)} s", flush=True)

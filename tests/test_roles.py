@@ -768,6 +768,22 @@ def test_build_trainer_returns_once_the_replay_is_zeroed(compose_cfg, monkeypatc
         trainer.close()
 
 
+def test_a_job_gets_new_envs_then_the_ones_a_job_before_left_and_says_which(compose_cfg):
+    from rlbench.envs.shelf import SHELF
+    from rlbench.train.trainer import job_env
+
+    plan = plan_job(validate(compose_cfg(["env=cartpole", "actors=2", "eval_envs=0", "telemetry.enabled=false"])))
+    SHELF.clear()
+    env, key, got = job_env(plan)
+    assert got.made and got.seconds > 0
+    SHELF.shelve(key, env, 2)
+    again, _, got = job_env(plan)
+    try:
+        assert again is env and not got.made and got.seconds >= 0
+    finally:
+        again.close()
+
+
 def test_build_trainer_closes_its_env_when_the_parts_fail_to_be_ready(compose_cfg, monkeypatch):
     """A zeroing that failed is raised by build_trainer, and the env it made is closed, not left
     running with no Trainer to close it."""

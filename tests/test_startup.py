@@ -51,3 +51,20 @@ def test_job_start_s_runs_from_the_runs_creation_to_the_actors_first_step():
     assert observer.final_values({}, trainer)[0]["job_start_s"] == 2.5
     trainer.actors.stepping_since = None  # the actors never stepped: no start to give, not a 0
     assert "job_start_s" not in observer.final_values({}, trainer)[0]
+
+
+def test_a_jobs_start_names_its_part_getting_the_envs_and_whether_they_were_kept():
+    from rlbench.train.recording import RecordObserver
+    from rlbench.train.trainer import EnvsGot
+
+    observer = RecordObserver(SimpleNamespace(opened_at=10.0), SimpleNamespace(eval_envs=0), [], None, {})
+    trainer = SimpleNamespace(op_walls=dict, actors=SimpleNamespace(stepping_since=12.5), envs_got=EnvsGot(2.0, True))
+    values, tags = observer.final_values({}, trainer)
+    assert values["job_start_envs_s"] == 2.0 and tags["envs_from_shelf"] == "false"
+    trainer.envs_got = EnvsGot(0.001, made=False)
+    values, tags = observer.final_values({}, trainer)
+    assert values["job_start_envs_s"] == 0.001 and tags["envs_from_shelf"] == "true"
+    trainer.envs_got = None  # actor processes: they make their own envs, so the start has no such part
+    values, tags = observer.final_values({}, trainer)
+    assert "job_start_envs_s" not in values
+    assert tags["null/job_start_envs_s"].startswith("the actors' processes make their own envs")

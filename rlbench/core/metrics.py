@@ -88,6 +88,12 @@ _TRAINING = [
         "final",
         "from the job's MLflow run's creation to its actors' first step (envs made and reset, the algorithm built)",
     ),
+    Metric(
+        "job_start_envs_s",
+        "s",
+        "final",
+        "the part of job_start_s spent getting the envs: made, or taken from the job before (tag envs_from_shelf)",
+    ),
     Metric("episode_return", "game score", "episode", "unclipped return of a training actor's episode"),
     Metric("episode_return_mean20", "game score", "final", "mean of the last 20 episode_return values"),
     Metric("eval_return", "game score", "episode", "unclipped return of a greedy evaluation env's episode"),

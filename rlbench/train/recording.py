@@ -76,12 +76,21 @@ class RecordObserver(JobObserver):
         opened = getattr(self.record, "opened_at", None)
         if stepped is not None and opened is not None:
             values["job_start_s"] = stepped - opened
+            values, tags = self._envs_got(values, tags, getattr(trainer, "envs_got", None))
         utilisation, nulls = self._utilisation(final)
         values |= utilisation
         if evaluation:
             return values, tags | nulls
         why = "eval_envs=0" if not self.conf.eval_envs else "no evaluation episode ended within the task"
         return values, tags | nulls | {"null/eval_return_mean20": why}
+
+    @staticmethod
+    def _envs_got(values: dict, tags: dict, got) -> tuple[dict, dict]:
+        """job_start_envs_s, the start's seconds getting the envs, and the tag envs_from_shelf."""
+        if got is None:
+            why = "the actors' processes make their own envs (actor_start_s)"
+            return values, tags | {"null/job_start_envs_s": why}
+        return values | {"job_start_envs_s": got.seconds}, tags | {"envs_from_shelf": str(not got.made).lower()}
 
     def _utilisation(self, final: dict) -> tuple[dict, dict]:
         """learner_mfu and inference_mfu: their achieved TFLOP/s over the peak of this host at the

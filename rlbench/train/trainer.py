@@ -8,6 +8,7 @@ end of the workload and returns the job's final metrics. docs/algorithms.md.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +27,15 @@ from rlbench.roles.runner import Window, run_roles
 from rlbench.telemetry.timing import OpTimer
 
 
+@dataclass(frozen=True)
+class EnvsGot:
+    """The part of a job's start spent getting its envs: made (ale-py makes Atari emulators one
+    after another) or taken from the job before in this process (envs/shelf.py)."""
+
+    seconds: float
+    made: bool
+
+
 @dataclass
 class Trainer:
     env: object
@@ -37,6 +47,7 @@ class Trainer:
     role_walls: dict = field(default_factory=dict)  # role -> thread wall seconds, set at the end
     started: float | None = None  # perf_counter when the task started, set at the end (the steady rates' origin)
     shelf_key: tuple | None = None  # set where the env may serve the next job of this process
+    envs_got: EnvsGot | None = None  # how the start got its envs (None: actor processes made their own)
 
     def roles(self) -> list:
         return [self.actors] + ([self.learner] if self.learner is not None else [])
@@ -143,6 +154,25 @@ class Trainer:
             self.parts.release()
 
 
+def job_env(plan: JobPlan) -> tuple[object, tuple | None, EnvsGot | None]:
+    """The job's actors' env, its shelf key and how it was got: SEED's actor processes over gRPC
+    (rlbench/remote/: no key, they make their own envs), else the env a job before left on the
+    shelf for this spec, or a new one."""
+    conf, envs = plan.conf, plan.envs
+    if out_of_process(conf):
+        return JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement), None, None
+    made = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+    new: list = []
+
+    def make():
+        new.append(plan.family.make(*made))
+        return new[0]
+
+    key, t0 = shelf_key(*made), time.perf_counter()
+    env = SHELF.take(key, make)
+    return env, key, EnvsGot(time.perf_counter() - t0, made=bool(new))
+
+
 def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> Trainer:
     """The roles of `plan`'s job, connected; `timer(role)` makes each role's timer (the job's
     telemetry makes them GPU-timed and traced)."""
@@ -152,13 +182,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     ctx = AlgoContext(conf, plan.spec, plan.device, conf.actors, envs.eval, actors_done, timer)
     # the parts before the envs: what their build begins in the background (R2D2's replay zeroing) runs beside them
     parts = plan.build(ctx)
-    key = None
-    if out_of_process(conf):  # SEED's actors: processes over gRPC (rlbench/remote/)
-        env = JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement)
-    else:
-        made = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
-        key = shelf_key(*made)
-        env = SHELF.take(key, lambda: plan.family.make(*made))  # one a job before left, else a new one
+    env, key, got = job_env(plan)
     try:
         if (tuple(env.obs_shape), env.num_actions) != (plan.spec.obs_shape, plan.spec.num_actions):
             raise RuntimeError(
@@ -172,7 +196,7 @@ def build_trainer(plan: JobPlan, timer: Callable[[str], OpTimer] = OpTimer) -> T
     except BaseException:
         env.close()  # no Trainer holds it yet: its emulators (or actor processes) end here
         raise
-    return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key)
+    return Trainer(env, parts, inference, actors, parts.learner, plan.device, shelf_key=key, envs_got=got)
 
 
 def wire_inference(
