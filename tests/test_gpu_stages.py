@@ -276,6 +276,16 @@ def test_the_summary_gives_medians_ranges_and_the_noise_floor_beside_each_differ
     assert "idle GPU power before the first job: 80.1 W" in page and "40 V100 SMs" in page and "15.5 H200 SMs" in page
 
 
+def test_a_jobs_start_shows_its_part_getting_the_envs_or_that_its_rlbench_did_not_log_one():
+    made = job(None, 40_000.0)
+    made.metrics["job_start_envs_s"] = 14.3
+    s = stage_summary("actors", Study("experiment", "e", None, {}, [made, job(64, 30_000.0)], []), {}, {}, {})
+    assert s["jobs"][0]["job_start_envs_s"] == {"value": 14.3}
+    assert s["jobs"][1]["job_start_envs_s"] == {"value": None, "reason": NOT_LOGGED}  # a record from before it
+    page = stage_markdown(s | {"run": {"budget_s": 420, "used_s": 1}})
+    assert "| NVML util | start s | envs s |" in page and " | 25.0 | 14.3 |" in page
+
+
 def test_the_steady_rate_is_compared_where_every_job_logged_it_and_a_warm_up_is_no_job():
     jobs = [job(None, 40_000.0, steady=45_000.0), job(64, 30_000.0, steady=33_000.0)]
     s = stage_summary(

@@ -37,6 +37,7 @@ JOB_COLUMNS = (
     "gpu_util_avg",
     "cpu_gpu_ratio",
     "start_s",
+    "job_start_envs_s",
 )
 NOT_LOGGED = "not logged by this rlbench"
 V100, H200 = Gpu("Tesla V100", 80, 7), Gpu("NVIDIA H200", 132, 9)
@@ -59,7 +60,7 @@ def job_value(j: JobRun, key: str) -> dict:
     v = j.value(key)
     if v is not None:
         return {"value": v}
-    if j.finished and key.startswith("steady/") and key not in j.nulls:
+    if j.finished and (key.startswith("steady/") or key == "job_start_envs_s") and key not in j.nulls:
         return {"value": None, "reason": NOT_LOGGED}
     return {"value": None, "reason": j.why_missing(key)}
 
@@ -275,8 +276,8 @@ def stage_markdown(s: dict) -> str:
         f"- idle GPU power before the first job: {_idle(idle)}",
         *[f"- {e}" for e in run.get("events", [])],
         "",
-        "| job | status | steady fps | task fps | learner updates/s | GPU W | perf/W | NVML util | start s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| job | status | steady fps | task fps | learner updates/s | GPU W | perf/W | NVML util | start s | envs s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for j in s["jobs"]:
         cells = [
@@ -289,6 +290,7 @@ def stage_markdown(s: dict) -> str:
                 ("perf_per_watt", "{:.0f}"),
                 ("gpu_util_avg", "{:.2f}"),
                 ("start_s", "{:.1f}"),
+                ("job_start_envs_s", "{:.1f}"),
             )
         ]
         lines.append(f"| {j['name']} | {j['status']} | " + " | ".join(cells) + " |")
