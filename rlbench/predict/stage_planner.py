@@ -30,12 +30,11 @@ from rlbench.predict.stage_plan import (
     stage_points,
 )
 from rlbench.predict.study_host import Host, check_host, where
-from rlbench.predict.study_plan import PlanError, sm_points
+from rlbench.predict.study_plan import PLAN_FILE, PlanError, sm_points
 from rlbench.predict.study_predictor import Predictor, point_knobs, predictor_for, profiles_for
 from rlbench.prepare.compose import compose_job
 from rlbench.prepare.plan import envs_of
 
-PLAN_FILE = "stage_plan.json"  # under --out: the stage's parts, as the first part planned them
 TINY_ACTORS = [4, 8]  # the rehearsal's actor counts
 TINY_THREADS = (1, 2)  # a CPU host's cpu stage: actor_threads at every unit, and on as many units
 

@@ -14,7 +14,7 @@ from rlbench.core.errors import Refusal
 from rlbench.core.precision import precision_problem, published_sms
 from rlbench.core.resources import cuda_properties, green_context_problem, sm_granularity, usable_cpus
 from rlbench.predict.datasheet import Gpu
-from rlbench.predict.study_plan import sm_points
+from rlbench.predict.study_plan import PLAN_FILE, sm_points
 
 TARGET_GPU, TARGET_THREADS = "NVIDIA H100 80GB HBM3", 16  # a dry run without a GPU models the lent H100 host
 
@@ -55,8 +55,6 @@ def target_gpu(name: str) -> Gpu:
 def planned_gpu(args) -> str | None:
     """The GPU a later part's plan was made for (--plan-from's stage_plan.json), which its dry run
     models where --gpu names none; None without a plan (a missing file is the caller's refusal)."""
-    from rlbench.predict.stage_planner import PLAN_FILE  # lazy: stage_planner imports this module
-
     folder = getattr(args, "plan_from", None)
     plan = folder / PLAN_FILE if folder is not None else None
     if plan is None or not plan.is_file():

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from rlbench.core.resources import sm_granularity
 
 STAGES = {"actors": "actor sweep", "sms": "SM sweep", "precision": "precision"}
+PLAN_FILE = "stage_plan.json"  # under a stage's --out: its parts, as its first part planned them (--plan-from)
 FRAMES_LADDER = (25_000, 50_000, 100_000, 200_000, 400_000, 800_000, 1_600_000)
 MARGIN = 0.75  # the share of the budget an auto-sized plan may fill: the rest is for the estimate's error
 

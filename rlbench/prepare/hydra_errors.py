@@ -12,7 +12,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import yaml
+from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
 from hydra.errors import MissingConfigException, OverrideParseException
 
 from rlbench.core.algorithms import ALGORITHMS, config_module
@@ -97,9 +99,6 @@ def _options(conf_dir: Path, group: str) -> str:
     files = sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
     if files:
         return f"one of {', '.join(files)} (conf/{group}/)"
-    from hydra.core.config_store import ConfigStore
-    from hydra.core.plugins import Plugins
-
     Plugins.instance()  # the plugins' configs are registered as they are discovered
     try:
         stored = sorted(n.removesuffix(".yaml") for n in ConfigStore.instance().list(group))
