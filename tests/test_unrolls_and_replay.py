@@ -1,6 +1,7 @@
 """Sequence assembly with burn-in overlap, and the prioritized sequence replay."""
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -243,3 +244,31 @@ def test_the_zeroings_error_is_raised_where_the_replay_waits(monkeypatch):
     rb = SequenceReplay.for_shapes(3, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
     with pytest.raises(MemoryError, match="no pages"):
         rb.ready()
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The kernel's VmFlags of the mapping that holds `address` (Linux's /proc/self/smaps)."""
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and line.startswith("VmFlags:"):
+            return line.split()[1:]
+    raise LookupError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+def test_the_replays_large_fields_sit_on_small_pages_zeroed_and_writable(monkeypatch):
+    """numpy asks for transparent huge pages for a large array; their first touch waited seconds
+    for the kernel's compaction at a job's start (docs/results.md, "The replay on small pages")."""
+    from rlbench.algo.r2d2 import replay as module
+
+    monkeypatch.setattr(module, "SMALL_PAGES_FROM", 4096)  # this test's frames are "large"
+    rb = SequenceReplay.for_shapes(4096, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
+    frames = rb._store["frames"]
+    assert frames.nbytes >= 4096 and "nh" in _vm_flags(frames.ctypes.data)
+    rb.insert(_seqs(2, value=7), np.ones(2))
+    assert not frames[2:].any() and int(frames[0, 0, 0]) == 7
+    assert "nh" not in _vm_flags(np.zeros(1 << 27, np.uint8).ctypes.data)  # numpy's own: huge pages allowed
