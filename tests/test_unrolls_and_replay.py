@@ -263,12 +263,14 @@ def _vm_flags(address: int) -> list[str]:
 def test_the_replays_large_fields_sit_on_small_pages_zeroed_and_writable(monkeypatch):
     """numpy asks for transparent huge pages for a large array; their first touch waited seconds
     for the kernel's compaction at a job's start (docs/results.md, "The replay on small pages")."""
-    from rlbench.algo.r2d2 import replay as module
+    from rlbench.algo.common import pages
 
-    monkeypatch.setattr(module, "SMALL_PAGES_FROM", 4096)  # this test's frames are "large"
+    monkeypatch.setattr(pages, "SMALL_PAGES_FROM", 4096)  # this test's frames are "large"
     rb = SequenceReplay.for_shapes(4096, 4, (2,), np.uint8, 3, 2, alpha=1.0, beta=0.5, seed=0, prefault=True)
     frames = rb._store["frames"]
     assert frames.nbytes >= 4096 and "nh" in _vm_flags(frames.ctypes.data)
     rb.insert(_seqs(2, value=7), np.ones(2))
     assert not frames[2:].any() and int(frames[0, 0, 0]) == 7
     assert "nh" not in _vm_flags(np.zeros(1 << 27, np.uint8).ctypes.data)  # numpy's own: huge pages allowed
+    asm = UnrollAssembler(2, 4096, 0, (2,), np.uint8, 3, 2)  # the unroll rings: 16 KB of frames
+    assert "nh" in _vm_flags(asm.frames.ctypes.data) and not asm.frames.any()

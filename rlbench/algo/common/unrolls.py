@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlbench.algo.common.frames import frame_shape, split_stack
+from rlbench.algo.common.pages import small_pages
 
 
 @dataclass
@@ -91,7 +92,7 @@ class UnrollAssembler:
         n, L = num_actors, length
         self.length, self.overlap, self.stride, self.stack = L, overlap, L - overlap, stack
         frame = frame_shape(obs_shape, stack)
-        self.frames = np.zeros((n, L, *frame), dtype=obs_dtype)
+        self.frames = small_pages((n, L, *frame), obs_dtype)  # 218 MB at 256 actors on Pong
         self.frames.fill(0)  # touch the pages here, not on the actors' path (docs/algorithms.md, "Unroll assembly")
         self.start_head = np.zeros((n, stack - 1, *frame), dtype=obs_dtype)
         self.next_start_head = np.zeros_like(self.start_head)

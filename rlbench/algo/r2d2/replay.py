@@ -7,35 +7,18 @@ storage serves the next job of its shapes, zeroed (`release`). docs/r2d2.md, "re
 
 from __future__ import annotations
 
-import mmap
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from rlbench.algo.common.frames import frame_shape
+from rlbench.algo.common.pages import small_pages
 from rlbench.algo.common.unrolls import FIELDS, Sequences
 from rlbench.algo.r2d2.sequences import importance_weights
 
 _KEPT: list[tuple[tuple, dict]] = []  # at most one (shapes, storage) a finished job released
 _KEPT_LOCK = threading.Lock()
-
-
-SMALL_PAGES_FROM = 1 << 26  # 64 MiB: a field this large is mapped on small pages (the frames)
-
-
-def _small_pages(shape: tuple, dtype) -> np.ndarray:
-    """A zero array on the kernel's small pages. numpy asks for transparent huge pages for
-    large arrays, and their first touch waits for the kernel to compact memory: 0.3-3.6 s for
-    Pong's 1.7 GB of frames on the 2-core VM against 1.2-1.4 s on small pages, sampling as fast
-    (docs/results.md, "The replay on small pages"). Small fields stay numpy's."""
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    if nbytes < SMALL_PAGES_FROM:
-        return np.zeros(shape, dtype)
-    pages = mmap.mmap(-1, nbytes)  # anonymous: zero until touched
-    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux; elsewhere the kernel's default pages
-        pages.madvise(mmap.MADV_NOHUGEPAGE)
-    return np.frombuffer(pages, dtype).reshape(shape)
 
 
 def _zero_all(arrays: list[np.ndarray]) -> None:
@@ -65,7 +48,7 @@ def _storage(capacity: int, example: Sequences, prefault: bool) -> tuple[tuple, 
     if kept is not None and kept[0] == key:
         return key, kept[1], _zeroing(list(kept[1].values()))
     del kept
-    store = {f: _small_pages((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype) for f in FIELDS}
+    store = {f: small_pages((capacity, *getattr(example, f).shape[1:]), getattr(example, f).dtype) for f in FIELDS}
     # touch every page before the actors' first step, not on their path (docs/algorithms.md)
     return key, store, _zeroing(list(store.values())) if prefault else None
 
