@@ -1,9 +1,8 @@
 """Zero arrays on the kernel's small pages, for the large storage a job touches at its start.
 
-numpy asks for transparent huge pages for large arrays (`madvise(MADV_HUGEPAGE)`); where the
-kernel defragments for them, their first touch waits for it to compact memory: 0.3-3.6 s for
-Pong's 1.7 GB of replay frames on the 2-core VM, against 0.8-1.4 s on small pages, sampling as
-fast (docs/results.md, "The replay on small pages").
+numpy asks for transparent huge pages for large arrays, whose first touch can wait for the
+kernel to compact memory: 0.3-3.6 s for Pong's 1.7 GB of replay frames on the 2-core VM against
+0.8-1.4 s on small pages, sampling as fast (docs/results.md, "The replay on small pages").
 """
 
 from __future__ import annotations
