@@ -259,7 +259,10 @@ def _vm_flags(address: int) -> list[str]:
     raise LookupError(f"no mapping holds {address:#x}")
 
 
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads Linux's /proc/self/smaps")
+@pytest.mark.skipif(
+    not (Path("/proc/self/smaps").exists() and Path("/sys/kernel/mm/transparent_hugepage").exists()),
+    reason="reads Linux's /proc/self/smaps, on a kernel with transparent huge pages",
+)
 def test_the_replays_large_fields_sit_on_small_pages_zeroed_and_writable(monkeypatch):
     """numpy asks for transparent huge pages for a large array; their first touch waited seconds
     for the kernel's compaction at a job's start (docs/results.md, "The replay on small pages")."""

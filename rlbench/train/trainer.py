@@ -161,14 +161,14 @@ def job_env(plan: JobPlan) -> tuple[object, tuple | None, EnvsGot | None]:
     conf, envs = plan.conf, plan.envs
     if out_of_process(conf):
         return JobActors(conf, plan.spec, envs.total, plan.pin, plan.placement), None, None
-    made = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
-    new: list = []
+    spec = (conf.env, envs.total, envs.actor_threads, conf.inference_batch, plan.pin)
+    new: list = []  # the env make() made, if the shelf had none
 
     def make():
-        new.append(plan.family.make(*made))
+        new.append(plan.family.make(*spec))
         return new[0]
 
-    key, t0 = shelf_key(*made), time.perf_counter()
+    key, t0 = shelf_key(*spec), time.perf_counter()
     env = SHELF.take(key, make)
     return env, key, EnvsGot(time.perf_counter() - t0, made=bool(new))
 

@@ -7,6 +7,7 @@ kernel to compact memory: 0.3-3.6 s for Pong's 1.7 GB of replay frames on the 2-
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 
 import numpy as np
@@ -22,5 +23,6 @@ def small_pages(shape: tuple, dtype) -> np.ndarray:
         return np.zeros(shape, dtype)
     pages = mmap.mmap(-1, nbytes)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux; elsewhere the kernel's default pages
-        pages.madvise(mmap.MADV_NOHUGEPAGE)
+        with contextlib.suppress(OSError):  # a kernel without transparent huge pages: small already
+            pages.madvise(mmap.MADV_NOHUGEPAGE)
     return np.frombuffer(pages, dtype).reshape(shape)
