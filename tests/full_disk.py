@@ -3,6 +3,7 @@ up once the job has logged its first frames (a file takes all but 16 KiB of what
 that the tests of a full disk during a job run on a small filesystem of the test's own; a
 fake of the disk filling, not of what rlbench does then."""
 
+import errno
 import os
 import runpy
 import sys
@@ -10,6 +11,30 @@ import sys
 from rlbench.train import recording
 
 _real_tick = recording.RecordObserver.tick
+LEAVE = 16 * 1024  # bytes left free
+CHUNK = 8 << 20
+
+
+def _free(folder: str) -> int:
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def fill(folder: str) -> None:
+    """A file at FOLDER/filler takes all but LEAVE bytes of what is free. MLflow's threads write
+    to the same disk meanwhile, so it writes in chunks while there is room, stops at ENOSPC (the
+    space shrank under it) and gives back what it took beyond LEAVE."""
+    path = os.path.join(folder, "filler")
+    with open(path, "wb", buffering=0) as f:
+        while (room := _free(folder) - LEAVE) > 0:
+            try:
+                f.write(b"\0" * min(room, CHUNK))
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                break
+    if (short := LEAVE - _free(folder)) > 0:
+        os.truncate(path, max(os.path.getsize(path) - short, 0))
 
 
 def _filling(folder: str):
@@ -17,9 +42,7 @@ def _filling(folder: str):
 
     def tick(self, metrics: dict, step: int) -> None:
         if not filled and metrics.get("frames", 0) > 0:
-            st = os.statvfs(folder)
-            with open(os.path.join(folder, "filler"), "wb") as f:
-                f.write(b"\0" * max(st.f_bavail * st.f_frsize - 16 * 1024, 0))
+            fill(folder)
             filled.append(True)
         _real_tick(self, metrics, step)
 
