@@ -40,6 +40,7 @@ JOB_COLUMNS = (
     "job_start_envs_s",
 )
 NOT_LOGGED = "not logged by this rlbench"
+LOGGED_SINCE = ("steady/", "job_start_envs_s")  # metrics a finished job of an older rlbench lacks (prefixes)
 V100, H200 = Gpu("Tesla V100", 80, 7), Gpu("NVIDIA H200", 132, 9)
 
 
@@ -60,7 +61,7 @@ def job_value(j: JobRun, key: str) -> dict:
     v = j.value(key)
     if v is not None:
         return {"value": v}
-    if j.finished and (key.startswith("steady/") or key == "job_start_envs_s") and key not in j.nulls:
+    if j.finished and key.startswith(LOGGED_SINCE) and key not in j.nulls:
         return {"value": None, "reason": NOT_LOGGED}
     return {"value": None, "reason": j.why_missing(key)}
 
