@@ -28,6 +28,9 @@ WALK = [
 # typed config (once: validated once), the Job's frozen copy, and an object with a field of its
 # own that holds it (the plan's Envs does not: its total is actors + eval envs).
 HOLDERS = ["DictConfig", "Config", "Job", "AlgoContext", "ActorRole"]
+# The folders of rlbench/ those calls sit in, in the same order, a run of calls in one folder
+# counted once: each entered once, never back from train/ to prepare/ (the issue's "back and forth").
+FOLDERS = ["cli", "prepare", "cli", "train"]
 
 
 class Walk:
@@ -52,7 +55,19 @@ class Walk:
 
     def calls(self) -> list[str]:
         """From the command's main on (the tests' in-process runner, cli/stage.py run_main, left out)."""
-        return [f.f_code.co_name for f in self.frames if not f.f_code.co_filename.endswith("stage.py")]
+        return [f.f_code.co_name for f in self._walked()]
+
+    def folders(self) -> list[str]:
+        """The folder of each call, a run of calls in one folder once."""
+        names = [self._folder(f.f_code.co_filename) for f in self._walked()]
+        return [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+
+    def _folder(self, file: str) -> str:
+        root = next(r for r in self.roots if file.startswith(r))
+        return Path(file).relative_to(root).parts[0] if root == self.roots[0] else "hydra_plugins"
+
+    def _walked(self) -> list:
+        return [f for f in self.frames if not f.f_code.co_filename.endswith("stage.py")]
 
 
 def _holds(obj, number: int) -> bool:
@@ -103,6 +118,7 @@ def test_the_walk_from_actors_40_to_the_actor_role(store, rlbench_main, monkeypa
     assert done.returncode == 0, done.stderr
     assert walk.calls() == WALK, walk.calls()
     assert walk.moments == HOLDERS, walk.moments
+    assert walk.folders() == FOLDERS, walk.folders()
 
 
 class Seen:
