@@ -29,7 +29,8 @@ WALK = [
 # own that holds it (the plan's Envs does not: its total is actors + eval envs).
 HOLDERS = ["DictConfig", "Config", "Job", "AlgoContext", "ActorRole"]
 # The folders of rlbench/ those calls sit in, in the same order, a run of calls in one folder
-# counted once: each entered once, never back from train/ to prepare/ (the "back and forth").
+# counted once: cli/ twice (main, then Hydra's task), never back from train/ to prepare/ (the
+# issue's "back and forth").
 FOLDERS = ["cli", "prepare", "cli", "train"]
 
 
