@@ -88,7 +88,7 @@ class RecordObserver(JobObserver):
     def _envs_got(values: dict, tags: dict, got) -> tuple[dict, dict]:
         """job_start_envs_s, the start's seconds getting the envs, and the tag envs_from_shelf."""
         if got is None:
-            why = "the actors' processes make their own envs (actor_start_s)"
+            why = "the actors' processes make their own envs (python -m rlbench.profile's actor_start_s times that)"
             return values, tags | {"null/job_start_envs_s": why}
         return values | {"job_start_envs_s": got.seconds}, tags | {"envs_from_shelf": str(not got.made).lower()}
 
