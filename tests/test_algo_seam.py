@@ -65,7 +65,7 @@ def test_tiny_declares_what_predict_and_the_report_ask(tiny, compose_cfg):
     from rlbench.predict.curves import profile_command
     from rlbench.predict.jobs import learner_data, unroll_queue
     from rlbench.prepare.validate import validate
-    from rlbench.report.verdict import on_off_policy
+    from rlbench.report.rules import on_off_policy
 
     conf = validate(compose_cfg([*TINY, "actors=2", "eval_envs=0"]))
     assert (conf.algo.name, conf.algo.batch_size) == ("tiny", 4)

@@ -372,7 +372,7 @@ def test_the_gemm_peak_is_2n3_flops_over_the_fastest_time():
 
 
 def test_the_verdict_says_how_far_the_best_actor_count_moved_or_what_bounds_instead():
-    from rlbench.report.verdict import precision_shift
+    from rlbench.report.rules import precision_shift
 
     fp32 = {"actors": 4, "runtime_s": 100.0, "ratio": None, "bound": "learner 80%", "learner_mfu": 0.2}
     bf16 = {"actors": 40, "runtime_s": 60.0, "ratio": None, "bound": "environment stepping 55%", "learner_mfu": 0.1}

@@ -20,12 +20,14 @@ from rlbench.core.verdict import (
     WINDOWS,
     difference,
     judge,
+    knee,
     noise_floor,
+    recommend,
+    rows_result,
 )
 from rlbench.prepare.grid import SEED_STRIDE, ConfigError, grid_of, repeat_jobs, repeat_seeds, seed_overlap
 from rlbench.report.findings import findings
 from rlbench.report.html import config_table
-from rlbench.report.verdict import knee, recommend
 from rlbench.tracking.parent_note import answer_lines, best_row, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.study_records import JobRun, Study
 from tests.conftest import CARTPOLE_TINY, main_in_process, plain_table, rlbench_cli, runs
@@ -254,11 +256,11 @@ def test_sweep_rows_become_one_row_per_configuration():
 
 
 def test_the_parent_picks_the_best_configuration_by_its_median():
-    best = best_row(ROWS)
+    best = best_row(ROWS, rows_result(ROWS))
     assert best["name"] == "actors=40" and best["runtime_s"] == 72.8 and best["jobs"] == [1, 3, 5]
-    m = summary_metrics(ROWS)
+    m = summary_metrics(ROWS, rows_result(ROWS))
     assert m["best/runtime_s"] == 72.8 and m["best/fps"] == 3393.0 and m["jobs_failed"] == 1
-    note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32))
+    note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32, rows_result(ROWS)))
     assert "Best (median runtime_s): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
     assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
     # 129.2 s vs 72.8 s: 77.5% apart; the floor is actors=40's 75.3 / 70.1 - 1
@@ -275,11 +277,12 @@ TIED = [
 
 
 def test_the_parent_says_when_the_best_cannot_be_told_apart():
-    assert best_row(TIED)["name"] == "actors=40" and best_row(TIED)["verdict"].tied == ("actors=4",)
+    best = best_row(TIED, rows_result(TIED))
+    assert best["name"] == "actors=40" and best["verdict"].tied == ("actors=4",)
     assert "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart" in sweep_note(
-        "s", TIED, "FINISHED", "1", "p" * 32
+        "s", TIED, "FINISHED", "1", "p" * 32, rows_result(TIED)
     )
-    answer = answer_lines(TIED)  # the terminal's last lines before the next command: plain text
+    answer = answer_lines(TIED, rows_result(TIED))  # the terminal's last lines before the next command: plain text
     assert answer[0].startswith("Best (median runtime_s): actors=40 (3 of 3 runs finished): runtime_s 72.8")
     assert answer[1:] == [
         ("Verdict: Best by median runtime_s: actors=40; not told apart from actors=4 (1.9% slower): noise floor 7.4%"),
@@ -289,9 +292,9 @@ def test_the_parent_says_when_the_best_cannot_be_told_apart():
 
 def test_single_runs_say_the_spread_is_unknown():
     rows = [dict(r, config=r["name"]) for r in ROWS[:2]]
-    assert best_row(rows)["job"] == 1 and best_row(rows)["verdict"].tied == ()
+    assert best_row(rows, rows_result(rows))["job"] == 1 and best_row(rows, rows_result(rows))["verdict"].tied == ()
     assert f"Verdict: Best by median runtime_s: actors=40 seed=1; {UNKNOWN_FLOOR}" in sweep_note(
-        "s", rows, "FINISHED", "1", "p" * 32
+        "s", rows, "FINISHED", "1", "p" * 32, rows_result(rows)
     )
 
 
@@ -300,23 +303,26 @@ def test_each_finished_job_is_tagged_with_its_configurations_verdict():
     finished job of the best configuration `best`, the others beyond the noise floor `slower`;
     a failed job (e) none."""
     slower, best = "slower than best: 77.5% slower; noise floor 7.4%", "best; noise floor 7.4%"
-    assert verdicts(ROWS) == {"a" * 32: slower, "b" * 32: best, "c" * 32: slower, "d" * 32: best, "f" * 32: best}
+    tags = verdicts(ROWS, rows_result(ROWS))
+    assert tags == {"a" * 32: slower, "b" * 32: best, "c" * 32: slower, "d" * 32: best, "f" * 32: best}
     assert (
-        verdicts(TIED)["a" * 32]
-        == verdicts(TIED)["c" * 32]
+        verdicts(TIED, rows_result(TIED))["a" * 32]
+        == verdicts(TIED, rows_result(TIED))["c" * 32]
         == "not told apart from best: 1.9% slower; noise floor 7.4%"
     )
-    assert verdicts(TIED)["b" * 32] == best
+    assert verdicts(TIED, rows_result(TIED))["b" * 32] == best
 
 
 def test_single_runs_verdicts_say_the_spread_is_unknown():
     single = [dict(r, config=r["name"]) for r in ROWS[:2]]
-    assert verdicts(single) == {
+    assert verdicts(single, rows_result(single)) == {
         "a" * 32: "79.1% slower than best; noise floor unknown",
         "b" * 32: "best; noise floor unknown",
     }
-    assert verdicts(single[1:]) == {"b" * 32: "best"}  # one configuration: best, with nothing to compare
-    assert verdicts([ROWS[4], dict(ROWS[1], run_id=None)]) == {}  # failed, or no run to tag
+    one = single[1:]
+    assert verdicts(one, rows_result(one)) == {"b" * 32: "best"}  # one configuration: best, with nothing to compare
+    gone = [ROWS[4], dict(ROWS[1], run_id=None)]
+    assert verdicts(gone, rows_result(gone)) == {}  # failed, or no run to tag
 
 
 # --- the verdict ---

@@ -297,7 +297,7 @@ def test_report_cli_on_a_real_sweep_logs_figures_whose_values_are_the_metrics(ti
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    from rlbench.report.verdict import NO_GPU_RATIO
+    from rlbench.core.verdict import NO_GPU_RATIO
 
     # on CUDA a recommended ratio, on the CPU one sentence saying ratios need a GPU
     assert ("recommended: CPU/GPU ratio" in out.stdout) != (NO_GPU_RATIO in out.stdout)
@@ -376,7 +376,7 @@ def test_analysis_notebook_executes_on_the_sweep(tiny_sweep, monkeypatch):
     ).execute()
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert parent in text and "4 of 4 jobs finished" in text
-    from rlbench.report.verdict import NO_GPU_RATIO
+    from rlbench.core.verdict import NO_GPU_RATIO
 
     assert ("recommended: CPU/GPU ratio" in text) != (NO_GPU_RATIO in text)  # the one no-GPU sentence on CPU
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
@@ -655,9 +655,9 @@ def test_table_headers_take_at_most_three_short_lines():
 
 
 def test_without_a_gpu_the_report_says_once_that_ratios_need_one():
+    from rlbench.core.verdict import NO_GPU_RATIO
     from rlbench.report.findings import verdict_lines
     from rlbench.report.html import _jobs
-    from rlbench.report.verdict import NO_GPU_RATIO
 
     study = _study(
         [

@@ -3,7 +3,7 @@ the ceiling, and the verdict line naming how many actor hosts saturate one learn
 
 from rlbench.report import figures as F
 from rlbench.report.findings import findings, verdict_lines
-from rlbench.report.verdict import actor_saturation, learner_ceiling_fps
+from rlbench.report.rules import actor_saturation, learner_ceiling_fps
 from rlbench.tracking.study_records import JobRun, Study
 
 OPS = {"op_frac/actors/env_step": 0.2, "op_frac/actors/inference": 0.7, "op_frac/actors/other": 0.1}

@@ -3,7 +3,8 @@
 import pytest
 
 from rlbench.core.bound import bottleneck
-from rlbench.report.verdict import knee, pareto, recommend, study_rule
+from rlbench.core.verdict import knee, recommend, study_rule
+from rlbench.report.rules import pareto
 
 
 def test_knee_is_where_more_actors_stop_shortening_the_task():
@@ -187,7 +188,7 @@ def test_pareto_front():
 
 
 def test_on_off_policy_ratio_of_simulation_shares_beside_rl_scope():
-    from rlbench.report.verdict import on_off_policy
+    from rlbench.report.rules import on_off_policy
 
     shares = {"r2d2": [(0.10, 0.9), (0.20, 0.8), (0.12, 0.85)], "vtrace": [(0.60, 0.3), (0.70, 0.2)]}
     found = on_off_policy(shares)

@@ -9,8 +9,8 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.core.verdict import NO_GPU_RATIO
 from rlbench.prepare.grid import repeat_seeds
-from rlbench.report.verdict import NO_GPU_RATIO
 from rlbench.search.run import run_study
 from rlbench.search.space import granted_space
 from rlbench.search.trials import repeat_overrides

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from rlbench.core.verdict import rows_result
 from rlbench.sweeps.sweep import sweep_name, sweep_tracking
 from rlbench.tracking.parent_note import REPORT_MARK, best_row, summary_metrics, sweep_note, with_report
 from rlbench.tracking.record import params_and_tags, rounded
@@ -100,16 +101,16 @@ ROWS = [
 
 
 def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
-    assert best_row(ROWS)["job"] == 1
-    m = summary_metrics(ROWS)
+    assert best_row(ROWS, rows_result(ROWS))["job"] == 1
+    m = summary_metrics(ROWS, rows_result(ROWS))
     assert not [k for k in m if k.startswith("jobs/")]  # per job: the description's table, not index-step charts
     assert m["best/runtime_s"] == 1.5 and "best/energy_per_task_j" not in m  # unknown: not a number
     assert m["jobs_finished"] == 2 and m["jobs_failed"] == 1
-    assert best_row([ROWS[2]]) is None
+    assert best_row([ROWS[2]], rows_result([ROWS[2]])) is None
 
 
 def test_the_note_opens_with_its_links_and_the_jobs_table_and_the_report_fills_its_section():
-    note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32)
+    note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32, rows_result(ROWS))
     first = plain_table(note).split("\n")
     assert first[0] == "**rlbench sweep** sweep actors=2,4,8 · FAILED · 3 jobs: 2 finished, 1 failed"
     assert first[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)

@@ -268,7 +268,7 @@ def test_a_single_run_refuses_them_too(store):
 def test_without_a_value_to_compare_the_terminal_and_the_note_still_say_why():
     """A sweep whose jobs logged no steady/fps (each too short for its steady windows) ends with
     that answer and the next command, not silence."""
-    from rlbench.core.verdict import judge_rows
+    from rlbench.core.verdict import rows_result
     from rlbench.sweeps.sweep import ending
     from rlbench.tracking.parent_note import sweep_note
 
@@ -276,7 +276,7 @@ def test_without_a_value_to_compare_the_terminal_and_the_note_still_say_why():
         {"job": i, "name": f"actors={a}", "status": "FINISHED", "runtime_s": 3.0, "run_id": f"r{i}"}
         for i, a in enumerate((2, 4))
     ]
-    v = judge_rows(rows, "steady/fps")
+    v = rows_result(rows, "steady/fps")
     said = "Verdict: no verdict: no finished job logged steady/fps (a job with fewer steady windows than "
     assert ending(rows, v, "MLflow UI: x", "python -m rlbench.report --sweep p").splitlines()[-2:] == [
         f"[rlbench sweep] {said}tracking.steady_min_windows has none: its tag `unmeasured` says why)",

@@ -1,7 +1,7 @@
 """What bounds one job, from its final metrics: a pure rule (no MLflow, no plotting).
 
-The job names its bound with it (the `bound` tag, docs/metrics.md), and the report's verdict
-states it (rlbench/report/verdict.py re-exports it).
+The job names its bound with it (the `bound` tag, docs/metrics.md), and the verdict's Result
+holds it per job and per configuration (rlbench/core/verdict.py).
 """
 
 from __future__ import annotations

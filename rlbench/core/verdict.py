@@ -1,8 +1,11 @@
-"""The verdict rule, written once: the best configuration and those not told apart from it.
+"""The verdict, written once: the rule, the knee, the recommended ratio, the paper's rule, and
+the one object that holds them (Result), which every output only renders.
 
-By the median of one metric (COMPARED; runtime_s by default). The noise floor: the widest ratio
-between two repeats of one configuration, less 1; without repeats, for a steady rate, of one
-job's steady windows (at least the set minimum). docs/metrics.md, "The verdict".
+The rule: the best configuration by the median of one metric (COMPARED; runtime_s by default)
+and those not told apart from it. The noise floor: the widest ratio between two repeats of one
+configuration, less 1; without repeats, for a steady rate, of one job's steady windows (at least
+the set minimum). Pure functions over numbers (tested on synthetic runs). docs/metrics.md,
+"The verdict" and "The report, inside".
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ UNKNOWN_FLOOR = f"{UNKNOWN}: one run per configuration; rerun with repeats=3 to 
 UNKNOWN_WINDOWS = (
     f"{UNKNOWN}: one run per configuration and a job's steady windows give no range (one at 0 "
     "frames/s, or none logged); rerun with repeats=3 to tell"
+)
+NO_GPU_RATIO = (  # the paper's rule without a GPU: the report's words, and the search's
+    "CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
+    "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios"
 )
 METRIC_TAG, FLOOR_MIN_TAG = "verdict_metric", "verdict_noise_floor_min"  # on a sweep's parent: how it judged
 
@@ -64,8 +71,9 @@ class Verdict:
             return self.floor_words
         return UNKNOWN_WINDOWS if self.metric in WINDOWED else UNKNOWN_FLOOR
 
-    def answer(self) -> str:
-        return answer(self)
+    def answer(self, repeats: str = "repeats") -> str:
+        """answer(); repeats: the key its advice names (a search's: search.repeats)."""
+        return answer(self).replace("with repeats=", f"with {repeats}=")
 
     def label(self, name: str) -> str | None:
         return label(self, name)
@@ -242,3 +250,216 @@ def label(v: Verdict, name: str) -> str | None:
         return f"{comp.difference:.1%} slower than best; {floor}"
     said = "not told apart from best" if not comp.told_apart else "slower than best"
     return f"{said}: {comp.difference:.1%} slower; {floor}"
+
+
+# The report's parts of the answer: the knee, the recommended ratio, the paper's rule.
+
+
+@dataclass(frozen=True)
+class Knee:
+    actors: int | None  # None: fewer than two points
+    runtime_s: float | None  # the knee's task time
+    gain_after: float | None  # the largest share of the task's time any larger actor count saved
+    reached: bool  # False: still saving >= share at the largest actor count swept
+    text: str
+    spread: float | None = None  # the sweep's noise floor (relative, the rule's, above); None: unknown
+    runs: dict = field(default_factory=dict)  # actors -> its runs' runtime_s (Spread.as_dict); the report's
+
+
+def knee(
+    runtimes: dict[int, float], share: float = 0.10, fps: dict[int, float] | None = None, floor: float | None = None
+) -> Knee:
+    """runtimes: actors -> runtime_s (the task's time, the median of its runs); fps: actors ->
+    the actors' fps, stated beside; floor: the sweep's noise floor (the rule's, above;
+    None: unknown, one run each). The knee is the smallest actor count whose task no larger
+    actor count shortens by `share` or more and told apart (a relative difference above the
+    floor): the task's time, not the actors' rate, since a learner that bounds the task makes
+    faster actors worth nothing."""
+    xs = sorted(runtimes)
+    if len(xs) < 2:
+        return Knee(None, None, None, False, f"needs at least two actor counts, got {len(xs)}")
+    tail = "" if floor is not None else f"; {UNKNOWN_FLOOR}"
+    for i, a in enumerate(xs[:-1]):
+        best = min(xs[i + 1 :], key=lambda b: runtimes[b])
+        saved = 1 - runtimes[best] / runtimes[a] if runtimes[a] > 0 else 0.0
+        d = difference(runtimes[a], runtimes[best])
+        unclear = floor is not None and d <= floor
+        if saved < share or unclear:
+            how = (
+                f"more actors shorten the task by at most {saved:.1%}"
+                if saved > 0
+                else "no larger actor count shortens the task"
+            )
+            if saved >= share:
+                how = (
+                    f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the noise floor)"
+                )
+            told = f" (not told apart: {d:.1%} difference, noise floor {floor:.1%})" if unclear else ""
+            return Knee(
+                a,
+                runtimes[a],
+                saved,
+                True,
+                f"knee at {a} actors (task {runtimes[a]:.1f} s): {how} (threshold {share:.0%}); "
+                f"at {best} actors: {_changes(runtimes, fps, a, best)}{told}{tail}",
+                floor,
+            )
+    last, prev = xs[-1], xs[-2]
+    return Knee(
+        last,
+        runtimes[last],
+        None,
+        False,
+        f"no knee within the swept range: {prev} -> {last} actors: {_changes(runtimes, fps, prev, last)} "
+        f"(threshold {share:.0%}); sweep further{tail}",
+        floor,
+    )
+
+
+def _changes(runtimes: dict, fps: dict | None, a: int, b: int) -> str:
+    """The task's time and the actors' fps from a to b actors, and which one bounds the task."""
+    task = runtimes[b] / runtimes[a] - 1 if runtimes[a] > 0 else float("nan")
+    text = f"task {task:+.1%}"
+    if fps and fps.get(a) and fps.get(b) is not None:
+        rate = fps[b] / fps[a] - 1
+        text = f"actors' fps {rate:+.1%}, {text}"
+        # the actors sped up, and by 10% more than the task's rate (frames / runtime_s) did:
+        # compare rates with rates (a task 47% shorter ran 1.89x as fast, as did actors at +89%)
+        if rate >= 0.10 and (1 + rate) * (1 + task) >= 1.10:
+            text += ": the learner bounds the task, not the actors"
+    return text
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    name: str
+    ratio: float | None
+    fps: float | None
+    energy_j: float | None
+    text: str
+    runtime_spread: float | None = None  # max - min of its runs' runtime_s; None: one run (unknown)
+    runs: int = 1
+    tied: list[str] = field(default_factory=list)  # configurations not told apart from it (the verdict rule)
+    noise_floor: float | None = None  # the verdict's (the rule's, above); None: unknown
+
+
+def _pick(ok: list[dict], v: Verdict, tolerance: float) -> tuple[dict, str]:
+    """The verdict's best; where every candidate's energy is known, the least energy per task
+    among those within `tolerance` of its runtime_s (a few percent of time for fewer joules)."""
+    fastest = next((j for j in ok if j["name"] == v.best), None) or min(ok, key=lambda j: j["runtime_s"])
+    near = [j for j in ok if j["runtime_s"] <= (1 + tolerance) * fastest["runtime_s"]]
+    if all(j.get("energy_j") is not None for j in near):
+        how = (
+            f"least energy per task among the jobs within {tolerance:.0%} of the best's task time"
+            if len(near) > 1
+            else f"best by median {v.metric}"
+        )
+        return min(near, key=lambda j: j["energy_j"]), how
+    return fastest, f"best by median {v.metric} (energy per task not measured for all of them)"
+
+
+def recommend(
+    jobs: list[dict], tolerance: float = 0.05, ratios: bool = True, verdict: Verdict | None = None
+) -> Recommendation | None:
+    """jobs: dicts with name, ratio, runtime_s (time to finish the task), fps, energy_j (None
+    when not measured): one per configuration, the medians of its runs, with `runtime_spread`
+    (max - min of its runs' runtime_s, None or absent for one run), `runs` and `runtime_runs`
+    (its runs' runtime_s). verdict: the sweep's (the rule's, above; None: judged here on
+    runtime_runs). The pick (_pick) and the configurations not told apart from it by the
+    verdict's noise floor. ratios=False (no GPU): the text names the job, not its ratio."""
+    ok = [j for j in jobs if j.get("runtime_s") is not None]
+    if not ok:
+        return None
+    v = verdict or judge({j["name"]: j.get("runtime_runs") or [j["runtime_s"]] for j in ok})
+    pick, how = _pick(ok, v, tolerance)
+    comps = against(v, pick["name"])
+    tied = [c.name for c in comps if c.told_apart is False]
+    text = _recommendation_text(pick, ok, how, ratios, v)
+    text += "".join(f"; {c.text}" for c in comps if c.told_apart is False)
+    if len(ok) > 1 and v.floor is None:
+        text += f"; {v.floor_text()}"
+    return Recommendation(
+        pick["name"],
+        pick.get("ratio"),
+        pick.get("fps"),
+        pick.get("energy_j"),
+        text,
+        pick.get("runtime_spread"),
+        pick.get("runs") or 1,
+        tied,
+        v.floor,
+    )
+
+
+def _recommendation_text(pick: dict, ok: list[dict], how: str, ratios: bool, v: Verdict) -> str:
+    energy = f"{pick['energy_j']:.0f} J per task" if pick.get("energy_j") is not None else "energy not measured"
+    ratio = f"{pick['ratio']:.3g}" if pick.get("ratio") is not None else "unknown"
+    fps = f"{pick['fps']:.0f} fps" if pick.get("fps") is not None else "fps unknown"
+    runs = pick.get("runs") or 1
+    span = f" (median of {runs} runs; {v.floor_text()})" if runs > 1 and v.floor is not None else ""
+    task = f"task in {pick['runtime_s']:.1f} s{span}, {fps}, {energy}; {how}"
+    if not ratios:
+        return f"{pick['name']}: {task}"
+    if len(ok) > 1 and len({j.get("ratio") for j in ok}) == 1:  # the ratio is not what the jobs differ in
+        return f"{pick['name']}: {task}; every job ran at CPU/GPU ratio {ratio}, so this comparison picks no ratio"
+    return f"CPU/GPU ratio {ratio} ({pick['name']}): {task}"
+
+
+def study_rule(
+    hardware_threads: int | None,
+    units_total: int | None,
+    unit: str,
+    jobs: list[tuple[float, float]],
+    single_run: bool = False,
+) -> str:
+    """The study argues RL systems want CPU threads / SMs >= 1 (its 40-SM job, ratio 1, took
+    only 6% longer than with all 80 SMs). For this host: its ratio with every unit, how many
+    units the rule says are enough, and how much longer the best swept job at ratio >= 1
+    took than the fastest. jobs: (cpu_gpu_ratio, runtime_s) of the finished jobs (medians of
+    repeats); single_run: each configuration ran once, so the verdict is said without a spread."""
+    if not hardware_threads or not units_total:
+        return "study's rule (ratio >= 1): not evaluated (host threads or compute units unknown)"
+    host_ratio = hardware_threads / units_total
+    text = (
+        f"study's rule (ratio >= 1): this host has {hardware_threads} HW threads / {units_total} {unit}s = "
+        f"ratio {host_ratio:.3g} with every unit, so the rule predicts that {min(hardware_threads, units_total)} "
+        f"{unit}(s) are enough"
+    )
+    if not jobs:
+        return text + "; no finished job to check it against"
+    best = min(rt for _, rt in jobs)
+    at_one = [rt for r, rt in jobs if r >= 1]
+    if not at_one:
+        return text + f"; no job ran at ratio >= 1 (sweep sm_limit <= {hardware_threads} to test it)"
+    slower = min(at_one) / best - 1
+    return text + (
+        f"; measured: the best job at ratio >= 1 took {slower:+.0%} longer than the fastest "
+        + ("(consistent with the rule)" if slower <= 0.10 else "(the rule does not hold here)")
+        + (f"; {UNKNOWN_FLOOR}" if single_run else "")
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    """The answer of a sweep, a search or a report, computed once (rows_result, trials' judge_runs,
+    report/findings.py study_result) and only rendered: the terminal's ending, the parent's note
+    and metrics, the jobs' `verdict` tags, summary.json/csv, findings.json and the report's HTML.
+    A part the computation could not judge is empty or None, and says why where it is rendered."""
+
+    verdict: Verdict  # the rule's: best, noise floor, told apart or not
+    knees: Mapping[str, Knee] = field(default_factory=dict)  # per actor series; {}: none with two actor counts
+    bounds: Mapping[str, dict] = field(default_factory=dict)  # per job (its name): core/bound.py's Bound as a dict
+    config_bounds: Mapping[str, dict] = field(default_factory=dict)  # per configuration, over its runs
+    recommendation: Recommendation | None = None  # None: no finished job with a runtime
+    study_rule: str | None = None  # the paper's rule (ratio >= 1) in words; None: not judged (a sweep's end)
+    knee_share: float = 0.10  # the settings the knee and the recommendation were judged by
+    tolerance: float = 0.05
+
+    def label(self, name: str) -> str | None:
+        """A configuration's `verdict` tag (Verdict.label)."""
+        return self.verdict.label(name)
+
+
+def rows_result(rows: list[dict], metric: str = DEFAULT_METRIC, floor_min: float = 0.0) -> Result:
+    """A sweep's Result over its per-job rows (judge_rows): the verdict; the report judges the rest."""
+    return Result(judge_rows(rows, metric, floor_min))

@@ -18,9 +18,9 @@ from matplotlib.ticker import NullLocator, ScalarFormatter
 from rlbench.core.metrics import OPS, OTHER
 from rlbench.report.findings import algorithm_shares, precision, study_verdict
 from rlbench.report.never_measured import never_measured, one_line
+from rlbench.report.rules import learner_ceiling_fps, pareto
+from rlbench.report.rules import on_off_policy as compare
 from rlbench.report.series import actor_axis, series
-from rlbench.report.verdict import learner_ceiling_fps, pareto
-from rlbench.report.verdict import on_off_policy as compare
 from rlbench.telemetry.charts.colours import op_colour
 from rlbench.telemetry.charts.layout import tight_layout
 from rlbench.telemetry.charts.operations import legend_below, op_handles

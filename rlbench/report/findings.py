@@ -1,30 +1,34 @@
-"""The verdict for a whole study: knee per actor series, bound per job, recommended ratio.
+"""The answer for a whole study, computed once (study_result: the verdict, the knee per actor
+series, the bound per job, the recommended ratio, the paper's rule, in one Result), and
+findings.json, which renders it with the study's other findings.
 
-Glue between the records (rlbench.tracking.study_records) and the pure rules (rlbench.report.verdict);
-the result is plain data (JSON-able) that the HTML report, the CLI and notebooks print
-(findings.json: docs/metrics.md, "Report artifacts").
+Glue between the records (rlbench.tracking.study_records) and the pure rules
+(rlbench.core.verdict, rlbench.report.rules); findings() is plain data (JSON-able) that the HTML
+report, the CLI and notebooks print (findings.json: docs/metrics.md, "Report artifacts").
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from rlbench.core.bound import bottleneck
 from rlbench.core.repeats import STAT_METRICS, group_by, spread
-from rlbench.core.verdict import REPEATS, Verdict, judge_runs, settings
-from rlbench.report.series import actor_axis, series
-from rlbench.report.verdict import (
+from rlbench.core.verdict import (
     NO_GPU_RATIO,
-    actor_saturation,
+    REPEATS,
+    Knee,
+    Result,
+    Verdict,
+    judge_runs,
     knee,
-    learner_ceiling_fps,
-    on_off_policy,
-    precision_shift,
     recommend,
+    settings,
     study_rule,
 )
+from rlbench.report.rules import actor_saturation, learner_ceiling_fps, on_off_policy, precision_shift
+from rlbench.report.series import actor_axis, series
 from rlbench.tracking.study_records import JobRun, Study
 
 
@@ -43,7 +47,7 @@ def study_verdict(study: Study) -> Verdict:
     return judge_runs(by_config, metric, floor_min, lambda j, k: j.value(k))
 
 
-def knees(study: Study, knee_share: float, floor: float | None) -> dict:
+def knees(study: Study, knee_share: float, floor: float | None) -> dict[str, Knee]:
     """Per actor series: the knee (verdict.knee) of its median runtime_s, told apart by `floor`."""
     threads = _int(study.host.get("hardware_threads"))
     out = {}
@@ -54,28 +58,47 @@ def knees(study: Study, knee_share: float, floor: float | None) -> dict:
         fps = {a: s.median for a, rs in by_actors.items() if (s := spread(j.value("fps") for j in rs)) is not None}
         if len(runtimes) >= 2:
             k = knee(runtimes, knee_share, fps, floor)
-            out[g] = asdict(k) | {
-                "text": f"{k.text}; this host has {threads} HW threads",
-                "runs": {a: s.as_dict() for a, s in runs.items() if s is not None},
-            }
+            out[g] = replace(
+                k,
+                text=f"{k.text}; this host has {threads} HW threads",
+                runs={a: s.as_dict() for a, s in runs.items() if s is not None},
+            )
     return out
 
 
-def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
-    threads = _int(study.host.get("hardware_threads"))
+def study_result(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> Result:
+    """The study's Result, computed once: the verdict, the knee per actor series, the bound per
+    job and per configuration, the recommended ratio and the paper's rule."""
     v = study_verdict(study)
-    bounds = {j.name: asdict(bottleneck(j.metrics)) for j in study.finished}  # per run: the jobs table
-    configs = configurations(study.finished)
-    candidates = recommend_candidates(study.finished, configs)
-    rec = recommend(candidates, tolerance, ratios=not study.without_gpu, verdict=v)
+    candidates = recommend_candidates(study.finished, configurations(study.finished))
+    single = v.source != REPEATS  # the rule and the knee compare runtime_s: only repeats measure its noise
+    return Result(
+        verdict=v,
+        knees=knees(study, knee_share, None if single else v.floor),
+        bounds={j.name: asdict(bottleneck(j.metrics)) for j in study.finished},  # per run: the jobs table
+        config_bounds=config_bounds(study.finished),
+        recommendation=recommend(candidates, tolerance, ratios=not study.without_gpu, verdict=v),
+        study_rule=NO_GPU_RATIO if study.without_gpu else paper_rule(study, candidates, single),
+        knee_share=knee_share,
+        tolerance=tolerance,
+    )
+
+
+def paper_rule(study: Study, candidates: list[dict], single: bool) -> str:
+    """The paper's rule (ratio >= 1) for the study's host, against its finished configurations."""
     units = [j.value("sm_total") for j in study.finished if j.value("sm_total")]
     timed = [(c["ratio"], c["runtime_s"]) for c in candidates if c["ratio"] is not None and c["runtime_s"] is not None]
-    single = v.source != REPEATS  # the rule and the knee compare runtime_s: only repeats measure its noise
-    rule = (
-        NO_GPU_RATIO
-        if study.without_gpu
-        else study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed, single)
-    )
+    threads = _int(study.host.get("hardware_threads"))
+    return study_rule(threads, _int(max(units)) if units else None, study.compute_unit, timed, single)
+
+
+def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
+    """findings.json: the study's Result (study_result) and its other findings."""
+    return findings_of(study, study_result(study, knee_share, tolerance))
+
+
+def findings_of(study: Study, r: Result) -> dict:
+    """findings.json as a dict: the Result `r` rendered, with the study's other findings."""
     not_done = [
         {"name": j.name, "status": j.status, "run_id": j.run_id, "reason": j.error or "no error recorded"}
         for j in study.not_finished
@@ -83,21 +106,22 @@ def findings(study: Study, knee_share: float = 0.10, tolerance: float = 0.05) ->
     onoff = on_off_policy(algorithm_shares(study))
     scaled = saturation(study.finished)
     shift = precision_shift(precision_best(study.finished))
+    configs = configurations(study.finished)
     return {
-        "verdict": v.as_dict(),
+        "verdict": r.verdict.as_dict(),
         "precision": asdict(shift) if shift else None,
-        "knee": knees(study, knee_share, None if single else v.floor),
-        "bottleneck": bounds,
-        "bound_per_config": config_bounds(study.finished),
-        "recommendation": asdict(rec) if rec else None,
+        "knee": {g: asdict(k) for g, k in r.knees.items()},
+        "bottleneck": dict(r.bounds),
+        "bound_per_config": dict(r.config_bounds),
+        "recommendation": asdict(r.recommendation) if r.recommendation else None,
         "configurations": {name: {m: s.as_dict() if s else None for m, s in c.items()} for name, c in configs.items()},
         "on_off_policy": asdict(onoff) if onoff else None,
         "saturation": asdict(scaled) if scaled else None,
-        "study_rule": rule,
+        "study_rule": r.study_rule,
         "not_finished": not_done,
         "missing": study.missing,
-        "knee_share": knee_share,
-        "tolerance": tolerance,
+        "knee_share": r.knee_share,
+        "tolerance": r.tolerance,
     }
 
 
@@ -189,7 +213,7 @@ def algorithm_shares(study: Study) -> dict[str, list[tuple[float, float | None]]
 
 
 def saturation(jobs: list[JobRun], share: float = 0.10):
-    """How many actor hosts (or processes) saturate one learner (verdict.actor_saturation), from
+    """How many actor hosts (or processes) saturate one learner (rules.actor_saturation), from
     the median runtime_s and fps per count; None where the jobs do not vary either."""
     axis = actor_axis(jobs)
     if axis is None:

@@ -10,16 +10,17 @@ from pathlib import Path
 import optuna
 
 from rlbench.config.schema import SearchConfig
-from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge_runs
+from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, NO_GPU_RATIO, Result, against, judge_runs
 from rlbench.search.study import complete, quiet_optuna
 from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
-from rlbench.tracking.study_records import NO_GPU_RATIO, without_gpu
+from rlbench.tracking.study_records import without_gpu
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
 from rlbench.tracking.views import runs_view_key, view_link
 
 log = logging.getLogger(__name__)
+REPEATS_KEY = "search.repeats"  # what the verdict's advice names in a search (a sweep's: repeats)
 
 
 def study_params(search, job: list[str]) -> dict:
@@ -85,15 +86,16 @@ def verdict_metric(search: SearchConfig, metric: str) -> str:
     return search.objectives[0] if search.objectives and search.objectives[0] in COMPARED else metric
 
 
-def trial_verdict(done: list, metric: str, floor_min: float = 0.0) -> Verdict:
-    """The verdict rule (core/verdict.py judge) over the COMPLETE trials' runs: each trial a
-    configuration, its runs its repeats (search.repeats), so the noise floor is theirs (with
-    one run each, for a steady rate, its steady windows')."""
-    return judge_runs({trial_label(t): t.user_attrs.get("runs") or [] for t in done}, metric, floor_min, dict.get)
+def trial_result(done: list, metric: str, floor_min: float = 0.0) -> Result:
+    """The search's Result, computed once: the verdict rule (core/verdict.py judge) over the
+    COMPLETE trials' runs: each trial a configuration, its runs its repeats (search.repeats), so
+    the noise floor is theirs (with one run each, for a steady rate, its steady windows')."""
+    runs = {trial_label(t): t.user_attrs.get("runs") or [] for t in done}
+    return Result(judge_runs(runs, metric, floor_min, dict.get))
 
 
-def recommendation_text(best, front: list, names: list[str], v: Verdict | None = None, ratios: bool = True) -> str:
-    """The recommended trial as it ran, the trials not told apart from it (v: the verdict over the
+def recommendation_text(best, front: list, names: list[str], r: Result | None = None, ratios: bool = True) -> str:
+    """The recommended trial as it ran, the trials not told apart from it (r: the Result over the
     trials' runs), the verdict's answer and, with two objectives or more, the other front points.
     ratios=False: the trials ran without a GPU (the report's rule, study_records.without_gpu)."""
     vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values, strict=True))
@@ -103,13 +105,13 @@ def recommendation_text(best, front: list, names: list[str], v: Verdict | None =
     lines = [f"recommended: {trial_label(best).partition(': ')[2]}{ratio} ({vals}; {median}trial {best.number})"]
     if not ratios:
         lines.append(NO_GPU_RATIO)
+    v = r.verdict if r is not None else None
     if v is not None and v.best is not None:
         comps = against(v, trial_label(best))
         tied = [c for c in comps if c.told_apart is False]
         lines += [f"not told apart from it ({v.floor_text()}): " + ", ".join(c.name for c in tied)] if tied else []
         lines += [f"  {c.text}" for c in tied]
-        # the one rule's answer; its advice names the sweeps' key, a search's is search.repeats
-        lines.append(f"verdict: {v.answer().replace('with repeats=', 'with search.repeats=')}")
+        lines.append(f"verdict: {v.answer(REPEATS_KEY)}")
     for t in front if len(names) > 1 else ():
         if t.number != best.number:
             diffs = ", ".join(
@@ -119,9 +121,9 @@ def recommendation_text(best, front: list, names: list[str], v: Verdict | None =
     return "\n".join(lines)
 
 
-def recommended_set(best, v: Verdict) -> list[str]:
+def recommended_set(best, r: Result) -> list[str]:
     """The recommended trial and those the verdict does not tell apart from it, as they ran."""
-    return [trial_label(best), *(c.name for c in against(v, trial_label(best)) if c.told_apart is False)]
+    return [trial_label(best), *(c.name for c in against(r.verdict, trial_label(best)) if c.told_apart is False)]
 
 
 def report(
@@ -145,15 +147,15 @@ def report(
         return None
     front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
     best = recommend(front, list(search.directions))
-    v = trial_verdict(done, verdict_metric(search, judging[0]), judging[1])
+    r = trial_result(done, verdict_metric(search, judging[0]), judging[1])
     ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
     parent.set_tags(
         {f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
         | {
             "best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
             "best_trial": str(best.number),
-            "best_set": "; ".join(recommended_set(best, v)),
-            "verdict": v.answer().replace("with repeats=", "with search.repeats="),
+            "best_set": "; ".join(recommended_set(best, r)),
+            "verdict": r.verdict.answer(REPEATS_KEY),
             "pareto_front_trials": " ".join(str(t.number) for t in front),
         }
     )
@@ -161,7 +163,7 @@ def report(
     not_drawn = plots(study, labels, out_dir, parent, list(search.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
-    text = recommendation_text(best, front, labels, v, ratios)
+    text = recommendation_text(best, front, labels, r, ratios)
     warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
     ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
     table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))

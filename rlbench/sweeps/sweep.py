@@ -21,7 +21,7 @@ from hydra.core.utils import JobStatus
 from rlbench.config.schema import TrackingConfig
 from rlbench.core.errors import Failure, Refusal
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
-from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Verdict, judge_rows
+from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Result, rows_result
 from rlbench.prepare.grid import in_process
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
@@ -204,17 +204,16 @@ def rounded_rows(rows: list[dict]) -> list[dict]:
     return [{k: rounded(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
 
 
-def with_verdicts(rows: list[dict], v: Verdict) -> list[dict]:
-    """Each finished row with its configuration's verdict (the tag's text: Verdict.label)."""
-    return [r | {"verdict": v.label(config_key(r))} if r.get("status") == "FINISHED" else r for r in rows]
+def with_verdicts(rows: list[dict], result: Result) -> list[dict]:
+    """Each finished row with its configuration's verdict (the tag's text: Result.label)."""
+    return [r | {"verdict": result.label(config_key(r))} if r.get("status") == "FINISHED" else r for r in rows]
 
 
-def record_summary(parent: ParentRun, rows: list[dict], status: str, v: Verdict | None = None) -> None:
+def record_summary(parent: ParentRun, rows: list[dict], status: str, result: Result) -> None:
     """The summary table (summary.csv, summary.json, each job with its verdict; summary_configs.csv
     with repeats), the summary metrics, the verdict's settings (tags) and the description
-    (rlbench/tracking/parent_note.py) on the parent; rows as rounded_rows gives them."""
-    v = v or judge_rows(rows)
-    rows = with_verdicts(rows, v)
+    (rlbench/tracking/parent_note.py) on the parent, each rendering `result`; rows as rounded_rows gives them."""
+    rows, v = with_verdicts(rows, result), result.verdict
     parent.set_tags({METRIC_TAG: v.metric, FLOOR_MIN_TAG: str(v.floor_min)})
     parent.log_table({c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}, "summary.json")
     buf = io.StringIO()
@@ -224,17 +223,17 @@ def record_summary(parent: ParentRun, rows: list[dict], status: str, v: Verdict 
     parent.log_text(buf.getvalue(), "summary.csv")
     if repeated(rows):
         parent.log_text(configs_csv(rows), "summary_configs.csv")
-    parent.log_metrics(summary_metrics(rows, v))
-    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id, v))
+    parent.log_metrics(summary_metrics(rows, result))
+    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id, result))
 
 
-def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict], v: Verdict | None = None) -> None:
+def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict], result: Result) -> None:
     """Each finished job of the sweep tagged VERDICT_TAG (parent_note.verdicts), judged over
     all its jobs; a job resume=true took from another sweep (its run is that sweep's child)
     keeps that sweep's. A warning if the tags cannot be written: the jobs' record stands."""
     mine = {r["run_id"] for r in rows if r.get("parent_run") in (None, parent)}
     try:
-        experiment.tag_runs({run: {VERDICT_TAG: text} for run, text in verdicts(rows, v).items() if run in mine})
+        experiment.tag_runs({run: {VERDICT_TAG: text} for run, text in verdicts(rows, result).items() if run in mine})
     except Exception as e:  # noqa: BLE001 - the jobs' record stands without it
         log.warning("could not tag the jobs' verdicts: %s", e)
 
@@ -254,15 +253,15 @@ def report_command(parent_id: str, uri: str) -> str:
     return f"python -m rlbench.report --sweep {parent_id}{store}"
 
 
-def ending(rows: list[dict], v: Verdict, address: str, command: str) -> str:
+def ending(rows: list[dict], result: Result, address: str, command: str) -> str:
     """The terminal's last lines: the per-configuration table (with repeats), where to look, the
-    answer in words (best; told apart or not, by how much, against the noise floor), the next command."""
+    answer of `result` in words (best; told apart or not, by how much, against the noise floor), the next command."""
     per_config = (
         ["per configuration, median (min..max, n) of its finished runs:\n" + config_summary_text(rows)]
         if repeated(rows)
         else []
     )
-    lines = [*per_config, address, *answer_lines(rows, v), f"Next: {command}"]
+    lines = [*per_config, address, *answer_lines(rows, result), f"Next: {command}"]
     return "\n".join(f"[rlbench sweep] {line}" for line in lines)
 
 
@@ -482,7 +481,7 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
 
     def close(status: str) -> None:
         ordered = rounded_rows([rows[i] for i in sorted(rows)])
-        v = judge_rows(ordered, *verdict_settings(confs))
+        v = rows_result(ordered, *verdict_settings(confs))  # the sweep's Result, judged once; rendered below
         record_summary(parent, ordered, status, v)
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)

@@ -1,8 +1,10 @@
 """What a sweep's parent run shows, the place a user starts: summary metrics and a description.
 
-`summary_metrics(rows)` (`best/<metric>`, `jobs_finished`, `jobs_failed`), `sweep_note(...)`
-(the description in markdown, its links relative to the MLflow UI) and `with_report` (its
-report section filled); tracking/parent.py writes them. docs/metrics.md, "Sweep parent run".
+`summary_metrics(rows, result)` (`best/<metric>`, `jobs_finished`, `jobs_failed`),
+`sweep_note(...)` (the description in markdown, its links relative to the MLflow UI),
+`verdicts` (the jobs' tags) and `with_report` (its report section filled); tracking/parent.py
+writes them. Each renders the sweep's one Result (rlbench/core/verdict.py), judged once by its
+caller. docs/metrics.md, "Sweep parent run".
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 
 from rlbench.core.repeats import config_key, config_rows, repeated
-from rlbench.core.verdict import Verdict, judge_rows
+from rlbench.core.verdict import Result
 from rlbench.tracking.views import VIEW, runs_view_key, view_link
 
 REPORT_MARK = "#### Report"
@@ -21,12 +23,12 @@ def _number(v) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def best_row(rows: list[dict], v: Verdict | None = None) -> dict | None:
-    """The best configuration by the verdict rule (rlbench/core/verdict.py; None when no job
-    finished with the compared metric): with one run per configuration, that job's row; with
-    repeats a row of the configuration's medians, with `runs`, `jobs` and per metric its
-    `spread` (a Spread); both with `verdict`, the Verdict."""
-    v = v or judge_rows(rows)
+def best_row(rows: list[dict], r: Result) -> dict | None:
+    """The best configuration of the Result `r` (None when no job finished with the compared
+    metric): with one run per configuration, that job's row; with repeats a row of the
+    configuration's medians, with `runs`, `jobs` and per metric its `spread` (a Spread); both
+    with `verdict`, the Verdict."""
+    v = r.verdict
     if v.best is None:
         return None
     best = next(c for c in config_rows(rows, SUMMARY_METRICS) if c["config"] == v.best)
@@ -45,22 +47,23 @@ def best_row(rows: list[dict], v: Verdict | None = None) -> dict | None:
     } | {m: best[m].median if best[m] is not None else None for m in SUMMARY_METRICS}
 
 
-def verdicts(rows: list[dict], v: Verdict | None = None) -> dict[str, str]:
+def verdicts(rows: list[dict], r: Result) -> dict[str, str]:
     """The tag VERDICT_TAG (tracking/views.py) of each finished job with a run, by run id: its
     configuration's label by the verdict rule (`best; noise floor 7.4%`, `not told apart from
     best: 1.9% slower; noise floor 7.4%`, `slower than best: 77.5% slower; noise floor 7.4%`;
-    single runs: `57.6% slower than best; noise floor unknown: ...`)."""
-    v = v or judge_rows(rows)
-    out = {r["run_id"]: v.label(config_key(r)) for r in rows if r.get("status") == "FINISHED" and r.get("run_id")}
+    single runs: `57.6% slower than best; noise floor unknown: ...`), as `r` labels it."""
+    out = {
+        row["run_id"]: r.label(config_key(row)) for row in rows if row.get("status") == "FINISHED" and row.get("run_id")
+    }
     return {run: text for run, text in out.items() if text is not None}
 
 
-def summary_metrics(rows: list[dict], v: Verdict | None = None) -> dict[str, float]:
+def summary_metrics(rows: list[dict], r: Result) -> dict[str, float]:
     """The parent's metrics: `best/<m>` of the best configuration, the counts of finished and
     failed jobs; unknown values are left out. (Per-job values are the description's table and
     the runs table's view: a metric per job plotted against the job's index read as a series
     of the sweep.)"""
-    best = best_row(rows, v)
+    best = best_row(rows, r)
     out = {f"best/{m}": _number(best.get(m)) for m in SUMMARY_METRICS} if best is not None else {}
     out |= {
         "jobs_finished": sum(r.get("status") == "FINISHED" for r in rows),
@@ -145,11 +148,10 @@ def jobs_table(
     return head + out
 
 
-def _best_lines(rows: list[dict], v: Verdict | None = None, code=lambda s: f"`{s}`") -> list[str]:
-    """The best configuration, the verdict's answer and each comparison (rlbench/core/verdict.py);
+def _best_lines(rows: list[dict], r: Result, code=lambda s: f"`{s}`") -> list[str]:
+    """The best configuration, the verdict's answer and each comparison, of the Result `r`;
     `code` marks a name (markdown for the description, plain for the terminal: answer_lines)."""
-    v = v or judge_rows(rows)
-    best = best_row(rows, v)
+    v, best = r.verdict, best_row(rows, r)
     if best is None:
         return [f"Verdict: {v.answer()}"] if rows else []  # why there is none
     if "runs" in best:
@@ -164,15 +166,13 @@ def _best_lines(rows: list[dict], v: Verdict | None = None, code=lambda s: f"`{s
     return lines + [f"Verdict: {v.answer()}"] + [f"- {c.text}" for c in v.comparisons]
 
 
-def answer_lines(rows: list[dict], v: Verdict | None = None) -> list[str]:
+def answer_lines(rows: list[dict], r: Result) -> list[str]:
     """The best configuration, the verdict's answer and its comparisons, in plain text (what a
     sweep's terminal ends with)."""
-    return _best_lines(rows, v, code=str)
+    return _best_lines(rows, r, code=str)
 
 
-def sweep_note(
-    name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str, v: Verdict | None = None
-) -> str:
+def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str, r: Result) -> str:
     """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
     the best configuration and the report's section; its grid is the param `grid`."""
     states = ("FINISHED", "FAILED", "KILLED", "NOT STARTED")
@@ -185,7 +185,7 @@ def sweep_note(
         "",
         *jobs_table(rows, experiment_id),
     ]
-    best = _best_lines(rows, v)
+    best = _best_lines(rows, r)
     lines += [x for line in best[:2] for x in ("", line)] + (["", *best[2:]] if best[2:] else [])
     lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
     return "\n".join(lines)

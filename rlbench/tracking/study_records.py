@@ -113,12 +113,6 @@ class Study:
         return f"{h.get('host', '?')}: {h.get('cpu_model', '?')}, {h.get('hardware_threads', '?')} HW threads{gpu}"
 
 
-NO_GPU_RATIO = (
-    "CPU/GPU ratio: not compared: the study's ratio is CPU threads per GPU SM, and these jobs ran "
-    "without a CUDA GPU (sm_limit granted CPU threads); sweep on a GPU host to compare ratios"
-)
-
-
 def without_gpu(compute_units: Iterable[str | None]) -> bool:
     """Whether finished jobs with these `compute_unit`s ran without a GPU, so that their CPU/GPU
     ratios cannot be compared: some job, and each granted CPU threads (cpu_thread), not SMs. The
