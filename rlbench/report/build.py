@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from rlbench.report.figures import all_figures
-from rlbench.report.findings import findings, verdict_lines
+from rlbench.report.findings import findings_of, study_result, verdict_lines
 from rlbench.report.html import png_bytes, render
 from rlbench.report.prediction import prediction_section
 from rlbench.tracking.study_records import Study
@@ -15,12 +15,14 @@ from rlbench.tracking.study_records import Study
 
 def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, tolerance: float = 0.05) -> dict:
     """Returns {"html": path, "figures": {name: path}, "not_drawn": {name: reason},
-    "findings": dict, "lines": [verdict sentences]}."""
+    "findings": dict, "lines": [verdict sentences], "result": the Result}. The study's Result is
+    computed once, here; findings.json, the lines, the page and the figures render it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    found = findings(study, knee_share, tolerance)
+    result = study_result(study, knee_share, tolerance)
+    found = findings_of(study, result)
     predicted, found["prediction"] = prediction_section(study)
     lines = verdict_lines(found)
-    drawn = all_figures(study) + [predicted]
+    drawn = all_figures(study, result.verdict) + [predicted]
     pngs, paths = {}, {}
     for d in drawn:
         if d.fig is not None:
@@ -31,4 +33,4 @@ def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, toleranc
     (out_dir / "findings.json").write_text(json.dumps(found | {"not_drawn": not_drawn}, indent=2, default=str))
     page = out_dir / "report.html"
     page.write_text(render(study, drawn, pngs, found, lines))
-    return {"html": page, "figures": paths, "not_drawn": not_drawn, "findings": found, "lines": lines}
+    return {"html": page, "figures": paths, "not_drawn": not_drawn, "findings": found, "lines": lines, "result": result}

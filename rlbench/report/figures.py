@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator, ScalarFormatter
 
 from rlbench.core.metrics import OPS, OTHER
+from rlbench.core.verdict import Verdict
 from rlbench.report.findings import algorithm_shares, precision, study_verdict
 from rlbench.report.never_measured import never_measured, one_line
 from rlbench.report.rules import learner_ceiling_fps, pareto
@@ -81,10 +82,11 @@ def _fill(text: str, width: int) -> str:
     return textwrap.fill(text, width, break_on_hyphens=False)
 
 
-def _footer_text(study: Study, note: str, width: int) -> str:
-    """The note, the verdict's answer (the one rule: the same words as the report's verdict and
-    the sweep's), the host, and the jobs not plotted (failed, killed, missing), wrapped at `width`."""
-    v = study_verdict(study)
+def _footer_text(study: Study, note: str, width: int, verdict: Verdict | None = None) -> str:
+    """The note, the verdict's answer (the report's Result's: the same words as the report's
+    verdict and the sweep's; None: a figure drawn alone judges its study), the host, and the jobs
+    not plotted (failed, killed, missing), wrapped at `width`."""
+    v = verdict or study_verdict(study)
     note = f"{note}\nverdict: {v.answer()}" if v.comparisons else note
     left_out = [
         f"{j.name}: {j.status}" + (f" ({textwrap.shorten(j.error, 80, placeholder=' ...')})" if j.error else "")
@@ -102,6 +104,7 @@ def _finish(
     note: str = "",
     legend: list | None = None,
     legend_size: float = LEGEND_SIZE,
+    verdict: Verdict | None = None,
 ) -> Drawn:
     """Title at the head; the legend (handles shared by all panels), the note, the host and the
     left-out jobs at the foot; the panels laid out between. The figure grows by the height of
@@ -109,7 +112,7 @@ def _finish(
     fig = drawn.fig
     width = fig.get_figwidth()
     head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
-    foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE))
+    foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE), verdict)
     head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
     box = legend_below(fig, legend, legend_size) if legend else None
     legend_in = box.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + PAD if box else 0.0
@@ -242,7 +245,7 @@ TASK = (
 )
 
 
-def actor_scaling(study: Study) -> Drawn:
+def actor_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """The study's Figure 3: runtime (normalised), the actors' and the task's fps, power, perf/W
     and energy per task vs actors. A panel or series no job measured is left out, and the
     figure's foot names it once with the reasons (never_measured)."""
@@ -266,10 +269,12 @@ def actor_scaling(study: Study) -> Drawn:
         fig.delaxes(ax)
     line = one_line(absent)
     sub = f"{title} ({study.title}); baseline: each series' fewest actors; {TASK}"
-    return _finish(Drawn(name, title, fig, line), study, sub, note="\n".join(filter(None, [line, single])))
+    return _finish(
+        Drawn(name, title, fig, line), study, sub, note="\n".join(filter(None, [line, single])), verdict=verdict
+    )
 
 
-def sm_scaling(study: Study) -> Drawn:
+def sm_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio (not without
     a GPU: the verdict says why), fixed actors."""
     name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
@@ -294,7 +299,7 @@ def sm_scaling(study: Study) -> Drawn:
         ax.set(xlabel=xlabel, ylabel="slowdown (runtime / runtime with most units)")
         ax.legend(fontsize=LEGEND_SIZE)
         ax.grid(alpha=0.3)
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=single)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=single, verdict=verdict)
 
 
 def _role_ops(jobs: list[JobRun], role: str) -> list[str]:
@@ -321,7 +326,7 @@ def _op_bars(ax, jobs: list[JobRun], role: str, ops: list[str]) -> None:
     )
 
 
-def operations(study: Study) -> Drawn:
+def operations(study: Study, verdict: Verdict | None = None) -> Drawn:
     """Time per operation, per job, as stacked bars (one panel per role). An operation has one
     colour in every panel (op_colour) and one entry in the figure's single legend."""
     name, title = "operations", "Time per operation (share of each role's wall time)"
@@ -335,10 +340,12 @@ def operations(study: Study) -> Drawn:
         _op_bars(ax, jobs, role, ops)
         drawn_ops += ops
     sub = f"{title} ({study.title}); corrected for annotation cost"
-    return _finish(Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops), legend_size=OPS_LEGEND_SIZE)
+    return _finish(
+        Drawn(name, title, fig), study, sub, legend=op_handles(drawn_ops), legend_size=OPS_LEGEND_SIZE, verdict=verdict
+    )
 
 
-def gpu_busy(study: Study) -> Drawn:
+def gpu_busy(study: Study, verdict: Verdict | None = None) -> Drawn:
     """GPU-busy fraction (CUDA events) beside NVML utilisation, per job."""
     name, title = "gpu_busy", "GPU busy (CUDA events) vs NVML utilisation"
     jobs = study.finished
@@ -358,10 +365,10 @@ def gpu_busy(study: Study) -> Drawn:
     ax.set(ylabel="fraction of runtime", ylim=(0, 1.05))
     ax.legend()
     sub = f"{title} ({study.title}); NVML counts any kernel running"
-    return _finish(Drawn(name, title, fig), study, sub)
+    return _finish(Drawn(name, title, fig), study, sub, verdict=verdict)
 
 
-def pareto_front(study: Study) -> Drawn:
+def pareto_front(study: Study, verdict: Verdict | None = None) -> Drawn:
     """A search's trials: fps vs energy per task, the non-dominated ones joined."""
     name, title = "pareto_front", "Search: fps vs energy per task"
     jobs = [j for j in study.finished if j.value("fps") is not None and j.value("energy_per_task_j") is not None]
@@ -385,7 +392,7 @@ def pareto_front(study: Study) -> Drawn:
         ax.annotate(f"{j.name} (ratio {j.knob('cpu_gpu_ratio') or float('nan'):.2g})", (f, e), fontsize=6)
     ax.set(xlabel=f"fps ({_fps_units(study)}), higher is better", ylabel="energy per task (J), lower is better")
     ax.legend()
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})")
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", verdict=verdict)
 
 
 ONOFF_NOTE = (
@@ -395,7 +402,7 @@ ONOFF_NOTE = (
 )
 
 
-def on_off_policy(study: Study) -> Drawn:
+def on_off_policy(study: Study, verdict: Verdict | None = None) -> Drawn:
     """Per algorithm: its share of the task in env stepping and in the learner (RL-Scope's
     on- vs off-policy comparison), with the ratio of simulation-boundness."""
 
@@ -434,10 +441,10 @@ def on_off_policy(study: Study) -> Drawn:
         title=f"simulation-boundness {found.on} / {found.off}: {ratio} (RL-Scope: >= 3.5x)",
     )
     ax.legend()
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=ONOFF_NOTE)
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title})", note=ONOFF_NOTE, verdict=verdict)
 
 
-def precision_scaling(study: Study) -> Drawn:
+def precision_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """runtime_s and fps vs actors, one line per precision (and per other knob that differs):
     how low-precision math moves the best actor count (the verdict's `precision` line)."""
 
@@ -455,10 +462,10 @@ def precision_scaling(study: Study) -> Drawn:
     ax_rt, ax_fps = fig.subplots(1, 2)
     _actor_panel(ax_rt, groups, [("runtime_s", "runtime_s", None)], "runtime_s (s)")
     _actor_panel(ax_fps, groups, [("fps", "fps", None)], f"fps ({_fps_units(study)})")
-    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title}); {TASK}")
+    return _finish(Drawn(name, title, fig), study, f"{title} ({study.title}); {TASK}", verdict=verdict)
 
 
-def actor_hosts_scaling(study: Study) -> Drawn:
+def actor_hosts_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """fps and runtime_s vs actor hosts (or actor processes), with the learner's rate as the
     ceiling: on fps, the task's frames over the learner's busy time (learner_ceiling_fps); on
     runtime_s, that busy time as the floor (the task cannot end before its learner)."""
@@ -502,19 +509,21 @@ def actor_hosts_scaling(study: Study) -> Drawn:
         f"{title} ({study.title}); the learner's rate: the task's frames / the learner's busy time "
         f"(learner_share x runtime_s); {TASK}"
     )
-    return _finish(Drawn(name, title, fig, note), study, sub, note=note)
+    return _finish(Drawn(name, title, fig, note), study, sub, note=note, verdict=verdict)
 
 
-def all_figures(study: Study) -> list[Drawn]:
+def all_figures(study: Study, verdict: Verdict | None = None) -> list[Drawn]:
+    """Every figure of the study; verdict: the report's (its Result's), judged here once if None."""
+    v = verdict or study_verdict(study)
     figs = [
-        actor_scaling(study),
-        sm_scaling(study),
-        operations(study),
-        gpu_busy(study),
-        on_off_policy(study),
-        precision_scaling(study),
-        actor_hosts_scaling(study),
+        actor_scaling(study, v),
+        sm_scaling(study, v),
+        operations(study, v),
+        gpu_busy(study, v),
+        on_off_policy(study, v),
+        precision_scaling(study, v),
+        actor_hosts_scaling(study, v),
     ]
     if study.kind == "study":
-        figs.append(pareto_front(study))
+        figs.append(pareto_front(study, v))
     return figs
