@@ -1,11 +1,7 @@
-"""The verdict, written once: the rule, the knee, the recommended ratio, the paper's rule, and
-the one object that holds them (Result), which every output only renders.
-
-The rule: the best configuration by the median of one metric (COMPARED; runtime_s by default)
-and those not told apart from it. The noise floor: the widest ratio between two repeats of one
-configuration, less 1; without repeats, for a steady rate, of one job's steady windows (at least
-the set minimum). Pure functions over numbers (tested on synthetic runs). docs/metrics.md,
-"The verdict" and "The report, inside".
+"""The verdict, written once: the rule (the best configuration by the median of one metric and
+those not told apart from it, against the noise floor), the knee, the recommended ratio, the
+paper's rule, and Result, the one object holding them that every output only renders. Pure
+functions over numbers. docs/metrics.md, "The verdict" and "The report, inside".
 """
 
 from __future__ import annotations

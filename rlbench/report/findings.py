@@ -1,10 +1,7 @@
-"""The answer for a whole study, computed once (study_result: the verdict, the knee per actor
-series, the bound per job, the recommended ratio, the paper's rule, in one Result), and
-findings.json, which renders it with the study's other findings.
-
-Glue between the records (rlbench.tracking.study_records) and the pure rules
-(rlbench.core.verdict, rlbench.report.rules); findings() is plain data (JSON-able) that the HTML
-report, the CLI and notebooks print (findings.json: docs/metrics.md, "Report artifacts").
+"""A study's answer, computed once (study_result: the verdict, the knee per actor series, the
+bound per job, the recommended ratio, the paper's rule, in one Result), and findings.json,
+which renders it with the study's other findings (the rules: core/verdict.py, report/rules.py).
+docs/metrics.md, "Report artifacts".
 """
 
 from __future__ import annotations

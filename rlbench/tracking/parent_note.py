@@ -1,10 +1,7 @@
-"""What a sweep's parent run shows, the place a user starts: summary metrics and a description.
-
-`summary_metrics(rows, result)` (`best/<metric>`, `jobs_finished`, `jobs_failed`),
-`sweep_note(...)` (the description in markdown, its links relative to the MLflow UI),
-`verdicts` (the jobs' tags) and `with_report` (its report section filled); tracking/parent.py
-writes them. Each renders the sweep's one Result (rlbench/core/verdict.py), judged once by its
-caller. docs/metrics.md, "Sweep parent run".
+"""What a sweep's parent run shows, the place a user starts: `summary_metrics` (`best/<metric>`,
+`jobs_finished`, `jobs_failed`), `sweep_note` (the description in markdown, its links relative
+to the MLflow UI), `verdicts` (the jobs' tags) and `with_report`; tracking/parent.py writes them.
+Each renders the sweep's one Result (core/verdict.py). docs/metrics.md, "Sweep parent run".
 """
 
 from __future__ import annotations
