@@ -1,4 +1,5 @@
-"""The verdict's rules against synthetic numbers with a known answer."""
+"""The verdict's rules (rlbench/core/verdict.py: knee, recommend, study_rule; rlbench/report/rules.py:
+pareto, on_off_policy) against synthetic numbers with a known answer."""
 
 import pytest
 
