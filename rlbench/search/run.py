@@ -5,6 +5,7 @@ resumes from `search.storage`, and workers share it, taking trials under its loc
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from rlbench.core.verdict import DEFAULT_METRIC
 from rlbench.prepare.grid import expand_jobs, in_process, repeat_seeds, validate_jobs
 from rlbench.prepare.preflight import check, masked
 from rlbench.prepare.validate import validate
-from rlbench.search.parent import report, study_params, study_parent
+from rlbench.search.parent import ran_knobs, recommend, report, study_params, study_parent, trial_rows
 from rlbench.search.space import (
     SearchError,
     check_space,
@@ -41,7 +42,39 @@ from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint, use_store
 
 
-def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """What a search returns (the Python API's rlbench.search): its parent run, how it ended, the
+    study, each trial's rows (search/parent.py trial_rows: a trial's runs with their knobs and
+    headline numbers), the recommended trial's knobs as it ran them (None before a COMPLETE
+    trial), and the store."""
+
+    parent_run_id: str
+    status: str
+    study: str
+    storage: str
+    rows: list[dict]
+    best: dict | None
+    tracking_uri: str
+    experiment_id: str
+
+
+def search_result(study, search, parent, status: str, experiment) -> SearchResult:
+    done = complete(study)
+    best = ran_knobs(recommend(study.best_trials, list(search.directions))) if done else None
+    return SearchResult(
+        parent.run_id,
+        status,
+        search.study,
+        search.storage,
+        trial_rows(study),
+        best,
+        experiment.tracking.uri,
+        experiment.id,
+    )
+
+
+def run_search(sweeper, arguments: list[str], store=Experiment) -> SearchResult:
     """The sweeper's entry when `search` is configured (see the module docstring); store: opens
     the tracking port on the job's TrackingConfig."""
 
@@ -110,7 +143,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
     )
     labels = objective_labels(conf, meters)
     parent.set_tags({"objectives": ", ".join(f"{lab} ({d})" for lab, d in zip(labels, search.directions, strict=True))})
-    run_study(
+    status = run_study(
         sweeper.launcher,
         study,
         search,
@@ -122,6 +155,7 @@ def run_search(sweeper, arguments: list[str], store=Experiment) -> None:
         seeds=seeds,
         judging=(conf.verdict.metric, conf.verdict.noise_floor_min),
     )
+    return search_result(study, search, parent, status, experiment)
 
 
 def run_study(

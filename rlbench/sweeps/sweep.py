@@ -68,6 +68,35 @@ _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_p
 NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What a sweep returns (the Python API's rlbench.sweep): its parent run, how it ended, each
+    job's summary row (SUMMARY_COLUMNS and what a verdict compares), the verdict over them, and
+    the store they are in."""
+
+    parent_run_id: str
+    name: str
+    status: str  # FINISHED or FAILED (a job failed; the others ran)
+    rows: list[dict]
+    verdict: Verdict
+    tracking_uri: str
+    experiment_id: str
+
+    def finished(self) -> list[dict]:
+        return [r for r in self.rows if r.get("status") == "FINISHED"]
+
+
+class SweepFailed(Failure):
+    """A sweep some of whose jobs failed (exit 1): the line names them; `result` is the sweep's."""
+
+    def __init__(self, message: str, result: SweepResult):
+        super().__init__(message)
+        self.result = result
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.result))
+
+
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
     """The FINISHED `runs` (newest first, as the store lists them) by the config hash
     (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
@@ -480,9 +509,12 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
             raise
         return "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
 
+    judged: dict = {}  # what close() judged: the result's rows and verdict
+
     def close(status: str) -> None:
         ordered = rounded_rows([rows[i] for i in sorted(rows)])
         v = judge_rows(ordered, *verdict_settings(confs))
+        judged.update(rows=with_verdicts(ordered, v), verdict=v)
         record_summary(parent, ordered, status, v)
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
@@ -500,8 +532,10 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
         )
 
     status = live(parent, run, close, "sweep parent")
-    ordered = [rows[i] for i in sorted(rows)]
+    result = SweepResult(
+        parent.run_id, parent.name, status, judged["rows"], judged["verdict"], tracking.uri, experiment.id
+    )
     if status == "FAILED":
-        failed = [r["overrides"] for r in ordered if r["status"] == "FAILED"]
-        raise Failure(f"{len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}")
-    return ordered
+        failed = [r["overrides"] for r in result.rows if r["status"] == "FAILED"]
+        raise SweepFailed(f"{len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", result)
+    return result
