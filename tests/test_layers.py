@@ -27,7 +27,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("remote",),  # actors in other processes and hosts over gRPC
     ("train",),  # one job: the roles wired (trainer), run_job, its record
     ("predict",),  # the model of a job; its measurements wire the roles as a job does (train/trainer.py)
-    ("sweeps", "search", "report"),  # many jobs under one parent, Optuna, the report
+    ("sweeps", "searches", "report"),  # many jobs under one parent, Optuna, the report
     ("api",),  # the Python API (sweep, search, make_report, the study) and Hydra's task function
     ("cli",),  # the commands, one module each, and their one wrapper (cli/command.py)
     ("",),  # the doors: python -m rlbench, rlbench.actor, rlbench.profile, rlbench.stage (and every __main__.py)

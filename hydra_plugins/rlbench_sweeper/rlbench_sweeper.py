@@ -32,7 +32,7 @@ class RlbenchSweeper(basic_sweeper()):  # Hydra's grid sweeper, run the rlbench 
         with carried(), sigterm_raises():  # a typed error, carried through Hydra: the command's line, the API's raise
             self._launcher_or_exit()
             if self.config.get("search") is not None:
-                from rlbench.search.run import run_search
+                from rlbench.searches.run import run_search
 
                 return run_search(self, arguments)
             grid = grid_of(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list

@@ -16,7 +16,7 @@ from rlbench.core.errors import Carried, Refusal
 from rlbench.prepare import hydra_private
 from rlbench.prepare.command_line import precheck
 from rlbench.prepare.compose import CONF_DIR
-from rlbench.search.run import SearchResult
+from rlbench.searches.run import SearchResult
 from rlbench.sweeps.sweep import SweepFailed, SweepResult
 
 

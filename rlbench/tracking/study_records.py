@@ -122,7 +122,7 @@ NO_GPU_RATIO = (
 def without_gpu(compute_units: Iterable[str | None]) -> bool:
     """Whether finished jobs with these `compute_unit`s ran without a GPU, so that their CPU/GPU
     ratios cannot be compared: some job, and each granted CPU threads (cpu_thread), not SMs. The
-    report's rule and the search's (rlbench/search/parent.py)."""
+    report's rule and the search's (rlbench/searches/parent.py)."""
     units = list(compute_units)
     return bool(units) and all(u == "cpu_thread" for u in units)
 

@@ -13,7 +13,7 @@ import optuna
 
 from rlbench.predict.curves import ProfileError, load_profile
 from rlbench.predict.jobs import Machine, predict_job
-from rlbench.search.space import SearchError
+from rlbench.searches.space import SearchError
 
 KNOBS = ("actors", "actor_threads", "sm_limit")  # the params of space.suggest
 

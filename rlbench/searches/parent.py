@@ -11,7 +11,7 @@ import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, Verdict, against, judge_runs
-from rlbench.search.study import complete, quiet_optuna
+from rlbench.searches.study import complete, quiet_optuna
 from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
 from rlbench.tracking.study_records import NO_GPU_RATIO, without_gpu
@@ -162,7 +162,7 @@ def report(
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
     text = recommendation_text(best, front, labels, v, ratios)
-    warm = parent.tags().get("warm_start_note")  # rlbench/search/warm_start.py
+    warm = parent.tags().get("warm_start_note")  # rlbench/searches/warm_start.py
     ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
     table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
     parent.describe(search_note(study.study_name, len(done), text, warm, [*links(parent, len(names)), "", *table]))

@@ -16,7 +16,7 @@ import optuna
 import sqlalchemy
 
 from rlbench.config.schema import SearchConfig
-from rlbench.search.space import make_sampler, suggest
+from rlbench.searches.space import make_sampler, suggest
 
 
 class StudyLock:

@@ -16,8 +16,8 @@ from rlbench.core.signals import JobPruned
 from rlbench.core.verdict import RECORDED
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
-from rlbench.search.space import SearchError, objective_values
-from rlbench.search.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
+from rlbench.searches.space import SearchError, objective_values
+from rlbench.searches.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from rlbench.core.verdict import DEFAULT_METRIC
 from rlbench.prepare.grid import expand_jobs, in_process, repeat_seeds, validate_jobs
 from rlbench.prepare.preflight import check, masked
 from rlbench.prepare.validate import validate
-from rlbench.search.parent import ran_knobs, recommend, report, study_params, study_parent, trial_rows
-from rlbench.search.space import (
+from rlbench.searches.parent import ran_knobs, recommend, report, study_params, study_parent, trial_rows
+from rlbench.searches.space import (
     SearchError,
     check_space,
     default_objectives,
@@ -27,7 +27,7 @@ from rlbench.search.space import (
     objective_checks,
     objective_labels,
 )
-from rlbench.search.study import (
+from rlbench.searches.study import (
     StudyLock,
     complete,
     fail_gone_trials,
@@ -35,8 +35,8 @@ from rlbench.search.study import (
     quiet_optuna,
     state_counts,
 )
-from rlbench.search.trials import run_trials
-from rlbench.search.warm_start import enqueue, load_machine, note, record
+from rlbench.searches.trials import run_trials
+from rlbench.searches.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint, use_store
