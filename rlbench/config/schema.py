@@ -105,6 +105,23 @@ class VerdictConfig:
 
 
 @dataclass
+class SweepOptions:
+    """What a sweep does in its own process before its first job (rlbench/sweeps/warm.py), so that
+    every measured job runs on a known, warm host: the study's presets set both (conf/experiment/
+    study_*.yaml; docs/gpu.md). The sweep's, not a job's: one value per sweep, left out of params
+    and config_hash; taken again when resume=true continues the sweep."""
+
+    # the GPU's idle power before the first job: NVML's board power of GPU 0 sampled this many
+    # seconds, logged as the parent's child run "idle power" (rlbench.role=idle_power; null with
+    # NVML's reason where there is none); 0 = not measured
+    idle_power_s: float = 0.0
+    # one discarded warm-up job first, the first job's configuration (run name warmup, tag
+    # role=warmup; never a job of the sweep, its summary, verdict or report); the basic launcher
+    # only: a launcher's own processes would each need their own
+    warmup: bool = False
+
+
+@dataclass
 class ActorServerConfig:
     """Where central inference waits for actor processes (actor_procs > 0 or remote_envs > 0;
     rlbench/remote/, SEED RL's actor protocol over gRPC)."""
@@ -211,6 +228,7 @@ class Config:
     # Not a job's own knob: left out of its params and config_hash.
     dry_run: bool = False
     verdict: VerdictConfig = field(default_factory=VerdictConfig)  # sweeps: what the verdict compares
+    sweep: SweepOptions = field(default_factory=SweepOptions)  # sweeps: idle power and a warm-up first
 
 
 GROUP_SCHEMAS = {

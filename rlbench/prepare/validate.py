@@ -137,7 +137,7 @@ def _compared(metric: str) -> bool:
     return metric in COMPARED and metric in final_metric_names()
 
 
-VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
+VERDICT_RULES = {  # the sweep's settings, also checked once per sweep before any job: rlbench/prepare/grid.py
     "verdict.metric": (
         _compared,
         "a final metric whose better direction is known: "
@@ -147,6 +147,8 @@ VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare
         (lambda v: 0.0 <= v < 1.0),
         "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)",
     ),
+    "sweep.idle_power_s": ((lambda v: 0.0 <= v <= 600.0), "seconds in [0, 600] (0 = not measured)"),
+    "sweep.warmup": ((lambda v: isinstance(v, bool)), "true or false"),
 }
 
 

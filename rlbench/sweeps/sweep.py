@@ -26,12 +26,14 @@ from rlbench.prepare.grid import in_process
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
 from rlbench.prepare.preflight import check
+from rlbench.sweeps.warm import WARMUP_NAME, measure_idle, options_problem, warm_tags, warm_up
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
 from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
+from rlbench.tracking.study_records import is_job
 from rlbench.tracking.unmeasured import explain, unmeasured_of
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TAG, knobs_of
 
@@ -98,10 +100,11 @@ class SweepFailed(Failure):
 
 
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
-    """The FINISHED `runs` (newest first, as the store lists them) by the config hash
-    (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
+    """The FINISHED job runs among `runs` (newest first, as the store lists them; a warm-up is
+    none) by the config hash (rlbench.tracking.store.config_hash) each did; the newest run of a
+    hash wins."""
     return {
-        r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)
+        r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs) if is_job(r.tags)
     }  # param: runs that record it so
 
 
@@ -437,6 +440,17 @@ def launch(
     yield from ((i, job, ret) for (i, job, _), ret in zip(tagged, rets, strict=True))
 
 
+def before_first_job(launcher, options, tracking, parent: str, first: list[str], config, folder: int) -> None:
+    """The sweep's options before its first job (rlbench/sweeps/warm.py): the GPU's idle power,
+    then the warm-up job (the first job's configuration under the parent, named and tagged as
+    one; its Hydra folder number `folder`, after the last job's, so that none is overwritten)."""
+    if options.idle_power_s > 0:
+        measure_idle(tracking, parent, options.idle_power_s)
+    if options.warmup:
+        overrides = first + child_overrides(tracking, parent, WARMUP_NAME) + tag_overrides(warm_tags())
+        warm_up(launcher, overrides, child_config(config, tracking, parent, WARMUP_NAME, warm_tags()), folder)
+
+
 def sweep_tracking(confs: list):
     """The tracking settings of the whole sweep: one experiment for all its jobs. When the jobs'
     own experiments differ (one per env by default, and the sweep spans envs), they all go into
@@ -455,6 +469,9 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     store: opens the tracking port on the sweep's TrackingConfig."""
     tracking = sweep_tracking(confs)
     check(tracking.uri)  # PreflightError: a refusal, exit 2 before any run
+    options = getattr(confs[0], "sweep", None)
+    if options is not None and (problem := options_problem(options, sweeper.launcher)):
+        raise Refusal(f"{problem}; no job started")
     experiment = store(tracking)
     if experiment.unwritable:
         raise Refusal(f"{experiment.unwritable}; no job started")
@@ -489,6 +506,9 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     def run() -> str:
         started: list[int] = []
         try:
+            if todo and options is not None:
+                (i, first), folder = todo[0], len(jobs)
+                before_first_job(sweeper.launcher, options, tracking, parent.run_id, first, confs[i], folder)
             for i, job, ret in launch(
                 sweeper.launcher,
                 todo,

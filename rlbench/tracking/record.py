@@ -73,7 +73,7 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
     params = flatten(
-        {k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict")}
+        {k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict", "sweep")}
     )  # the sweep's
     tracking = {
         k: v

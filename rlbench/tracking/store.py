@@ -295,10 +295,10 @@ def _folder_name(experiment: str) -> str:
 
 def config_hash(conf) -> str:
     """Identity of a job's work: the typed config without tracking, progress, resume, repeats,
-    dry_run and verdict."""
+    dry_run, verdict and sweep."""
 
     d = asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict"):
+    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict", "sweep"):
         d.pop(key, None)
     if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
         d.pop("actor_procs", None)  # in-process actors: left out, so the hash equals a record's without them
