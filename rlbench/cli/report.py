@@ -54,6 +54,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def show(report) -> None:
+    """What the report command prints of a Report (rlbench/api/report.py)."""
+    print(f"rlbench report: {report.title} ({report.finished}/{report.jobs} jobs finished)")
+    print("\n".join(f"  {line}" for line in report.lines))
+    for name, why in report.not_drawn.items():
+        print(f"  figure {name} not drawn: {why}")
+    print(f"  written: {report.html} and {len(report.figures)} PNG(s) in {report.html.parent}")
+    if report.logged_on:
+        print(f"  logged under report/ on run {report.logged_on}")
+
+
 @command(PROG)
 def main(argv: list[str] | None = None) -> int:
 
@@ -68,13 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         tolerance=args.tolerance,
         log=not args.no_log,
     )
-    print(f"rlbench report: {report.title} ({report.finished}/{report.jobs} jobs finished)")
-    print("\n".join(f"  {line}" for line in report.lines))
-    for name, why in report.not_drawn.items():
-        print(f"  figure {name} not drawn: {why}")
-    print(f"  written: {report.html} and {len(report.figures)} PNG(s) in {report.html.parent}")
-    if report.logged_on:
-        print(f"  logged under report/ on run {report.logged_on}")
+    show(report)
     return 0
 
 

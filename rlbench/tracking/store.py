@@ -156,7 +156,7 @@ def log_alone(
 ) -> str:
     """One finished run of `experiment` at `uri` holding `metrics` (and `nulls`, each value not
     measured with its reason, in the `unmeasured` tag): a value measured outside any job (a GPU
-    study stage's idle power). Its run id."""
+    sweep's idle power: rlbench/sweeps/warm.py). Its run id."""
     exp = open_experiment(TrackingConfig(uri=uri, experiment=experiment))
     client = mlflow.MlflowClient()
     run = client.create_run(exp, run_name=name, tags=tags | ({UNMEASURED: format_unmeasured(nulls)} if nulls else {}))

@@ -17,7 +17,7 @@ from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, e
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
 
-WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/cli/stage.py): never a job of a study
+WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/sweeps/warm.py): never a job of a study
 HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
 
 
@@ -81,7 +81,7 @@ class Study:
     jobs: list[JobRun]
     missing: list[str]  # planned jobs with no run at all, as text
     parent_tags: dict[str, str] = field(default_factory=dict)
-    idle_power_w: float | None = None  # the GPU's idle power a stage measured before its first job (median W)
+    idle_power_w: float | None = None  # the GPU's idle power measured before a sweep's first job (median W)
 
     @property
     def frameskip(self) -> int | None:
@@ -170,7 +170,7 @@ def _missing(summary: list[dict], jobs: list[JobRun], planned: int | None) -> li
 def study_of(record: SweepRecord) -> Study:
     """A sweep's or a search's record (its parent, children and summary) as the report's Study."""
     parent = record.parent
-    jobs = _ordered(_job(r) for r in record.children)
+    jobs = _ordered(_job(r) for r in record.children if is_job(r.tags))  # its warm-up and idle power are none
     planned = parent.params.get("jobs")
     return Study(
         kind=parent.tags.get("rlbench.role", "sweep"),
@@ -180,6 +180,7 @@ def study_of(record: SweepRecord) -> Study:
         jobs=jobs,
         missing=_missing(record.summary, jobs, int(planned) if planned else None),
         parent_tags=parent.tags,
+        idle_power_w=idle_power_of(record.children),
     )
 
 
@@ -208,8 +209,8 @@ def load_experiment(name: str) -> Study:
 
 
 def idle_power_of(runs) -> float | None:
-    """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/cli/stage.py
-    logs one per stage); None where none did."""
+    """The median of the idle GPU power the `idle power` runs among `runs` measured (a sweep with
+    sweep.idle_power_s logs one: rlbench/sweeps/warm.py); None where none did."""
     watts = [
         r.metrics[IDLE_POWER]
         for r in runs

@@ -1,7 +1,7 @@
 """One rlbench job as a plain function: plan, open the MLflow run, train, record.
 
 `run_job(job, observers)` is how every job starts (a single run, a sweep's, a search trial's,
-a GPU study stage's, the tests'): a limit this host cannot honour (ResourceError) or an
+the study's, the tests'): a limit this host cannot honour (ResourceError) or an
 unusable store is refused before any run exists; the trainer then tells the job's observers
 of its life (docs/jobs.md, "A job's observers")."""
 
