@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 TASK_ELAPSED = "task_elapsed_s"  # a tick's seconds since the task started (rlbench/roles/runner.py)
-IDLE_POWER = "idle_power_gpu_w"  # the GPU's idle power before a sweep (sweep.idle_power_s: telemetry/idle.py, sweeps/warm.py)
+IDLE_POWER = "idle_power_gpu_w"  # the GPU's idle power before a sweep (sweep.idle_power_s; sweeps/warm.py)
 
 
 @dataclass(frozen=True)
