@@ -1,0 +1,81 @@
+"""What the study asks of this host before any job (rlbench/api/study.py): whether it has a CUDA
+device and how many compute units, its usable CPUs, and which of a stage's values it cannot run,
+each refused by the same checks a job's config meets (rlbench/prepare/validate.py, host checks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+
+from rlbench.config.rules import ConfigError
+from rlbench.core.errors import Refusal
+from rlbench.core.resources import ComputeLimit, ResourceError, granted_sms, resolve_device, usable_cpus
+from rlbench.predict.curves import load_profile, profile_command
+from rlbench.predict.jobs import Machine, predict_job
+from rlbench.prepare.compose import compose_job
+from rlbench.tracking.profiles import profile_runs
+from rlbench.tracking.store import use_store
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyHost:
+    cuda: bool
+    units: int  # compute units: the GPU's SMs, or the CPU threads for the learner and inference
+    threads: int  # usable CPUs
+    major: int | None = None  # the GPU's compute capability (its SM grants' granularity)
+
+    def half_units(self) -> int:
+        """Half the compute units, as a green context would grant them."""
+        half = max(1, self.units // 2)
+        return granted_sms(half, self.units, self.major) if self.cuda and self.major is not None else half
+
+
+def probe(conf) -> StudyHost:
+    """This host as the study's jobs will see it (their `device`)."""
+    import torch  # lazy: keeps torch off a refused study's start
+
+    device = resolve_device(conf.device)
+    cuda = device.type == "cuda"
+    major = torch.cuda.get_device_capability(device)[0] if cuda else None
+    return StudyHost(cuda, ComputeLimit(None, device).grant.total, len(usable_cpus()), major)
+
+
+def on_host(host: StudyHost, key: str, value: str) -> tuple[str, str | None]:
+    """The value this host runs for a stage's `key=value`, and the note where it differs: pinned
+    actor threads above the usable CPUs become all of them (the CPU analogue of the stage)."""
+    if key == "actor_threads" and value != "null" and int(value) > host.threads:
+        note = f"{key}={value}: more than the {host.threads} usable CPUs here; {host.threads} instead"
+        return str(host.threads), note
+    return value, None
+
+
+def left_out(host: StudyHost, common: list[str], key: str, value: str) -> str | None:
+    """Why this host cannot run the stage's job `key=value` (its config composed and checked as
+    the sweep will check it), else None."""
+    try:
+        compose_job([*common, f"{key}={value}"])
+    except (ConfigError, Refusal, ResourceError) as e:
+        return f"{key}={value}: {str(e).splitlines()[-1].strip()}"
+    return None
+
+
+def estimate_s(overrides: list[str], jobs: list[str], tracking_uri: str) -> tuple[float | None, str]:
+    """The predicted seconds of a stage's jobs (each job's runtime_s times its repeats, by
+    rlbench.predict on this host's newest profile in the study's store): an estimate, and what it
+    rests on; None and why where no profile of this host exists."""
+    use_store(tracking_uri)
+    machines: dict[tuple, Machine] = {}
+    total = 0.0
+    for job in jobs:
+        conf = compose_job([*overrides, *job.split()], host=False)
+        key = (conf.env.id, conf.algo.name, conf.precision)
+        if key not in machines:
+            found = profile_runs(socket.gethostname(), conf.env.id, conf.algo.name, precision=conf.precision)
+            if not found:
+                command = profile_command(conf.env.id, conf.env.kind, conf.algo.name)
+                return None, f"no estimate: no profile of this host for {', '.join(key)} (make one: {command})"
+            profile = load_profile(found[0])
+            machines[key] = Machine(profile, profile)
+        total += predict_job(conf, machines[key]).runtime_s * conf.repeats
+    return total, "an estimate: rlbench.predict on this host's profile, the jobs' tasks only (not their starts)"
