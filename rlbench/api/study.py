@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from rlbench.api.report import Report, make_report
-from rlbench.api.study_host import StudyHost, left_out, on_host, probe
+from rlbench.api.study_host import StudyHost, left_out, on_host, probe, sized_frames
 from rlbench.api.sweep import sweep
 from rlbench.core.errors import Refusal
 from rlbench.prepare.compose import compose_checked, compose_config
@@ -45,9 +45,11 @@ class StageRun:
     what was left out and why, and the sweep's result."""
 
     name: str
-    overrides: list[str]
-    jobs: list[str]
+    overrides: list[str]  # the sweep's: `common` and the grid's lists
+    jobs: list[str]  # each configuration's knobs, e.g. `actors=4`
     left_out: list[str]
+    common: list[str] = dataclasses.field(default_factory=list)  # every job's: the preset, the study's, the user's
+    sizing: str = ""  # how the jobs' frames were chosen
     result: SweepResult | None = None
 
 
@@ -74,6 +76,7 @@ class StudyResult:
                     "overrides": s.overrides,
                     "jobs": s.jobs,
                     "left_out": s.left_out,
+                    "sizing": s.sizing,
                     "parent_run_id": s.result.parent_run_id if s.result else None,
                     "status": s.result.status if s.result else "NOT STARTED",
                 }
@@ -92,7 +95,8 @@ def base_overrides(overrides: list[str], tiny: bool, repeats: int | None) -> lis
 
 def stage_grid(stage: str, host: StudyHost, base: list[str], best: int | None, tiny: bool) -> StageRun:
     """The stage's preset and its grid on this host: the preset's values less those the host
-    cannot run (left_out), the later stages at the best actor count."""
+    cannot run (left_out), the later stages at the best actor count. Its frames: the preset's
+    (sized_frames may raise them)."""
     preset = PRESETS[stage] if stage != "sms" or host.cuda else "study_sms_cpu"
     common = [f"experiment={preset}", *base, *([f"actors={best}"] if best is not None and stage != "actors" else [])]
     params = dict(compose_config(common, hydra_node=True).hydra.sweeper.params or {})
@@ -113,7 +117,19 @@ def stage_grid(stage: str, host: StudyHost, base: list[str], best: int | None, t
     jobs = [
         " ".join(f"{k}={v}" for k, v in zip(kept, combo, strict=True)) for combo in itertools.product(*kept.values())
     ]
-    return StageRun(stage, overrides, jobs if all(kept.values()) else [], notes)
+    return StageRun(stage, overrides, jobs if all(kept.values()) else [], notes, common, "the preset's frames")
+
+
+def sized(run: StageRun, uri: str, steady_s: float) -> StageRun:
+    """The stage with its frames raised to hold `steady_s` of steady windows where this host's
+    profile predicts so (rlbench/api/study_host.py sized_frames); else as it is, saying why."""
+    if steady_s <= 0 or not run.jobs:
+        return run
+    frames, how = sized_frames(run.common, run.jobs, uri, steady_s)
+    if frames is None:
+        return dataclasses.replace(run, sizing=how)
+    pinned = [f"workload.frames={frames}"]
+    return dataclasses.replace(run, overrides=run.overrides + pinned, common=run.common + pinned, sizing=how)
 
 
 def best_actors(result: SweepResult | None) -> int | None:
@@ -127,13 +143,14 @@ def best_actors(result: SweepResult | None) -> int | None:
 
 
 def run_stages(
-    host: StudyHost, stages: list[str], base: list[str], tiny: bool, dry: bool
+    host: StudyHost, stages: list[str], base: list[str], tiny: bool, dry: bool, steady: tuple[str, float]
 ) -> tuple[list[StageRun], int | None]:
     """Each stage's sweep in order (a dry run: the plans only), and the best actor count; the
-    later stages run at it (without an actor stage that finished, at their preset's)."""
+    later stages run at it (without an actor stage that finished, at their preset's). steady:
+    (the store, the steady seconds each job should hold: sized)."""
     done, best = [], None
     for stage in stages:
-        run = stage_grid(stage, host, base, best, tiny)
+        run = sized(stage_grid(stage, host, base, best, tiny), *steady)
         if run.jobs and not dry:
             run.result = sweep(run.overrides)
         if stage == "actors" and run.result is not None:
@@ -164,10 +181,13 @@ def study(
     repeats: int | None = None,
     out: Path | str | None = None,
     dry_run: bool = False,
+    steady_s: float = 20.0,
 ) -> StudyResult:
     """The study's stages in order under `overrides` (`resume=true` continues a stopped study),
     then the report over every job of its experiment under `out` (default reports/<experiment>),
     and summary.json there. dry_run: the stages' jobs and what was left out, nothing run.
+    steady_s: each stage's frames raised to hold this many seconds of steady windows where this
+    host's profile predicts so (0: the presets' frames; the task is 20 learner updates either way).
     Refusal for an unknown stage or a bad override, before any job."""
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
@@ -175,8 +195,8 @@ def study(
     base = base_overrides(list(overrides), tiny, repeats)
     first = compose_checked([f"experiment={PRESETS[stages[0]]}", *base])  # a bad override: a refusal, now
     host = probe(first)
-    ran, best = run_stages(host, [s for s in STAGES if s in stages], base, tiny, dry_run)
     experiment, uri = first.tracking.experiment, first.tracking.uri
+    ran, best = run_stages(host, [s for s in STAGES if s in stages], base, tiny, dry_run, (uri, steady_s))
     if dry_run or not any(s.result for s in ran):
         return StudyResult(experiment, uri, ran, best, None, [])
     folder = Path(out) if out is not None else Path("reports") / experiment

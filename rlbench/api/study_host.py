@@ -13,6 +13,7 @@ from rlbench.core.errors import Refusal
 from rlbench.core.resources import ComputeLimit, ResourceError, granted_sms, resolve_device, usable_cpus
 from rlbench.predict.curves import load_profile, profile_command
 from rlbench.predict.jobs import Machine, predict_job
+from rlbench.predict.sizing import least_frames
 from rlbench.prepare.compose import compose_job
 from rlbench.tracking.profiles import profile_runs
 from rlbench.tracking.store import use_store
@@ -60,22 +61,56 @@ def left_out(host: StudyHost, common: list[str], key: str, value: str) -> str | 
     return None
 
 
-def estimate_s(overrides: list[str], jobs: list[str], tracking_uri: str) -> tuple[float | None, str]:
+class Machines:
+    """This host's newest profile per env, algorithm and precision in the study's store, as
+    rlbench.predict's Machine (None, and `missing` saying which and how to make one, where none)."""
+
+    def __init__(self, tracking_uri: str):
+        use_store(tracking_uri)
+        self.found: dict[tuple, Machine | None] = {}
+        self.missing = ""
+
+    def __call__(self, conf) -> Machine | None:
+        key = (conf.env.id, conf.algo.name, conf.precision)
+        if key not in self.found:
+            runs = profile_runs(socket.gethostname(), conf.env.id, conf.algo.name, precision=conf.precision)
+            profile = load_profile(runs[0]) if runs else None
+            self.found[key] = Machine(profile, profile) if profile else None
+            if profile is None:
+                command = profile_command(conf.env.id, conf.env.kind, conf.algo.name)
+                self.missing = f"no profile of this host for {', '.join(key)} (make one: {command})"
+        return self.found[key]
+
+
+def estimate_s(common: list[str], jobs: list[str], tracking_uri: str) -> tuple[float | None, str]:
     """The predicted seconds of a stage's jobs (each job's runtime_s times its repeats, by
     rlbench.predict on this host's newest profile in the study's store): an estimate, and what it
     rests on; None and why where no profile of this host exists."""
-    use_store(tracking_uri)
-    machines: dict[tuple, Machine] = {}
-    total = 0.0
+    machines, total = Machines(tracking_uri), 0.0
     for job in jobs:
-        conf = compose_job([*overrides, *job.split()], host=False)
-        key = (conf.env.id, conf.algo.name, conf.precision)
-        if key not in machines:
-            found = profile_runs(socket.gethostname(), conf.env.id, conf.algo.name, precision=conf.precision)
-            if not found:
-                command = profile_command(conf.env.id, conf.env.kind, conf.algo.name)
-                return None, f"no estimate: no profile of this host for {', '.join(key)} (make one: {command})"
-            profile = load_profile(found[0])
-            machines[key] = Machine(profile, profile)
-        total += predict_job(conf, machines[key]).runtime_s * conf.repeats
+        conf = compose_job([*common, *job.split()], host=False)
+        if (m := machines(conf)) is None:
+            return None, f"no estimate: {machines.missing}"
+        total += predict_job(conf, m).runtime_s * conf.repeats
     return total, "an estimate: rlbench.predict on this host's profile, the jobs' tasks only (not their starts)"
+
+
+def sized_frames(common: list[str], jobs: list[str], tracking_uri: str, steady_s: float) -> tuple[int | None, str]:
+    """The fewest frames (at least the preset's) whose every job of the stage is predicted to
+    hold `steady_s` seconds of steady windows (the seconds its actors and learner both run), on
+    this host's profile: an estimate; None and why where there is no profile or no such task."""
+    machines, need = Machines(tracking_uri), []
+    for job in jobs:
+        conf = compose_job([*common, *job.split()], host=False)
+        if (m := machines(conf)) is None:
+            return None, f"frames not sized to {steady_s:g} s of steady windows: {machines.missing}"
+
+        def holds(frames: int, conf=conf, m=m) -> bool:
+            c = dataclasses.replace(conf, workload=dataclasses.replace(conf.workload, frames=frames))
+            return predict_job(c, m).phases.get("both", 0.0) >= steady_s
+
+        frames = least_frames(holds, floor=conf.workload.frames)
+        if frames is None:
+            return None, f"frames not sized: no task is predicted to hold {steady_s:g} s of steady windows ({job})"
+        need.append(frames)
+    return max(need), f"frames sized to hold {steady_s:g} s of steady windows (an estimate from this host's profile)"
