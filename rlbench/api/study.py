@@ -125,10 +125,8 @@ def sized(run: StageRun, uri: str, steady_s: float) -> StageRun:
     profile predicts so (rlbench/api/study_host.py sized_frames); else as it is, saying why."""
     if steady_s <= 0 or not run.jobs:
         return run
-    frames, how = sized_frames(run.common, run.jobs, uri, steady_s)
-    if frames is None:
-        return dataclasses.replace(run, sizing=how)
-    pinned = [f"workload.frames={frames}"]
+    pinned, how = sized_frames(run.common, run.jobs, uri, steady_s)
+    how += f": {' '.join(pinned)}" if pinned else ""
     return dataclasses.replace(run, overrides=run.overrides + pinned, common=run.common + pinned, sizing=how)
 
 

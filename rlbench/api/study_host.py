@@ -5,6 +5,7 @@ each refused by the same checks a job's config meets (rlbench/prepare/validate.p
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import socket
 
@@ -15,6 +16,7 @@ from rlbench.predict.curves import load_profile, profile_command
 from rlbench.predict.jobs import Machine, predict_job
 from rlbench.predict.sizing import least_frames
 from rlbench.prepare.compose import compose_job
+from rlbench.prepare.validate import resolve_learner_updates
 from rlbench.tracking.profiles import profile_runs
 from rlbench.tracking.store import use_store
 
@@ -95,22 +97,36 @@ def estimate_s(common: list[str], jobs: list[str], tracking_uri: str) -> tuple[f
     return total, "an estimate: rlbench.predict on this host's profile, the jobs' tasks only (not their starts)"
 
 
-def sized_frames(common: list[str], jobs: list[str], tracking_uri: str, steady_s: float) -> tuple[int | None, str]:
-    """The fewest frames (at least the preset's) whose every job of the stage is predicted to
-    hold `steady_s` seconds of steady windows (the seconds its actors and learner both run), on
-    this host's profile: an estimate; None and why where there is no profile or no such task."""
-    machines, need = Machines(tracking_uri), []
+def at_frames(conf, frames: int, min_updates: int):
+    """The job's config at `frames`, its learner updates what those frames imply under the
+    algorithm's rule but at least `min_updates` (the study's task)."""
+    c = copy.deepcopy(conf)
+    c.workload.frames, c.workload.learner_updates = frames, None
+    c = resolve_learner_updates(c)
+    c.workload.learner_updates = max(min_updates, c.workload.learner_updates)
+    return c
+
+
+def sized_frames(common: list[str], jobs: list[str], tracking_uri: str, steady_s: float) -> tuple[list[str], str]:
+    """The frames and learner updates (overrides) of the fewest frames, at least the preset's,
+    whose every job of the stage is predicted to hold `steady_s` seconds of steady windows (the
+    seconds its actors and learner both run) while making at least the preset's learner updates,
+    on this host's profile: an estimate; no override and why where there is no profile or task."""
+    machines, frames, updates = Machines(tracking_uri), [], []
     for job in jobs:
         conf = compose_job([*common, *job.split()], host=False)
         if (m := machines(conf)) is None:
-            return None, f"frames not sized to {steady_s:g} s of steady windows: {machines.missing}"
+            return [], f"frames not sized to {steady_s:g} s of steady windows: {machines.missing}"
+        least = conf.workload.learner_updates or 0
 
-        def holds(frames: int, conf=conf, m=m) -> bool:
-            c = dataclasses.replace(conf, workload=dataclasses.replace(conf.workload, frames=frames))
-            return predict_job(c, m).phases.get("both", 0.0) >= steady_s
+        def holds(f: int, conf=conf, m=m, least=least) -> bool:
+            return predict_job(at_frames(conf, f, least), m).phases.get("both", 0.0) >= steady_s
 
-        frames = least_frames(holds, floor=conf.workload.frames)
-        if frames is None:
-            return None, f"frames not sized: no task is predicted to hold {steady_s:g} s of steady windows ({job})"
-        need.append(frames)
-    return max(need), f"frames sized to hold {steady_s:g} s of steady windows (an estimate from this host's profile)"
+        f = least_frames(holds, floor=conf.workload.frames)
+        if f is None:
+            return [], f"frames not sized: no task is predicted to hold {steady_s:g} s of steady windows ({job})"
+        frames.append(f)
+        updates.append(at_frames(conf, f, least).workload.learner_updates)
+    return [f"workload.frames={max(frames)}", f"workload.learner_updates={max(updates)}"], (
+        f"frames sized to hold {steady_s:g} s of steady windows (an estimate from this host's profile)"
+    )
