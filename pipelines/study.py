@@ -23,7 +23,7 @@ from rlbench.api.study_host import estimate_s
 from rlbench.cli.command import Parser, command
 from rlbench.cli.report import show
 from rlbench.config.flags import number, writable_folder
-from rlbench.core.signals import exit_stopped
+from rlbench.core.signals import exit_stopped, sigterm_raises
 
 ROOT = Path(__file__).resolve().parents[1]
 PROG = "pipelines/study.py"
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     try:
-        result = study(args.stages, args.overrides, **asked)
+        with sigterm_raises():  # between two sweeps too: the study stops as a sweep does, and resume=true continues
+            result = study(args.stages, args.overrides, **asked)
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the running job ended KILLED; resume=true continues
         exit_stopped(e, PROG)
     print("\n".join(summary_lines(result)))

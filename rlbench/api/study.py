@@ -1,11 +1,8 @@
-"""`rlbench.study(...)`: the study as plain sweeps, in order, then one report over all its jobs.
-
-Each stage is an experiment preset (conf/experiment/study_*.yaml: its grid, repeats, the study's
-task, the GPU's idle power and a warm-up first); the stages after the actor sweep run at its best
-actor count. Values this host cannot run are left out before any job, each with its reason. All
-stages record into one experiment (`study-<env>`), so `resume=true` continues a stopped study
-from its store (finished jobs kept, a fresh warm-up and idle power taken) and the report reads
-every job, whichever host ran it. pipelines/study.py is its command; docs/gpu.md.
+"""`rlbench.study(...)`: the study's stages (experiment presets conf/experiment/study_*.yaml) as
+sweeps in order, the later ones at the actor stage's best count, values this host cannot run left
+out with the reason; all in one experiment (`study-<env>`), so resume=true continues a stopped
+study from its store and one report reads every job, whichever host ran it. pipelines/study.py is
+its command; docs/gpu.md, "The study".
 """
 
 from __future__ import annotations

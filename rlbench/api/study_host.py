@@ -9,6 +9,8 @@ import copy
 import dataclasses
 import socket
 
+import torch
+
 from rlbench.config.rules import ConfigError
 from rlbench.core.errors import Refusal
 from rlbench.core.resources import ComputeLimit, ResourceError, granted_sms, resolve_device, usable_cpus
@@ -36,8 +38,6 @@ class StudyHost:
 
 def probe(conf) -> StudyHost:
     """This host as the study's jobs will see it (their `device`)."""
-    import torch  # lazy: keeps torch off a refused study's start
-
     device = resolve_device(conf.device)
     cuda = device.type == "cuda"
     major = torch.cuda.get_device_capability(device)[0] if cuda else None
