@@ -155,8 +155,8 @@ class HotPathConfig:
     """How central inference's forward and the learner's loss run (rlbench/core/hot_path.py;
     docs/hot_path.md). eager (today's path) is the default on every device: on the 2-core CPU
     compile did not win inference beyond the noise, and the learner's compile (6 min cold, 28 s
-    cached) cost about what it saved in a job (docs/results.md, "The hot path's modes"); not
-    measured on a GPU. The torso's layout: auto (docs/results.md, "The learner at the GEMM peak")."""
+    cached) cost about what it saved in a job (docs/results/hot-path.md); not
+    measured on a GPU. The torso's layout: auto (docs/results/hot-path.md)."""
 
     inference: str = "eager"  # eager, compile; on CUDA also reduce-overhead, cuda_graphs
     learner: str = "eager"  # eager, compile; on CUDA also reduce-overhead
@@ -201,7 +201,7 @@ class Config:
     # run's 32 of 640 envs (gcp/train_atari.sh): a fixed 32 is lock-step below 32 envs and another
     # share of them at each actor count of a sweep, and its share (1/20) makes ~10x auto's
     # forwards, each paying a fixed cost: smaller forwards measured slower even at auto's half
-    # (docs/r2d2.md, "Decisions where rlbench differs"; docs/results.md).
+    # (docs/r2d2.md, "Decisions where rlbench differs"; docs/results/hot-path.md).
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     # Math of the learner's update and central inference (rlbench/core/precision.py): fp32 (the
