@@ -51,8 +51,3 @@ def carried(refusing: tuple[type[Exception], ...] = ()) -> Iterator[None]:
         yield
     except (CommandError, *refusing) as e:
         raise Carried(e) from e
-
-
-def uncarried(error: BaseException) -> BaseException:
-    """The error a Carried carries, else the error itself."""
-    return error.error if isinstance(error, Carried) else error
