@@ -122,6 +122,17 @@ class SweepOptions:
 
 
 @dataclass
+class PackingConfig:
+    """A packed job's place in its pack, set by the sweep for each of a pack's jobs (never by
+    hand): the pack's id, the job's index and the CPUs its process is confined to. Left out of
+    params and config_hash (the record's tags pack_id, pack_index, pack_cpus say it)."""
+
+    id: Optional[str] = None  # null: not a member of a pack
+    index: int = 0
+    cpus: Optional[str] = None  # comma-separated CPU numbers
+
+
+@dataclass
 class ActorServerConfig:
     """Where central inference waits for actor processes (actor_procs > 0 or remote_envs > 0;
     rlbench/remote/, SEED RL's actor protocol over gRPC)."""
@@ -229,6 +240,12 @@ class Config:
     dry_run: bool = False
     verdict: VerdictConfig = field(default_factory=VerdictConfig)  # sweeps: what the verdict compares
     sweep: SweepOptions = field(default_factory=SweepOptions)  # sweeps: idle power and a warm-up first
+    # Sweeps (-m): run the configuration as this many jobs at once on this host, identical but
+    # for their seeds, each on its own share of the usable CPUs (its actor threads by default),
+    # sharing the GPU by time-slicing (or MPS with sm_limit); the sweep logs the pack's node
+    # throughput and energy per task (rlbench/sweeps/pack.py; docs/packing.md). 1: one job alone.
+    pack: int = 1
+    packing: PackingConfig = field(default_factory=PackingConfig)  # set by the sweep for a pack's jobs
 
 
 GROUP_SCHEMAS = {

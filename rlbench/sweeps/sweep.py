@@ -21,11 +21,13 @@ from hydra.core.utils import JobStatus
 from rlbench.config.schema import TrackingConfig
 from rlbench.core.errors import Failure, Refusal
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
+from rlbench.core.resources import usable_cpus
 from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Verdict, judge_rows
 from rlbench.prepare.grid import in_process
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
 from rlbench.prepare.preflight import check
+from rlbench.sweeps.pack import close_packs, expand, pack_launcher
 from rlbench.sweeps.warm import WARMUP_NAME, measure_idle, options_problem, warm_tags, warm_up
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
@@ -83,6 +85,7 @@ class SweepResult:
     verdict: Verdict
     tracking_uri: str
     experiment_id: str
+    packs: list[dict] = dataclasses.field(default_factory=list)  # per pack: its node figures (sweeps/pack.py)
 
     def finished(self) -> list[dict]:
         return [r for r in self.rows if r.get("status") == "FINISHED"]
@@ -286,7 +289,7 @@ def report_command(parent_id: str, uri: str) -> str:
     return f"python -m rlbench.report --sweep {parent_id}{store}"
 
 
-def ending(rows: list[dict], v: Verdict, address: str, command: str) -> str:
+def ending(rows: list[dict], v: Verdict, address: str, command: str, packing: list[str] = ()) -> str:
     """The terminal's last lines: the per-configuration table (with repeats), where to look, the
     answer in words (best; told apart or not, by how much, against the noise floor), the next command."""
     per_config = (
@@ -294,7 +297,7 @@ def ending(rows: list[dict], v: Verdict, address: str, command: str) -> str:
         if repeated(rows)
         else []
     )
-    lines = [*per_config, address, *answer_lines(rows, v), f"Next: {command}"]
+    lines = [*per_config, address, *answer_lines(rows, v), *packing, f"Next: {command}"]
     return "\n".join(f"[rlbench sweep] {line}" for line in lines)
 
 
@@ -408,12 +411,15 @@ def launch(
     configs: list,
     repeat_tags: dict[int, dict[str, str]] | None = None,
     started=lambda i: None,
+    together: list[list[int]] = (),
+    pack_launch=None,
 ):
     """Yield (index, job, JobReturn), each job launched by Hydra's launcher with its config as
     the sweep validated it (handed to the job in this process: rlbench/prepare/job.py). The basic
     launcher gets one job at a time (progress between jobs); others (joblib, submitit) get all
     jobs at once and run them in parallel, each validating its own in its process.
-    repeat_tags: per job index its repeat tags; started(index): told as each job starts."""
+    repeat_tags: per job index its repeat tags; started(index): told as each job starts;
+    together: the packs' jobs, each pack launched at once by pack_launch(K) (rlbench/sweeps/pack.py)."""
     total, repeat_tags = len(names), repeat_tags or {}
     tagged = [
         (i, job, job + child_overrides(tracking, parent, names[i]) + tag_overrides(repeat_tags.get(i, {})))
@@ -423,12 +429,19 @@ def launch(
         tuple(o): child_config(configs[i], tracking, parent, names[i], repeat_tags.get(i, {})) for i, _, o in tagged
     }
     if in_process(launcher):
-        for n, (i, job, overrides) in enumerate(tagged):
+        for n, group in enumerate(_groups(tagged, together)):
+            (i, job, overrides) = group[0]
             print(
-                f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
+                f"[rlbench sweep] job {n + 1} (#{i} of {total}): {' '.join(job) or '(defaults)'}"
+                + (f", with {len(group) - 1} more at once (a pack of {len(group)})" if len(group) > 1 else ""),
                 flush=True,
             )
-            started(i)
+            for i, _, _ in group:
+                started(i)
+            if len(group) > 1:  # in K processes of their own, each validating its own config
+                rets = pack_launch(len(group)).launch([o for _, _, o in group], initial_job_idx=group[0][0])
+                yield from ((i, job, ret) for (i, job, _), ret in zip(group, rets, strict=True))
+                continue
             with handing(handed):
                 ret = launcher.launch([overrides], initial_job_idx=i)[0]
             yield i, job, ret
@@ -438,6 +451,19 @@ def launch(
         started(i)
     rets = launcher.launch([o for _, _, o in tagged], initial_job_idx=0)  # in other processes: each validates its own
     yield from ((i, job, ret) for (i, job, _), ret in zip(tagged, rets, strict=True))
+
+
+def _groups(tagged: list[tuple], together: list[list[int]]) -> list[list[tuple]]:
+    """The jobs to launch in order, a pack's (those of its jobs still to run) as one group."""
+    pack_of = {i: k for k, members in enumerate(together) for i in members}
+    groups: list[list[tuple]] = []
+    for item in tagged:
+        k = pack_of.get(item[0])
+        if k is not None and groups and pack_of.get(groups[-1][0][0]) == k:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
 
 
 def before_first_job(launcher, options, tracking, parent: str, first: list[str], config, folder: int) -> None:
@@ -477,17 +503,25 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
         raise Refusal(f"{experiment.unwritable}; no job started")
     experiment.mark_stale_runs()
     repeats = grid.repeats if grid is not None else 1
+    grid_jobs, names = jobs, run_names(jobs)
+    configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
+    repeat = grid.repeat if grid is not None else [0] * len(jobs)
+    packs = []
+    if any(c.pack > 1 for c in confs):  # each pack's K jobs in place of its configuration's one
+        if not in_process(sweeper.launcher):
+            raise Refusal(
+                f"pack with {type(sweeper.launcher).__name__}: allowed with the basic launcher only "
+                "(the sweep launches each pack's jobs together itself); no job started"
+            )
+        jobs, confs, names, configs, repeat, packs = expand(jobs, confs, names, configs, repeat, usable_cpus())
     hashes = [config_hash(conf) for conf in confs]
     done = finished_by_hash(experiment.finished_runs()) if confs[0].resume else {}
     parent = continued_parent(experiment, sweep_key(hashes, repeats)) if confs[0].resume else None
     if parent is None:
         name = experiment.unique_name(
-            parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats)
+            parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), grid_jobs, repeats)
         )
         parent = open_parent(experiment, name, jobs, arguments, repeats, sweep_key(hashes, repeats))
-    names = run_names(jobs)
-    configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
-    repeat = grid.repeat if grid is not None else [0] * len(jobs)
     rows = {
         i: (
             resumed_row(i, job, done[hashes[i]], names[i], configs[i], repeat[i])
@@ -518,6 +552,8 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
                 confs,
                 repeat_tags(grid, configs),
                 started.append,
+                together=[p.members for p in packs if p.k > 1],
+                pack_launch=lambda k: pack_launcher(sweeper, k),
             ):
                 rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
                 if rows[i]["status"] == "FAILED":
@@ -534,7 +570,10 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     def close(status: str) -> None:
         ordered = rounded_rows([rows[i] for i in sorted(rows)])
         v = judge_rows(ordered, *verdict_settings(confs))
-        judged.update(rows=with_verdicts(ordered, v), verdict=v)
+        judged.update(rows=with_verdicts(ordered, v), verdict=v, packs=[])
+        packing = []
+        if any(p.k > 1 for p in packs):  # the packs' node figures and their verdicts (sweeps/pack.py)
+            judged["packs"], packing = close_packs(parent, tracking, packs, ordered, confs[0])
         record_summary(parent, ordered, status, v)
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
@@ -547,13 +586,21 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
                 v,
                 ui_hint(tracking.uri, experiment.id, view, tracking.ui_port),
                 report_command(parent.run_id, tracking.uri),
+                packing,
             ),
             flush=True,
         )
 
     status = live(parent, run, close, "sweep parent")
     result = SweepResult(
-        parent.run_id, parent.name, status, judged["rows"], judged["verdict"], tracking.uri, experiment.id
+        parent.run_id,
+        parent.name,
+        status,
+        judged["rows"],
+        judged["verdict"],
+        tracking.uri,
+        experiment.id,
+        judged["packs"],
     )
     if status == "FAILED":
         failed = [r["overrides"] for r in result.rows if r["status"] == "FAILED"]

@@ -8,7 +8,10 @@ of its life (docs/jobs.md, "A job's observers")."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
+
+import torch
 
 from rlbench.config.rules import ConfigError
 from rlbench.core.observers import JobObserver
@@ -16,6 +19,7 @@ from rlbench.core.progress import Progress
 from rlbench.core.signals import STOP_BOUND_S, sigterm_raises
 from rlbench.prepare import preflight
 from rlbench.prepare.job import Job
+from rlbench.prepare.packing import gpu_sharing, parse_cpus
 from rlbench.prepare.plan import JobPlan, plan_job
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.timing import OpTimer
@@ -34,6 +38,7 @@ def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
     progress lines and then `observers` (a search trial's pruner). Its config is never changed:
     the plan and the record read the one frozen config of `job` (rlbench/prepare/job.py)."""
     conf = job.config
+    packed = confine(conf)  # a pack's job: its process on its own CPUs, before its plan counts them
     plan = plan_job(conf, job.placement)  # refuses a limit this host cannot honour before any run exists
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
@@ -44,7 +49,7 @@ def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
     open_experiment(conf.tracking)
     if single:
         mark_stale_runs(conf.tracking)
-    tags = plan.tags() | {"config_hash": config_hash(conf)}
+    tags = plan.tags() | {"config_hash": config_hash(conf)} | packed
     bound = STOP_BOUND_S if single else None  # a single job ends this long after a SIGTERM; a sweep's, its sweep
     overrides = list(job.overrides)
     with (
@@ -68,6 +73,24 @@ def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
         }  # the sweep's table says why a value is missing
     log.info("done: runtime_s=%.1f fps=%.0f sps=%.0f", result["runtime_s"], result["fps"], result["sps"])
     return result
+
+
+def confine(conf) -> dict[str, str]:
+    """A pack's job (packing.id set by the sweep): this process confined to its share of the CPUs
+    (its actor threads, pinned or not, and torch's threads then count and use those only), and its
+    record's pack tags; {} for a job alone."""
+    if conf.packing.id is None:
+        return {}
+    cpus = parse_cpus(conf.packing.cpus)
+    os.sched_setaffinity(0, cpus)
+    torch.set_num_threads(len(cpus))  # torch's intra-op threads on the share (a CPU grant sets them again)
+    return {
+        "pack_id": conf.packing.id,
+        "pack": str(conf.pack),
+        "pack_index": str(conf.packing.index),
+        "pack_cpus": conf.packing.cpus,
+        "gpu_sharing": gpu_sharing(conf, torch.cuda.is_available() and not conf.device.startswith("cpu")),
+    }
 
 
 def _log_start(run_id: str, plan: JobPlan, start: dict) -> None:
