@@ -185,7 +185,7 @@ def packing_lines(verdicts: dict[str, Verdict], why: dict[str, str]) -> list[str
     words = {NODE_FPS: "node throughput", NODE_ENERGY: "node energy per task"}
     return [
         f"Packing, {words[m]}: "
-        + (v.answer() if v.best is not None else f"not compared: {why.get(m, 'no pack has it')}")
+        + (v.answer() if v.best is not None else f"not compared: {why.get(m) or 'no pack has it'}")
         for m, v in verdicts.items()
     ]
 

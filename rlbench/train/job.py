@@ -19,7 +19,7 @@ from rlbench.core.progress import Progress
 from rlbench.core.signals import STOP_BOUND_S, sigterm_raises
 from rlbench.prepare import preflight
 from rlbench.prepare.job import Job
-from rlbench.prepare.packing import gpu_sharing, parse_cpus
+from rlbench.prepare.packing import cpus_text, gpu_sharing, parse_cpus
 from rlbench.prepare.plan import JobPlan, plan_job
 from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.telemetry.timing import OpTimer
@@ -88,7 +88,7 @@ def confine(conf) -> dict[str, str]:
         "pack_id": conf.packing.id,
         "pack": str(conf.pack),
         "pack_index": str(conf.packing.index),
-        "pack_cpus": conf.packing.cpus,
+        "pack_cpus": cpus_text(sorted(os.sched_getaffinity(0))),  # as the process has them, read back
         "gpu_sharing": gpu_sharing(conf, torch.cuda.is_available() and not conf.device.startswith("cpu")),
     }
 
