@@ -54,7 +54,7 @@ def pack_host_checks(c, cpus: int, cuda: bool) -> list[str]:
     beyond them, an SM limit that separate processes cannot share (green contexts made in separate
     processes are split independently and overlap), or learner threads beyond a job's share."""
     k = c.pack
-    if k == 1:
+    if k == 1 or c.packing.id is not None:  # a pack's job: its sweep checked the pack on the whole host
         return []
     if k > cpus:
         return [f"pack={k}: more jobs than the {cpus} usable CPUs here; allowed: 1..{cpus} (each job its own CPUs)"]

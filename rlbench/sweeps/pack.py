@@ -12,6 +12,8 @@ import re
 import statistics
 import uuid
 
+from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
+
 from rlbench.config.schema import PackingConfig
 from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
 from rlbench.core.verdict import Verdict, judge_rows
@@ -67,8 +69,6 @@ def expand(jobs, confs, names, configs, repeat, cpus: list[int]):
 
 def pack_launcher(sweeper, k: int):
     """Hydra's joblib launcher for one pack: K processes of their own, set up as the sweep's."""
-    from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher  # lazy: keeps joblib off the start
-
     launcher = JoblibLauncher(n_jobs=k, prefer="processes", pre_dispatch="n_jobs", batch_size=1)
     launcher.setup(
         hydra_context=sweeper.hydra_context, task_function=sweeper.launcher.task_function, config=sweeper.config

@@ -367,15 +367,15 @@ def child_overrides(tracking, parent: str, name: str) -> list[str]:
     ]
 
 
-def repeat_tags(grid, config_names: list[str]) -> dict[int, dict[str, str]]:
-    """With repeats, every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group` (the
-    name of the configuration it repeats), by which the report groups the repeats."""
-    if grid is None or grid.repeats == 1:
+def repeat_tags(grid, config_names: list[str], repeat: list[int] | None = None, packed: bool = False):
+    """With repeats (or packs), every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group`
+    (the name of the configuration it repeats), by which the report groups the repeats; `repeat`:
+    each job's repeat where packs expanded the grid's jobs (else the grid's)."""
+    repeats = grid.repeats if grid is not None else 1
+    if repeats == 1 and not packed:
         return {}
-    return {
-        i: {"repeat": str(k), "repeats": str(grid.repeats), REPEAT_GROUP: config_names[i]}
-        for i, k in enumerate(grid.repeat)
-    }
+    repeat = repeat if repeat is not None else grid.repeat
+    return {i: {"repeat": str(k), "repeats": str(repeats), REPEAT_GROUP: config_names[i]} for i, k in enumerate(repeat)}
 
 
 def tag_overrides(tags: dict[str, str]) -> list[str]:
@@ -507,7 +507,7 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
     repeat = grid.repeat if grid is not None else [0] * len(jobs)
     packs = []
-    if any(c.pack > 1 for c in confs):  # each pack's K jobs in place of its configuration's one
+    if any(getattr(c, "pack", 1) > 1 for c in confs):  # each pack's K jobs in place of its configuration's one
         if not in_process(sweeper.launcher):
             raise Refusal(
                 f"pack with {type(sweeper.launcher).__name__}: allowed with the basic launcher only "
@@ -550,7 +550,7 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
                 names,
                 tracking,
                 confs,
-                repeat_tags(grid, configs),
+                repeat_tags(grid, configs, repeat, bool(packs)),
                 started.append,
                 together=[p.members for p in packs if p.k > 1],
                 pack_launch=lambda k: pack_launcher(sweeper, k),

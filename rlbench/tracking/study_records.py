@@ -73,6 +73,34 @@ class JobRun:
 
 
 @dataclass
+class PackRun:
+    """One pack of a sweep (rlbench/sweeps/pack.py): K, its configuration, its repeat, its node
+    figures (node/*) and, for those not measured, why."""
+
+    k: int
+    config: str
+    repeat: int
+    metrics: dict[str, float]
+    nulls: dict[str, str]
+
+
+def packs_of(runs) -> list[PackRun]:
+    """The pack runs among `runs` (rlbench.role=pack), by K then configuration and repeat."""
+    packs = [
+        PackRun(
+            int(r.tags.get("pack", 1)),
+            r.tags.get("config", ""),
+            int(r.tags.get("repeat", 0)),
+            r.metrics,
+            unmeasured_of(r.tags),
+        )
+        for r in runs
+        if r.tags.get("rlbench.role") == "pack"
+    ]
+    return sorted(packs, key=lambda p: (p.k, p.config, p.repeat))
+
+
+@dataclass
 class Study:
     kind: str  # sweep, study (an Optuna search) or experiment
     title: str
@@ -82,6 +110,7 @@ class Study:
     missing: list[str]  # planned jobs with no run at all, as text
     parent_tags: dict[str, str] = field(default_factory=dict)
     idle_power_w: float | None = None  # the GPU's idle power measured before a sweep's first job (median W)
+    packs: list[PackRun] = field(default_factory=list)  # a sweep's packs (pack=K) and their node figures
 
     @property
     def frameskip(self) -> int | None:
@@ -181,6 +210,7 @@ def study_of(record: SweepRecord) -> Study:
         missing=_missing(record.summary, jobs, int(planned) if planned else None),
         parent_tags=parent.tags,
         idle_power_w=idle_power_of(record.children),
+        packs=packs_of(record.children),
     )
 
 

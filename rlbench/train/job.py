@@ -7,9 +7,10 @@ of its life (docs/jobs.md, "A job's observers")."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -36,9 +37,14 @@ log = logging.getLogger(__name__)
 def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
     """The job's record and its task, watched by the record, the telemetry, the steady rates, the
     progress lines and then `observers` (a search trial's pruner). Its config is never changed:
-    the plan and the record read the one frozen config of `job` (rlbench/prepare/job.py)."""
+    the plan and the record read the one frozen config of `job` (rlbench/prepare/job.py). A pack's
+    job runs confined to its CPUs (before its plan counts them), the process's own given back after."""
+    with confined(job.config) as packed:
+        return _run_job(job, observers, packed)
+
+
+def _run_job(job: Job, observers: Sequence[JobObserver], packed: dict[str, str]) -> dict:
     conf = job.config
-    packed = confine(conf)  # a pack's job: its process on its own CPUs, before its plan counts them
     plan = plan_job(conf, job.placement)  # refuses a limit this host cannot honour before any run exists
     single = conf.tracking.parent_run_id is None  # else its sweep did the checks once for all its jobs
     if single:
@@ -75,15 +81,26 @@ def run_job(job: Job, observers: Sequence[JobObserver] = ()) -> dict:
     return result
 
 
-def confine(conf) -> dict[str, str]:
+@contextlib.contextmanager
+def confined(conf) -> Iterator[dict[str, str]]:
     """A pack's job (packing.id set by the sweep): this process confined to its share of the CPUs
-    (its actor threads, pinned or not, and torch's threads then count and use those only), and its
-    record's pack tags; {} for a job alone."""
+    (its actor threads, pinned or not, and torch's threads then count and use those only) while
+    it runs, then given its CPUs and threads back (a launcher's process runs other jobs after);
+    yields the record's pack tags, {} for a job alone."""
     if conf.packing.id is None:
-        return {}
-    cpus = parse_cpus(conf.packing.cpus)
+        yield {}
+        return
+    cpus, before, threads = parse_cpus(conf.packing.cpus), os.sched_getaffinity(0), torch.get_num_threads()
     os.sched_setaffinity(0, cpus)
     torch.set_num_threads(len(cpus))  # torch's intra-op threads on the share (a CPU grant sets them again)
+    try:
+        yield pack_tags(conf)
+    finally:
+        os.sched_setaffinity(0, before)
+        torch.set_num_threads(threads)
+
+
+def pack_tags(conf) -> dict[str, str]:
     return {
         "pack_id": conf.packing.id,
         "pack": str(conf.pack),
