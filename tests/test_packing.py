@@ -166,3 +166,25 @@ def test_a_packed_sweeps_jobs_overlap_on_disjoint_cpus_and_its_node_figures_add_
     assert packed["node/slowdown"] == pytest.approx(statistics.median(runtimes[1:]) / runtimes[0], rel=1e-3)
     parent = mlflow.get_run(result.parent_run_id)
     assert parent.data.tags["packing_fps"] and parent.data.tags["packing_energy"].startswith("not compared: ")
+
+
+@pytest.mark.e2e
+def test_a_pack_whose_jobs_fail_is_recorded_failed_with_null_figures_and_the_sweep_goes_on(store):
+    result = rlbench.sweep(["pack=2", "workload.max_runtime_s=0.01,0", *TINY, *store["overrides"]])
+    assert result.status == "FAILED" and [r["status"] for r in result.rows] == [
+        "FAILED",
+        "FAILED",
+        "FINISHED",
+        "FINISHED",
+    ]
+    assert all(r["error"] for r in result.rows[:2])  # each failed job says why
+    failed, ran = result.packs
+    assert failed["node/fps"] is None and "not every job of the pack finished" in failed["nulls"]["node/fps"]
+    assert ran["status"] in ("FINISHED", "FAILED")  # measured, or null with its own reason (too short together)
+    mlflow.set_tracking_uri(store["uri"])
+    assert [mlflow.get_run(r["run_id"]).info.status for r in result.rows] == [
+        "FAILED",
+        "FAILED",
+        "FINISHED",
+        "FINISHED",
+    ]

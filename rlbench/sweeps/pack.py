@@ -145,7 +145,9 @@ def figures(pack: Pack, rows: list[dict], min_windows: int, period_s: float) -> 
             f"{rows[i]['name']} {rows[i].get('status')}" for i in pack.members if rows[i].get("status") != "FINISHED"
         ]
         why = f"not every job of the pack finished ({'; '.join(failed)}): no node figure"
-        return {}, dict.fromkeys((NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN), why)
+        return dict.fromkeys((NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN)), dict.fromkeys(
+            (NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN), why
+        )
     got = members([rows[i]["run_id"] for i in pack.members])
     fps, fps_why = node_fps(got.fps, min_windows, period_s)
     energy, energy_why = node_energy(got.power, got.span, pack.k, got.energy_reason)
