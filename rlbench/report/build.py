@@ -9,7 +9,7 @@ from pathlib import Path
 from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings, verdict_lines
 from rlbench.report.html import png_bytes, render
-from rlbench.report.packing import packing
+from rlbench.report.packing import packing, packing_verdict
 from rlbench.report.prediction import prediction_section
 from rlbench.tracking.study_records import Study
 
@@ -20,7 +20,7 @@ def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, toleranc
     out_dir.mkdir(parents=True, exist_ok=True)
     found = findings(study, knee_share, tolerance)
     predicted, found["prediction"] = prediction_section(study)
-    lines = verdict_lines(found)
+    lines = verdict_lines(found) + packing_verdict(study)
     drawn = all_figures(study) + [packing(study), predicted]
     pngs, paths = {}, {}
     for d in drawn:

@@ -6,6 +6,8 @@ repeats with their range; beside Figures 3 and 4. docs/packing.md.
 from __future__ import annotations
 
 from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
+from rlbench.core.packs import NODE_JUDGED, pack_verdicts, packing_lines
+from rlbench.core.verdict import settings
 from rlbench.report.figures import Drawn, _finish, medians, new_figure, plot_ranges
 from rlbench.tracking.study_records import Study
 
@@ -37,3 +39,13 @@ def packing(study: Study) -> Drawn:
     note = "; ".join(notes)
     sub = f"{title} ({study.title}); points: medians over the repeats, bars: min..max"
     return _finish(Drawn(name, title, fig, note), study, sub, note=note)
+
+
+def packing_verdict(study: Study) -> list[str]:
+    """The verdicts on packing from the store's pack runs (the sweep's rule and floor minimum, as
+    the terminal gave them at the sweep's end); [] where the study has no packs of two sizes."""
+    if len({p.k for p in study.packs}) < 2:
+        return []
+    rows = [{"config": p.config, "repeat": p.repeat, "status": "FINISHED", **p.metrics} for p in study.packs]
+    why = {m: next((p.nulls[m] for p in study.packs if m in p.nulls), "") for m in NODE_JUDGED}
+    return packing_lines(pack_verdicts(rows, settings(study.parent_tags)[1]), why)

@@ -16,12 +16,9 @@ from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 
 from rlbench.config.schema import PackingConfig
 from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
-from rlbench.core.verdict import Verdict, judge_rows
+from rlbench.core.packs import NODE_JUDGED, TAGS, pack_verdicts, packing_lines
 from rlbench.prepare.packing import cpu_shares, cpus_text, member_seed
 from rlbench.tracking.packs import log_pack, members
-
-NODE_JUDGED = (NODE_FPS, NODE_ENERGY)  # what the packs' verdicts compare
-TAGS = {NODE_FPS: "packing_fps", NODE_ENERGY: "packing_energy"}  # the parent's tags of those verdicts
 
 
 @dataclasses.dataclass
@@ -171,25 +168,6 @@ def record_packs(tracking, parent: str, packs: list[Pack], rows: list[dict], con
         out.append({"config": pack.config, "repeat": pack.repeat, "status": status, "run_id": run, **metrics})
         out[-1]["nulls"] = nulls
     return out
-
-
-def pack_verdicts(pack_rows: list[dict], floor_min: float) -> dict[str, Verdict]:
-    """The node throughput's and the energy per task's verdicts over the packs (the sweep's one rule:
-    medians over the repeats, told apart or not by their noise floor)."""
-    return {
-        m: judge_rows([r for r in pack_rows if r.get(m) is not None], m, floor_min) for m in (NODE_FPS, NODE_ENERGY)
-    }
-
-
-def packing_lines(verdicts: dict[str, Verdict], why: dict[str, str]) -> list[str]:
-    """The terminal's words on packing: which K is best for each, told apart or not; where no pack
-    has the figure, why (`why`: the first pack's reason)."""
-    words = {NODE_FPS: "node throughput", NODE_ENERGY: "node energy per task"}
-    return [
-        f"Packing, {words[m]}: "
-        + (v.answer() if v.best is not None else f"not compared: {why.get(m) or 'no pack has it'}")
-        for m, v in verdicts.items()
-    ]
 
 
 def close_packs(parent, tracking, packs: list[Pack], rows: list[dict], conf) -> tuple[list[dict], list[str]]:

@@ -431,9 +431,17 @@ def launch(
     if in_process(launcher):
         for n, group in enumerate(_groups(tagged, together)):
             (i, job, overrides) = group[0]
+            shown = " ".join(o for o in job if not o.startswith("++packing.")) or "(defaults)"
+            cpus = " | ".join(
+                o.split("=", 1)[1].strip("'") for _, j, _ in group for o in j if o.startswith("++packing.cpus=")
+            )
             print(
-                f"[rlbench sweep] job {n + 1} (#{i} of {total}): {' '.join(job) or '(defaults)'}"
-                + (f", with {len(group) - 1} more at once (a pack of {len(group)})" if len(group) > 1 else ""),
+                f"[rlbench sweep] job {n + 1} (#{i} of {total}): {shown}"
+                + (
+                    f", and {len(group) - 1} more at once: a pack of {len(group)} on CPUs {cpus}"
+                    if len(group) > 1
+                    else ""
+                ),
                 flush=True,
             )
             for i, _, _ in group:
