@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import os
 import shutil
 import subprocess
@@ -317,18 +318,39 @@ def main_in_process(args: list[str], extra_env: dict | None = None) -> subproces
 
     from hydra.core.singleton import Singleton
 
-    from rlbench.cli.stage import run_main
-
     out, err = io.StringIO(), io.StringIO()
     state = copy.deepcopy(Singleton.get_state())  # a test's plugins and schemas stored by main() leave with it
     try:
         with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             for name, value in {"HYDRA_FULL_ERROR": "0", **(extra_env or {})}.items():
                 patch.setenv(name, value)
-            code = run_main(list(args), echo=False)
+            code = run_main(list(args))
     finally:
         Singleton.set_state(state)
     return subprocess.CompletedProcess(["rlbench", *args], code, out.getvalue(), err.getvalue())
+
+
+def run_main(args: list[str]) -> int:
+    """`python -m rlbench ARGS` as its main() in this process: its exit code; sys.argv (which
+    Hydra's main reads) and the root logger's handlers put back after. A test's way to run the
+    command line itself (the Python API, rlbench/api/, takes overrides, not a command line)."""
+    from rlbench.cli import run as entry
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    argv, sys.argv = sys.argv, [str(ROOT / "rlbench" / "__main__.py"), *args]
+    try:
+        entry.main()
+        return 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else int(e.code is not None)
+    finally:
+        sys.argv = argv
+        for handler in root.handlers:
+            if handler not in handlers:
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 @pytest.fixture

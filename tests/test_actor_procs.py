@@ -140,6 +140,7 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
         "repeats",
         "dry_run",
         "verdict",
+        "sweep",
         "actor_procs",
         "actor_hosts",
         "actor_launch",

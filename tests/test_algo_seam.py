@@ -108,7 +108,7 @@ def test_tiny_sweep_from_the_cli_then_its_report_and_prediction(tiny, store, tmp
         extra_env={"RLBENCH_ALGORITHMS": "tiny=tests.algo_tiny"},
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
+    (parent,) = [r.info.run_id for r in runs(store["uri"]) if r.data.tags.get("rlbench.role") == "sweep"]
     kids = [r for r in runs(store["uri"]) if r.data.tags.get("mlflow.parentRunId") == parent]
     assert sorted(r.data.params["actors"] for r in kids) == ["2", "4"]
     assert all(r.info.status == "FINISHED" and r.data.metrics["learner_updates"] > 0 for r in kids)

@@ -478,7 +478,7 @@ def figure_3_from_medians(browser, pid: str, kids: list) -> None:
 
 
 def search_page(browser, run_page: str, search) -> None:
-    """The search parent's page (rlbench/search/parent.py search_note): its links above the
+    """The search parent's page (rlbench/searches/parent.py search_note): its links above the
     description's fold (the trials' runs view and charts, the Pareto or history figure, trials.csv), each
     to its place, and its jobs table: a row per trial, linked to the trial's run."""
     sid = search.info.run_id

@@ -3,7 +3,7 @@
 Autograd runs a CUDA device's backward ops in its own engine thread. Before the fix the
 learner's backward ran there in the primary context, on a null stream torch took for the green
 context's: on an H200 the SM sweep's jobs hit index-out-of-bounds asserts in inference after two
-updates (docs/results.md, 2026-11-26). Marked `gpu` (pytest -m gpu); skipped without CUDA, as in CI.
+updates (docs/results/h200-sms.md, 2026-11-26). Marked `gpu` (pytest -m gpu); skipped without CUDA, as in CI.
 """
 
 import ctypes

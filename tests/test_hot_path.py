@@ -26,8 +26,12 @@ from tests.conftest import CARTPOLE_TINY, runs
 
 SMALL = ["env=cartpole", "actors=4", "eval_envs=0", "device=cpu"]
 SMALL_R2D2 = [*SMALL, "algo.batch_size=4", "algo.burn_in=2", "algo.seq_len=5", "algo.min_replay=4"]
-# tests/test_hot_path.py's learner below on 1d0a1ff, the commit before the knobs (one torch thread)
+# tests/test_hot_path.py's learner below on 1d0a1ff, the commit before the knobs, on an AMD EPYC
+# host. CPUs differ in their math kernels' rounding (an Intel Xeon's third loss is 0.37% off, its
+# parameters' sum 1e-7, thread count alike): across hosts the pin holds to CROSS_HOST; within
+# one process a knob's fallback must give the eager numbers to 1e-6 (the test after).
 BEFORE = ([0.00026231128140352666, 0.00041326042264699936, 0.00039497873513028026], 11.031289707218434)
+CROSS_HOST = {"losses": 1e-2, "params": 1e-6}
 
 
 def _learner(overrides=(), compiler=None):
@@ -51,7 +55,8 @@ def _three_updates(learner, fill) -> tuple[list[float], float]:
 def test_every_knob_off_gives_the_numbers_of_the_commit_before():
     learner, fill = _learner()
     losses, params = _three_updates(learner, fill)
-    assert losses == pytest.approx(BEFORE[0], rel=1e-6) and params == pytest.approx(BEFORE[1], rel=1e-9)
+    assert losses == pytest.approx(BEFORE[0], rel=CROSS_HOST["losses"])
+    assert params == pytest.approx(BEFORE[1], rel=CROSS_HOST["params"])
     assert learner.hot.tags() == {"hot_path/learner": "eager"}
 
 
@@ -63,10 +68,11 @@ def test_a_learner_compile_that_fails_at_run_time_falls_back_to_the_eager_number
 
         return run
 
+    eager = _three_updates(*_learner())  # this host's eager numbers, the fallback's reference
     with caplog.at_level(logging.WARNING, logger="rlbench.roles.hot_path"):
         learner, fill = _learner(["hot_path.learner=compile"], compiler=broken)
         losses, params = _three_updates(learner, fill)
-    assert losses == pytest.approx(BEFORE[0], rel=1e-6) and params == pytest.approx(BEFORE[1], rel=1e-9)
+    assert losses == pytest.approx(eager[0], rel=1e-6) and params == pytest.approx(eager[1], rel=1e-9)
     assert [r.getMessage() for r in caplog.records] == [
         "hot_path.learner=compile failed at run time; running eager from now on "
         "(RuntimeError: inductor: C++ compile failed)"

@@ -287,7 +287,7 @@ NO_METERS = {"gpu": "nvmlInit failed", "rapl": "no /sys/class/powercap", "dram":
     ],
 )
 def test_an_objective_the_job_cannot_produce_here_is_refused_naming_why(compose_cfg, overrides, objective, why):
-    from rlbench.search.space import Meters, objective_checks
+    from rlbench.searches.space import Meters, objective_checks
 
     conf = validate(
         compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]", *overrides]),
@@ -310,7 +310,7 @@ def test_an_objective_the_job_cannot_produce_here_is_refused_naming_why(compose_
     ],
 )
 def test_an_objective_the_job_can_produce_passes(compose_cfg, overrides, objective, meters):
-    from rlbench.search.space import Meters, objective_checks
+    from rlbench.searches.space import Meters, objective_checks
 
     conf = validate(
         compose_cfg(["search=ratio", f"search.objectives=[{objective}]", "search.directions=[maximize]", *overrides]),
@@ -343,7 +343,7 @@ def test_an_objective_the_job_can_produce_passes(compose_cfg, overrides, objecti
 def test_the_default_objectives_are_the_tasks_time_then_its_energy_where_a_job_gets_it(
     compose_cfg, overrides, meters, objectives, labels, left_out
 ):
-    from rlbench.search.space import Meters, default_objectives, objective_checks, objective_labels
+    from rlbench.searches.space import Meters, default_objectives, objective_checks, objective_labels
 
     conf = validate(compose_cfg(["search=ratio", *overrides]), host=False)
     assert conf.search.objectives == [] and conf.search.directions == []  # the schema's default: chosen per host
@@ -355,7 +355,7 @@ def test_the_default_objectives_are_the_tasks_time_then_its_energy_where_a_job_g
 
 
 def test_an_energy_objective_with_no_meter_and_no_estimate_names_both_ways_out(compose_cfg):
-    from rlbench.search.space import Meters, objective_checks
+    from rlbench.searches.space import Meters, objective_checks
 
     conf = validate(
         compose_cfg(

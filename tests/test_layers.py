@@ -27,7 +27,8 @@ FLOORS: list[tuple[str, ...]] = [
     ("remote",),  # actors in other processes and hosts over gRPC
     ("train",),  # one job: the roles wired (trainer), run_job, its record
     ("predict",),  # the model of a job; its measurements wire the roles as a job does (train/trainer.py)
-    ("sweeps", "search", "report"),  # many jobs under one parent, Optuna, the report
+    ("sweeps", "searches", "report"),  # many jobs under one parent, Optuna, the report
+    ("api",),  # the Python API (sweep, search, make_report, the study) and Hydra's task function
     ("cli",),  # the commands, one module each, and their one wrapper (cli/command.py)
     ("",),  # the doors: python -m rlbench, rlbench.actor, rlbench.profile, rlbench.stage (and every __main__.py)
 ]
@@ -147,7 +148,7 @@ def test_the_cycle_finder_names_the_path():
 
 def test_the_walk_sees_imports_inside_functions_and_from_imports_of_modules():
     graph = import_graph()
-    assert "rlbench.train.job" in graph["rlbench.cli.run"]  # imported inside task, the task function
+    assert "rlbench.train.job" in graph["rlbench.api.task"]  # imported inside task, the task function
     assert "rlbench.prepare.compose" in graph["rlbench.cli.run"]  # from rlbench.prepare.compose import CONF_DIR
 
 

@@ -368,7 +368,7 @@ def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_cha
     import errno
     import sqlite3
 
-    from rlbench.cli.run import fault_text
+    from rlbench.api.task import fault_text
 
     try:
         try:

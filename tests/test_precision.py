@@ -321,6 +321,7 @@ def test_fp32_jobs_keep_their_config_hash_and_other_precisions_get_their_own(com
         "repeats",
         "dry_run",
         "verdict",
+        "sweep",
         "actor_procs",
         "actor_hosts",
         "actor_launch",

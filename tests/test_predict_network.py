@@ -15,7 +15,6 @@ from rlbench.predict.curves import Profile
 from rlbench.predict.jobs import Machine, predict_job
 from rlbench.predict.report import saturation
 from rlbench.predict.rpc import fit_rpc
-from tests.conftest import main_in_process
 
 # per message: the actor's side 100 us, the server's 50 us, 7000 bytes per frame up
 REMOTE = {"actor_s": (100e-6, 0.0), "server_s": (50e-6, 0.0), "bytes_up": (0.0, 7000.0)}
@@ -244,26 +243,19 @@ def test_validate_on_a_tiny_local_actor_procs_sweep_prints_the_error_recomputed_
     processes over gRPC), validated against a profile written by hand; the printed error is the
     one recomputed here from the runs' own tags and metrics. (The unit test above checks the
     arithmetic on made-up records; this one that validate reads what real jobs record.)"""
+    import rlbench
     from rlbench.cli.predict import main as predict_main
     from rlbench.config.schema import TrackingConfig
     from rlbench.predict.accuracy import job_conf
     from rlbench.predict.curves import load_profile
     from rlbench.tracking.profiles import write_profile
 
-    out = main_in_process(
-        [
-            "-m",
-            "env=cartpole",
-            "actors=4",
-            "learner=false",
-            "workload.frames=2000",
-            "actor_procs=1,2",
-            "progress=log",
-            *store["overrides"],
-        ]
+    swept = rlbench.sweep(
+        ["env=cartpole", "actors=4", "learner=false", "workload.frames=2000", "actor_procs=1,2", "progress=log"]
+        + store["overrides"]
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    parent = re.search(r"\[rlbench sweep\] parent run ([0-9a-f]+)", out.stdout).group(1)
+    assert swept.status == "FINISHED", swept.rows
+    parent = swept.parent_run_id
     profile = write_profile(
         TrackingConfig(uri=store["uri"], experiment="rlbench-profiles"),
         "p",

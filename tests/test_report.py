@@ -12,11 +12,12 @@ import sys
 import mlflow
 import pytest
 
+import rlbench
 from rlbench.cli.report import main as report_main
 from rlbench.report import build_report, findings, load_parent
 from rlbench.report import figures as F
 from rlbench.tracking.study_records import JobRun, Study
-from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process
+from tests.conftest import CARTPOLE_TINY, ROOT
 
 HOST = {"host": "dgx", "cpu_model": "Xeon", "hardware_threads": "40", "gpu_name": "Tesla V100", "gpu_sm_count": "80"}
 
@@ -254,9 +255,8 @@ def tiny_sweep(tmp_path_factory):
     """A real 2x2 sweep (actors x sm_limit) of seconds-long CartPole jobs."""
     tmp = tmp_path_factory.mktemp("sweep")
     uri = f"sqlite:///{tmp}/mlflow.db"
-    out = main_in_process(
+    swept = rlbench.sweep(
         [
-            "-m",
             "actors=2,4",
             "sm_limit=1,2",
             *CARTPOLE_TINY,
@@ -270,8 +270,8 @@ def tiny_sweep(tmp_path_factory):
             f"hydra.sweep.dir={tmp}/multirun",
         ]
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    parent = re.search(r"parent run ([0-9a-f]{32})", out.stdout).group(1)
+    assert swept.status == "FINISHED", swept.rows
+    parent = swept.parent_run_id
     return uri, parent, tmp
 
 

@@ -155,7 +155,7 @@ def test_figure3_draws_each_configurations_median_with_its_range_normalised_to_t
 
 
 def test_figure3_draws_the_gpu_idle_power_a_stage_measured_across_its_power_panel():
-    """A GPU study stage logs the GPU's idle power before its first job (rlbench/cli/stage.py, run
+    """A sweep with sweep.idle_power_s logs the GPU's idle power before its first job (rlbench/sweeps/warm.py, run
     `idle power`); Figure 3's power panel draws it as a line, and only where it was measured."""
     from rlbench.tracking.study_records import JobRun, Study, idle_power_of
 

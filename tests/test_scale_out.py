@@ -227,8 +227,8 @@ class _FakeLauncher:
 
 def _claiming_worker(storage: str, seed: int) -> None:
     from rlbench.config.schema import SearchConfig
-    from rlbench.search.study import StudyLock, open_study
-    from rlbench.search.trials import run_trials
+    from rlbench.searches.study import StudyLock, open_study
+    from rlbench.searches.trials import run_trials
 
     s = SearchConfig(
         storage=storage,
@@ -394,7 +394,7 @@ def test_preflight_names_the_url_masks_the_password_and_says_what_failed(tmp_pat
 
 def test_several_workers_need_postgresql():
     from rlbench.config.schema import SearchConfig
-    from rlbench.search.space import check_space
+    from rlbench.searches.space import check_space
 
     problems = check_space(SearchConfig(storage="mysql://u:pw@h/db", workers=3, sm_limit=[1, 1]), host_units=2)
     assert any("search.workers=3 with storage mysql://u:***@h/db: allowed: a PostgreSQL URL" in p for p in problems)

@@ -10,8 +10,8 @@ import optuna
 import psutil
 import pytest
 
-from rlbench.search.parent import recommend
-from rlbench.search.space import objective_values
+from rlbench.searches.parent import recommend
+from rlbench.searches.space import objective_values
 from tests.conftest import CARTPOLE_TINY, ROOT, main_in_process, rlbench_cli, runs, wait_until
 
 TINY = [
@@ -174,7 +174,7 @@ def test_objective_values_and_recommendation():
 
 def test_the_pruner_prunes_a_dominated_trial():
     from rlbench.core.signals import JobPruned
-    from rlbench.search.trials import Pruner
+    from rlbench.searches.trials import Pruner
 
     class FakeTrial:
         def __init__(self, threshold):
@@ -200,7 +200,7 @@ def test_the_pruner_prunes_a_dominated_trial():
 def test_a_trials_first_job_gets_its_pruner_as_an_observer_and_the_launcher_is_not_patched(pruning):
     from rlbench.config.schema import SearchConfig
     from rlbench.prepare.job import handed
-    from rlbench.search.trials import Pruner, launch_repeats
+    from rlbench.searches.trials import Pruner, launch_repeats
 
     class Launcher:  # like Hydra's BasicLauncher: runs its task function in this process
         def __init__(self, task_function):

@@ -13,11 +13,11 @@ from hydra.core.utils import JobReturn, JobStatus
 
 from rlbench.config.schema import SearchConfig, TrackingConfig
 from rlbench.core.signals import JobPruned
-from rlbench.search.parent import study_params, study_parent
-from rlbench.search.run import run_study
-from rlbench.search.space import SearchError
-from rlbench.search.trials import run_trials, trial_overrides
-from rlbench.search.warm_start import record
+from rlbench.searches.parent import study_params, study_parent
+from rlbench.searches.run import run_study
+from rlbench.searches.space import SearchError
+from rlbench.searches.trials import run_trials, trial_overrides
+from rlbench.searches.warm_start import record
 from tests.conftest import plain_table
 from tests.tracking_fake import FakeExperiment, FakeParent
 
@@ -37,7 +37,7 @@ class BeatingStorage(optuna.storages.InMemoryStorage):
 
 
 class Lock:
-    """The study lock's offer (rlbench.search.study.StudyLock), counting its uses."""
+    """The study lock's offer (rlbench.searches.study.StudyLock), counting its uses."""
 
     def __init__(self):
         self.entered, self.closed = 0, False
@@ -277,7 +277,7 @@ def test_the_warm_start_is_recorded_on_the_parent():
 def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_inside_the_searchs_calls():
     import warnings
 
-    from rlbench.search.study import quiet_optuna
+    from rlbench.searches.study import quiet_optuna
 
     cases = [
         (optuna.exceptions.ExperimentalWarning, "Argument ``heartbeat_interval`` is an experimental feature"),
@@ -299,7 +299,7 @@ def test_only_optunas_experimental_importance_and_slice_warnings_are_kept_off_in
 def test_a_trial_whose_worker_is_known_gone_is_failed_and_retried_at_once():
     """Its run was just closed KILLED (the owner process is gone): no wait for the heartbeat's
     grace period; the retry is queued with the same params, as the stale-trial callback does."""
-    from rlbench.search.study import fail_gone_trials
+    from rlbench.searches.study import fail_gone_trials
 
     s = space(retries=1)
     study = new_study(s)
@@ -339,7 +339,7 @@ def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
     heartbeat warning reaches the terminal (each Optuna release renames something here)."""
     import warnings
 
-    from rlbench.search.study import claim_trial, fail_gone_trials, open_study
+    from rlbench.searches.study import claim_trial, fail_gone_trials, open_study
 
     s = space(storage=f"sqlite:///{tmp_path}/study.db", retries=1)
     with warnings.catch_warnings(record=True) as caught:
@@ -351,11 +351,11 @@ def test_opening_the_study_claiming_and_failing_a_trial_warn_nothing(tmp_path):
 
 
 def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store, tmp_path, rlbench_main, monkeypatch):
-    """The command's wiring (rlbench/search/run.py run_search) to default_objectives: no
+    """The command's wiring (rlbench/searches/run.py run_search) to default_objectives: no
     `search.objectives` given, the study and its parent get this host's defaults (no meter in
     this test: the task's time alone, energy left out with its reason). The trials are not run."""
-    from rlbench.search import run as search
-    from rlbench.search.space import Meters
+    from rlbench.searches import run as search
+    from rlbench.searches.space import Meters
 
     meters = Meters("no NVML in this test", "no RAPL in this test", "no RAPL in this test", ())
     seen = {}

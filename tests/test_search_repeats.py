@@ -11,9 +11,9 @@ from omegaconf import OmegaConf
 from rlbench.config.schema import TrackingConfig
 from rlbench.core.verdict import NO_GPU_RATIO
 from rlbench.prepare.grid import repeat_seeds
-from rlbench.search.run import run_study
-from rlbench.search.space import granted_space
-from rlbench.search.trials import repeat_overrides
+from rlbench.searches.run import run_study
+from rlbench.searches.space import granted_space
+from rlbench.searches.trials import repeat_overrides
 from rlbench.tracking.study_records import JobRun, Study, without_gpu
 from tests.conftest import plain_table, runs
 from tests.test_search_logic import JOB, URI, Launcher, Lock, knob, new_study, space

@@ -10,8 +10,8 @@ import optuna
 import pytest
 
 from rlbench.config.schema import SearchConfig
-from rlbench.search.space import suggest
-from rlbench.search.warm_start import candidates, enqueue, predict_candidates, ranked
+from rlbench.searches.space import suggest
+from rlbench.searches.warm_start import candidates, enqueue, predict_candidates, ranked
 from tests.conftest import CARTPOLE_TINY, main_in_process, runs
 from tests.test_predict_jobs import prof
 from tests.test_search import _search, _study
@@ -106,7 +106,7 @@ def test_enqueued_trials_are_distinct_numbered_and_asked_first_and_a_resumed_stu
 def test_a_profile_the_job_cannot_use_is_a_search_error(cartpole_compose):
     from rlbench.predict.curves import Profile
     from rlbench.predict.jobs import Machine
-    from rlbench.search.space import SearchError
+    from rlbench.searches.space import SearchError
     from tests.test_predict_jobs import ENV, INF, TAGS
 
     pong = prof(env_id="ALE/Pong-v5")

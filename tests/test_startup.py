@@ -1,5 +1,5 @@
 """A job's start: its MLflow run carries MLflow's user and source tags as rlbench sets them
-(docs/testing.md, "what a job imports"), and `job_start_s`."""
+(docs/results/startup.md, "What a job imports"), and `job_start_s`."""
 
 from __future__ import annotations
 

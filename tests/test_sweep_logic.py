@@ -96,7 +96,7 @@ def sweep(jobs, launcher, experiment=None, confs=None, grid=None):
     )
     confs = confs or [Conf(actors_of(j)) for j in jobs]
     try:
-        rows = run_grid(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open)
+        rows = run_grid(sweeper, ["actors=..."], jobs, confs, grid, store=experiment.open).rows
     finally:
         ((command, parent),) = experiment.opened
         assert command == "sweep" and parent.tags()["rlbench.role"] == "sweep"
@@ -259,7 +259,7 @@ def test_a_resumed_sweep_continues_its_earlier_parent_with_every_job():
     sweeper = SimpleNamespace(
         launcher=launcher, config=SimpleNamespace(hydra=SimpleNamespace(runtime=SimpleNamespace(choices={})))
     )
-    rows = run_grid(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open)
+    rows = run_grid(sweeper, ["actors=2,4", "resume=true"], jobs, confs, store=experiment.open).rows
     assert experiment.opened == [] and earlier.statuses == ["RUNNING", "FINISHED"]
     assert [actors_of(o) for o in launcher.launched] == [4]
     assert f"tracking.parent_run_id={earlier.run_id}" in launcher.launched[0]

@@ -265,7 +265,7 @@ def _vm_flags(address: int) -> list[str]:
 )
 def test_the_replays_large_fields_sit_on_small_pages_zeroed_and_writable(monkeypatch):
     """numpy asks for transparent huge pages for a large array; their first touch waited seconds
-    for the kernel's compaction at a job's start (docs/results.md, "The replay on small pages")."""
+    for the kernel's compaction at a job's start (docs/results/startup.md, "The replay's storage")."""
     from rlbench.algo.common import pages
 
     monkeypatch.setattr(pages, "SMALL_PAGES_FROM", 4096)  # this test's frames are "large"

@@ -25,14 +25,14 @@ ConfigStore.instance().store(group="hydra/sweeper", name="rlbench", node=Rlbench
 
 class RlbenchSweeper(basic_sweeper()):  # Hydra's grid sweeper, run the rlbench way
     def sweep(self, arguments: List[str]) -> Any:
-        from rlbench.cli.command import exits
+        from rlbench.core.errors import carried
         from rlbench.core.signals import sigterm_raises
         from rlbench.prepare.grid import grid_of, seed_overlap, validate_jobs
 
-        with exits("rlbench"), sigterm_raises():  # a typed error: one line and its exit code
+        with carried(), sigterm_raises():  # a typed error, carried through Hydra: the command's line, the API's raise
             self._launcher_or_exit()
             if self.config.get("search") is not None:
-                from rlbench.search.run import run_search
+                from rlbench.searches.run import run_search
 
                 return run_search(self, arguments)
             grid = grid_of(self, arguments)  # a Refusal (exit 2) on a bad repeats or seed list

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
-from rlbench.core.errors import CommandError, Refusal
+from rlbench.core.errors import Carried, CommandError, Refusal
 from rlbench.prepare.preflight import TRACKING_KEY, check
 
 REFUSED = Refusal.exit_code
@@ -38,6 +38,8 @@ def exits(prog: str, refusing: tuple[type[Exception], ...] = ()) -> Iterator[Non
     Hydra turns any Exception into a traceback and exit 1, a SystemExit passes through it."""
     try:
         yield
+    except Carried as c:  # carried through Hydra (rlbench/core/errors.py carried)
+        raise SystemExit(ended(prog, c.error)) from None
     except (CommandError, *refusing) as e:
         raise SystemExit(ended(prog, e)) from None
 

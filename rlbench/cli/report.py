@@ -8,18 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+from rlbench.api.report import DEFAULT_URI, make_report
 from rlbench.cli.command import Parser, command
 from rlbench.config.flags import existing_store, number, writable_folder
-from rlbench.core.errors import Refusal
-from rlbench.prepare.preflight import check
-from rlbench.report.build import build_report
-from rlbench.tracking.parent_note import with_report
-from rlbench.tracking.readers import NoSuchRun, experiment_id
-from rlbench.tracking.readers import study_parent as find
-from rlbench.tracking.store import store_uri, use_store
-from rlbench.tracking.study_records import load_experiment, load_parent
 
-DEFAULT_URI = "sqlite:///mlruns/mlflow.db"
 PROG = "rlbench.report"  # the refusals' prefix: `rlbench.report: --flag=value: ... allowed: ...`
 
 
@@ -62,71 +54,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def study_parent(name: str) -> str:
-
-    found = find(name)
-    if found is None:
-        raise LookupError(f"--study {name!r}: no search parent run with that study at {store_uri()}")
-    return found.run_id
-
-
-def load(args):
-    """The study to report on; LookupError (or PreflightError) with the reason when there is none."""
-
-    check(args.tracking_uri, key="--tracking-uri", reading=True)  # a store that cannot be used: one line, now
-    if args.experiment:
-        return load_experiment(args.experiment)
-    parent = args.sweep or study_parent(args.study)
-    try:
-        study = load_parent(parent)
-    except NoSuchRun as e:
-        raise LookupError(f"--sweep {parent}: no such run at {e.uri} ({e.detail[:200]})") from e
-    if not study.jobs and not study.missing:
-        raise LookupError(
-            f"--sweep {parent}: run '{study.title}' has no child runs; give a sweep's or a search's "
-            "parent run id (the sweep prints it: '[rlbench sweep] parent run <id>')"
-        )
-    return study
-
-
-def log_report(study, out: Path, verdict: list[str]) -> str:
-    """Artifacts under `report/` on the parent, and the parent's description updated with the
-    verdict and the report's link; an experiment gets a run of its own (role report)."""
-    from rlbench.tracking.parent import open_parent, parent_run  # lazy: keeps mlflow, torch off the start
-
-    if study.parent_id is None:
-        run = open_parent(
-            experiment_id(study.title.removeprefix("experiment ")),
-            f"report {study.title}",
-            "report",
-            {"rlbench.role": "report"},
-        )
-        run.end("FINISHED")
-    else:
-        run = parent_run(study.parent_id)
-    run.log_folder(out, "report")
-    run.describe(with_report(run.description(), verdict, run.experiment_id, run.run_id))
-    return run.run_id
+def show(report) -> None:
+    """What the report command prints of a Report (rlbench/api/report.py)."""
+    print(f"rlbench report: {report.title} ({report.finished}/{report.jobs} jobs finished)")
+    print("\n".join(f"  {line}" for line in report.lines))
+    for name, why in report.not_drawn.items():
+        print(f"  figure {name} not drawn: {why}")
+    print(f"  written: {report.html} and {len(report.figures)} PNG(s) in {report.html.parent}")
+    if report.logged_on:
+        print(f"  logged under report/ on run {report.logged_on}")
 
 
 @command(PROG)
 def main(argv: list[str] | None = None) -> int:
 
     args = parse(argv)
-    use_store(args.tracking_uri)
-    try:
-        study = load(args)
-    except LookupError as e:  # no such run or study: a refusal; PreflightError is one already
-        raise Refusal(str(e)) from e
-    out = args.out or Path("reports") / (study.parent_id or args.experiment)
-    result = build_report(study, out, args.knee_share, args.tolerance)
-    print(f"rlbench report: {study.title} ({len(study.finished)}/{len(study.jobs) + len(study.missing)} jobs finished)")
-    print("\n".join(f"  {line}" for line in result["lines"]))
-    for name, why in result["not_drawn"].items():
-        print(f"  figure {name} not drawn: {why}")
-    print(f"  written: {result['html']} and {len(result['figures'])} PNG(s) in {out}")
-    if not args.no_log:
-        print(f"  logged under report/ on run {log_report(study, out, result['lines'])}")
+    report = make_report(
+        args.sweep,
+        study=args.study,
+        experiment=args.experiment,
+        tracking_uri=args.tracking_uri,
+        out=args.out,
+        knee_share=args.knee_share,
+        tolerance=args.tolerance,
+        log=not args.no_log,
+    )
+    show(report)
     return 0
 
 

@@ -1,31 +1,26 @@
 """One-command experiment pipelines: run a sweep or a search, then its report.
 
-The scripts in pipelines/ name their overrides and call `run_pipeline`, which runs
-`python -m rlbench -m <overrides>`, then `rlbench.report` on the parent run it printed.
-docs/jobs.md, "Pipelines".
+The scripts in pipelines/ name their overrides and call `run_pipeline`, which runs them through
+the Python API in this process (`rlbench.sweep`, or `rlbench.search` for a `search=` preset),
+then `rlbench.make_report` on the parent run the result names. docs/jobs.md, "Pipelines".
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import signal
-import subprocess
-import sys
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from rlbench.cli.command import Parser, preflight_or_exit
+from rlbench.api.report import make_report
+from rlbench.api.sweep import search, sweep
+from rlbench.cli.command import Parser, command, preflight_or_exit
+from rlbench.cli.report import show
 from rlbench.config.flags import writable_folder
 from rlbench.config.rules import ConfigError
+from rlbench.core.errors import Failure, Refusal
 from rlbench.prepare.command_line import precheck as rlbench_precheck
 from rlbench.prepare.compose import compose_checked
 
 ROOT = Path(__file__).resolve().parents[2]  # the clone: rlbench/cli/ is two below it
-PARENT_LINE = re.compile(r"\[rlbench (?:sweep|search)\] parent run ([0-9a-f]{32})")
 
 
 def merge(base: list[str], extra: list[str]) -> list[str]:
@@ -43,73 +38,38 @@ def tracking_uri(overrides: list[str]) -> str:
     return compose_checked(keep).tracking.uri
 
 
-@dataclass
-class Sweep:
-    code: int  # the multirun's exit code
-    parent: str | None  # its parent run id, None when it opened none
-    stopped: bool = False  # stopped at its time limit (SIGTERM: the running job ends KILLED)
-    seconds: float = 0.0  # wall time
+def is_search(overrides: list[str]) -> bool:
+    return any(o.split("=", 1)[0].lstrip("+") == "search" and not o.endswith("=null") for o in overrides)
 
 
-def run_sweep(
-    overrides: list[str],
-    timeout_s: float | None = None,
-    grace_s: float = 30.0,
-    module: str = "rlbench",
-    multirun: bool = True,
-) -> Sweep:
-    """Runs the multirun (`python -m <module> -m ...`; multirun False: without `-m`), echoing its
-    output. With `timeout_s`: SIGTERM once it has run that long (its finished jobs stay), SIGKILL
-    `grace_s` later."""
-    cmd = [sys.executable, "-m", module, *(["-m"] if multirun else []), *overrides]
-    print("[pipeline] " + " ".join(cmd), flush=True)
-    parent, t0, fired = None, time.monotonic(), threading.Event()
-
-    def stop(proc: subprocess.Popen) -> None:
-        fired.set()
-        print(f"[pipeline] time limit of {timeout_s:.0f} s reached: stopping the sweep (SIGTERM)", flush=True)
-        proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(grace_s)
-            return
-        proc.kill()
-
-    with subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, bufsize=1) as proc:
-        timer = threading.Timer(max(0.0, timeout_s), stop, (proc,)) if timeout_s is not None else None
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            parent = (m := PARENT_LINE.search(line)) and m.group(1) or parent
-        proc.wait()
-        if timer is not None:
-            timer.cancel()
-    return Sweep(proc.returncode, parent, fired.is_set(), time.monotonic() - t0)
-
-
-def run_sweep_command(overrides: list[str]) -> tuple[int, str | None]:
-    """Runs the multirun, echoing its output; returns its exit code and the parent run id."""
-    sweep = run_sweep(overrides)
-    return sweep.code, sweep.parent
+def run_sweep_command(overrides: list[str]):
+    """The sweep (or the search) of `overrides` through the Python API: its result."""
+    return (search if is_search(overrides) else sweep)(overrides)
 
 
 def precheck(overrides: list[str]) -> str | None:
     """The pipeline's overrides checked as `python -m rlbench -m` checks them (keys, presets,
-    values; each sweep's job is checked by the sweep itself), before any process starts."""
+    values; each sweep's job is checked by the sweep itself), before any job starts."""
 
     return rlbench_precheck(["-m", *overrides])
 
 
-def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] | None = None) -> int:
+def parse(name: str, argv: list[str] | None):
     p = Parser(prog=f"pipelines/{name}.py", description=f"{name}: run it, then its report.")
     p.add_argument("--quick", action="store_true", help="a few-minute variant for a 2-core CPU machine")
     p.add_argument("--report-out", type=Path, default=None, help="report folder (default: reports/<parent run id>)")
     p.add_argument("overrides", nargs="*", help="extra rlbench overrides, e.g. env=breakout tracking.uri=...")
     args = p.parse_args(argv)
-    out = args.report_out.resolve() if args.report_out else None
-    if out is not None and (problem := writable_folder("--report-out", out)):
+    args.report_out = args.report_out.resolve() if args.report_out else None
+    if args.report_out is not None and (problem := writable_folder("--report-out", args.report_out)):
         p.error(problem)
+    return p, args
+
+
+def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] | None = None) -> int:
+    """The pipeline's command: its overrides checked (one line, exit 2, no job), the sweep or
+    search, then its report; exit 1 where a job failed (the report is written all the same)."""
+    p, args = parse(name, argv)
     os.chdir(ROOT)  # relative stores (sqlite:///mlruns/...) mean the same to the jobs and the report
     overrides = merge(quick if args.quick else full, args.overrides)
     try:
@@ -120,12 +80,22 @@ def run_pipeline(name: str, full: list[str], quick: list[str], argv: list[str] |
     if problem:
         p.error(f"{problem} (no job started, no report)")
     preflight_or_exit(uri, prog=f"pipelines/{name}.py")  # the store the sweep and the report use: one line, exit 2
-    code, parent = run_sweep_command(overrides)
-    if parent is None:  # refused by rlbench before any job (2), or it died before its parent run (1)
-        print(f"[pipeline] {name}: no parent run was opened (exit {code}); no report", file=sys.stderr)
-        return code or 1
-    from rlbench.cli.report import main as report  # lazy: keeps matplotlib, mlflow off the start
+    return sweep_then_report(f"pipelines/{name}.py", overrides, args.report_out)
 
-    report_args = ["--sweep", parent, "--tracking-uri", uri] + (["--out", str(out)] if out else [])
-    report_code = report(report_args)
-    return code or report_code
+
+def sweep_then_report(prog: str, overrides: list[str], out: Path | None) -> int:
+    @command(prog)
+    def run() -> int:
+        try:
+            result = run_sweep_command(overrides)
+        except Refusal as e:
+            raise Refusal(f"{e} (no report)") from e
+        if result is None:
+            return 0  # dry_run=true: the submission printed, nothing ran
+        show(make_report(result.parent_run_id, tracking_uri=result.tracking_uri, out=out))
+        if result.status != "FINISHED":
+            what = "search" if is_search(overrides) else "sweep"
+            raise Failure(f"the {what} ended {result.status}; its report is written")
+        return 0
+
+    return run()

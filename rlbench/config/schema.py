@@ -105,6 +105,34 @@ class VerdictConfig:
 
 
 @dataclass
+class SweepOptions:
+    """What a sweep does in its own process before its first job (rlbench/sweeps/warm.py), so that
+    every measured job runs on a known, warm host: the study's presets set both (conf/experiment/
+    study_*.yaml; docs/gpu.md). The sweep's, not a job's: one value per sweep, left out of params
+    and config_hash; taken again when resume=true continues the sweep."""
+
+    # the GPU's idle power before the first job: NVML's board power of GPU 0 sampled this many
+    # seconds, logged as the parent's child run "idle power" (rlbench.role=idle_power; null with
+    # NVML's reason where there is none); 0 = not measured
+    idle_power_s: float = 0.0
+    # one discarded warm-up job first, the first job's configuration (run name warmup, tag
+    # role=warmup; never a job of the sweep, its summary, verdict or report); the basic launcher
+    # only: a launcher's own processes would each need their own
+    warmup: bool = False
+
+
+@dataclass
+class PackingConfig:
+    """A packed job's place in its pack, set by the sweep for each of a pack's jobs (never by
+    hand): the pack's id, the job's index and the CPUs its process is confined to. Left out of
+    params and config_hash (the record's tags pack_id, pack_index, pack_cpus say it)."""
+
+    id: Optional[str] = None  # null: not a member of a pack
+    index: int = 0
+    cpus: Optional[str] = None  # comma-separated CPU numbers
+
+
+@dataclass
 class ActorServerConfig:
     """Where central inference waits for actor processes (actor_procs > 0 or remote_envs > 0;
     rlbench/remote/, SEED RL's actor protocol over gRPC)."""
@@ -138,8 +166,8 @@ class HotPathConfig:
     """How central inference's forward and the learner's loss run (rlbench/core/hot_path.py;
     docs/hot_path.md). eager (today's path) is the default on every device: on the 2-core CPU
     compile did not win inference beyond the noise, and the learner's compile (6 min cold, 28 s
-    cached) cost about what it saved in a job (docs/results.md, "The hot path's modes"); not
-    measured on a GPU. The torso's layout: auto (docs/results.md, "The learner at the GEMM peak")."""
+    cached) cost about what it saved in a job (docs/results/hot-path.md); not
+    measured on a GPU. The torso's layout: auto (docs/results/hot-path.md)."""
 
     inference: str = "eager"  # eager, compile; on CUDA also reduce-overhead, cuda_graphs
     learner: str = "eager"  # eager, compile; on CUDA also reduce-overhead
@@ -184,7 +212,7 @@ class Config:
     # run's 32 of 640 envs (gcp/train_atari.sh): a fixed 32 is lock-step below 32 envs and another
     # share of them at each actor count of a sweep, and its share (1/20) makes ~10x auto's
     # forwards, each paying a fixed cost: smaller forwards measured slower even at auto's half
-    # (docs/r2d2.md, "Decisions where rlbench differs"; docs/results.md).
+    # (docs/r2d2.md, "Decisions where rlbench differs"; docs/results/hot-path.md).
     inference_batch: int = -1
     device: str = "auto"  # "auto" (cuda when available), "cpu" or "cuda[:i]"
     # Math of the learner's update and central inference (rlbench/core/precision.py): fp32 (the
@@ -211,6 +239,13 @@ class Config:
     # Not a job's own knob: left out of its params and config_hash.
     dry_run: bool = False
     verdict: VerdictConfig = field(default_factory=VerdictConfig)  # sweeps: what the verdict compares
+    sweep: SweepOptions = field(default_factory=SweepOptions)  # sweeps: idle power and a warm-up first
+    # Sweeps (-m): run the configuration as this many jobs at once on this host, identical but
+    # for their seeds, each on its own share of the usable CPUs (its actor threads by default),
+    # sharing the GPU by time-slicing (or MPS with sm_limit); the sweep logs the pack's node
+    # throughput and energy per task (rlbench/sweeps/pack.py; docs/packing.md). 1: one job alone.
+    pack: int = 1
+    packing: PackingConfig = field(default_factory=PackingConfig)  # set by the sweep for a pack's jobs
 
 
 GROUP_SCHEMAS = {

@@ -6,6 +6,9 @@ on stderr and exits with the class's code. `Refusal`: bad input, refused before 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class CommandError(Exception):
     """An error a command ends with: its message is the line after `<prog>: `."""
@@ -24,3 +27,27 @@ class Failure(CommandError):
     """Work ran and failed (a sweep's jobs): exit 1."""
 
     exit_code = 1
+
+
+class Carried(BaseException):
+    """A typed error carried through Hydra, which turns any Exception raised in a task function
+    or a sweeper into a traceback and exit 1 and lets a BaseException pass: the command's wrapper
+    (rlbench/cli/command.py exits) says its line and exits; the Python API (rlbench/api/) raises
+    the error itself."""
+
+    def __init__(self, error: Exception):
+        super().__init__(error)  # args: the error itself, so that it survives a launcher's pickling
+        self.error = error
+
+    def __str__(self) -> str:
+        return str(self.error)
+
+
+@contextlib.contextmanager
+def carried(refusing: tuple[type[Exception], ...] = ()) -> Iterator[None]:
+    """The typed errors (and `refusing`) raised inside, as Carried: where Hydra calls back into
+    rlbench (the task function, the sweeper)."""
+    try:
+        yield
+    except (CommandError, *refusing) as e:
+        raise Carried(e) from e

@@ -40,9 +40,9 @@ MEMORY_FORMATS = (AUTO, CONTIGUOUS, CHANNELS_LAST)
 def memory_format(setting: str, device_type: str) -> str:
     """The layout `hot_path.memory_format` runs on a device of `device_type`: auto is
     channels_last on a CPU (the learner's update 11-17% faster than contiguous on the 2-core
-    VM, docs/results.md, "The learner at the GEMM peak") and contiguous on CUDA (the two not
-    told apart on an H200, inference or the learner's update: docs/results.md, "Issue 53's
-    targets on a GPU")."""
+    VM, docs/results/hot-path.md, "The learner's update on a CPU") and contiguous on CUDA (the two not
+    told apart on an H200, inference or the learner's update: docs/results/hot-path.md, "On a
+    GPU (H200)")."""
     if setting != AUTO:
         return setting
     return CHANNELS_LAST if device_type == "cpu" else CONTIGUOUS

@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 
 TASK_ELAPSED = "task_elapsed_s"  # a tick's seconds since the task started (rlbench/roles/runner.py)
-IDLE_POWER = "idle_power_gpu_w"  # a GPU study stage's idle power (telemetry/idle.py; its run: cli/stage.py)
+# a pack's node figures (rlbench/sweeps/pack.py): logged on its run `pack`, never by a job
+NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN = "node/fps", "node/energy_per_task_j", "node/slowdown"
+IDLE_POWER = "idle_power_gpu_w"  # the GPU's idle power before a sweep (sweep.idle_power_s; sweeps/warm.py)
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,14 @@ _TELEMETRY = [
         "final",
         "GPU 0's board power before a study stage's first job (its run `idle power`, not a job's)",
     ),
+    Metric(
+        NODE_FPS,
+        "env frames / s",
+        "final",
+        "a pack's: its jobs' mean window/fps summed over the windows all of them stepped (its run `pack`)",
+    ),
+    Metric(NODE_ENERGY, "J", "final", "a pack's: the node's measured energy over the pack's window / its K tasks"),
+    Metric(NODE_SLOWDOWN, "ratio", "final", "a pack's: the median of its jobs' runtime_s over the same config alone"),
     Metric("perf_per_watt", "frames / s / W", "final", "fps / mean watts of the measured sources"),
     Metric("joules_per_mframe", "J / 10^6 frames", "final", "energy_per_task_j per million frames"),
     Metric("gpu_util_avg", "fraction", "final", "NVML utilisation"),

@@ -1,8 +1,8 @@
 """The math precision of the learner's update and of central inference (`precision=`: fp32,
 tf32, bf16, fp16): `precision_problem` refuses what a device cannot run fast before any job,
-`Amp` runs the networks' forwards under autocast (fp16 with a GradScaler), `published_peak` and
-`published_sms` hold NVIDIA's dense peaks and SM counts. Torch is imported only where a tensor is
-touched, so validating a config stays fast. What stays fp32, and why: docs/precision.md.
+`Amp` runs the networks' forwards under autocast (fp16 with a GradScaler), `published_peak`
+holds NVIDIA's dense peaks (for learner_mfu). Torch is imported only where a tensor is touched, so
+validating a config stays fast. What stays fp32, and why: docs/precision.md.
 """
 
 from __future__ import annotations
@@ -140,25 +140,4 @@ def published_peak(device_name: str, precision: str) -> tuple[float, str] | None
             if precision in peaks:
                 return peaks[precision], f"published: NVIDIA {key} datasheet, dense {precision}"
             return None
-    return None
-
-
-# SMs and compute capability (major) of the same cards, matched as the peaks are. Sources: the
-# datasheets and CUDA's compute-capability table (H100 SXM5 132 SMs, PCIe 114; H200 132).
-PUBLISHED_SMS: list[tuple[str, tuple[int, int]]] = [
-    ("H100 PCIe", (114, 9)),
-    ("H100", (132, 9)),
-    ("H200", (132, 9)),
-    ("A100", (108, 8)),
-    ("L40S", (142, 8)),
-    ("L4", (58, 8)),
-    ("V100", (80, 7)),
-]
-
-
-def published_sms(device_name: str) -> tuple[int, int] | None:
-    """(SMs, compute capability major) NVIDIA publishes for `device_name`, or None (unlisted)."""
-    for key, sms in PUBLISHED_SMS:
-        if key.lower() in device_name.lower():
-            return sms
     return None

@@ -2,7 +2,7 @@
 
 `actor_threads` sizes and pins the vector env's pool; `sm_limit` grants the learner and
 inference SMs (a CUDA green context, or MPS) or CPU threads; `cpu_gpu_ratio` is the study's
-metric. `cuda_properties`, `green_context_problem`: a GPU read, tried, in a child. docs/jobs.md.
+metric. `cuda_properties`: a GPU read in a child. docs/jobs.md.
 """
 
 from __future__ import annotations
@@ -60,39 +60,6 @@ def cuda_properties(index: int) -> DeviceProperties:
         raise ResourceError(f"device=cuda:{index}: its properties could not be read ({why})")
     sms, major, name = out.stdout.strip().splitlines()[-1].split(" ", 2)
     return DeviceProperties(name, int(sms), int(major))
-
-
-_GREEN = (
-    "import sys, torch\n"
-    "from torch.cuda.green_contexts import GreenContext\n"
-    "i, n = int(sys.argv[1]), int(sys.argv[2])\n"
-    "torch.cuda.synchronize(i)\n"
-    "g = GreenContext.create(num_sms=n, device_id=i)\n"
-    "g.set_context()\n"
-    "x = torch.ones(1024, device=f'cuda:{i}').sum().item()\n"
-    "g.pop_context()\n"
-    "print('green context ok', x)\n"
-)
-
-
-def green_context_problem(index: int, sms: int, run=subprocess.run) -> str | None:
-    """Why CUDA device `index` cannot run work in a green context of `sms` SMs (a torch without
-    torch.cuda.green_contexts, a driver older than CUDA 12.4, a card without them), or None: a
-    child process makes one and runs a kernel in it, so CUDA stays uninitialised here."""
-    try:
-        out = run(
-            [sys.executable, "-c", _GREEN, str(index), str(sms)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return f"making a green context of {sms} SMs on cuda:{index} did not finish in 120 s"
-    if out.returncode == 0 and "green context ok" in out.stdout:
-        return None
-    why = (out.stderr.strip().splitlines() or ["no message"])[-1][:300]
-    return f"a green context of {sms} SMs on cuda:{index} could not be made or used ({why})"
 
 
 @dataclass

@@ -15,6 +15,7 @@ DEFAULT_METRIC = "runtime_s"
 # The metrics a verdict may compare: final values whose better way is known. steady/fps is
 # absent from a job with too few steady windows (rlbench/core/steady.py): left out, as a failed job.
 COMPARED = {"runtime_s": "lower", "task_fps": "higher", "fps": "higher", "steady/fps": "higher"}
+COMPARED |= {"node/fps": "higher", "node/energy_per_task_j": "lower"}  # a sweep's packs (rlbench/sweeps/pack.py)
 # A rate over a job's steady windows (core/steady.py): the windows' lowest and highest value
 WINDOWED = {"steady/fps": ("steady/fps_min", "steady/fps_max")}
 RECORDED = (*COMPARED, *(k for keys in WINDOWED.values() for k in keys))  # what a judged record keeps

@@ -2,7 +2,7 @@
 
 `env_curve` (env stepping), `inference_curve`, `fit_inference` (central inference per batch and
 unit count), `update_time` (a learner update), `corun` (the actor loop beside the learner),
-`gemm_peak` (a precision's GEMM peak), `counted_flops` (a job's model FLOPs). docs/predict.md.
+`gemm_peak` (a precision's GEMM peak). docs/predict.md.
 """
 
 from __future__ import annotations
@@ -180,44 +180,6 @@ def learner_with_data(conf):
         done.set()  # from now on only the data the learner needs, no replay-ratio wait
 
     return conf, ctx.device, learner, fill
-
-
-# Algorithm settings that size memory and nothing counted (R2D2's replay): kept small for a count.
-MEMORY_ONLY = {"replay_capacity": 8, "replay_memory_gb": None, "replay_prefault": False}
-
-
-def counted_flops(conf) -> tuple[float | None, float]:
-    """(model FLOPs of one learner update, of one env's forward in central inference) of the job
-    `conf`, counted by torch's FlopCounterMode on the CPU with one actor: the update at a batch of
-    one, times algo.batch_size (a convolution's and a matmul's FLOPs grow linearly with the
-    batch); None for the update of a job without a learner."""
-    from torch.utils.flop_counter import FlopCounterMode  # lazy: keeps torch off the start
-
-    small = copy.deepcopy(conf)
-    small.device, small.actors, small.eval_envs = "cpu", 1, 0
-    for key, value in MEMORY_ONLY.items():  # they size memory, not the FLOPs counted
-        if hasattr(small.algo, key):
-            setattr(small.algo, key, value)
-    _, spec, server = _server(small, 1)
-    with FlopCounterMode(display=False) as counter:
-        server.step(
-            StepBatch(
-                np.arange(1),
-                synthetic_obs(np.random.default_rng(0), 1, spec),
-                np.zeros(1, np.float32),
-                np.full(1, True),
-            )
-        )
-    forward = float(counter.get_total_flops())
-    batch = getattr(small.algo, "batch_size", None)
-    if not small.learner or not batch:
-        return None, forward
-    small.algo.batch_size = 1
-    _, _, learner, fill = learner_with_data(small)
-    fill()
-    with FlopCounterMode(display=False) as counter:
-        learner.update()
-    return float(counter.get_total_flops()) * batch, forward
 
 
 def update_time(conf, units: int, repeats: int = 3, power: list | None = None) -> dict:

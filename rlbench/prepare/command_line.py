@@ -33,6 +33,11 @@ def mode_problem(cfg: DictConfig, grid: dict | None, choices: dict) -> str | Non
             f"repeats={cfg.repeats} runs every configuration {cfg.repeats} times as one sweep: add -m "
             f"(python -m rlbench -m repeats={cfg.repeats} ...)"
         )
+    if cfg.get("pack", 1) > 1 and cfg.get("packing", {}).get("id") is None:
+        return (
+            f"pack={cfg.pack} runs {cfg.pack} jobs at once as one sweep, which starts them together: add -m "
+            f"(python -m rlbench -m pack={cfg.pack} ...)"
+        )
     if cfg.get("dry_run"):
         return (
             "dry_run=true prints the SLURM submission of a sweep, submitting nothing: add -m "

@@ -11,8 +11,9 @@ from rlbench.config.schema import Config
 from rlbench.core import precision as precisions  # precisions.cpu_flags: the CPU fake (tests/bf16_cpu.py) replaces it
 from rlbench.core.env_families import family
 from rlbench.core.precision import precision_problem
-from rlbench.core.resources import ComputeLimit, ResourceError, resolve_device
+from rlbench.core.resources import ComputeLimit, ResourceError, resolve_device, usable_cpus
 from rlbench.envs.spec import env_spec
+from rlbench.prepare.packing import pack_host_checks
 from rlbench.prepare.plan import eval_envs_of
 
 
@@ -30,8 +31,12 @@ def host_checks(c: Config) -> list[str]:
                 f"device={c.device}: this host has {have}; allowed: auto or cpu"
                 + (f", or cuda:0..cuda:{count - 1}" if count else "")
             ]
+    device = resolve_device(c.device)
+    packed = pack_host_checks(c, len(usable_cpus()), device.type == "cuda")
+    if packed:
+        return packed
     try:
-        limit = ComputeLimit(c.sm_limit, resolve_device(c.device), c.sm_backend)
+        limit = ComputeLimit(c.sm_limit, device, c.sm_backend)
     except ResourceError as e:
         return [str(e)]
     return _precision_checks(c, limit) + _memory_checks(c)

@@ -30,6 +30,7 @@ from rlbench.core.verdict import COMPARED
 from rlbench.envs.spec import check_env
 from rlbench.envs.vector import resolve_inference_batch
 from rlbench.prepare.host_checks import host_checks
+from rlbench.prepare.packing import pack_checks
 from rlbench.prepare.plan import eval_envs_of
 
 HEARTBEAT_S = 10.0  # a job's run is tagged `heartbeat` at most this often (rlbench/tracking/record.py)
@@ -44,6 +45,7 @@ def _rules(conf: Config, host: bool = True) -> Rules:
     return {
         "actors": int_at_least(1),
         "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
+        "pack": ((lambda v: v >= 1), "an integer >= 1 (jobs run at once on this host, each on its own CPUs)"),
         "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
         "inference_batch": _inference_batch_rule(conf),
@@ -137,7 +139,7 @@ def _compared(metric: str) -> bool:
     return metric in COMPARED and metric in final_metric_names()
 
 
-VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare/grid.py
+VERDICT_RULES = {  # the sweep's settings, also checked once per sweep before any job: rlbench/prepare/grid.py
     "verdict.metric": (
         _compared,
         "a final metric whose better direction is known: "
@@ -147,6 +149,8 @@ VERDICT_RULES = {  # also checked once per sweep before any job: rlbench/prepare
         (lambda v: 0.0 <= v < 1.0),
         "a fraction in [0, 1) (0.05: differences of 5% or less are never told apart)",
     ),
+    "sweep.idle_power_s": ((lambda v: 0.0 <= v <= 600.0), "seconds in [0, 600] (0 = not measured)"),
+    "sweep.warmup": ((lambda v: isinstance(v, bool)), "true or false"),
 }
 
 
@@ -358,7 +362,8 @@ def validate(cfg: DictConfig, host: bool = True) -> Config:
     if not problems:  # an env that cannot be made first: the later checks read its spec
         problems = _env_checks(conf)
     if not problems:
-        problems = algo.checks(conf) + _search_checks(conf) + _actor_checks(conf) + (host_checks(conf) if host else [])
+        problems = algo.checks(conf) + _search_checks(conf) + _actor_checks(conf) + pack_checks(conf)
+        problems += host_checks(conf) if host else []
     if not problems and host:
         problems = algo.host_checks(conf)
     if problems:

@@ -9,6 +9,7 @@ from pathlib import Path
 from rlbench.report.figures import all_figures
 from rlbench.report.findings import findings_of, study_result, verdict_lines
 from rlbench.report.html import png_bytes, render
+from rlbench.report.packing import packing, packing_verdict
 from rlbench.report.prediction import prediction_section
 from rlbench.tracking.study_records import Study
 
@@ -21,8 +22,8 @@ def build_report(study: Study, out_dir: Path, knee_share: float = 0.10, toleranc
     result = study_result(study, knee_share, tolerance)
     found = findings_of(study, result)
     predicted, found["prediction"] = prediction_section(study)
-    lines = verdict_lines(found)
-    drawn = all_figures(study, result.verdict) + [predicted]
+    lines = verdict_lines(found) + packing_verdict(study)
+    drawn = all_figures(study, result.verdict) + [packing(study), predicted]
     pngs, paths = {}, {}
     for d in drawn:
         if d.fig is not None:

@@ -212,7 +212,7 @@ POWER_PANEL = "average power (W)"
 
 
 def _idle_line(ax, watts: float) -> None:
-    """The GPU's idle power (a stage measured it before its first job) across the power panel."""
+    """The GPU's idle power (measured before a sweep's first job: sweep.idle_power_s) across the power panel."""
     ax.axhline(
         watts,
         color="grey",

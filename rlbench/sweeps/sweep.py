@@ -21,17 +21,21 @@ from hydra.core.utils import JobStatus
 from rlbench.config.schema import TrackingConfig
 from rlbench.core.errors import Failure, Refusal
 from rlbench.core.repeats import STAT_METRICS, Spread, config_key, config_rows, repeated
-from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Result, rows_result
+from rlbench.core.resources import usable_cpus
+from rlbench.core.verdict import DEFAULT_METRIC, FLOOR_MIN_TAG, METRIC_TAG, RECORDED, Result, Verdict, rows_result
 from rlbench.prepare.grid import in_process
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
 from rlbench.prepare.preflight import check
+from rlbench.sweeps.pack import close_packs, expand, pack_launcher
+from rlbench.sweeps.warm import WARMUP_NAME, measure_idle, options_problem, warm_tags, warm_up
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import SWEEP_KEY, ParentRun, live
 from rlbench.tracking.parent_note import answer_lines, summary_metrics, sweep_note, verdicts
 from rlbench.tracking.readers import RunRecord
 from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
+from rlbench.tracking.study_records import is_job
 from rlbench.tracking.unmeasured import explain, unmeasured_of
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TAG, knobs_of
 
@@ -68,11 +72,42 @@ _CONFIG_PRINTED = ("config", "status", "runtime_s", "task_fps", "fps", "energy_p
 NOT_STARTED, KILLED = "NOT STARTED", "KILLED"
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What a sweep returns (the Python API's rlbench.sweep): its parent run, how it ended, each
+    job's summary row (SUMMARY_COLUMNS and what a verdict compares), the verdict over them, and
+    the store they are in."""
+
+    parent_run_id: str
+    name: str
+    status: str  # FINISHED or FAILED (a job failed; the others ran)
+    rows: list[dict]
+    verdict: Verdict
+    tracking_uri: str
+    experiment_id: str
+    packs: list[dict] = dataclasses.field(default_factory=list)  # per pack: its node figures (sweeps/pack.py)
+
+    def finished(self) -> list[dict]:
+        return [r for r in self.rows if r.get("status") == "FINISHED"]
+
+
+class SweepFailed(Failure):
+    """A sweep some of whose jobs failed (exit 1): the line names them; `result` is the sweep's."""
+
+    def __init__(self, message: str, result: SweepResult):
+        super().__init__(message)
+        self.result = result
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.result))
+
+
 def finished_by_hash(runs: list[RunRecord]) -> dict[str, RunRecord]:
-    """The FINISHED `runs` (newest first, as the store lists them) by the config hash
-    (rlbench.tracking.store.config_hash) each did; the newest run of a hash wins."""
+    """The FINISHED job runs among `runs` (newest first, as the store lists them; a warm-up is
+    none) by the config hash (rlbench.tracking.store.config_hash) each did; the newest run of a
+    hash wins."""
     return {
-        r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs)
+        r.tags.get("config_hash") or r.params.get("config_hash"): r for r in reversed(runs) if is_job(r.tags)
     }  # param: runs that record it so
 
 
@@ -253,7 +288,7 @@ def report_command(parent_id: str, uri: str) -> str:
     return f"python -m rlbench.report --sweep {parent_id}{store}"
 
 
-def ending(rows: list[dict], result: Result, address: str, command: str) -> str:
+def ending(rows: list[dict], result: Result, address: str, command: str, packing: list[str] = ()) -> str:
     """The terminal's last lines: the per-configuration table (with repeats), where to look, the
     answer of `result` in words (best; told apart or not, by how much, against the noise floor), the next command."""
     per_config = (
@@ -261,7 +296,7 @@ def ending(rows: list[dict], result: Result, address: str, command: str) -> str:
         if repeated(rows)
         else []
     )
-    lines = [*per_config, address, *answer_lines(rows, result), f"Next: {command}"]
+    lines = [*per_config, address, *answer_lines(rows, result), *packing, f"Next: {command}"]
     return "\n".join(f"[rlbench sweep] {line}" for line in lines)
 
 
@@ -331,15 +366,15 @@ def child_overrides(tracking, parent: str, name: str) -> list[str]:
     ]
 
 
-def repeat_tags(grid, config_names: list[str]) -> dict[int, dict[str, str]]:
-    """With repeats, every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group` (the
-    name of the configuration it repeats), by which the report groups the repeats."""
-    if grid is None or grid.repeats == 1:
+def repeat_tags(grid, config_names: list[str], repeat: list[int] | None = None, packed: bool = False):
+    """With repeats (or packs), every job's tags `repeat` (0..N-1), `repeats` (N) and `repeat_group`
+    (the name of the configuration it repeats), by which the report groups the repeats; `repeat`:
+    each job's repeat where packs expanded the grid's jobs (else the grid's)."""
+    repeats = grid.repeats if grid is not None else 1
+    if repeats == 1 and not packed:
         return {}
-    return {
-        i: {"repeat": str(k), "repeats": str(grid.repeats), REPEAT_GROUP: config_names[i]}
-        for i, k in enumerate(grid.repeat)
-    }
+    repeat = repeat if repeat is not None else grid.repeat
+    return {i: {"repeat": str(k), "repeats": str(repeats), REPEAT_GROUP: config_names[i]} for i, k in enumerate(repeat)}
 
 
 def tag_overrides(tags: dict[str, str]) -> list[str]:
@@ -375,12 +410,15 @@ def launch(
     configs: list,
     repeat_tags: dict[int, dict[str, str]] | None = None,
     started=lambda i: None,
+    together: list[list[int]] = (),
+    pack_launch=None,
 ):
     """Yield (index, job, JobReturn), each job launched by Hydra's launcher with its config as
     the sweep validated it (handed to the job in this process: rlbench/prepare/job.py). The basic
     launcher gets one job at a time (progress between jobs); others (joblib, submitit) get all
     jobs at once and run them in parallel, each validating its own in its process.
-    repeat_tags: per job index its repeat tags; started(index): told as each job starts."""
+    repeat_tags: per job index its repeat tags; started(index): told as each job starts;
+    together: the packs' jobs, each pack launched at once by pack_launch(K) (rlbench/sweeps/pack.py)."""
     total, repeat_tags = len(names), repeat_tags or {}
     tagged = [
         (i, job, job + child_overrides(tracking, parent, names[i]) + tag_overrides(repeat_tags.get(i, {})))
@@ -390,12 +428,27 @@ def launch(
         tuple(o): child_config(configs[i], tracking, parent, names[i], repeat_tags.get(i, {})) for i, _, o in tagged
     }
     if in_process(launcher):
-        for n, (i, job, overrides) in enumerate(tagged):
+        for n, group in enumerate(_groups(tagged, together)):
+            (i, job, overrides) = group[0]
+            shown = " ".join(o for o in job if not o.startswith("++packing.")) or "(defaults)"
+            cpus = " | ".join(
+                o.split("=", 1)[1].strip("'") for _, j, _ in group for o in j if o.startswith("++packing.cpus=")
+            )
             print(
-                f"[rlbench sweep] job {n + 1}/{len(tagged)} (#{i} of {total}): {' '.join(job) or '(defaults)'}",
+                f"[rlbench sweep] job {n + 1} (#{i} of {total}): {shown}"
+                + (
+                    f", and {len(group) - 1} more at once: a pack of {len(group)} on CPUs {cpus}"
+                    if len(group) > 1
+                    else ""
+                ),
                 flush=True,
             )
-            started(i)
+            for i, _, _ in group:
+                started(i)
+            if len(group) > 1:  # in K processes of their own, each validating its own config
+                rets = pack_launch(len(group)).launch([o for _, _, o in group], initial_job_idx=group[0][0])
+                yield from ((i, job, ret) for (i, job, _), ret in zip(group, rets, strict=True))
+                continue
             with handing(handed):
                 ret = launcher.launch([overrides], initial_job_idx=i)[0]
             yield i, job, ret
@@ -405,6 +458,30 @@ def launch(
         started(i)
     rets = launcher.launch([o for _, _, o in tagged], initial_job_idx=0)  # in other processes: each validates its own
     yield from ((i, job, ret) for (i, job, _), ret in zip(tagged, rets, strict=True))
+
+
+def _groups(tagged: list[tuple], together: list[list[int]]) -> list[list[tuple]]:
+    """The jobs to launch in order, a pack's (those of its jobs still to run) as one group."""
+    pack_of = {i: k for k, members in enumerate(together) for i in members}
+    groups: list[list[tuple]] = []
+    for item in tagged:
+        k = pack_of.get(item[0])
+        if k is not None and groups and pack_of.get(groups[-1][0][0]) == k:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def before_first_job(launcher, options, tracking, parent: str, first: list[str], config, folder: int) -> None:
+    """The sweep's options before its first job (rlbench/sweeps/warm.py): the GPU's idle power,
+    then the warm-up job (the first job's configuration under the parent, named and tagged as
+    one; its Hydra folder number `folder`, after the last job's, so that none is overwritten)."""
+    if options.idle_power_s > 0:
+        measure_idle(tracking, parent, options.idle_power_s)
+    if options.warmup:
+        overrides = first + child_overrides(tracking, parent, WARMUP_NAME) + tag_overrides(warm_tags())
+        warm_up(launcher, overrides, child_config(config, tracking, parent, WARMUP_NAME, warm_tags()), folder)
 
 
 def sweep_tracking(confs: list):
@@ -425,22 +502,33 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     store: opens the tracking port on the sweep's TrackingConfig."""
     tracking = sweep_tracking(confs)
     check(tracking.uri)  # PreflightError: a refusal, exit 2 before any run
+    options = getattr(confs[0], "sweep", None)
+    if options is not None and (problem := options_problem(options, sweeper.launcher)):
+        raise Refusal(f"{problem}; no job started")
     experiment = store(tracking)
     if experiment.unwritable:
         raise Refusal(f"{experiment.unwritable}; no job started")
     experiment.mark_stale_runs()
     repeats = grid.repeats if grid is not None else 1
+    grid_jobs, names = jobs, run_names(jobs)
+    configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
+    repeat = grid.repeat if grid is not None else [0] * len(jobs)
+    packs = []
+    if any(getattr(c, "pack", 1) > 1 for c in confs):  # each pack's K jobs in place of its configuration's one
+        if not in_process(sweeper.launcher):
+            raise Refusal(
+                f"pack with {type(sweeper.launcher).__name__}: allowed with the basic launcher only "
+                "(the sweep launches each pack's jobs together itself); no job started"
+            )
+        jobs, confs, names, configs, repeat, packs = expand(jobs, confs, names, configs, repeat, usable_cpus())
     hashes = [config_hash(conf) for conf in confs]
     done = finished_by_hash(experiment.finished_runs()) if confs[0].resume else {}
     parent = continued_parent(experiment, sweep_key(hashes, repeats)) if confs[0].resume else None
     if parent is None:
         name = experiment.unique_name(
-            parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), jobs, repeats)
+            parent_name(sweeper.config.hydra.runtime.choices.get("experiment"), grid_jobs, repeats)
         )
         parent = open_parent(experiment, name, jobs, arguments, repeats, sweep_key(hashes, repeats))
-    names = run_names(jobs)
-    configs = run_names([job[:-1] for job in jobs]) if repeats > 1 else names  # less the repeats' seed
-    repeat = grid.repeat if grid is not None else [0] * len(jobs)
     rows = {
         i: (
             resumed_row(i, job, done[hashes[i]], names[i], configs[i], repeat[i])
@@ -459,6 +547,9 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
     def run() -> str:
         started: list[int] = []
         try:
+            if todo and options is not None:
+                (i, first), folder = todo[0], len(jobs)
+                before_first_job(sweeper.launcher, options, tracking, parent.run_id, first, confs[i], folder)
             for i, job, ret in launch(
                 sweeper.launcher,
                 todo,
@@ -466,8 +557,10 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
                 names,
                 tracking,
                 confs,
-                repeat_tags(grid, configs),
+                repeat_tags(grid, configs, repeat, bool(packs)),
                 started.append,
+                together=[p.members for p in packs if p.k > 1],
+                pack_launch=lambda k: pack_launcher(sweeper, k),
             ):
                 rows[i] = job_row(i, job, ret, names[i], configs[i], repeat[i])
                 if rows[i]["status"] == "FAILED":
@@ -479,9 +572,15 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
             raise
         return "FAILED" if any(r["status"] == "FAILED" for r in rows.values()) else "FINISHED"
 
+    judged: dict = {}  # what close() judged: the result's rows and verdict
+
     def close(status: str) -> None:
         ordered = rounded_rows([rows[i] for i in sorted(rows)])
         v = rows_result(ordered, *verdict_settings(confs))  # the sweep's Result, judged once; rendered below
+        judged.update(rows=with_verdicts(ordered, v), verdict=v.verdict, packs=[])
+        packing = []
+        if any(p.k > 1 for p in packs):  # the packs' node figures and their verdicts (sweeps/pack.py)
+            judged["packs"], packing = close_packs(parent, tracking, packs, ordered, confs[0])
         record_summary(parent, ordered, status, v)
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
@@ -494,13 +593,23 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
                 v,
                 ui_hint(tracking.uri, experiment.id, view, tracking.ui_port),
                 report_command(parent.run_id, tracking.uri),
+                packing,
             ),
             flush=True,
         )
 
     status = live(parent, run, close, "sweep parent")
-    ordered = [rows[i] for i in sorted(rows)]
+    result = SweepResult(
+        parent.run_id,
+        parent.name,
+        status,
+        judged["rows"],
+        judged["verdict"],
+        tracking.uri,
+        experiment.id,
+        judged["packs"],
+    )
     if status == "FAILED":
-        failed = [r["overrides"] for r in ordered if r["status"] == "FAILED"]
-        raise Failure(f"{len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}")
-    return ordered
+        failed = [r["overrides"] for r in result.rows if r["status"] == "FAILED"]
+        raise SweepFailed(f"{len(failed)} of {len(jobs)} jobs failed: {'; '.join(failed)}", result)
+    return result

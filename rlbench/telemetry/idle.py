@@ -1,6 +1,6 @@
-"""The GPU's idle power before a stage's first job (pipelines/gpu_study.py --stage): NVML's
+"""The GPU's idle power before a sweep's first job (sweep.idle_power_s, rlbench/sweeps/warm.py): NVML's
 board power of GPU 0 sampled for some seconds, as median (min..max); null with NVML's reason
-where there is none to read. docs/gpu.md, "Stages".
+where there is none to read. docs/gpu.md, "The study".
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def study_trials(tags: list[dict[str, str]], study: str) -> set[int]:
 
 
 def study_tags(study: str) -> dict[str, str]:
-    """The tags of the parent run of a search over the Optuna study `study` (rlbench/search/)."""
+    """The tags of the parent run of a search over the Optuna study `study` (rlbench/searches/)."""
     return {"rlbench.role": "study", "optuna_study": study}
 
 

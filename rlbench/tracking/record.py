@@ -72,9 +72,10 @@ def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str
     """Params: the job's validated config as a dict (dataclasses.asdict), which differs between jobs only where the work
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
-    params = flatten(
-        {k: v for k, v in resolved.items() if k not in ("hydra", "tracking", "repeats", "dry_run", "verdict")}
-    )  # the sweep's
+    sweeps = ("hydra", "tracking", "repeats", "dry_run", "verdict", "sweep", "pack", "packing")  # the sweep's
+    params = flatten({k: v for k, v in resolved.items() if k not in sweeps})
+    if resolved.get("pack", 1) != 1:  # a packed job's K (a job alone logs no pack, as before packs existed)
+        params["pack"] = str(resolved["pack"])
     tracking = {
         k: v
         for k, v in (resolved.get("tracking") or {}).items()

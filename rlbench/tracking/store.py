@@ -156,7 +156,7 @@ def log_alone(
 ) -> str:
     """One finished run of `experiment` at `uri` holding `metrics` (and `nulls`, each value not
     measured with its reason, in the `unmeasured` tag): a value measured outside any job (a GPU
-    study stage's idle power). Its run id."""
+    sweep's idle power: rlbench/sweeps/warm.py). Its run id."""
     exp = open_experiment(TrackingConfig(uri=uri, experiment=experiment))
     client = mlflow.MlflowClient()
     run = client.create_run(exp, run_name=name, tags=tags | ({UNMEASURED: format_unmeasured(nulls)} if nulls else {}))
@@ -295,11 +295,13 @@ def _folder_name(experiment: str) -> str:
 
 def config_hash(conf) -> str:
     """Identity of a job's work: the typed config without tracking, progress, resume, repeats,
-    dry_run and verdict."""
+    dry_run, verdict, sweep and packing (pack where 1)."""
 
     d = asdict(conf)
-    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict"):
+    for key in ("tracking", "progress", "resume", "repeats", "dry_run", "verdict", "sweep", "packing"):
         d.pop(key, None)
+    if d.get("pack") == 1:
+        d.pop("pack")  # one job alone: left out, so the hash equals a record's before packs existed
     if not d.get("actor_procs") and not d.get("actor_hosts") and not d.get("actor_server", {}).get("remote_envs"):
         d.pop("actor_procs", None)  # in-process actors: left out, so the hash equals a record's without them
         d.pop("actor_server", None)

@@ -17,7 +17,7 @@ from rlbench.tracking.readers import NoSuchExperiment, RunRecord, SweepRecord, e
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import unmeasured_of
 
-WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/cli/stage.py): never a job of a study
+WARMUP = ("role", "warmup")  # the tag of a discarded warm-up job (rlbench/sweeps/warm.py): never a job of a study
 HOST_TAGS = ("host", "cpu_model", "hardware_threads", "gpu_name", "gpu_sm_count", "cuda_available")
 
 
@@ -73,6 +73,34 @@ class JobRun:
 
 
 @dataclass
+class PackRun:
+    """One pack of a sweep (rlbench/sweeps/pack.py): K, its configuration, its repeat, its node
+    figures (node/*) and, for those not measured, why."""
+
+    k: int
+    config: str
+    repeat: int
+    metrics: dict[str, float]
+    nulls: dict[str, str]
+
+
+def packs_of(runs) -> list[PackRun]:
+    """The pack runs among `runs` (rlbench.role=pack), by K then configuration and repeat."""
+    packs = [
+        PackRun(
+            int(r.tags.get("pack", 1)),
+            r.tags.get("config", ""),
+            int(r.tags.get("repeat", 0)),
+            r.metrics,
+            unmeasured_of(r.tags),
+        )
+        for r in runs
+        if r.tags.get("rlbench.role") == "pack"
+    ]
+    return sorted(packs, key=lambda p: (p.k, p.config, p.repeat))
+
+
+@dataclass
 class Study:
     kind: str  # sweep, study (an Optuna search) or experiment
     title: str
@@ -81,7 +109,8 @@ class Study:
     jobs: list[JobRun]
     missing: list[str]  # planned jobs with no run at all, as text
     parent_tags: dict[str, str] = field(default_factory=dict)
-    idle_power_w: float | None = None  # the GPU's idle power a stage measured before its first job (median W)
+    idle_power_w: float | None = None  # the GPU's idle power measured before a sweep's first job (median W)
+    packs: list[PackRun] = field(default_factory=list)  # a sweep's packs (pack=K) and their node figures
 
     @property
     def frameskip(self) -> int | None:
@@ -116,7 +145,7 @@ class Study:
 def without_gpu(compute_units: Iterable[str | None]) -> bool:
     """Whether finished jobs with these `compute_unit`s ran without a GPU, so that their CPU/GPU
     ratios cannot be compared: some job, and each granted CPU threads (cpu_thread), not SMs. The
-    report's rule and the search's (rlbench/search/parent.py)."""
+    report's rule and the search's (rlbench/searches/parent.py)."""
     units = list(compute_units)
     return bool(units) and all(u == "cpu_thread" for u in units)
 
@@ -164,7 +193,7 @@ def _missing(summary: list[dict], jobs: list[JobRun], planned: int | None) -> li
 def study_of(record: SweepRecord) -> Study:
     """A sweep's or a search's record (its parent, children and summary) as the report's Study."""
     parent = record.parent
-    jobs = _ordered(_job(r) for r in record.children)
+    jobs = _ordered(_job(r) for r in record.children if is_job(r.tags))  # its warm-up and idle power are none
     planned = parent.params.get("jobs")
     return Study(
         kind=parent.tags.get("rlbench.role", "sweep"),
@@ -174,6 +203,8 @@ def study_of(record: SweepRecord) -> Study:
         jobs=jobs,
         missing=_missing(record.summary, jobs, int(planned) if planned else None),
         parent_tags=parent.tags,
+        idle_power_w=idle_power_of(record.children),
+        packs=packs_of(record.children),
     )
 
 
@@ -202,8 +233,8 @@ def load_experiment(name: str) -> Study:
 
 
 def idle_power_of(runs) -> float | None:
-    """The median of the idle GPU power the experiment's `idle power` runs measured (rlbench/cli/stage.py
-    logs one per stage); None where none did."""
+    """The median of the idle GPU power the `idle power` runs among `runs` measured (a sweep with
+    sweep.idle_power_s logs one: rlbench/sweeps/warm.py); None where none did."""
     watts = [
         r.metrics[IDLE_POWER]
         for r in runs

@@ -2,7 +2,7 @@
 
 numpy asks for transparent huge pages for large arrays, whose first touch can wait for the
 kernel to compact memory: 0.3-3.6 s for Pong's 1.7 GB of replay frames on the 2-core VM against
-0.8-1.4 s on small pages, sampling as fast (docs/results.md, "The replay on small pages").
+0.8-1.4 s on small pages, sampling as fast (docs/results/startup.md, "The replay's storage").
 """
 
 from __future__ import annotations

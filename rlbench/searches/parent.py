@@ -1,0 +1,284 @@
+"""The study's parent run: found or opened once per study, and at the end of every run of the
+command given the best trial(s), the Pareto front, plots and the trials CSV (through the
+tracking port: a tracking.parent.ParentRun, or a test's fake). docs/metrics.md, "Search parent run"."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import optuna
+
+from rlbench.config.schema import SearchConfig
+from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, NO_GPU_RATIO, Result, against, judge_runs
+from rlbench.searches.study import complete, quiet_optuna
+from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
+from rlbench.tracking.readers import study_tags
+from rlbench.tracking.study_records import without_gpu
+from rlbench.tracking.unmeasured import TAG as UNMEASURED
+from rlbench.tracking.unmeasured import format_unmeasured
+from rlbench.tracking.views import runs_view_key, view_link
+
+log = logging.getLogger(__name__)
+REPEATS_KEY = "search.repeats"  # what the verdict's advice names in a search (a sweep's: repeats)
+
+
+def study_params(search, job: list[str]) -> dict:
+    """What a new study's parent records as its parameters, as a sweep's records its grid: the
+    line every trial runs, the trials asked for, the space, the sampler's seed."""
+    return {
+        "job": " ".join(job)[:6000] or "(none)",
+        "n_trials": search.n_trials,
+        "sampler_seed": search.seed,
+        "space": f"actors={list(search.actors)} actor_threads={list(search.actor_threads)} "
+        f"sm_limit={list(search.sm_limit)}",
+    }
+
+
+def study_parent(experiment, study: str, what: str = "", params: dict | None = None):
+    """The study's one parent run in the experiment (tracking.experiment.Experiment): found and
+    RUNNING again when the study resumes (its parameters are those it was opened with), else
+    opened with `params`, named by the study and `what` it runs (its env and algorithm)."""
+    parent = experiment.study_parent(study)
+    if parent is None:
+        return experiment.open_parent(f"study {study} {what}".strip(), "search", study_tags(study), params)
+    parent.reopen()
+    return parent
+
+
+def recommend(front: list, directions: list[str]):
+    """The front point nearest the utopia point after scaling each objective to [0, 1]."""
+    if len(front) == 1:
+        return front[0]
+    cols = list(zip(*(t.values for t in front), strict=True))
+    spans = [(min(c), max(c)) for c in cols]
+
+    def regret(t):
+        r = 0.0
+        for v, (lo, hi), d in zip(t.values, spans, directions, strict=True):
+            x = (v - lo) / (hi - lo) if hi > lo else 0.0
+            r += (1 - x if d == "maximize" else x) ** 2
+        return r
+
+    return min(front, key=regret)
+
+
+def ran_knobs(t) -> dict:
+    """A trial's knobs as its jobs ran them: actors, actor_threads_used, sm_granted (its runs'
+    record, trials.py RAN), not the values Optuna proposed; None where its runs did not log one."""
+    ran = t.user_attrs.get("ran") or {}
+    return {
+        "actors": ran.get("actors") or t.params.get("actors"),
+        "actor_threads_used": ran.get("actor_threads_used"),
+        "sm_granted": ran.get("sm_granted"),
+    }
+
+
+def trial_label(t) -> str:
+    """`trial 3: actors=12 actor_threads_used=1 sm_granted=1` (COMPLETE: as it ran), else as proposed."""
+    knobs = ran_knobs(t) if t.user_attrs.get("ran") else t.params
+    return f"trial {t.number}: " + " ".join(f"{k}={'unknown' if v is None else v}" for k, v in knobs.items())
+
+
+def verdict_metric(search: SearchConfig, metric: str) -> str:
+    """What the search's verdict compares: its first objective where the verdict rule can
+    (core/verdict.py COMPARED), else the sweeps' setting `verdict.metric`."""
+    return search.objectives[0] if search.objectives and search.objectives[0] in COMPARED else metric
+
+
+def trial_result(done: list, metric: str, floor_min: float = 0.0) -> Result:
+    """The search's Result, computed once: the verdict rule (core/verdict.py judge) over the
+    COMPLETE trials' runs: each trial a configuration, its runs its repeats (search.repeats), so
+    the noise floor is theirs (with one run each, for a steady rate, its steady windows')."""
+    runs = {trial_label(t): t.user_attrs.get("runs") or [] for t in done}
+    return Result(judge_runs(runs, metric, floor_min, dict.get))
+
+
+def recommendation_text(best, front: list, names: list[str], r: Result | None = None, ratios: bool = True) -> str:
+    """The recommended trial as it ran, the trials not told apart from it (r: the Result over the
+    trials' runs), the verdict's answer and, with two objectives or more, the other front points.
+    ratios=False: the trials ran without a GPU (the report's rule, study_records.without_gpu)."""
+    vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values, strict=True))
+    runs = len(best.user_attrs.get("runs") or [None])
+    ratio = f" -> cpu_gpu_ratio={_g4(best.user_attrs.get('cpu_gpu_ratio'))}" if ratios else ""
+    median = f"median of {runs} runs; " if runs > 1 else ""
+    lines = [f"recommended: {trial_label(best).partition(': ')[2]}{ratio} ({vals}; {median}trial {best.number})"]
+    if not ratios:
+        lines.append(NO_GPU_RATIO)
+    v = r.verdict if r is not None else None
+    if v is not None and v.best is not None:
+        comps = against(v, trial_label(best))
+        tied = [c for c in comps if c.told_apart is False]
+        lines += [f"not told apart from it ({v.floor_text()}): " + ", ".join(c.name for c in tied)] if tied else []
+        lines += [f"  {c.text}" for c in tied]
+        lines.append(f"verdict: {v.answer(REPEATS_KEY)}")
+    for t in front if len(names) > 1 else ():
+        if t.number != best.number:
+            diffs = ", ".join(
+                f"{n} {100 * (x / b - 1):+.1f}%" for n, x, b in zip(names, t.values, best.values, strict=True) if b
+            )
+            lines.append(f"  front {trial_label(t)}: {diffs} vs recommended")
+    return "\n".join(lines)
+
+
+def recommended_set(best, r: Result) -> list[str]:
+    """The recommended trial and those the verdict does not tell apart from it, as they ran."""
+    return [trial_label(best), *(c.name for c in against(r.verdict, trial_label(best)) if c.told_apart is False)]
+
+
+def report(
+    study: optuna.Study,
+    search: SearchConfig,
+    parent,
+    out_dir: Path,
+    labels: list[str] | None = None,
+    judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
+) -> str | None:
+    """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
+    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
+    judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
+    names = list(search.objectives)
+    labels = list(labels or names)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    study.trials_dataframe().to_csv(out_dir / "trials.csv", index=False)
+    parent.log_file(out_dir / "trials.csv")
+    done = complete(study)
+    if not done:
+        return None
+    front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
+    best = recommend(front, list(search.directions))
+    r = trial_result(done, verdict_metric(search, judging[0]), judging[1])
+    ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
+    parent.set_tags(
+        {f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
+        | {
+            "best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
+            "best_trial": str(best.number),
+            "best_set": "; ".join(recommended_set(best, r)),
+            "verdict": r.verdict.answer(REPEATS_KEY),
+            "pareto_front_trials": " ".join(str(t.number) for t in front),
+        }
+    )
+    parent.log_metrics({f"best_{n}": x for n, x in zip(names, best.values, strict=True)})
+    not_drawn = plots(study, labels, out_dir, parent, list(search.directions))
+    if not_drawn:
+        parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
+    text = recommendation_text(best, front, labels, r, ratios)
+    warm = parent.tags().get("warm_start_note")  # rlbench/searches/warm_start.py
+    ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
+    table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
+    parent.describe(search_note(study.study_name, len(done), text, warm, [*links(parent, len(names)), "", *table]))
+    return text
+
+
+def _g4(v) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) else str(v)
+
+
+_STATUS = {
+    "COMPLETE": "FINISHED",
+    "FAIL": "FAILED",
+    "PRUNED": "KILLED (pruned)",
+    "RUNNING": "RUNNING",
+    "WAITING": "NOT STARTED",
+}
+
+
+def trial_rows(study: optuna.Study) -> list[dict]:
+    """Rows for the parent's jobs table: a COMPLETE trial's runs (with search.repeats, one row each,
+    told by the trial: the table gives their medians and range), else one row per trial; each
+    with its knobs as it ran, its run, its headline numbers and cpu_gpu_ratio."""
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        name, status, runs = trial_label(t), _STATUS[t.state.name], t.user_attrs.get("runs")
+        if t.state.name == "COMPLETE" and runs:
+            rows += [{"name": name, "config": name, "status": status, **r} for r in runs]
+            continue
+        rows.append(
+            {
+                "name": name,
+                "config": name,
+                "run_id": t.user_attrs.get("run_id"),
+                "status": status,
+                **t.user_attrs.get("headline", {}),
+                "cpu_gpu_ratio": t.user_attrs.get("cpu_gpu_ratio"),
+            }
+        )
+    return rows
+
+
+def front_figure(objectives: int) -> str:
+    """The first figure's file: the Pareto front with two objectives or more, else the optimisation history."""
+    return "pareto_front.png" if objectives > 1 else "optimisation_history.png"
+
+
+def links(parent, objectives: int = 2) -> list[str]:
+    """The description's first links: the trials' table and charts, the Pareto front (two
+    objectives or more) or the optimisation history (one), trials.csv."""
+    exp, key = parent.experiment_id, runs_view_key(parent.run_id)
+    figure = "Pareto front" if objectives > 1 else "Optimisation history"
+    return [
+        (
+            f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
+            f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
+            f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})"
+        )
+    ]
+
+
+def plots(
+    study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None
+) -> dict[str, str]:
+    """The Pareto front (one objective: the optimisation history), the params' importances and
+    slices for the first objective as optimised (Optuna's importances are for a low target: a
+    maximised one is negated), drawn into out_dir and logged on the parent; returns those not
+    drawn, with why."""
+    import matplotlib  # lazy: keeps matplotlib off the start
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy: keeps matplotlib off the start
+    import optuna.visualization.matplotlib as ovm  # lazy: keeps matplotlib off the start
+
+    sign = -1.0 if (directions or ["minimize"])[0] == "maximize" else 1.0
+    first = f"-{names[0]} (maximised)" if sign < 0 else f"{names[0]} (minimised)"
+    draw = {
+        front_figure(len(names)): (lambda: ovm.plot_pareto_front(study, target_names=names))
+        if len(names) > 1
+        else (lambda: ovm.plot_optimization_history(study)),
+        "param_importances.png": lambda: ovm.plot_param_importances(
+            study, target=lambda t: sign * t.values[0], target_name=first
+        ),
+        "slice.png": lambda: ovm.plot_slice(study, target=lambda t: sign * t.values[0], target_name=first),
+    }
+    not_drawn = {}
+    for fname, plot in draw.items():
+        try:
+            with quiet_optuna():
+                plot()
+            plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
+            parent.log_file(out_dir / fname)
+        except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params
+            log.warning("no %s: %s", fname, e)
+            not_drawn[fname] = str(e)[:500]
+        finally:
+            plt.close("all")
+    return not_drawn
+
+
+def search_note(
+    study_name: str, completed: int, recommendation: str, warm_start: str | None = None, table: list[str] = ()
+) -> str:
+    """The study parent's description (MLflow's note): its links and the trials' table (above
+    MLflow's fold), the warm start's line when the study began from a profile's predictions,
+    then the recommendation and its Pareto front."""
+    return "\n".join(
+        [
+            f"**rlbench search** study `{study_name}` · {completed} complete trials",
+            *(["", *table] if table else []),
+            *(["", warm_start] if warm_start else []),
+            "",
+            "```",
+            recommendation,
+            "```",
+        ]
+    )
