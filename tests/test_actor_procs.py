@@ -141,6 +141,8 @@ def test_in_process_jobs_keep_their_config_hash(compose_cfg):
         "dry_run",
         "verdict",
         "sweep",
+        "pack",
+        "packing",
         "actor_procs",
         "actor_hosts",
         "actor_launch",

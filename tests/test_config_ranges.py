@@ -69,6 +69,7 @@ DOCUMENTED: dict[tuple[str, object], str] = {
     ("search.retries", 0): "reruns of a died trial: 0 = none",
     ("search.pruner_startup_trials", 0): "0 = prune from the first trial",
     ("verdict.noise_floor_min", 0): "0 = the repeats' own noise floor (schema.py, docs/metrics.md 'The verdict')",
+    ("packing.index", 0): "a pack's first job (the sweep sets it; 0 for a job alone)",
     ("sweep.idle_power_s", 0): "0 = the GPU's idle power not measured before the sweep (schema.py SweepOptions)",
     # r2d2
     ("algo.burn_in", 0): "no burn-in: the recurrent state starts from the stored one",

@@ -322,6 +322,8 @@ def test_fp32_jobs_keep_their_config_hash_and_other_precisions_get_their_own(com
         "dry_run",
         "verdict",
         "sweep",
+        "pack",
+        "packing",
         "actor_procs",
         "actor_hosts",
         "actor_launch",

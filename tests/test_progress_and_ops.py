@@ -81,3 +81,12 @@ def test_progress_rate_is_the_frames_over_a_lines_span(monkeypatch):
     assert p._rate(20000) == 2000.0  # a whole span: the mark moves to (110, 20000)
     t[0] = 111.0
     assert p._rate(21000) == 1000.0
+
+
+def test_a_progress_line_never_counts_past_the_task_and_says_what_it_waits_for():
+    from rlbench.core.progress import frames_text
+
+    assert frames_text(1200, 4000, 0, 7) == "frames 1200/4000 (30%)"
+    said = frames_text(246272, 200000, 5, 7)
+    assert said.startswith("frames 200000/200000 (100%; waiting for the learner's updates") and "46272 more" in said
+    assert frames_text(4100, 4000, 7, 7) == "frames 4000/4000 (100%)"  # both halves done: the task, not beyond

@@ -763,3 +763,10 @@ def test_the_job_table_fits_a_1000_px_window_and_no_header_wraps_past_three_line
         browser.close()
     assert heads == 17 and right <= 1000, (heads, right)
     assert max(lines) <= 3, lines
+
+
+def test_the_jobs_table_orders_seeds_as_numbers():
+    from rlbench.tracking.study_records import JobRun, _ordered
+
+    jobs = [JobRun(f"r{s}", f"actors=4 seed={s}", "FINISHED", {"actors": "4"}, {}, {}) for s in (10023, 20023, 23)]
+    assert [j.name for j in _ordered(jobs)] == ["actors=4 seed=23", "actors=4 seed=10023", "actors=4 seed=20023"]

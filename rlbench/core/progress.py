@@ -45,6 +45,19 @@ def fps_text(frames: int, frame_target: int, metrics: dict, rate: float | None =
     return "actors done" if frames >= frame_target else "actors starting"
 
 
+def frames_text(frames: int, frame_target: int, updates: int, update_target: int) -> str:
+    """The task's frames as a line shows them: `frames 1200/4000 (30%)`; past the task's frames
+    while the learner finishes its updates (the actors step on to feed it), the task's count and
+    what it waits for, never a share above 100%."""
+    if frames < frame_target or updates >= update_target:
+        shown = min(frames, frame_target)
+        return f"frames {shown}/{frame_target} ({100.0 * shown / frame_target:.0f}%)"
+    return (
+        f"frames {frame_target}/{frame_target} (100%; waiting for the learner's updates, "
+        f"{frames - frame_target} more frames stepped meanwhile)"
+    )
+
+
 class Progress(JobObserver):
     """Observes a job (rlbench/core/observers.py): a line or the bar's update at each tick."""
 
@@ -81,16 +94,8 @@ class Progress(JobObserver):
         now = time.monotonic()
         if now - self._last >= self.every_s:
             self._last = now
-            log.info(
-                "frames %d/%d (%.0f%%) %s updates %d/%d time left %s",
-                frames,
-                self.frame_target,
-                100.0 * frames / self.frame_target,
-                rate,
-                updates,
-                self.update_target,
-                left_txt,
-            )
+            done = frames_text(frames, self.frame_target, updates, self.update_target)
+            log.info("%s %s updates %d/%d time left %s", done, rate, updates, self.update_target, left_txt)
 
     def started(self, trainer=None) -> None:
         self._t0 = time.monotonic()  # the rates average over the task, not the roles' set-up

@@ -46,6 +46,7 @@ def _rules(conf: Config, host: bool = True) -> Rules:
         "actors": int_at_least(1),
         "repeats": ((lambda v: v >= 1), "an integer >= 1 (runs of each configuration in a sweep, -m)"),
         "pack": ((lambda v: v >= 1), "an integer >= 1 (jobs run at once on this host, each on its own CPUs)"),
+        "packing.index": ((lambda v: 0 <= v < conf.pack), f"0..pack-1 = 0..{conf.pack - 1} (set by the sweep)"),
         "actor_threads": optional_in(1, len(usable_cpus())) if host else optional_in(1, 1 << 16),
         "sm_limit": ((lambda v: v is None or v >= 1), "null (all) or an integer >= 1"),
         "inference_batch": _inference_batch_rule(conf),

@@ -34,7 +34,7 @@ def packing(study: Study) -> Drawn:
             why = next((p.nulls[metric] for p in study.packs if metric in p.nulls), "not logged")
             notes.append(f"{metric} not drawn: {why}")
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
-        ax.set(xlabel="jobs per node (pack)", ylabel=label, xticks=ks)
+        ax.set(xlabel="jobs per node (pack)", ylabel=label, xticks=ks, xlim=(min(ks) - 0.5, max(ks) + 0.5))
         ax.grid(alpha=0.3)
     note = "; ".join(notes)
     sub = f"{title} ({study.title}); points: medians over the repeats, bars: min..max"

@@ -226,11 +226,25 @@ def links(parent, objectives: int = 2) -> list[str]:
     ]
 
 
+def readable(fig) -> None:
+    """Optuna's figures made readable: the x ticks turned so that long values do not run into each
+    other, and the trials coloured on a scale with no white end (its Blues draws the first trials
+    white on white)."""
+    from matplotlib.ticker import NullFormatter  # lazy: keeps matplotlib off the start
+
+    for ax in fig.axes:
+        ax.tick_params(axis="x", labelrotation=45)
+        ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis's 7x10^0, 8x10^0 ... ran into each other
+        for points in ax.collections:
+            if points.get_array() is not None:
+                points.set_cmap("viridis")
+
+
 def plots(
     study: optuna.Study, names: list[str], out_dir: Path, parent, directions: list[str] | None = None
 ) -> dict[str, str]:
-    """The Pareto front (one objective: the optimisation history), the params' importances and
-    slices for the first objective as optimised (Optuna's importances are for a low target: a
+    """The Pareto front (one objective: the optimisation history), the params' importances (for
+    the first objective as optimised) and its slices (as measured) (Optuna's importances are for a low target: a
     maximised one is negated), drawn into out_dir and logged on the parent; returns those not
     drawn, with why."""
     import matplotlib  # lazy: keeps matplotlib off the start
@@ -244,17 +258,18 @@ def plots(
     draw = {
         front_figure(len(names)): (lambda: ovm.plot_pareto_front(study, target_names=names))
         if len(names) > 1
-        else (lambda: ovm.plot_optimization_history(study)),
+        else (lambda: ovm.plot_optimization_history(study, target_name=names[0])),
         "param_importances.png": lambda: ovm.plot_param_importances(
             study, target=lambda t: sign * t.values[0], target_name=first
         ),
-        "slice.png": lambda: ovm.plot_slice(study, target=lambda t: sign * t.values[0], target_name=first),
+        "slice.png": lambda: ovm.plot_slice(study, target=lambda t: t.values[0], target_name=names[0]),
     }
     not_drawn = {}
     for fname, plot in draw.items():
         try:
             with quiet_optuna():
                 plot()
+            readable(plt.gcf())
             plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
             parent.log_file(out_dir / fname)
         except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params

@@ -111,7 +111,7 @@ def open_study(search: SearchConfig) -> optuna.Study:
             **{callback: retry_callback(search.retries)},
         )
     pruner = optuna.pruners.MedianPruner(n_startup_trials=search.pruner_startup_trials) if search.pruning else None
-    return optuna.create_study(
+    study = optuna.create_study(
         study_name=search.study,
         storage=storage,
         load_if_exists=True,
@@ -119,6 +119,11 @@ def open_study(search: SearchConfig) -> optuna.Study:
         directions=list(search.directions),
         sampler=make_sampler(search, 0),
     )
+    if study.metric_names != list(search.objectives):  # optuna-dashboard's axes: the objectives' names
+        with quiet_optuna(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is marked experimental in optuna 4
+            study.set_metric_names(list(search.objectives))
+    return study
 
 
 class Heartbeat:

@@ -8,6 +8,7 @@ without a store. docs/metrics.md, "The report, inside".
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -168,8 +169,13 @@ def is_job(tags: dict[str, str]) -> bool:
     return "rlbench.role" not in tags and tags.get(WARMUP[0]) != WARMUP[1]
 
 
+def _natural(name: str) -> list:
+    """A name's sort key with its numbers as numbers: seed=23 before seed=10023 (not as text)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
 def _ordered(jobs) -> list[JobRun]:
-    return sorted(jobs, key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, j.name))
+    return sorted(jobs, key=lambda j: (j.actors or 0, j.knob("sm_granted") or 0, _natural(j.name)))
 
 
 def _host(tags: dict, jobs: list[JobRun]) -> dict[str, str]:
