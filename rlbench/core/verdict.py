@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from rlbench.core.metrics import NODE_ENERGY, NODE_FPS
 from rlbench.core.repeats import Spread, config_key, group_by, spread
 
 DEFAULT_METRIC = "runtime_s"
@@ -460,3 +461,28 @@ class Result:
 def rows_result(rows: list[dict], metric: str = DEFAULT_METRIC, floor_min: float = 0.0) -> Result:
     """A sweep's Result over its per-job rows (judge_rows): the verdict; the report judges the rest."""
     return Result(judge_rows(rows, metric, floor_min))
+
+
+# --- a sweep's packs (pack=K: rlbench/sweeps/pack.py; the report reads them from the store) ---
+
+NODE_JUDGED = (NODE_FPS, NODE_ENERGY)  # what the packs' verdicts compare
+TAGS = {NODE_FPS: "packing_fps", NODE_ENERGY: "packing_energy"}  # the sweep parent's tags of those verdicts
+
+
+def pack_verdicts(pack_rows: list[dict], floor_min: float) -> dict[str, Verdict]:
+    """The node throughput's and the energy per task's verdicts over the packs (the sweep's one rule:
+    medians over the repeats, told apart or not by their noise floor)."""
+    return {
+        m: judge_rows([r for r in pack_rows if r.get(m) is not None], m, floor_min) for m in (NODE_FPS, NODE_ENERGY)
+    }
+
+
+def packing_lines(verdicts: dict[str, Verdict], why: dict[str, str]) -> list[str]:
+    """The terminal's words on packing: which K is best for each, told apart or not; where no pack
+    has the figure, why (`why`: the first pack's reason)."""
+    words = {NODE_FPS: "node throughput", NODE_ENERGY: "node energy per task"}
+    return [
+        f"Packing, {words[m]}: "
+        + (v.answer() if v.best is not None else f"not compared: {why.get(m) or 'no pack has it'}")
+        for m, v in verdicts.items()
+    ]

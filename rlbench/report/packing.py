@@ -6,8 +6,7 @@ repeats with their range; beside Figures 3 and 4. docs/packing.md.
 from __future__ import annotations
 
 from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
-from rlbench.core.packs import NODE_JUDGED, pack_verdicts, packing_lines
-from rlbench.core.verdict import settings
+from rlbench.core.verdict import NODE_JUDGED, pack_verdicts, packing_lines, settings
 from rlbench.report.figures import Drawn, _finish, medians, new_figure, plot_ranges
 from rlbench.tracking.study_records import Study
 

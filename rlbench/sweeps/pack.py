@@ -16,7 +16,7 @@ from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 
 from rlbench.config.schema import PackingConfig
 from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
-from rlbench.core.packs import NODE_JUDGED, TAGS, pack_verdicts, packing_lines
+from rlbench.core.verdict import NODE_JUDGED, TAGS, pack_verdicts, packing_lines
 from rlbench.prepare.packing import cpu_shares, cpus_text, member_seed
 from rlbench.tracking.packs import log_pack, members
 
