@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -382,6 +383,45 @@ def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_cha
     )
     assert "(OSError: [Errno 28]" in fault_text(OSError(errno.ENOSPC, "No space left on device"))
     assert fault_text(ValueError("boom\nthe rest")) == "ValueError: boom"
+
+
+FULL = Path("/dev/full")  # every write fails ENOSPC: a full disk without filling one
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+def test_the_jobs_log_file_stops_at_a_full_disk_and_prints_nothing(capsys):
+    """logging's own FileHandler prints every record it cannot write, its traceback too, on
+    stderr (`--- Logging error ---`); the job's log stops at the first full-disk error."""
+    import errno
+    import logging
+
+    from rlbench.core.disk import LogFile
+
+    handler = LogFile(FULL)
+    log = logging.getLogger("test.full_log")
+    log.addHandler(handler)
+    try:
+        for _ in range(3):
+            try:
+                raise RuntimeError("database or disk is full")
+            except RuntimeError:
+                log.exception("SQLAlchemy database error. The following exception is caught.")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    assert capsys.readouterr().err == "" and handler.full.errno == errno.ENOSPC and handler.stream is None
+
+
+def test_the_jobs_log_file_reports_other_errors_as_logging_does(tmp_path, capsys, monkeypatch):
+    import logging
+
+    from rlbench.core.disk import LogFile
+
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    handler = LogFile(tmp_path / "job.log")
+    handler.handle(logging.makeLogRecord({"msg": "%d", "args": ("not a number",)}))
+    handler.close()
+    assert "--- Logging error ---" in capsys.readouterr().err and handler.full is None
 
 
 def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_show(capsys):
