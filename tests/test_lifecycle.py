@@ -14,6 +14,7 @@ import mlflow
 import pytest
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.core.signals import UNENDED
 from rlbench.tracking.orphans import owner_tags
 from tests.conftest import ROOT, runs
 
@@ -422,6 +423,24 @@ def test_the_jobs_log_file_reports_other_errors_as_logging_does(tmp_path, capsys
     handler.handle(logging.makeLogRecord({"msg": "%d", "args": ("not a number",)}))
     handler.close()
     assert "--- Logging error ---" in capsys.readouterr().err and handler.full is None
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+def test_a_faults_line_says_where_its_traceback_went_or_that_its_log_could_not_be_written(tmp_path):
+    """The failure's own path needs no disk: a log that cannot be written is named on the line,
+    and the traceback goes nowhere else."""
+    from rlbench.api.task import _failed
+
+    try:
+        raise ValueError("boom")
+    except ValueError as e:
+        error = e
+    error.run_id, error.run_status = "abc", "RUNNING"
+    line = str(_failed(error, tmp_path / "job.log"))
+    assert line.endswith(f"(run abc {UNENDED}); traceback in {tmp_path / 'job.log'}")
+    assert "ValueError: boom" in (tmp_path / "job.log").read_text()
+    line = str(_failed(error, FULL))
+    assert line.endswith(f"; no traceback kept: {FULL} could not be written (No space left on device)"), line
 
 
 def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_show(capsys):

@@ -37,15 +37,24 @@ def fault_text(error: BaseException) -> str:
 def _failed(error: Exception, log_file: Path) -> Failure:
     """A job that failed from a fault: its traceback to the job's log file, and the Failure
     (exit 1) whose line says the cause, the run (as the store reads it: FAILED, or RUNNING
-    where its end could not be written) and where the traceback is."""
-    with open(log_file, "a") as f:
-        traceback.print_exception(error, file=f)
+    where its end could not be written) and where the traceback is, or why it is nowhere."""
     run, status = getattr(error, "run_id", None), getattr(error, "run_status", "FAILED")  # as the store reads it
     ended = "ended FAILED" if status == "FAILED" else recorded(status)
     return Failure(
         f"the job failed: {fault_text(error)}"
-        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}"
+        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; {_traceback_to(log_file, error)}"
     )
+
+
+def _traceback_to(log_file: Path, error: Exception) -> str:
+    """The traceback appended to `log_file`; where it went, or (a full disk) why it went nowhere:
+    the failure's own path must not need the disk."""
+    try:
+        with open(log_file, "a") as f:
+            traceback.print_exception(error, file=f)
+    except OSError as e:
+        return f"no traceback kept: {log_file} could not be written ({e.strerror or e})"
+    return f"traceback in {log_file}"
 
 
 def task(cfg: DictConfig) -> dict:
