@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import OmegaConf
 
 from rlbench.config.schema import Config
+from rlbench.core.disk import full_disk
 from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
@@ -131,6 +132,7 @@ class JobRecord:
         self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
         self.unmeasured: dict[str, str] = {}
         self._lost: dict[str, str] = {}  # artifact -> why it could not be written
+        self._full_disk: list[str] = []  # what of it a full disk refused
         self.run = None
         self._client = None
         self.opened_at: float | None = None
@@ -224,9 +226,14 @@ class JobRecord:
             mlflow.log_artifact(str(path), folder)
 
     def lost(self, what: str, error: BaseException) -> None:
-        """Note an artifact that could not be written: the run cannot end FINISHED (__exit__)."""
-        log.warning("could not log %s: %s", what, brief(error))
+        """Note an artifact that could not be written: the run cannot end FINISHED (__exit__). On
+        a full disk the first is logged, the others named in one line before the run's end."""
         self._lost[what] = f"{type(error).__name__}: {brief(error)}"[:300]
+        if full_disk(error) is not None:
+            self._full_disk.append(what)
+            if len(self._full_disk) > 1:
+                return
+        log.warning("could not log %s: %s", what, brief(error))
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
@@ -238,6 +245,8 @@ class JobRecord:
         if incomplete is not None:
             status = "FAILED"
             self._write("the error tag", lambda: mlflow.set_tag("error", str(incomplete)[:5000]))
+        if len(self._full_disk) > 1:
+            log.warning("the disk is full: could not log %s either", ", ".join(self._full_disk[1:]))
         ended = self._end(status)
         if exc is not None:  # what the store reads: the command's last line says it (rlbench/__main__.py)
             with contextlib.suppress(AttributeError):
