@@ -366,6 +366,46 @@ def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, 
     assert mlflow.get_run(record.run_id).info.status == "RUNNING"
 
 
+def test_a_finished_job_whose_record_and_end_a_full_disk_refused_has_a_line_saying_it_reads_running(
+    store, compose_cfg, monkeypatch, caplog, tmp_path
+):
+    """The disk fills during a job's last writes: its artifacts and then its end refused. The
+    line names the full disk and says the run reads RUNNING, as the store does (it said "ended
+    FAILED" and the cause IncompleteRecord); the losses after the first are logged in one line."""
+    import errno
+    import logging
+    import sqlite3
+
+    from rlbench.api.task import _failed
+    from rlbench.prepare.validate import validate
+    from rlbench.tracking.record import IncompleteRecord, JobRecord
+
+    conf = validate(compose_cfg(store["overrides"]))
+
+    def no_space(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full(*a, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with (
+        caplog.at_level(logging.WARNING, "rlbench.tracking.record"),
+        pytest.raises(IncompleteRecord) as raised,
+        JobRecord(conf, [], None) as record,
+    ):
+        monkeypatch.setattr(mlflow, "log_text", no_space)  # config.yaml
+        monkeypatch.setattr(mlflow, "set_tag", full)  # the error tag
+        monkeypatch.setattr(mlflow.MlflowClient, "set_terminated", full)  # the end
+    monkeypatch.undo()
+    line = str(_failed(raised.value, tmp_path / "job.log"))
+    assert mlflow.get_run(record.run_id).info.status == "RUNNING"
+    assert line.startswith("the job failed: the disk is full: ") and f"(run {record.run_id} {UNENDED})" in line, line
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "could not log config.yaml: [Errno 28] No space left on device",
+        "the disk is full: could not log the error tag either",
+    ]
+
+
 def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_chain():
     import errno
     import sqlite3
