@@ -378,3 +378,41 @@ def test_a_full_disk_during_a_job_is_one_line_that_says_what_the_store_reads(sma
     (small_disk / "filler").unlink()
     mark_stale_runs(TrackingConfig(uri=uri, experiment="test"))  # what the next start does
     assert mlflow.MlflowClient(uri).get_run(run.info.run_id).info.status in ("FAILED", "KILLED")
+
+
+def _besides_progress(lines: list[str]) -> list[str]:
+    """The lines a job prints that are not its normal ones: its start and its progress."""
+    normal = ("][rlbench.core.progress][INFO] - ", "][rlbench.train.job][INFO] - MLflow run ")
+    return [ln for ln in lines if not any(n in ln for n in normal)]
+
+
+def test_a_full_disk_on_the_default_layout_ends_with_one_line_and_the_store_reads_as_it_says(small_disk):
+    """As `python -m rlbench` run from a folder on the disk has it (README): the store, its
+    artifacts beside it and Hydra's outputs/ (the job's log) on that one disk, which fills once the
+    job has logged frames (tests/full_disk.py). The failure path needs no disk: exit 1, the last
+    line names the full disk and the run as the store reads it, at most a few lines before it
+    besides the job's progress, no traceback and no `--- Logging error ---` on the terminal; a run
+    that reads RUNNING is closed KILLED by the next start."""
+    from rlbench.config.schema import TrackingConfig
+    from rlbench.core.signals import UNENDED
+    from rlbench.tracking.store import mark_stale_runs
+
+    (small_disk / "mlruns").mkdir()
+    (small_disk / "mlflow.db").rename(small_disk / "mlruns" / "mlflow.db")
+    uri = f"sqlite:///{small_disk}/mlruns/mlflow.db"
+    args = [*CARTPOLE_TINY, "workload.frames=200000", "workload.learner_updates=20", "progress=log"]
+    args += ["tracking.log_every_s=1", "eval_envs=0", "tracking.experiment=test"]
+    args += ["tracking.uri=sqlite:///mlruns/mlflow.db"]  # the default, named: MLFLOW_TRACKING_URI must not move it
+    command = [sys.executable, "-m", "tests.full_disk", str(small_disk), *args]
+    out = subprocess.run(command, cwd=small_disk, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    *before, line = out.stderr.strip().splitlines() or [""]
+    terminal = out.stdout + out.stderr
+    assert out.returncode == 1 and line.startswith("rlbench: the job failed: the disk is full"), terminal[-3000:]
+    assert "Traceback" not in terminal and "Logging error" not in terminal, terminal[-3000:]
+    assert len(_besides_progress(out.stdout.splitlines() + before)) <= 5, terminal[-3000:]
+    (run,) = runs(uri)
+    said = "RUNNING" if f"(run {run.info.run_id} {UNENDED})" in line else "FAILED"
+    assert f"(run {run.info.run_id} " in line and run.info.status == said, (run.info.status, line)
+    (small_disk / "filler").unlink()
+    mark_stale_runs(TrackingConfig(uri=uri, experiment="test"))  # what the next start does
+    assert mlflow.MlflowClient(uri).get_run(run.info.run_id).info.status == ("KILLED" if said == "RUNNING" else said)

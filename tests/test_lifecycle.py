@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import mlflow
 import pytest
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.core.signals import UNENDED
 from rlbench.tracking.orphans import owner_tags
 from tests.conftest import ROOT, runs
 
@@ -364,6 +366,46 @@ def test_a_run_whose_end_cannot_be_written_is_never_left_to_end_finished(store, 
     assert mlflow.get_run(record.run_id).info.status == "RUNNING"
 
 
+def test_a_finished_job_whose_record_and_end_a_full_disk_refused_has_a_line_saying_it_reads_running(
+    store, compose_cfg, monkeypatch, caplog, tmp_path
+):
+    """The disk fills during a job's last writes: its artifacts and then its end refused. The
+    line names the full disk and says the run reads RUNNING, as the store does (it said "ended
+    FAILED" and the cause IncompleteRecord); the losses after the first are logged in one line."""
+    import errno
+    import logging
+    import sqlite3
+
+    from rlbench.api.task import _failed
+    from rlbench.prepare.validate import validate
+    from rlbench.tracking.record import IncompleteRecord, JobRecord
+
+    conf = validate(compose_cfg(store["overrides"]))
+
+    def no_space(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def full(*a, **kw):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    with (
+        caplog.at_level(logging.WARNING, "rlbench.tracking.record"),
+        pytest.raises(IncompleteRecord) as raised,
+        JobRecord(conf, [], None) as record,
+    ):
+        monkeypatch.setattr(mlflow, "log_text", no_space)  # config.yaml
+        monkeypatch.setattr(mlflow, "set_tag", full)  # the error tag
+        monkeypatch.setattr(mlflow.MlflowClient, "set_terminated", full)  # the end
+    monkeypatch.undo()
+    line = str(_failed(raised.value, tmp_path / "job.log"))
+    assert mlflow.get_run(record.run_id).info.status == "RUNNING"
+    assert line.startswith("the job failed: the disk is full: ") and f"(run {record.run_id} {UNENDED})" in line, line
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "could not log config.yaml: [Errno 28] No space left on device",
+        "the disk is full: could not log the error tag either",
+    ]
+
+
 def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_chain():
     import errno
     import sqlite3
@@ -384,6 +426,63 @@ def test_a_full_disk_is_named_in_the_faults_one_line_wherever_it_sits_in_the_cha
     assert fault_text(ValueError("boom\nthe rest")) == "ValueError: boom"
 
 
+FULL = Path("/dev/full")  # every write fails ENOSPC: a full disk without filling one
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+def test_the_jobs_log_file_stops_at_a_full_disk_and_prints_nothing(capsys):
+    """logging's own FileHandler prints every record it cannot write, its traceback too, on
+    stderr (`--- Logging error ---`); the job's log stops at the first full-disk error."""
+    import errno
+    import logging
+
+    from rlbench.core.disk import LogFile
+
+    handler = LogFile(FULL)
+    log = logging.getLogger("test.full_log")
+    log.addHandler(handler)
+    try:
+        for _ in range(3):
+            try:
+                raise RuntimeError("database or disk is full")
+            except RuntimeError:
+                log.exception("SQLAlchemy database error. The following exception is caught.")
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    assert capsys.readouterr().err == "" and handler.full.errno == errno.ENOSPC and handler.stream is None
+
+
+def test_the_jobs_log_file_reports_other_errors_as_logging_does(tmp_path, capsys, monkeypatch):
+    import logging
+
+    from rlbench.core.disk import LogFile
+
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    handler = LogFile(tmp_path / "job.log")
+    handler.handle(logging.makeLogRecord({"msg": "%d", "args": ("not a number",)}))
+    handler.close()
+    assert "--- Logging error ---" in capsys.readouterr().err and handler.full is None
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+def test_a_faults_line_says_where_its_traceback_went_or_that_its_log_could_not_be_written(tmp_path):
+    """The failure's own path needs no disk: a log that cannot be written is named on the line,
+    and the traceback goes nowhere else."""
+    from rlbench.api.task import _failed
+
+    try:
+        raise ValueError("boom")
+    except ValueError as e:
+        error = e
+    error.run_id, error.run_status = "abc", "RUNNING"
+    line = str(_failed(error, tmp_path / "job.log"))
+    assert line.endswith(f"(run abc {UNENDED}); traceback in {tmp_path / 'job.log'}")
+    assert "ValueError: boom" in (tmp_path / "job.log").read_text()
+    line = str(_failed(error, FULL))
+    assert line.endswith(f"; no traceback kept: {FULL} could not be written (No space left on device)"), line
+
+
 def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_show(capsys):
     import logging
 
@@ -396,8 +495,11 @@ def test_mlflows_logged_tracebacks_stay_off_the_terminal_and_its_other_errors_sh
     except RuntimeError:
         log.exception("SQLAlchemy database error. The following exception is caught.")
     log.error("an error without a traceback")
+    for thread in ("mlflow.utils.async_logging.async_logging_queue", "mlflow.system_metrics.system_metrics_monitor"):
+        logging.getLogger(thread).error("Failed to log run data: Exception: (raised as a result of Query-invoked")
     err = capsys.readouterr().err
     assert "an error without a traceback" in err and "SQLAlchemy database error" not in err and "Traceback" not in err
+    assert "Failed to log run data" not in err  # MLflow's threads: one line a batch while the store takes none
 
 
 def test_a_sigterm_in_a_single_run_ends_its_run_killed_and_the_command_143(store, rlbench_main, monkeypatch):

@@ -6,13 +6,13 @@ the command says its line, the Python API raises it. docs/architecture.md, "How 
 
 from __future__ import annotations
 
-import errno
 import traceback
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from rlbench.core.disk import first_line, full_disk
 from rlbench.core.errors import Failure, Refusal, carried
 from rlbench.core.resources import ResourceError
 from rlbench.core.signals import recorded
@@ -25,40 +25,36 @@ from rlbench.prepare.validate import validate
 def fault_text(error: BaseException) -> str:
     """The cause in one line: a full disk by name wherever it sits in the chain (MLflow wraps
     SQLite's), else the error's first line."""
-    chain, e = [], error
-    while e is not None and e not in chain:
-        chain.append(e)
-        e = e.__cause__ or e.__context__
-    full = [
-        e
-        for e in chain
-        if (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT))
-        or "database or disk is full" in _first_line(e)
-    ]
-    if full:
+    full = full_disk(error)
+    if full is not None:
         return (
-            f"the disk is full: the store or an artifact could not be written ({type(full[-1]).__name__}: "
-            f"{_first_line(full[-1])[:200]}); free space there and run it again"
+            f"the disk is full: the store or an artifact could not be written ({type(full).__name__}: "
+            f"{first_line(full)[:200]}); free space there and run it again"
         )
-    return f"{type(error).__name__}: {_first_line(error)}"
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first_line(error)}"
 
 
 def _failed(error: Exception, log_file: Path) -> Failure:
     """A job that failed from a fault: its traceback to the job's log file, and the Failure
     (exit 1) whose line says the cause, the run (as the store reads it: FAILED, or RUNNING
-    where its end could not be written) and where the traceback is."""
-    with open(log_file, "a") as f:
-        traceback.print_exception(error, file=f)
+    where its end could not be written) and where the traceback is, or why it is nowhere."""
     run, status = getattr(error, "run_id", None), getattr(error, "run_status", "FAILED")  # as the store reads it
     ended = "ended FAILED" if status == "FAILED" else recorded(status)
     return Failure(
         f"the job failed: {fault_text(error)}"
-        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; traceback in {log_file}"
+        f"{f' (run {run} {ended})' if run else ' (before its run started)'}; {_traceback_to(log_file, error)}"
     )
+
+
+def _traceback_to(log_file: Path, error: Exception) -> str:
+    """The traceback appended to `log_file`; where it went, or (a full disk) why it went nowhere:
+    the failure's own path must not need the disk."""
+    try:
+        with open(log_file, "a") as f:
+            traceback.print_exception(error, file=f)
+    except OSError as e:
+        return f"no traceback kept: {log_file} could not be written ({e.strerror or e})"
+    return f"traceback in {log_file}"
 
 
 def task(cfg: DictConfig) -> dict:

@@ -26,6 +26,7 @@ from mlflow.exceptions import MlflowException
 from omegaconf import OmegaConf
 
 from rlbench.config.schema import Config
+from rlbench.core.disk import full_disk
 from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
@@ -132,6 +133,8 @@ class JobRecord:
         self.output_dir, self.extra_tags, self.dataset = output_dir, extra_tags or {}, dataset
         self.unmeasured: dict[str, str] = {}
         self._lost: dict[str, str] = {}  # artifact -> why it could not be written
+        self._full_disk: list[str] = []  # what of it a full disk refused
+        self._full_disk_error: BaseException | None = None  # the first of those errors
         self.run = None
         self._client = None
         self.opened_at: float | None = None
@@ -225,9 +228,15 @@ class JobRecord:
             mlflow.log_artifact(str(path), folder)
 
     def lost(self, what: str, error: BaseException) -> None:
-        """Note an artifact that could not be written: the run cannot end FINISHED (__exit__)."""
-        log.warning("could not log %s: %s", what, brief(error))
+        """Note an artifact that could not be written: the run cannot end FINISHED (__exit__). On
+        a full disk the first is logged, the others named in one line before the run's end."""
         self._lost[what] = f"{type(error).__name__}: {brief(error)}"[:300]
+        if full_disk(error) is not None:
+            self._full_disk.append(what)
+            self._full_disk_error = self._full_disk_error or error
+            if len(self._full_disk) > 1:
+                return
+        log.warning("could not log %s: %s", what, brief(error))
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         status = "FINISHED" if exc_type is None else "KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED"
@@ -235,20 +244,23 @@ class JobRecord:
             with contextlib.suppress(AttributeError):  # the run id lets a sweep's summary name the failed run
                 exc.run_id = self.run_id
         self._write_end(status, exc_type, exc, tb)  # a write that fails is noted in _lost, never raised
-        incomplete = IncompleteRecord(self.run_id, self._lost) if self._lost and status == "FINISHED" else None
-        if incomplete is not None:
+        incomplete = bool(self._lost) and status == "FINISHED"
+        if incomplete:
             status = "FAILED"
-            self._write("the error tag", lambda: mlflow.set_tag("error", str(incomplete)[:5000]))
+            error = str(IncompleteRecord(self.run_id, self._lost))[:5000]
+            self._write("the error tag", lambda: mlflow.set_tag("error", error))
+        if len(self._full_disk) > 1:
+            log.warning("the disk is full: could not log %s either", ", ".join(self._full_disk[1:]))
         ended = self._end(status)
-        if exc is not None:  # what the store reads: the command's last line says it (rlbench/__main__.py)
+        reads = status if ended is None else "RUNNING"  # what the store reads: the command's last line says it
+        if exc is not None:
             with contextlib.suppress(AttributeError):
-                exc.run_status = status if ended is None else "RUNNING"
+                exc.run_status = reads
         if status == "KILLED":
-            note_record(exc, "job run", self.run_id, status if ended is None else "RUNNING")
-        if incomplete is None and ended is not None and exc_type is None:
-            incomplete = IncompleteRecord(self.run_id, {"its end": ended}, status="RUNNING")
-        if incomplete is not None:
-            raise incomplete
+            note_record(exc, "job run", self.run_id, reads)
+        if exc_type is None and (incomplete or ended is not None):
+            lost = self._lost | ({"its end": ended} if ended is not None else {})
+            raise IncompleteRecord(self.run_id, lost, status=reads) from self._full_disk_error
         return False
 
     def _write_end(self, status: str, exc_type, exc, tb) -> None:
@@ -317,4 +329,4 @@ class IncompleteRecord(RuntimeError):
             f"run {run_id} {ended}: its record is incomplete: could not write "
             + "; ".join(f"{what} ({why})" for what, why in lost.items())
         )
-        self.run_id, self.lost = run_id, dict(lost)
+        self.run_id, self.lost, self.run_status = run_id, dict(lost), status  # run_status: the one line says it

@@ -68,10 +68,15 @@ def _like(text: str) -> str:
     return text.split("'")[0].split('"')[0]
 
 
+# MLflow's own threads: the system-metrics sampler and the async logging queue (MLFLOW_ENABLE_ASYNC_LOGGING)
+_THREADS = ("mlflow.system_metrics", "mlflow.utils.async_logging")
+
+
 def _no_traceback(record: logging.LogRecord) -> bool:
-    """Off the terminal: a record with a traceback, and the system-metrics sampler's failed
-    writes (one a sample while the store takes none: the job's own line names the cause)."""
-    return not record.exc_info and not record.name.startswith("mlflow.system_metrics")
+    """Off the terminal: a record with a traceback, and what MLflow's own threads say of their
+    failed writes (one line a sample or a batch while the store takes none: the job's own line
+    names the cause)."""
+    return not record.exc_info and not record.name.startswith(_THREADS)
 
 
 class FirstLine(logging.Formatter):

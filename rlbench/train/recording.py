@@ -23,7 +23,7 @@ from rlbench.telemetry.job_telemetry import JobTelemetry
 from rlbench.tracking.job_note import job_note
 from rlbench.tracking.parent import NOTE_TAG
 from rlbench.tracking.peaks import host_peak
-from rlbench.tracking.record import JobRecord, param_names
+from rlbench.tracking.record import JobRecord, brief, param_names
 from rlbench.tracking.views import BOUND_TAG, HEADLINE, job_view, knobs_of, not_measured
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ class RecordObserver(JobObserver):
                 measured,
             )
         except Exception as e:  # noqa: BLE001 - the job's record stands without it
-            log.warning("could not store the job's chart view: %s", e)
+            log.warning("could not store the job's chart view: %s", brief(e))  # no SQL and parameters
         timeline = self.telemetry is not None and self.conf.telemetry.trace_window_s > 0
         record.set_tags(tags | {NOTE_TAG: job_note(final, self.conf.env.id, record.unmeasured, timeline, charts)})
         return tags[BOUND_TAG]
