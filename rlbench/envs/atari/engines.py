@@ -21,7 +21,11 @@ INSTALL = 'pip install -e ".[envpool]"'
 def envpool_missing() -> str | None:
     """None if envpool and its ROMs are installed, else why not (one line)."""
     for name in ("envpool", "envpool_assets"):
-        if importlib.util.find_spec(name) is None:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError) as e:  # a finder that refuses it; a module set to None
+            return f"the package {name} cannot be imported ({e}; {INSTALL})"
+        if not found:
             return f"the package {name} is not installed ({INSTALL})"
     return None
 
