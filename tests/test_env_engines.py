@@ -195,3 +195,48 @@ def test_what_an_engine_cannot_run_is_refused_before_any_work(args, expect, tmp_
     assert p.returncode == 2, p.stderr[-2000:]
     assert expect in p.stderr
     assert not (tmp_path / "never.db").exists() and not (tmp_path / "out").exists()  # no run, no folder
+
+
+def test_the_trainer_steps_envpool_in_partial_batches_with_eval_envs_and_counts_their_episodes(compose_cfg):
+    """The same trainer on EnvPool: 4 actors and 2 eval envs in SEED's auto batch (3 of 6 per
+    recv()), 20-frame episodes: training and eval episodes end and are counted, with each
+    episode's return over its own 5 steps; the env is closed at the end, not kept."""
+    from rlbench.core.observers import JobObserver
+    from rlbench.envs.shelf import SHELF
+    from rlbench.prepare.plan import plan_job
+    from rlbench.prepare.validate import validate
+    from rlbench.train.trainer import train
+
+    class Episodes(JobObserver):
+        def __init__(self):
+            self.seen = {True: [], False: []}
+
+        def episode(self, ret, frames, evaluation):
+            self.seen[evaluation].append(ret)
+
+    overrides = ["env=pong", "env.engine=envpool", "env.max_episode_frames=20", "algo=random", "actors=4"]
+    conf = validate(compose_cfg([*overrides, "workload.frames=2000", "telemetry.enabled=false", "progress=log"]))
+    assert plan_job(conf).inference_batch == 3
+    watch = Episodes()
+    train(plan_job(conf), [watch])
+    assert len(watch.seen[False]) >= 4 * 2 and len(watch.seen[True]) >= 2
+    assert len(SHELF) == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("engine,procs", [("ale", 0), ("envpool", 0), ("envpool", 2)])
+def test_an_r2d2_pong_smoke_job_runs_on_each_engine(engine, procs, compose_cfg, store):
+    """R2D2 on Pong, a smoke job: on ale-py, on EnvPool in-process and in 2 actor processes over
+    gRPC; it finishes, logs its envs' part of the start and counts ended (100-step) episodes."""
+    from rlbench.prepare.job import job_of
+    from rlbench.train.job import run_job
+    from tests.conftest import runs
+
+    small = ["algo.batch_size=8", "algo.min_replay=10", "algo.network.lstm_hidden=32", "env.max_episode_frames=400"]
+    job = [f"env.engine={engine}", *small, "actors=4", f"actor_procs={procs}"]
+    run_job(job_of(compose_cfg(["workload=smoke", *job, "progress=log", *store["overrides"]]), job))
+    (run,) = runs(store["uri"])
+    assert run.info.status == "FINISHED" and run.data.params["env.engine"] == engine
+    assert run.data.metrics["episodes"] > 0 and "loss" in run.data.metrics
+    if procs == 0:  # actor processes make their own envs: no envs part of the job's start
+        assert run.data.metrics["job_start_envs_s"] > 0
