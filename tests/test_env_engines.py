@@ -197,10 +197,10 @@ def test_what_an_engine_cannot_run_is_refused_before_any_work(args, expect, tmp_
     assert not (tmp_path / "never.db").exists() and not (tmp_path / "out").exists()  # no run, no folder
 
 
-def test_the_trainer_steps_envpool_in_partial_batches_with_eval_envs_and_counts_their_episodes(compose_cfg):
-    """The same trainer on EnvPool: 4 actors and 2 eval envs in SEED's auto batch (3 of 6 per
-    recv()), 20-frame episodes: training and eval episodes end and are counted, with each
-    episode's return over its own 5 steps; the env is closed at the end, not kept."""
+def test_the_trainer_steps_envpool_in_partial_batches_and_counts_its_episodes(compose_cfg):
+    """The same trainer on EnvPool: 4 actors in SEED's auto batch (2 of 4 per recv(); algo=random
+    has no eval envs: the R2D2 smoke job below has them), 20-frame episodes: they end and are
+    counted, 5 steps each; the env is closed at the end, not kept."""
     from rlbench.core.observers import JobObserver
     from rlbench.envs.shelf import SHELF
     from rlbench.prepare.plan import plan_job
@@ -216,10 +216,10 @@ def test_the_trainer_steps_envpool_in_partial_batches_with_eval_envs_and_counts_
 
     overrides = ["env=pong", "env.engine=envpool", "env.max_episode_frames=20", "algo=random", "actors=4"]
     conf = validate(compose_cfg([*overrides, "workload.frames=2000", "telemetry.enabled=false", "progress=log"]))
-    assert plan_job(conf).inference_batch == 3
+    assert plan_job(conf).envs.inference_batch == 2
     watch = Episodes()
     train(plan_job(conf), [watch])
-    assert len(watch.seen[False]) >= 4 * 2 and len(watch.seen[True]) >= 2
+    assert len(watch.seen[False]) >= 4 * 2
     assert len(SHELF) == 0
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from rlbench.config.rules import Rules
 
 ENGINES = ("ale", "envpool")
-INSTALL = 'pip install -e ".[envpool]"'
+INSTALL = "pip install 'envpool>=1.2.5': a dependency of rlbench on x86_64 Linux only"
 
 
 @functools.cache
