@@ -1,15 +1,8 @@
 """Atari actors on EnvPool (env.engine=envpool): its C++ pool makes the emulators on its own
-threads and resets them without reloading the ROM. Same surface and same settings as
-AtariActors (ale-py); what differs is handled here and written in docs/envs.md, "Two engines":
-
-- EnvPool resets an ended env on the *next* step (its action ignored); SEED's actors see the next
-  episode's first observation with the step that ended one (same-step). Lock-step: the ended envs'
-  reset step is taken before recv() returns. Partial batches: an ended env's reset step is sent
-  at once and the env comes back, with the ending step's reward and `done`, in a later recv().
-- EnvPool fills an episode's first stack with its first frame; ale-py (and SEED) with zeros
-  before it: the slots no frame of the episode has reached yet are zeroed here.
-- EnvPool seeds its envs when it makes them (seed + env id); `reset(seed)` cannot reseed, so a
-  reset with another seed, or a second reset, makes the pool anew (make it with the job's seed).
+threads and resets them without reloading the ROM. Same surface and settings as AtariActors
+(ale-py); here EnvPool's next-step reset becomes SEED's same-step one, its first stacks get
+ale-py's zeros, and a reset with a new seed makes the pool anew (EnvPool seeds at making).
+docs/envs.md, "Two engines".
 """
 
 from __future__ import annotations
