@@ -1,7 +1,7 @@
-"""Actor-path efficiency: rlbench's actors + central inference vs raw AtariVectorEnv.
+"""Actor-path efficiency: rlbench's actors + central inference vs the raw Atari engine.
 
-Both sides use the same AtariVectorEnv settings (envs, threads, batch, preprocessing).
-  raw:     random actions straight into env.send / env.recv
+Both sides use the same engine settings (envs, threads, batch, preprocessing).
+  raw:     random actions straight into the engine's send / recv (AtariVectorEnv's, EnvPool's)
   rlbench: ActorRole -> InferenceServer (algo=random: no network) -> unroll assembly in
            R2D2's Atari layout; no learner, the unrolls are dropped (until this session the
            old policy=random also copied them into an R2D2 replay)
@@ -18,6 +18,12 @@ the env steps/s at which one driver thread would saturate (1 / that: an estimate
 
     python pipelines/bench_actor_path.py --actors 40 --repeats 5 --seconds 10
     python pipelines/bench_actor_path.py --actors 40 --repeats 5 --seconds 10 --procs 2
+
+With `--engines ale envpool` each repeat runs both sides on each engine in turn (the order
+flipped each repeat): the medians per engine and `envpool_fps_ratio=<x>`, the median of the
+repeats' EnvPool / ale-py ratios of the rlbench path's fps (docs/results/engines.md).
+
+    python pipelines/bench_actor_path.py --actors 40 --repeats 3 --seconds 5 --engines ale envpool
 """
 
 from __future__ import annotations
@@ -33,8 +39,7 @@ import psutil
 from rlbench.cli.command import Parser, refuse
 from rlbench.config.flags import number
 from rlbench.config.rules import ConfigError
-from rlbench.envs.atari.vector_env import AtariActors
-from rlbench.envs.vector import resolve_inference_batch
+from rlbench.envs.vector import make_actors, resolve_inference_batch
 from rlbench.prepare.compose import compose_job
 from rlbench.prepare.plan import plan_job
 from rlbench.train.trainer import build_trainer
@@ -42,9 +47,10 @@ from rlbench.train.trainer import build_trainer
 PROG = "pipelines/bench_actor_path.py"
 
 
-def config(args, procs: int = 0):
+def config(args, procs: int = 0, engine: str = "ale"):
     overrides = [
         f"env={args.env}",
+        f"env.engine={engine}",
         f"actors={args.actors}",
         f"inference_batch={args.inference_batch}",
         "algo=random",
@@ -65,15 +71,36 @@ def idle_share(before, after) -> float | None:
     return (spent["idle"] + spent.get("iowait", 0.0)) / total if total > 0 else None
 
 
+def raw_engine(conf):
+    """The engine under the family's vector env, reset (not timed), and a send-recv of random
+    actions on it that returns the env ids stepped."""
+    actors = make_actors(conf.env, conf.actors, conf.actor_threads or _threads(), conf.inference_batch, seed=conf.seed)
+    rng, pooled = np.random.default_rng(0), hasattr(actors, "_pool")
+    env = actors._pool if pooled else actors._env
+    if pooled:  # EnvPool: made with the seed; send names the envs
+        ids = env.reset()[1]["env_id"]
+
+        def step():
+            nonlocal ids
+            env.send(rng.integers(0, actors.num_actions, len(ids)).astype(np.int32), ids)
+            ids = env.recv()[4]["env_id"]
+            return ids
+
+        return env, step
+    env.reset(seed=conf.seed)
+
+    def step():  # ale-py's AtariVectorEnv: send() is for the batch the last recv() returned
+        env.send(rng.integers(0, actors.num_actions, env.batch_size))
+        return env.recv()[4]["env_id"]
+
+    return env, step
+
+
 def raw_fps(conf, seconds: float, extra: dict | None = None) -> float:
-    actors = AtariActors(conf.env, conf.actors, conf.actor_threads or _threads(), conf.inference_batch)
-    env, rng = actors._env, np.random.default_rng(0)
-    env.reset(seed=conf.seed)  # not timed, on either side
+    env, step = raw_engine(conf)
     steps, t0, host0 = 0, time.perf_counter(), psutil.cpu_times()
     while time.perf_counter() - t0 < seconds:
-        env.send(rng.integers(0, actors.num_actions, env.batch_size))
-        _, _, _, _, info = env.recv()
-        steps += len(info["env_id"])
+        steps += len(step())
     fps = steps * conf.env.frameskip / (time.perf_counter() - t0)
     if extra is not None:
         extra["host_idle"] = idle_share(host0, psutil.cpu_times())
@@ -127,7 +154,7 @@ def _threads() -> int:
     return os.cpu_count() or 1
 
 
-def main() -> None:
+def _parser() -> Parser:
     p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--env", default="pong")
     p.add_argument("--actors", type=number(int, lo=1), default=40)
@@ -146,33 +173,55 @@ def main() -> None:
         default=0,
         help="also run the path with its envs in N actor processes over gRPC (0: not)",
     )
-    args = p.parse_args()
-    try:
-        conf = config(args)
-        procs = config(args, args.procs) if args.procs else None
-    except ConfigError as e:
-        refuse(PROG, f"{e} (no run started)")
-    raw, ours, remote, extras = [], [], [], []
-    for i in range(args.repeats):
-        extras.append({"raw": {}, "inproc": {}, "procs": {}})
-        raw.append(raw_fps(conf, args.seconds, extras[-1]["raw"]))
-        inproc = extras[-1]["inproc"]
-        ours.append(rlbench_fps(conf, args.seconds, inproc))
-        line = f"repeat {i + 1}: raw {raw[-1]:.0f} fps, rlbench {ours[-1]:.0f} fps"
-        if procs is not None:
-            remote.append(rlbench_fps(procs, args.seconds, extras[-1]["procs"]))
-            line += f", rlbench with {args.procs} actor processes {remote[-1]:.0f} fps"
-        print(line, flush=True)
-    r, o = statistics.median(raw), statistics.median(ours)
+    p.add_argument("--engines", choices=("ale", "envpool"), nargs="+", default=["ale"], help="Atari engines")
+    return p
+
+
+def _repeat(i: int, engine: str, confs: tuple, seconds: float, runs: dict) -> None:
+    """One repeat of each side on `engine`, appended to runs[engine]."""
+    conf, procs = confs
+    got = runs.setdefault(engine, {"raw": [], "ours": [], "remote": [], "extras": []})
+    extra = {"raw": {}, "inproc": {}, "procs": {}}
+    got["extras"].append(extra)
+    got["raw"].append(raw_fps(conf, seconds, extra["raw"]))
+    got["ours"].append(rlbench_fps(conf, seconds, extra["inproc"]))
+    line = f"repeat {i + 1}, {engine}: raw {got['raw'][-1]:.0f} fps, rlbench {got['ours'][-1]:.0f} fps"
+    if procs is not None:
+        got["remote"].append(rlbench_fps(procs, seconds, extra["procs"]))
+        line += f", rlbench with {procs.actor_procs} actor processes {got['remote'][-1]:.0f} fps"
+    print(line, flush=True)
+
+
+def _summary(engine: str, conf, got: dict, procs: int) -> None:
+    r, o = statistics.median(got["raw"]), statistics.median(got["ours"])
     print(
-        f"median raw AtariVectorEnv fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
+        f"{engine}: median raw engine fps={r:.0f}  median rlbench actor path fps={o:.0f}  "
         f"(actors={conf.actors}, threads={conf.actor_threads or _threads()}, "
         f"batch={resolve_inference_batch(conf.inference_batch, conf.actors)})"
     )
-    _print_idle(extras, args.procs if procs is not None else 0)
-    if procs is not None:
-        _print_process_path(args.procs, ours, remote, extras)
-    print(f"actor_path_efficiency={o / r:.3f}")
+    _print_idle(got["extras"], procs)
+    if procs:
+        _print_process_path(procs, got["ours"], got["remote"], got["extras"])
+    print(f"actor_path_efficiency{'' if engine == 'ale' else '_' + engine}={o / r:.3f}")
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    engines = list(dict.fromkeys(args.engines))
+    try:
+        confs = {e: (config(args, 0, e), config(args, args.procs, e) if args.procs else None) for e in engines}
+    except ConfigError as e:
+        refuse(PROG, f"{e} (no run started)")
+    runs: dict = {}
+    for i in range(args.repeats):
+        for engine in engines if i % 2 == 0 else engines[::-1]:
+            _repeat(i, engine, confs[engine], args.seconds, runs)
+    for engine in engines:
+        _summary(engine, confs[engine][0], runs[engine], args.procs)
+    if len(engines) == 2:
+        ratios = [p / a for p, a in zip(runs["envpool"]["ours"], runs["ale"]["ours"], strict=True)]
+        print(f"envpool_fps_ratios={', '.join(f'{x:.3f}' for x in ratios)}")
+        print(f"envpool_fps_ratio={statistics.median(ratios):.3f}")
 
 
 def _print_idle(extras: list[dict], procs: int) -> None:

@@ -14,10 +14,17 @@ once a process) is in the CartPole figure. Then `--repeats` tiny CartPole jobs (
 CARTPOLE_TINY) each run as `python -m rlbench` in a new process, timed from outside; their median
 wall is `cartpole_tiny_wall_s` (a first job, not timed, makes the store).
 
-It measures the rlbench on PYTHONPATH (or installed), so one script times two commits:
+Both Atari engines (`--engines`, default ale and envpool where EnvPool is installed) run side by
+side: each of `--rounds` rounds runs every env count on each engine in turn (the order flipped
+each round), and the figures are medians over the rounds, named by engine
+(`startup_pong_<n>_<engine>_s`, `..._second_s`, `..._envs_s`, `..._second_envs_s`), with each
+round's ratio EnvPool / ale-py (`..._ratio`: the median of the rounds' ratios).
 
-    python pipelines/bench_startup.py
-    PYTHONPATH=/tmp/old-checkout python pipelines/bench_startup.py --envs 4 40 --repeats 3
+It measures the rlbench on PYTHONPATH (or installed), so one script times two commits (a commit
+without env.engine runs its one engine, ale-py, with `--engines ale`):
+
+    python pipelines/bench_startup.py --rounds 3
+    PYTHONPATH=/tmp/old-checkout python pipelines/bench_startup.py --envs 4 40 --repeats 3 --engines ale
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlbench.cli.command import Parser
+from rlbench.cli.command import Parser, refuse
 from rlbench.config.flags import number
 
 PROG = "pipelines/bench_startup.py"
@@ -53,9 +60,25 @@ def store_overrides(folder: Path) -> list[str]:
     ]
 
 
-def pong_job(envs: int, seed: int, folder: Path) -> list[str]:
+ENGINES = ("ale", "envpool")
+# EnvPool / ale-py ratios printed; not the second job's envs part, whose ale-py side is a take
+# from the shelf (microseconds: its ROM reloads come in the reset after, inside `second_s`)
+RATIO_NAMES = {"s": "start", "second_s": "second", "envs_s": "envs"}
+
+
+def engine_overrides(engine: str) -> list[str]:
+    """env.engine=<engine> where this commit's Atari schema has the key (else its one engine)."""
+    from dataclasses import fields
+
+    from rlbench.core.env_families import family
+
+    return [f"env.engine={engine}"] if "engine" in {f.name for f in fields(family("atari").Schema)} else []
+
+
+def pong_job(envs: int, seed: int, folder: Path, engine: str = "ale") -> list[str]:
     return [
         "env=pong",
+        *engine_overrides(engine),
         f"actors={envs}",
         "learner=false",
         "workload=smoke",
@@ -76,7 +99,7 @@ def shelf_taken() -> int | None:
     return SHELF.taken
 
 
-def child(envs: int, folder: Path) -> None:
+def child(envs: int, folder: Path, engine: str) -> None:
     """Two Pong jobs in this process; prints their starts (s) as one JSON line."""
     import mlflow
 
@@ -100,7 +123,7 @@ def child(envs: int, folder: Path) -> None:
     mlflow.start_run, ActorRole.run = timed_start_run, seen_run
     starts, logged, got, taken = [], [], [], shelf_taken()
     for seed in (1, 2):
-        final = run_job(job_of(compose_checked(pong_job(envs, seed, folder))))
+        final = run_job(job_of(compose_checked(pong_job(envs, seed, folder, engine))))
         starts.append(roles[-1].stepping_since - opened[-1])
         logged.append(final.get("job_start_s"))  # the job's own metrics, where this commit has them
         got.append(final.get("job_start_envs_s"))
@@ -109,16 +132,18 @@ def child(envs: int, folder: Path) -> None:
     print(json.dumps(out), flush=True)
 
 
-def pong_starts(envs: int, folder: Path) -> dict:
+def pong_starts(envs: int, folder: Path, engine: str) -> dict:
     p = subprocess.run(
-        [sys.executable, __file__, "--child", str(envs), "--store", str(folder)],
+        [sys.executable, __file__, "--child", str(envs), "--store", str(folder), "--engines", engine],
         check=False,
         capture_output=True,
         text=True,
         timeout=3600,
     )
     if p.returncode != 0:
-        sys.exit(f"{PROG}: the Pong jobs at {envs} envs failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}")
+        sys.exit(
+            f"{PROG}: the {engine} Pong jobs at {envs} envs failed (exit {p.returncode}): {p.stderr.strip()[-1500:]}"
+        )
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -132,42 +157,75 @@ def cartpole_wall(folder: Path) -> float:
     return wall
 
 
+def one_start(n: int, engine: str, folder: Path) -> dict[str, float]:
+    """Two Pong jobs on `engine` in a new process: their starts and envs parts (s), printed."""
+    out = pong_starts(n, folder, engine)
+    reused = {True: "yes", False: "no"}.get(out.get("reused"), "no shelf on this commit")
+    print(
+        f"  {n} envs, {engine}: starts {', '.join(f'{s:.2f}' for s in out['starts'])} s; the jobs' "
+        f"job_start_s {out['job_start_s']}, job_start_envs_s {out.get('job_start_envs_s')}; "
+        f"the second job took the first's envs: {reused}",
+        flush=True,
+    )
+    got = {"s": out["starts"][0], "second_s": out["starts"][1]}
+    envs = out.get("job_start_envs_s") or [None, None]
+    for key, value in zip(("envs_s", "second_envs_s"), envs, strict=True):
+        if value is not None:  # a commit that logs the part of a start getting its envs
+            got[key] = value
+    return got
+
+
+def engines_here(asked: list[str]) -> list[str]:
+    """The engines to time: `asked`, refused where EnvPool is asked for and not installed."""
+    try:
+        from rlbench.envs.atari.engines import envpool_missing
+    except ImportError:  # a commit with one engine
+        return asked
+    missing = envpool_missing()
+    if "envpool" in asked and missing is not None:
+        refuse(PROG, f"--engines=envpool: allowed: ale here; envpool is not available: {missing}")
+    return asked
+
+
+def side_by_side(counts: list[int], engines: list[str], rounds: int, folder: Path) -> dict[str, float]:
+    """Medians over `rounds` of each engine's starts, engines in turn (flipped each round), and the
+    median of the rounds' EnvPool / ale-py ratios."""
+    seen: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for n in counts:
+            got = {e: one_start(n, e, folder) for e in (engines if r % 2 == 0 else engines[::-1])}
+            for e, parts in got.items():
+                for key, value in parts.items():
+                    seen.setdefault(f"startup_pong_{n}_{e}_{key}", []).append(value)
+            if len(got) == 2:
+                for key in set(got["ale"]) & set(got["envpool"]) & set(RATIO_NAMES):
+                    ratio = got["envpool"][key] / got["ale"][key] if got["ale"][key] > 0 else float("nan")
+                    seen.setdefault(f"startup_pong_{n}_{RATIO_NAMES[key]}_ratio", []).append(ratio)
+    return {name: statistics.median(values) for name, values in seen.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = Parser(prog=PROG, description=__doc__.splitlines()[0])
     ap.add_argument("--envs", type=number(int, lo=1), nargs="+", default=[4, 40, 256], help="Pong env counts")
     ap.add_argument("--repeats", type=number(int, lo=1), default=3, help="timed CartPole jobs")
+    ap.add_argument("--engines", choices=ENGINES, nargs="+", default=list(ENGINES), help="Atari engines to time")
+    ap.add_argument("--rounds", type=number(int, lo=1), default=3, help="rounds of every count on every engine")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        child(args.child, args.store)
+        child(args.child, args.store, args.engines[0])
         return 0
-    figures = {}
+    engines = engines_here(list(dict.fromkeys(args.engines)))
     with tempfile.TemporaryDirectory(prefix="bench_startup_") as tmp:
         folder = Path(tmp)
-        for n in args.envs:
-            out = pong_starts(n, folder)
-            print(
-                f"  {n} envs: starts {', '.join(f'{s:.2f}' for s in out['starts'])} s; the jobs' "
-                f"job_start_s {out['job_start_s']}; the second job took the first's envs: "
-                f"{ {True: 'yes', False: 'no'}.get(out.get('reused'), 'no shelf on this commit') }",
-                flush=True,
-            )
-            figures[f"startup_pong_{n}_s"], figures[f"startup_pong_{n}_second_s"] = out["starts"]
-            envs_s = (out.get("job_start_envs_s") or [None])[0]
-            if envs_s is not None:  # the first job's envs made: ale-py's part of its start
-                print(
-                    f"  {n} envs: the first job's start got its envs in {envs_s:.2f} s, the rest took "
-                    f"{out['starts'][0] - envs_s:.2f} s",
-                    flush=True,
-                )
-                figures[f"startup_pong_{n}_envs_s"] = envs_s
+        figures = side_by_side(args.envs, engines, args.rounds, folder)
         cartpole_wall(folder)  # makes the store's tables: not timed
         walls = [cartpole_wall(folder) for _ in range(args.repeats)]
         print(f"  tiny CartPole walls: {', '.join(f'{w:.1f}' for w in walls)} s", flush=True)
         figures["cartpole_tiny_wall_s"] = statistics.median(walls)
     for name, value in figures.items():
-        print(f"{name}={value:.2f}")
+        print(f"{name}={value:.2f}" if "ratio" not in name else f"{name}={value:.3f}")
     return 0
 
 

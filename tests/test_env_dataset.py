@@ -18,6 +18,7 @@ def test_digest_follows_every_env_setting():
         "fire_reset": True,
         "noop_max": 29,
         "sticky_actions": 0.25,
+        "engine": "envpool",
         "episodic_life": True,
         "reward_clipping": True,
         "max_episode_frames": 200,

@@ -212,7 +212,18 @@ def test_only_tracking_imports_mlflow():
 # The packages an import inside a function may keep off a command's start (docs/architecture.md,
 # "Imports inside functions"): each takes a quarter of a second or more to import, beyond what
 # its parent package loads (mlflow.store.db: MLflow's SQLAlchemy store).
-HEAVY = {"torch", "mlflow", "grpc", "matplotlib", "optuna", "pandas", "ale_py", "gymnasium", "mlflow.store.db"}
+HEAVY = {
+    "torch",
+    "mlflow",
+    "grpc",
+    "matplotlib",
+    "optuna",
+    "pandas",
+    "ale_py",
+    "envpool",
+    "gymnasium",
+    "mlflow.store.db",
+}
 
 
 def eager_imports(tree: ast.Module) -> list[ast.stmt]:

@@ -24,7 +24,9 @@ class EnvFamily(Protocol):
 
     def rules(self, env: Any) -> dict: ...
     def spec(self, env: Any) -> Any: ...  # rlbench.envs.spec.EnvSpec, or raises EnvIdError
-    def make(self, env: Any, num_envs: int, threads: int, batch: int, affinity_offset: int = -1) -> Any: ...
+    def make(
+        self, env: Any, num_envs: int, threads: int, batch: int, affinity_offset: int = -1, seed: int = 0
+    ) -> Any: ...
     def hardware_threads(self, actor_threads: int | None, cores: int) -> int: ...
     def source_url(self, env: Any) -> str: ...
     def overrides(self, env_id: str) -> str: ...
@@ -59,3 +61,14 @@ DECLARED = FAMILIES.declared
 def family(name: str) -> ModuleType:
     """The declarations (`<package>.family`) of env family `name`."""
     return FAMILIES.get(name)
+
+
+def without_added_fields(env: dict) -> dict:
+    """`env`'s settings without the fields its family added after records existed
+    (`ADDED_FIELDS`, optional) where they hold the value those records ran: config_hash and the
+    dataset's digest of such a job stay what they were before the field."""
+    try:
+        added = getattr(family(env.get("kind")), "ADDED_FIELDS", {})
+    except EnvFamilyError:
+        return env
+    return {k: v for k, v in env.items() if k not in added or added[k] != v}

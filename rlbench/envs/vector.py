@@ -62,8 +62,10 @@ def resolve_inference_batch(inference_batch: int, num_envs: int, partial: bool =
     return inference_batch
 
 
-def make_actors(cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1) -> VectorEnv:
+def make_actors(cfg, num_envs: int, threads: int, batch: int, affinity_offset: int = -1, seed: int = 0) -> VectorEnv:
     """The vector env of cfg's family. `batch`: the config's inference_batch (-1 auto, 0
     lock-step, k), resolved by resolve_inference_batch; the env's `inference_batch` is the result.
-    `affinity_offset` >= 0 pins the family's threads (Atari's) to CPUs offset, offset + 1, ..."""
-    return family(cfg.kind).make(cfg, num_envs, threads, batch, affinity_offset)
+    `affinity_offset` >= 0 pins the family's threads (Atari's) to CPUs offset, offset + 1, ...
+    `seed`: the one its first reset will get (an engine that seeds its envs when it makes them,
+    EnvPool, makes them with it; any other seed works, making them again)."""
+    return family(cfg.kind).make(cfg, num_envs, threads, batch, affinity_offset, seed)

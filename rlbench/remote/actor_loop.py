@@ -116,7 +116,7 @@ async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s)
     welcome = welcome.welcome
     ids = f"envs {welcome.first_env_id}..{welcome.first_env_id + envs - 1} of {welcome.total_envs}"
     loop = _Loop(
-        newest_frame_env(env_cfg, spec, pool.envs, pool.threads, pool.nice),
+        newest_frame_env(env_cfg, spec, pool.envs, pool.threads, pool.nice, welcome.seed),
         spec,
         call,
         report_every_s,
@@ -135,15 +135,15 @@ async def _run(address, env_cfg, spec, pool: _Pool, hello, call, report_every_s)
     return f"{PROG}: the job at {address} ended the stream after {loop.steps} steps ({ids})"
 
 
-def newest_frame_env(env_cfg, spec: EnvSpec, envs: int, threads: int, env_nice: int = 0):
+def newest_frame_env(env_cfg, spec: EnvSpec, envs: int, threads: int, env_nice: int = 0, seed: int = 0):
     """The family's vector env, lock-step, observing the newest frame only where the family's
     schema has a `stack` field (EnvSpec.stack's source); others are sent their newest frame.
-    The threads it starts (the family's pool) get `env_nice`."""
+    The threads it starts (the family's pool) get `env_nice`; `seed` is its first reset's."""
     names = {f.name for f in dataclasses.fields(env_cfg)}
     if spec.stack > 1 and "stack" in names:
         env_cfg = dataclasses.replace(env_cfg, stack=1)
     before = _thread_ids()
-    env = family(env_cfg.kind).make(env_cfg, envs, threads, 0)
+    env = family(env_cfg.kind).make(env_cfg, envs, threads, 0, seed=seed)
     lower_priority(_thread_ids() - before, env_nice)
     return env
 

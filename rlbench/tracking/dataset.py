@@ -14,7 +14,7 @@ from types import ModuleType
 from mlflow.data.http_dataset_source import HTTPDatasetSource
 from mlflow.data.meta_dataset import MetaDataset
 
-from rlbench.core.env_families import family
+from rlbench.core.env_families import family, without_added_fields
 
 
 def _package_version(name: str) -> str:
@@ -28,7 +28,7 @@ def env_dataset(env, declared: ModuleType | None = None) -> MetaDataset:
     """The env (a family's Schema) as an MLflow dataset: name, its family's source, digest.
     `declared`: its env family, where the caller has it (a job's plan), else found by env.kind."""
     declared = declared or family(env.kind)
-    settings = asdict(env) | {declared.PACKAGE: _package_version(declared.PACKAGE)}
+    settings = without_added_fields(asdict(env)) | {declared.PACKAGE: _package_version(declared.PACKAGE)}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
     name = f"{env.id} ({env.kind}, frameskip {env.frameskip})"
     return MetaDataset(source=HTTPDatasetSource(url=declared.source_url(env)), name=name, digest=digest)

@@ -25,6 +25,7 @@ import mlflow
 from alembic.script import ScriptDirectory
 
 from rlbench.config.schema import TrackingConfig
+from rlbench.core.env_families import without_added_fields
 from rlbench.tracking import artifacts
 from rlbench.tracking.artifacts import SCHEME, store_root
 from rlbench.tracking.orphans import close_orphans
@@ -319,6 +320,8 @@ def config_hash(conf) -> str:
         d["hot_path"].pop("memory_format")  # the default: a layout, not the work (earlier records keep their hash)
     if set(d.get("hot_path", {}).values()) <= {"eager"}:
         d.pop("hot_path", None)  # likewise: eager everywhere is the path before the key existed
+    if isinstance(d.get("env"), dict):
+        d["env"] = without_added_fields(d["env"])  # a family's later fields at their earlier value
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -165,7 +165,7 @@ def job_env(plan: JobPlan) -> tuple[object, tuple | None, EnvsGot | None]:
     new: list = []  # the env make() made, if the shelf had none
 
     def make():
-        new.append(plan.family.make(*spec))
+        new.append(plan.family.make(*spec, seed=conf.seed))
         return new[0]
 
     key, t0 = shelf_key(*spec), time.perf_counter()

@@ -36,7 +36,7 @@ def spec(env: Schema) -> EnvSpec:
     return EnvSpec((2,), np.dtype(np.float32), ACTIONS, 1, (2,))
 
 
-def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
+def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1, seed: int = 0):
     from tests.env_tiny.corridor import CorridorActors
 
     return CorridorActors(env, num_envs)

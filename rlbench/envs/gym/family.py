@@ -29,7 +29,7 @@ def spec(env: Schema):
     return gym_spec(env)
 
 
-def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1):
+def make(env: Schema, num_envs: int, threads: int, batch: int, affinity_offset: int = -1, seed: int = 0):
     return GymActors(env, num_envs)
 
 
