@@ -17,6 +17,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
@@ -25,8 +26,9 @@ from mlflow.entities import Metric
 from mlflow.exceptions import MlflowException
 from omegaconf import OmegaConf
 
-from rlbench.config.schema import Config
+from rlbench.config.schema import Config, PackingConfig, SweepOptions
 from rlbench.core.disk import full_disk
+from rlbench.core.env_families import without_added_fields
 from rlbench.core.signals import note_record
 from rlbench.tracking.fingerprint import host_tags
 from rlbench.tracking.orphans import owner_tags
@@ -69,14 +71,35 @@ def rounded(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
     return float(f"{value:.{digits}g}")
 
 
+# Keys added after records existed, at the value those records ran: left out of a job's params and
+# config.yaml there, so that a job alone (pack=1, no sweep options) records as it did before them.
+ADDED = {"sweep": dataclasses.asdict(SweepOptions()), "pack": 1, "packing": dataclasses.asdict(PackingConfig())}
+
+
+def as_recorded(config: dict) -> dict:
+    """A job's config (dataclasses.asdict) as its record holds it: ADDED's keys and an env family's
+    ADDED_FIELDS left out where they hold their earlier value (as config_hash leaves them out)."""
+    out = {k: v for k, v in config.items() if k not in ADDED or ADDED[k] != v}
+    if isinstance(out.get("env"), dict):
+        out["env"] = without_added_fields(out["env"])
+    return out
+
+
+def _plain(value):
+    """A frozen config's mappings and sequences (config/frozen.py) as the dicts and lists YAML writes."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def params_and_tags(resolved: dict, overrides: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """Params: the job's validated config as a dict (dataclasses.asdict), which differs between jobs only where the work
     differs. Tags: the tracking plumbing (where and how it was recorded) and the overrides,
     which the compare view would otherwise show as differences."""
-    sweeps = ("hydra", "tracking", "repeats", "dry_run", "verdict", "sweep", "pack", "packing")  # the sweep's
-    params = flatten({k: v for k, v in resolved.items() if k not in sweeps})
-    if resolved.get("pack", 1) != 1:  # a packed job's K (a job alone logs no pack, as before packs existed)
-        params["pack"] = str(resolved["pack"])
+    sweeps = ("hydra", "tracking", "repeats", "dry_run", "verdict", "sweep", "packing")  # the sweep's
+    params = flatten({k: v for k, v in as_recorded(resolved).items() if k not in sweeps})
     tracking = {
         k: v
         for k, v in (resolved.get("tracking") or {}).items()
@@ -299,7 +322,7 @@ class JobRecord:
         self._write(name, lambda: mlflow.log_text(text, name))
 
     def _log_artifacts(self) -> None:
-        self._log_text(OmegaConf.to_yaml(OmegaConf.structured(self.config)), "config.yaml")
+        self._log_text(OmegaConf.to_yaml(_plain(as_recorded(dataclasses.asdict(self.config)))), "config.yaml")
         if self.output_dir is None:
             return
         try:
