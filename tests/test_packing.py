@@ -12,7 +12,7 @@ import rlbench
 from rlbench.config.schema import PackingConfig
 from rlbench.prepare.compose import compose_job
 from rlbench.prepare.packing import cpu_shares, member_seed, pack_checks, pack_host_checks
-from rlbench.sweeps.pack import Pack, alone_name, energy_j, expand, node_fps, slowdowns
+from rlbench.sweeps.pack import Pack, alone_name, energy_j, expand, node_fps, node_ratio, slowdowns
 from rlbench.sweeps.sweep import _groups
 from tests.conftest import CARTPOLE_TINY, rlbench_cli
 
@@ -151,6 +151,7 @@ def test_a_packed_sweeps_jobs_overlap_on_disjoint_cpus_and_its_node_figures_add_
         result.packs[1]["config"] and members[0].data.tags["pack_id"]
     }
     assert all(m.data.params["pack"] == "2" and m.data.metrics["actor_threads_used"] == 1 for m in members)
+    assert all(m.data.metrics["node/cpu_gpu_ratio"] == result.packs[1]["node/cpu_gpu_ratio"] == 1.0 for m in members)
     alone = mlflow.get_run(result.rows[0]["run_id"])
     assert "pack" not in alone.data.params and "pack_id" not in alone.data.tags  # a job alone records as before
     packed = result.packs[1]
@@ -188,3 +189,10 @@ def test_a_pack_whose_jobs_fail_is_recorded_failed_with_null_figures_and_the_swe
         "FINISHED",
         "FINISHED",
     ]
+
+
+def test_the_nodes_cpu_gpu_ratio_counts_a_shared_gpu_once_and_own_units_summed():
+    assert node_ratio([8, 8], [132, 132], own_units=False) == pytest.approx(16 / 132)  # time-slicing one H200
+    assert node_ratio([8, 8], [64, 64], own_units=True) == pytest.approx(16 / 128)  # MPS shares
+    assert node_ratio([1, 1], [1, 1], own_units=True) == 1.0  # a CPU's threads, each job its own
+    assert node_ratio([8, None], [132, 132], own_units=False) is None  # unknown, not a number

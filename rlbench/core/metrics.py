@@ -14,6 +14,7 @@ from dataclasses import dataclass
 TASK_ELAPSED = "task_elapsed_s"  # a tick's seconds since the task started (rlbench/roles/runner.py)
 # a pack's node figures (rlbench/sweeps/pack.py): logged on its run `pack`, never by a job
 NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN = "node/fps", "node/energy_per_task_j", "node/slowdown"
+NODE_RATIO = "node/cpu_gpu_ratio"  # also on each of a pack's jobs: the report's per-node ratio column
 IDLE_POWER = "idle_power_gpu_w"  # the GPU's idle power before a sweep (sweep.idle_power_s; sweeps/warm.py)
 
 
@@ -231,6 +232,7 @@ _TELEMETRY = [
     ),
     Metric(NODE_ENERGY, "J", "final", "a pack's: the node's measured energy over the pack's window / its K tasks"),
     Metric(NODE_SLOWDOWN, "ratio", "final", "a pack's: the median of its jobs' runtime_s over the same config alone"),
+    Metric(NODE_RATIO, "ratio", "final", "a pack's (and its jobs'): the jobs' actor threads over the node's units"),
     Metric("perf_per_watt", "frames / s / W", "final", "fps / mean watts of the measured sources"),
     Metric("joules_per_mframe", "J / 10^6 frames", "final", "energy_per_task_j per million frames"),
     Metric("gpu_util_avg", "fraction", "final", "NVML utilisation"),

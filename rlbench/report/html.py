@@ -19,6 +19,7 @@ COLUMNS = (
     ("actor\nthreads", "", "actor_threads_used"),
     ("units\ngranted", "", "sm_granted"),
     ("CPU/GPU\nratio", "", "cpu_gpu_ratio"),
+    ("CPU/GPU\nper node", "pack=K", "node/cpu_gpu_ratio"),
     ("fps", "frames/s", "fps"),
     ("runtime", "s", "runtime_s"),
     ("sim\nshare", "", "sim_share"),
@@ -57,8 +58,9 @@ def _cell(job: JobRun, key: str) -> str:
 def shown_columns(study: Study) -> tuple[list[tuple[str, str, str]], dict[str, str]]:
     """The table's columns some finished job measured, and {key: why} for those none did.
     Without a GPU the CPU/GPU ratio is left out (the verdict says once why)."""
-    absent = never_measured(study.finished, [k for _, _, k in COLUMNS])
-    skip = {"cpu_gpu_ratio"} if study.without_gpu else set()
+    unpacked = {"node/cpu_gpu_ratio"} if not study.packs else set()  # a sweep without packs: no such column
+    absent = never_measured(study.finished, [k for _, _, k in COLUMNS if k not in unpacked])
+    skip = ({"cpu_gpu_ratio", "node/cpu_gpu_ratio"} if study.without_gpu else set()) | unpacked
     return [c for c in COLUMNS if c[2] not in absent and c[2] not in skip], absent
 
 

@@ -15,10 +15,10 @@ import uuid
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 
 from rlbench.config.schema import PackingConfig
-from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_SLOWDOWN
+from rlbench.core.metrics import NODE_ENERGY, NODE_FPS, NODE_RATIO, NODE_SLOWDOWN
 from rlbench.core.verdict import NODE_JUDGED, TAGS, pack_verdicts, packing_lines
 from rlbench.prepare.packing import cpu_shares, cpus_text, member_seed
-from rlbench.tracking.packs import log_pack, members
+from rlbench.tracking.packs import log_on_members, log_pack, members
 
 
 @dataclasses.dataclass
@@ -101,6 +101,16 @@ def energy_j(samples: list[tuple[int, float]], start_ms: int, end_ms: int) -> fl
     return sum(w * (b - a) / 1000 for (_, w), a, b in zip(inside, edges[:-1], edges[1:], strict=True))
 
 
+def node_ratio(threads: list, units: list, own_units: bool) -> float | None:
+    """The node's CPU/GPU ratio: its jobs' actor threads over the node's compute units, their own
+    units summed (MPS shares, CPU threads) or, time-slicing one GPU, its units once; None where a
+    job logged neither."""
+    if any(t is None for t in threads) or any(u is None for u in units) or not units:
+        return None
+    total = sum(units) if own_units else max(units)
+    return sum(threads) / total if total else None
+
+
 def node_energy(power: dict[str, list[tuple[int, float]]], span: tuple[int, int], k: int, why: str):
     """The node's energy per task: the measured devices' joules (GPU by NVML, CPU package by RAPL:
     each member samples the whole device) over the pack's window, over its K tasks; None and `why`
@@ -142,16 +152,17 @@ def figures(pack: Pack, rows: list[dict], min_windows: int, period_s: float) -> 
             f"{rows[i]['name']} {rows[i].get('status')}" for i in pack.members if rows[i].get("status") != "FINISHED"
         ]
         why = f"not every job of the pack finished ({'; '.join(failed)}): no node figure"
-        return dict.fromkeys((NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN)), dict.fromkeys(
-            (NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN), why
-        )
+        keys = (NODE_FPS, NODE_ENERGY, NODE_SLOWDOWN, NODE_RATIO)
+        return dict.fromkeys(keys), dict.fromkeys(keys, why)
     got = members([rows[i]["run_id"] for i in pack.members])
     fps, fps_why = node_fps(got.fps, min_windows, period_s)
     energy, energy_why = node_energy(got.power, got.span, pack.k, got.energy_reason)
     slow = [s for s in slowdowns(rows, pack) if s is not None]
     metrics = {NODE_FPS: fps, NODE_ENERGY: energy, NODE_SLOWDOWN: statistics.median(slow) if slow else None}
+    metrics[NODE_RATIO] = node_ratio(got.threads, got.units, got.own_units)
     nulls = {NODE_FPS: fps_why, NODE_ENERGY: energy_why}
     nulls[NODE_SLOWDOWN] = "" if slow else f"no {alone_name(pack.config)} job of this sweep finished to compare with"
+    nulls[NODE_RATIO] = "a job of the pack logged no actor_threads_used or sm_granted"
     return metrics, {k: v for k, v in nulls.items() if metrics[k] is None}
 
 
@@ -164,6 +175,8 @@ def record_packs(tracking, parent: str, packs: list[Pack], rows: list[dict], con
         tags = {"pack_id": pack.id, "pack": str(pack.k), "config": pack.config, "repeat": str(pack.repeat)}
         tags["jobs"] = " ".join(str(rows[i].get("run_id")) for i in pack.members)
         run = log_pack(tracking.uri, tracking.experiment, parent, tags, metrics, nulls)
+        if metrics.get(NODE_RATIO) is not None:
+            log_on_members([rows[i]["run_id"] for i in pack.members], NODE_RATIO, metrics[NODE_RATIO])
         status = "FINISHED" if metrics.get(NODE_FPS) is not None or metrics.get(NODE_ENERGY) is not None else "FAILED"
         out.append({"config": pack.config, "repeat": pack.repeat, "status": status, "run_id": run, **metrics})
         out[-1]["nulls"] = nulls

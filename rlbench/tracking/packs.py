@@ -21,11 +21,15 @@ class Members:
     power: dict[str, list[tuple[int, float]]]  # per device's metric: every member's (ms, W) samples
     span: tuple[int, int]  # the pack's window: the first member's start to the last one's end (ms)
     energy_reason: str  # why a member measured no energy (its `unmeasured`), "" where one did
+    threads: list[float | None]  # per member: actor_threads_used
+    units: list[float | None]  # per member: sm_granted (SMs, or CPU threads without CUDA)
+    own_units: bool  # whether each member's units are its own (MPS shares, CPU threads), not one shared GPU
 
 
 def members(run_ids: list[str]) -> Members:
     client = mlflow.MlflowClient()
     fps, power, starts, ends, reasons = [], {k: [] for k in POWER}, [], [], []
+    threads, units, sharing = [], [], set()
     for run_id in run_ids:
         run = client.get_run(run_id)
         starts.append(run.info.start_time)
@@ -34,8 +38,19 @@ def members(run_ids: list[str]) -> Members:
         for key in POWER:
             power[key] += [(m.timestamp, m.value) for m in client.get_metric_history(run_id, key)]
         reasons.append(unmeasured_of(run.data.tags).get("energy_per_task_j", ""))
+        threads.append(run.data.metrics.get("actor_threads_used"))
+        units.append(run.data.metrics.get("sm_granted"))
+        sharing.add(run.data.tags.get("gpu_sharing", ""))
     why = next((r for r in reasons if r), "")
-    return Members(fps, {k: v for k, v in power.items() if v}, (min(starts), max(ends)), why)
+    own = sharing != {"time-slicing"}
+    return Members(fps, {k: v for k, v in power.items() if v}, (min(starts), max(ends)), why, threads, units, own)
+
+
+def log_on_members(run_ids: list[str], key: str, value: float) -> None:
+    """A pack's figure logged on each of its jobs too (the report's jobs table shows it per job)."""
+    client = mlflow.MlflowClient()
+    for run_id in run_ids:
+        client.log_metric(run_id, key, value)
 
 
 def log_pack(uri: str, experiment: str, parent: str, tags: dict, metrics: dict, nulls: dict) -> str:
