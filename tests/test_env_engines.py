@@ -236,7 +236,9 @@ def test_an_r2d2_pong_smoke_job_runs_on_each_engine(engine, procs, compose_cfg, 
     job = [f"env.engine={engine}", *small, "actors=4", f"actor_procs={procs}"]
     run_job(job_of(compose_cfg(["workload=smoke", *job, "progress=log", *store["overrides"]]), job))
     (run,) = runs(store["uri"])
-    assert run.info.status == "FINISHED" and run.data.params["env.engine"] == engine
+    assert run.info.status == "FINISHED"
+    # an ale-py job records as before the knob (tracking/record.py as_recorded); an EnvPool job names it
+    assert run.data.params.get("env.engine") == (None if engine == "ale" else engine)
     assert run.data.metrics["episodes"] > 0 and "loss" in run.data.metrics
     if procs == 0:  # actor processes make their own envs: no envs part of the job's start
         assert run.data.metrics["job_start_envs_s"] > 0
