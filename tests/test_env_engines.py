@@ -175,6 +175,7 @@ BLOCK_ENVPOOL = """
 """
 
 
+@pytest.mark.e2e  # the real command, in a process of its own
 @pytest.mark.parametrize(
     "args,expect",
     [

@@ -42,6 +42,7 @@ def job_runs(uri: str) -> list:
     return [r for r in runs if "rlbench.role" not in r.data.tags and r.data.tags.get("role") != "warmup"]
 
 
+@pytest.mark.e2e  # the real command, in a process of its own
 @pytest.mark.parametrize(
     "args, says",
     [
