@@ -87,9 +87,6 @@ class SweepResult:
     experiment_id: str
     packs: list[dict] = dataclasses.field(default_factory=list)  # per pack: its node figures (sweeps/pack.py)
 
-    def finished(self) -> list[dict]:
-        return [r for r in self.rows if r.get("status") == "FINISHED"]
-
 
 class SweepFailed(Failure):
     """A sweep some of whose jobs failed (exit 1): the line names them; `result` is the sweep's."""
