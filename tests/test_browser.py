@@ -10,6 +10,8 @@ import os
 import re
 import shutil
 import statistics
+import time
+import urllib.parse
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -18,11 +20,12 @@ import pytest
 
 from rlbench.cli.report import main as report_main
 from rlbench.report.figures import actor_scaling
+from rlbench.tracking.parent_note import artifact_link
 from rlbench.tracking.record import rounded
 from rlbench.tracking.store import ui_hint, ui_runs_url
 from rlbench.tracking.study_records import load_parent
 from rlbench.tracking.ui_app import VIEW_KEY
-from rlbench.tracking.views import VERDICT_TAG
+from rlbench.tracking.views import VERDICT_TAG, view_link
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.e2e]
@@ -56,9 +59,9 @@ def browser():
 
 @pytest.fixture
 def moved_sweep(store, tmp_path, rlbench_main):
-    """A sweep of 2 configurations x 2 repeats and its report, and a 1-trial search, written in
-    one folder and then moved to another; both commands run in this process (rlbench_main: one
-    interpreter's imports for both)."""
+    """A sweep of 2 configurations x 3 repeats (a median apart from the average) and its report,
+    and a 1-trial search, written in one folder and then moved to another; both commands run in
+    this process (rlbench_main: one interpreter's imports for both)."""
     first = tmp_path / "first" / "mlruns"
     first.mkdir(parents=True)
     shutil.copyfile(store["db"], first / "mlflow.db")
@@ -67,7 +70,7 @@ def moved_sweep(store, tmp_path, rlbench_main):
     # sm_limit=1: one torch thread for learner and inference; on a busy 2-core host the default
     # (all cores) makes the same 3000 frames take 30 s instead of 2 s
     tiny = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", f"tracking.uri={uri}", *overrides]
-    out = rlbench_main(["-m", "actors=2,4", "repeats=2", "sm_limit=1", *tiny])
+    out = rlbench_main(["-m", "actors=2,4", "repeats=3", "sm_limit=1", *tiny])
     assert out.returncode == 0, out.stderr[-2000:]
     out = rlbench_main(
         [
@@ -143,13 +146,92 @@ def shown_whole(text: str) -> str:
     )
 
 
-def above_the_fold(link: str) -> str:
-    """JS: a link of the folded description ends above its "Show more" button."""
+# JS: the run page's description box (MLflow 3.17: the box before its "Show more" toggle; a
+# description too short to fold has none: the box of its first paragraph, "rlbench ...")
+DESCRIPTION = (
+    "(document.querySelector('[data-testid=show-comment-toggle]')?.previousElementSibling || "
+    "[...document.querySelectorAll('p')].find(p => /^rlbench (sweep|search|job)/.test(p.textContent))?.parentElement)"
+)
+
+
+def readable_folded(text: str) -> str:
+    """JS: the paragraph of the folded description reading `text` ends where MLflow's fade (the
+    `truncation-gradient` over the fold's lower 60%, transparent to opaque from its top down) is
+    at most a quarter opaque: it reads as the lines above it do."""
     return (
-        f"(() => {{ const a = [...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}); "
-        "const more = document.querySelector('button[aria-label=\"Expand description\"]'); "
-        "return !!a && !!more && a.getBoundingClientRect().bottom <= more.getBoundingClientRect().top })()"
+        f"(() => {{ const box = {DESCRIPTION}; const fade = box?.querySelector('[data-testid=truncation-gradient]');"
+        f" const e = box && [...box.querySelectorAll('p, li')].find(e => e.textContent.trim() === {json.dumps(text)});"
+        " if (!e || !fade) return false; const f = fade.getBoundingClientRect();"
+        " return e.getBoundingClientRect().bottom <= f.top + f.height / 4 })()"
     )
+
+
+def mouse_click(browser, link: str, what: str) -> str:
+    """Click the link `link` (JS) with the mouse at its centre, as a user does (DevTools' Input
+    events: whatever the page hit-tests there takes the click, MLflow's fade too); the address it
+    opened, relative to the UI (`#/...`), in this page or in a new tab (MLflow opens a
+    description's links in one), which is closed again."""
+    at = browser.evaluate(
+        f"(() => {{ const a = {link}; if (!a) return null; a.scrollIntoView({{block: 'center'}}); "
+        "const r = a.getBoundingClientRect(); const x = r.x + r.width / 2, y = r.y + r.height / 2; "
+        "const hit = document.elementFromPoint(x, y); "
+        "return {x, y, href: a.href, text: a.textContent, hit: hit ? hit.outerHTML.slice(0, 160) : null} })()"
+    )
+    assert at, f"no {what} link on the page: {browser.text()[:1500]}"
+    before = {t["targetId"] for t in browser.call("Target.getTargets")["targetInfos"]}
+    start = browser.evaluate("location.href")
+    for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+        pressed = {"button": "left", "clickCount": 1} if kind != "mouseMoved" else {}
+        browser.call("Input.dispatchMouseEvent", type=kind, x=at["x"], y=at["y"], **pressed)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        new = [t for t in browser.call("Target.getTargets")["targetInfos"] if t["targetId"] not in before]
+        url = next((t["url"] for t in new if t["type"] == "page" and t["url"] not in ("", "about:blank")), None)
+        if url is None and browser.evaluate("location.href") != start:
+            url = browser.evaluate("location.href")
+        if url is not None:
+            for t in new:
+                browser.call("Target.closeTarget", targetId=t["targetId"])
+            return "#" + url.split("#", 1)[1] if "#" in url else url
+        time.sleep(0.1)  # a click opens its page asynchronously; no event says it will not
+    raise AssertionError(
+        f"clicking {what} link {at['text']!r} at its centre opened nothing; the element there: {at['hit']}"
+    )
+
+
+def click_every_link(browser, page: str, what: str) -> list[str]:
+    """Each link of `page`'s description clicked with the mouse (mouse_click), in a page loaded
+    anew for each: folded, every link but the jobs' table's (which are below the fold); unfolded
+    ("Show more"), the table's. The addresses they opened, each checked to be its link's own."""
+    count = f"[...({DESCRIPTION})?.querySelectorAll('a') || []].length"
+    in_table = "!!a.closest('table')"
+    opened = []
+    for unfold in (False, True):
+        browser.navigate(page)
+        n = browser.wait_for(f"({count}) > 0 && ({count})", what=f"{what} description's links")
+        for i in range(n):
+            browser.navigate(page)
+            browser.wait_for(f"({count}) === {n}", what=f"{what} description's {n} links")
+            if unfold:
+                browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")
+                browser.wait_for("!document.querySelector('[data-testid=truncation-gradient]')", what="unfolded")
+            link = f"[...({DESCRIPTION}).querySelectorAll('a')][{i}]"
+            if browser.evaluate(f"(a => {in_table})({link})") != unfold:
+                continue
+            href = browser.evaluate(f"{link}.getAttribute('href')")
+            got = mouse_click(browser, link, f"{what} {'unfolded' if unfold else 'folded'}")
+            assert same_page(href, got), f"{what} link {href} opened {got}"
+            opened.append(href)
+    return opened
+
+
+def same_page(href: str, url: str) -> bool:
+    """`url` is the page `href` names: its route, and every parameter of `href` (MLflow adds its
+    runs page's facets to the address once it applied a shared view)."""
+    path, _, query = href.partition("?")
+    got_path, _, got_query = url.partition("?")
+    got = urllib.parse.parse_qs(got_query)
+    return path == got_path and all(got.get(k) == v for k, v in urllib.parse.parse_qs(query).items())
 
 
 def first_chart_title() -> str:
@@ -239,8 +321,10 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     assert sorted(k.info.run_name for k in kids) == [
         "actors=2 seed=1",
         "actors=2 seed=10001",
+        "actors=2 seed=20001",
         "actors=4 seed=1",
         "actors=4 seed=10001",
+        "actors=4 seed=20001",
     ]
     run_page = f"{ui.url}/#/experiments/{exp}/runs/{{}}?workflowType=machine_learning"
 
@@ -256,9 +340,14 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
         "fps",
         "verdict",
         "energy_per_task_j",
-        "not measured: ",
+        "not measured (hover: why)",  # a headline metric this host cannot measure: a mark, its reasons on hover
     ):
         browser.wait_for_text(text)
+    reasons = browser.evaluate(
+        "[...document.querySelectorAll('[role=gridcell][col-id=\"tags.`energy_per_task_j`\"]')]"
+        ".map(c => c.title).filter(t => t)"
+    )
+    assert reasons and all(r == kids[0].data.tags["energy_per_task_j"] for r in reasons), reasons
     browser.wait_for(in_model_training_view(), what="the Model training view")
     grouped_rows(browser, kids)
     browser.screenshot(SHOTS / "1_runs_table.png")
@@ -276,14 +365,26 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.screenshot(SHOTS / "1b_runs_charts.png")
     charts_read(browser, kids)
 
-    # the parent's page: its description (the note the sweep and the report wrote) and its metrics
-    browser.navigate(run_page.format(pid))
+    # the parent's page: its description (the note the sweep and the report wrote), folded, shows
+    # what ran, its links and the verdict above MLflow's fade; every link opens its page when
+    # clicked with the mouse, the first ones folded, the jobs' table's once unfolded
+    page = run_page.format(pid)
+    browser.navigate(page)
     browser.wait_for(
-        "document.body && /Description\\s+rlbench sweep/.test(document.body.innerText)",
-        what="a description starting with 'rlbench sweep'",
+        "document.body && /Description\\s+rlbench sweep actors=2,4 repeats=3 ·/.test(document.body.innerText)",
+        what="a description starting with 'rlbench sweep actors=2,4 repeats=3' (not 'sweep sweep')",
     )
-    for link in ("Jobs table", "Charts", "Report"):  # the first lines, above the description's fold
-        browser.wait_for(above_the_fold(link), what=f"the description's '{link}' link above 'Show more'")
+    verdict = f"Verdict: {parent.data.tags[VERDICT_TAG]}"  # the sweep's answer, also its parent's tag
+    assert verdict.startswith("Verdict: Best by median runtime_s: actors="), verdict
+    browser.wait_for(readable_folded(verdict), what=f"{verdict!r} readable in the folded description")
+    opened = click_every_link(browser, page, "a sweep parent's")
+    assert sorted(opened) == sorted(
+        [view_link(exp, f"rlbench-{pid}"), view_link(exp, f"rlbench-{pid}", chart=True)]
+        + [artifact_link(exp, pid, f) for f in ("report/report.html", "summary.csv", "report/report.html")]
+        + [artifact_link(exp, pid, "report/findings.json")]
+        + [f"#/experiments/{exp}/runs/{k.info.run_id}?workflowType=machine_learning" for k in kids]
+    ), opened  # the first links (the report twice: there and in its section), each job by its repeat
+    browser.navigate(page)
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more
     for text in ("energy_per_task_j", "bound", "knee"):  # the jobs' table, the report's verdict
         browser.wait_for_text(text)
@@ -327,6 +428,7 @@ def test_a_sweep_reads_in_the_mlflow_ui(browser, printed_app, moved_sweep, ui): 
     browser.screenshot(SHOTS / "5_job_run.png")
     charts = browser.evaluate("[...document.querySelectorAll('a')].find(a => a.innerText === 'Headline charts')?.href")
     assert charts and f"viewStateShareKey=rlbench-job-{job}" in charts, charts
+    assert click_every_link(browser, run_page.format(job), "a job's") == ["#" + charts.split("#", 1)[1]]
     browser.navigate(charts)
     browser.wait_for(f"({first_chart_title()}) === 'runtime_s'", what="runtime_s as the job's first chart")
     browser.screenshot(SHOTS / "5b_job_headline_charts.png")
@@ -358,15 +460,17 @@ def grouped_rows(browser, kids: list) -> None:
     verdicts = sorted({k.data.tags[VERDICT_TAG] for k in kids})
     assert any(v.startswith("best") for v in verdicts) and len(verdicts) == 2, verdicts  # one per configuration
     browser.wait_for(
-        f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 3)",
-        what=f"each configuration's verdict {verdicts} on its 2 runs and its group row (group_rows_read)",
+        f"{json.dumps(verdicts)}.every(v => {cells_reading()}(v) === 4)",
+        what=f"each configuration's verdict {verdicts} on its 3 runs and its group row (group_rows_read)",
     )
     group_rows_read(browser, kids)
 
 
 def group_rows_read(browser, kids: list) -> None:
-    """rlbench's UI app (tracking/ui_app.py group_rows_script): each group row's average to 6
-    significant digits, as its runs' values are logged, and its configuration's verdict."""
+    """rlbench's UI app (tracking/ui_app.py group_rows_script): each group row shows the median of
+    its finished runs (not MLflow's average: one centre value, as the terminal, the note and the
+    report give it) to 6 significant digits, as its runs' values are logged, and its
+    configuration's verdict."""
     groups: dict[str, list] = {}
     for k in kids:
         groups.setdefault(k.data.tags["repeat_group"], []).append(k)
@@ -375,8 +479,9 @@ def group_rows_read(browser, kids: list) -> None:
         row = f'[role=row][row-id="tag.repeat_group.{group}"]'
         for m in ("runtime_s", "fps"):
             values = [r.data.metrics[m] for r in runs]
-            mean = rounded(sum(values) / len(values))  # as logged: tracking/record.py
-            want[f"{group} {m}"] = f"{int(mean) if mean.is_integer() else mean} (average)"
+            centre = rounded(statistics.median(values))  # as logged: tracking/record.py
+            assert centre != rounded(statistics.mean(values)), values  # the test tells the median from the average
+            want[f"{group} {m}"] = f"{int(centre) if centre.is_integer() else centre} (median of {len(runs)})"
             cells.append((f"{group} {m}", f'{row} [col-id="metrics.`{m}`"]'))
         want[f"{group} verdict"] = runs[0].data.tags[VERDICT_TAG]
         cells.append((f"{group} verdict", f'{row} [col-id="tags.`{VERDICT_TAG}`"]'))
@@ -501,14 +606,20 @@ def search_page(browser, run_page: str, search) -> None:
     }
     hrefs = {}
     for link, target in want.items():
-        browser.wait_for(above_the_fold(link), what=f"the search's '{link}' link above 'Show more'")
-        hrefs[link] = browser.evaluate(
-            f"[...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)}).href"
+        hrefs[link] = browser.wait_for(
+            f"[...document.querySelectorAll('a')].find(a => a.textContent === {json.dumps(link)})?.href",
+            what=f"the search's '{link}' link",
         )
         assert hrefs[link].endswith(target), (link, hrefs[link])
     (trial,) = mlflow.search_runs(
         [search.info.experiment_id], output_format="list", filter_string=f"tags.mlflow.parentRunId = '{sid}'"
     )
+    opened = click_every_link(browser, run_page.format(sid), "the search parent's")  # folded: the first links
+    assert sorted(opened) == sorted(
+        ["#" + hrefs[k].split("#", 1)[1] for k in want]
+        + [f"#/experiments/{trial.info.experiment_id}/runs/{trial.info.run_id}?workflowType=machine_learning"]
+    ), opened
+    browser.navigate(run_page.format(sid))
     rows = browser.wait_for(f"({trial_cells()}).length > 0 && ({trial_cells()})", what="the jobs table's rows")
     assert [(t.split(":")[0], f"/runs/{trial.info.run_id}?" in href) for t, href in rows] == [("trial 0", True)], rows
     browser.evaluate("document.querySelector('button[aria-label=\"Expand description\"]')?.click()")  # Show more

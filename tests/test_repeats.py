@@ -260,7 +260,7 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     assert best["name"] == "actors=40" and best["runtime_s"] == 72.8 and best["jobs"] == [1, 3, 5]
     m = summary_metrics(ROWS, rows_result(ROWS))
     assert m["best/runtime_s"] == 72.8 and m["best/fps"] == 3393.0 and m["jobs_failed"] == 1
-    note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32, rows_result(ROWS)))
+    note = plain_table(sweep_note("sweep actors=4,40 repeats=3", ROWS, "FAILED", "1", "p" * 32, rows_result(ROWS), "c"))
     assert "Best (median runtime_s): `actors=40` (3 of 3 runs finished): runtime_s 72.8 (70.1..75.3, n=3)" in note
     assert "| `actors=40` [1](#/experiments/1/runs/" in note and "| 72.8 (70.1..75.3, n=3) |" in note  # the table
     # 129.2 s vs 72.8 s: 77.5% apart; the floor is actors=40's 75.3 / 70.1 - 1
@@ -280,7 +280,7 @@ def test_the_parent_says_when_the_best_cannot_be_told_apart():
     best = best_row(TIED, rows_result(TIED))
     assert best["name"] == "actors=40" and best["verdict"].tied == ("actors=4",)
     assert "- actors=40 is 1.9% faster than actors=4; noise floor 7.4%: not told apart" in sweep_note(
-        "s", TIED, "FINISHED", "1", "p" * 32, rows_result(TIED)
+        "s", TIED, "FINISHED", "1", "p" * 32, rows_result(TIED), "c"
     )
     answer = answer_lines(TIED, rows_result(TIED))  # the terminal's last lines before the next command: plain text
     assert answer[0].startswith("Best (median runtime_s): actors=40 (3 of 3 runs finished): runtime_s 72.8")
@@ -294,7 +294,7 @@ def test_single_runs_say_the_spread_is_unknown():
     rows = [dict(r, config=r["name"]) for r in ROWS[:2]]
     assert best_row(rows, rows_result(rows))["job"] == 1 and best_row(rows, rows_result(rows))["verdict"].tied == ()
     assert f"Verdict: Best by median runtime_s: actors=40 seed=1; {UNKNOWN_FLOOR}" in sweep_note(
-        "s", rows, "FINISHED", "1", "p" * 32, rows_result(rows)
+        "s", rows, "FINISHED", "1", "p" * 32, rows_result(rows), "c"
     )
 
 

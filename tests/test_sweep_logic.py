@@ -144,13 +144,15 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
         "jobs_finished": 2.0,
         "jobs_failed": 0.0,
     }  # energy: not measured, left out
-    assert parent.note.startswith("**rlbench sweep** sweep actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
+    assert parent.note.startswith("**rlbench sweep** actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
     assert "Best (runtime_s): job 1 `actors=4`" in parent.note
     assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None, ("verdict",))]
     tags = {"run-2": "100.0% slower than best; noise floor unknown", "run-4": "best; noise floor unknown"}
     assert experiment.run_tags == {run: {"verdict": text} for run, text in tags.items()}
     assert summary["verdict"] == [tags["run-2"], tags["run-4"]]  # summary.json says what the tags say
     assert parent.tags()["verdict_metric"] == "runtime_s" and parent.tags()["verdict_noise_floor_min"] == "0.0"
+    assert parent.tags()["best"] == "actors=4"  # the run page shows its tags unfolded
+    assert parent.tags()["verdict"].startswith("Best by median runtime_s: actors=4; noise floor unknown")
     out = capsys.readouterr().out
     assert f"parent run {parent.run_id} (sweep actors=2,4 #2) FINISHED" in out
     assert "energy_per_task_j: no RAPL" in out  # why a printed column is empty

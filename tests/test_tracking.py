@@ -109,20 +109,25 @@ def test_parent_summary_metrics_are_the_best_jobs_and_the_counts():
     assert best_row([ROWS[2]], rows_result([ROWS[2]])) is None
 
 
-def test_the_note_opens_with_its_links_and_the_jobs_table_and_the_report_fills_its_section():
-    note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32, rows_result(ROWS))
+def test_the_note_opens_with_what_ran_its_links_and_the_verdict_above_mlflows_fold():
+    command = "python -m rlbench.report --sweep " + "p" * 32 + " --tracking-uri 'sqlite:////x/mlflow.db'"
+    note = sweep_note("sweep actors=2,4,8", ROWS, "FAILED", "7", "p" * 32, rows_result(ROWS), command)
     first = plain_table(note).split("\n")
-    assert first[0] == "**rlbench sweep** sweep actors=2,4,8 · FAILED · 3 jobs: 2 finished, 1 failed"
-    assert first[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
-    assert "[Charts](" in first[2] and "report: `python -m rlbench.report --sweep " + "p" * 32 in first[2]
-    assert first[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
-    assert first[6].startswith(
+    head, links = first[0].split(" · [Jobs table](")
+    assert head == "**rlbench sweep** actors=2,4,8 · FAILED · 3 jobs: 2 finished, 1 failed"  # not "sweep sweep"
+    assert links.startswith("#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
+    assert "[Charts](" in links and "report: not made yet (its command is below)" in links
+    assert first[2].startswith("**Verdict: Best by median runtime_s: actors=4") and first[2].endswith("**")
+    assert first[4].startswith("Best (runtime_s): job 1 `actors=4`")
+    assert first[6] == "| job | runtime_s | task_fps | fps | energy_per_task_j | bound |"
+    assert first[8].startswith(
         "| [actors=2](#/experiments/7/runs/" + "a" * 32 + "?workflowType=machine_learning) | 2 |"
     )
-    assert "not measured" in first[6] and "| failed |" in first[8]
+    assert "not measured" in first[8] and "| failed |" in first[10]
+    assert note.endswith(f"Not made yet: `{command}`")  # the store named: the report finds the sweep
     assert "job 1 `actors=4`" in note
     updated = with_report(note, ["knee: none", "bound: learner"], "7", "p" * 32)
-    assert updated.split("\n")[2].count("[Report](#/experiments/7/runs/" + "p" * 32) == 1  # in the first links too
+    assert updated.split("\n")[0].count("[Report](#/experiments/7/runs/" + "p" * 32) == 1  # in the first line too
     assert updated.split(REPORT_MARK)[1].count("[Report](") == 1
     assert (
         "[Report](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/report/report.html?workflowType=machine_learning)"

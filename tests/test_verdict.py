@@ -282,7 +282,7 @@ def test_without_a_value_to_compare_the_terminal_and_the_note_still_say_why():
         f"[rlbench sweep] {said}tracking.steady_min_windows has none: its tag `unmeasured` says why)",
         "[rlbench sweep] Next: python -m rlbench.report --sweep p",
     ]
-    assert f"\n\n{said}" in sweep_note("sweep", rows, "FINISHED", "1", "p", v)
+    assert f"\n\n**{said}" in sweep_note("sweep", rows, "FINISHED", "1", "p", v, "c")
 
 
 def test_a_run_at_zero_leaves_the_noise_floor_unknown_not_a_division_by_zero():

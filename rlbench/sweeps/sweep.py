@@ -37,7 +37,7 @@ from rlbench.tracking.record import param_names, rounded
 from rlbench.tracking.store import config_hash, run_name_from, ui_hint
 from rlbench.tracking.study_records import is_job
 from rlbench.tracking.unmeasured import explain, unmeasured_of
-from rlbench.tracking.views import BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TAG, knobs_of
+from rlbench.tracking.views import BEST_TAG, BOUND_TAG, HEADLINE, REPEAT_GROUP, VERDICT_TAG, knobs_of
 
 log = logging.getLogger(__name__)
 
@@ -241,12 +241,16 @@ def with_verdicts(rows: list[dict], result: Result) -> list[dict]:
     return [r | {"verdict": result.label(config_key(r))} if r.get("status") == "FINISHED" else r for r in rows]
 
 
-def record_summary(parent: ParentRun, rows: list[dict], status: str, result: Result) -> None:
+def record_summary(parent: ParentRun, rows: list[dict], status: str, result: Result, report: str) -> None:
     """The summary table (summary.csv, summary.json, each job with its verdict; summary_configs.csv
-    with repeats), the summary metrics, the verdict's settings (tags) and the description
-    (rlbench/tracking/parent_note.py) on the parent, each rendering `result`; rows as rounded_rows gives them."""
+    with repeats), the summary metrics, the verdict's settings, its answer and best configuration
+    (tags, which the run page shows unfolded) and the description (rlbench/tracking/parent_note.py,
+    naming the command `report`) on the parent, each rendering `result`; rows as rounded_rows gives them."""
     rows, v = with_verdicts(rows, result), result.verdict
-    parent.set_tags({METRIC_TAG: v.metric, FLOOR_MIN_TAG: str(v.floor_min)})
+    parent.set_tags(
+        {METRIC_TAG: v.metric, FLOOR_MIN_TAG: str(v.floor_min), VERDICT_TAG: v.answer()}
+        | ({BEST_TAG: v.best} if v.best is not None else {})
+    )
     parent.log_table({c: [r.get(c) for r in rows] for c in SUMMARY_COLUMNS}, "summary.json")
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS) + ["error"], extrasaction="ignore")
@@ -256,7 +260,7 @@ def record_summary(parent: ParentRun, rows: list[dict], status: str, result: Res
     if repeated(rows):
         parent.log_text(configs_csv(rows), "summary_configs.csv")
     parent.log_metrics(summary_metrics(rows, result))
-    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id, result))
+    parent.describe(sweep_note(parent.name, rows, status, parent.experiment_id, parent.run_id, result, report))
 
 
 def mark_verdicts(experiment: Experiment, parent: str, rows: list[dict], result: Result) -> None:
@@ -578,7 +582,7 @@ def run_grid(sweeper, arguments: list[str], jobs: list[list[str]], confs: list, 
         packing = []
         if any(p.k > 1 for p in packs):  # the packs' node figures and their verdicts (sweeps/pack.py)
             judged["packs"], packing = close_packs(parent, tracking, packs, ordered, confs[0])
-        record_summary(parent, ordered, status, v)
+        record_summary(parent, ordered, status, v, report_command(parent.run_id, tracking.uri))
         mark_verdicts(experiment, parent.run_id, ordered, v)
         view = sweep_view(experiment, parent.run_id, jobs, confs, ordered)
         print(

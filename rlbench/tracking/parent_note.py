@@ -85,15 +85,18 @@ def run_link(experiment_id: str, run_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs/{run_id}?{VIEW}"
 
 
+NOT_MADE = "report: not made yet (its command is below)"
+
+
+def report_link(experiment_id: str, parent_id: str) -> str:
+    return f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+
+
 def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
-    """The description's first links: the jobs' table and charts (rlbench/tracking/views.py),
-    the report (or how to make it), summary.csv."""
+    """The description's links: the jobs' table and charts (rlbench/tracking/views.py), the
+    report (or where the command that makes it is: the report section), summary.csv."""
     key = runs_view_key(parent_id)
-    made = (
-        f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
-        if report
-        else f"report: `python -m rlbench.report --sweep {parent_id}`"
-    )
+    made = report_link(experiment_id, parent_id) if report else NOT_MADE
     return (
         f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"
         f" · {made} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})"
@@ -169,35 +172,47 @@ def answer_lines(rows: list[dict], r: Result) -> list[str]:
     return _best_lines(rows, r, code=str)
 
 
-def sweep_note(name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str, r: Result) -> str:
-    """The sweep's description: its links and the jobs' table first (above MLflow's fold), then
-    the best configuration and the report's section; its grid is the param `grid`."""
+def title(name: str) -> str:
+    """The description's first words: `rlbench sweep` and the parent's name less its own
+    `sweep ` (a sweep without a preset is named `sweep actors=2,4`: rlbench/sweeps/sweep.py sweep_name)."""
+    return f"**rlbench sweep** {name.removeprefix('sweep ')}"
+
+
+def sweep_note(
+    name: str, rows: list[dict], status: str, experiment_id: str, parent_id: str, r: Result, report: str
+) -> str:
+    """The sweep's description. MLflow 3.17 folds a description taller than 150 px and lays a fade
+    over its lower 90 px, which takes the clicks: so its first line is what ran and the links, its
+    second the verdict (its best), then the best configuration's figures, the jobs' table and the
+    comparisons, and the report's section with its command `report`; its grid is the param `grid`."""
     states = ("FINISHED", "FAILED", "KILLED", "NOT STARTED")
     counts = {s: sum(r.get("status", "").startswith(s) for r in rows) for s in states}
+    best = _best_lines(rows, r)
+    verdict = [line for line in best if line.startswith("Verdict: ")]
+    done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
     lines = [
-        f"**rlbench sweep** {name} · {status} · {len(rows)} jobs: "
-        + ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n),
-        "",
-        links_line(experiment_id, parent_id, report=False),
+        f"{title(name)} · {status} · {len(rows)} jobs: {done} · {links_line(experiment_id, parent_id, report=False)}",
+        *(x for line in verdict for x in ("", f"**{line}**")),
+        *(x for line in best if not line.startswith(("Verdict: ", "- ")) for x in ("", line)),
         "",
         *jobs_table(rows, experiment_id),
     ]
-    best = _best_lines(rows, r)
-    lines += [x for line in best[:2] for x in ("", line)] + (["", *best[2:]] if best[2:] else [])
-    lines += ["", REPORT_MARK, "", f"Not made yet: `python -m rlbench.report --sweep {parent_id}`"]
+    comparisons = [line for line in best if line.startswith("- ")]
+    lines += ["", *comparisons] if comparisons else []
+    lines += ["", REPORT_MARK, "", f"Not made yet: `{report}`"]
     return "\n".join(lines)
 
 
 def with_report(note: str | None, verdict: list[str], experiment_id: str, parent_id: str) -> str:
     """The note with its report section replaced by the verdict and the report's link (also in
-    its first links)."""
+    its first line)."""
     head = (note or "").split(REPORT_MARK, 1)[0].rstrip()
-    head = head.replace(links_line(experiment_id, parent_id, False), links_line(experiment_id, parent_id, True))
+    head = head.replace(NOT_MADE, report_link(experiment_id, parent_id), 1)
     section = [
         REPORT_MARK,
         "",
         (
-            f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
+            f"{report_link(experiment_id, parent_id)}"
             f" · [findings.json]({artifact_link(experiment_id, parent_id, 'report/findings.json')})"
         ),
         "",

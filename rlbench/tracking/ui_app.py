@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flask import Response
 
-from rlbench.tracking.views import REPEAT_GROUP, VERDICT_TAG
+from rlbench.tracking.views import HEADLINE, NOT_MEASURED, REPEAT_GROUP, VERDICT_TAG
 
 APP_NAME = "rlbench"  # the entry point's name (pyproject.toml): `mlflow ui --app-name rlbench`
 VIEW_KEY = "mlflow.workflowType_v1"  # the UI's useLocalStorage key "mlflow.workflowType", version 1
@@ -76,8 +76,12 @@ DIGITS = 6  # significant digits, as tracking/record.py SIGNIFICANT_DIGITS logs 
 
 def group_rows_script(group: str = REPEAT_GROUP, verdict: str = VERDICT_TAG, share: str = SHARE_PARAM) -> str:
     """A script that, on a sweep's shared view (`rlbench-<parent run id>`) grouped by `group`, shows
-    each group row's aggregates to 6 significant digits (as the runs' values are logged) and, in
-    its `verdict` cell, its runs' verdict (one per configuration), read once from the sweep's runs."""
+    in each group row the median of its finished runs' values, `<median> (median of n)`, to 6
+    significant digits (as the runs' values are logged; MLflow 3.17 aggregates by average, min or
+    max only, and the terminal, the note and the report give medians) and, in its `verdict` cell,
+    its runs' verdict (one per configuration), both read once from the sweep's runs; and on any
+    runs table, a headline metric's `not measured: <reasons>` tag cell as `not measured`, its
+    reasons on hover."""
     js = Path(__file__).with_name("group_rows.js").read_text(encoding="utf-8")
     consts = {
         "GROUP": GROUP_ROW.format(group),
@@ -88,6 +92,8 @@ def group_rows_script(group: str = REPEAT_GROUP, verdict: str = VERDICT_TAG, sha
         "AGG": list(AGGREGATES),
         "SEARCH": RUNS_SEARCH,
         "DIGITS": DIGITS,
+        "UNMEASURED": list(HEADLINE),
+        "MARK": NOT_MEASURED,
     }
     head = "".join(f"var {k} = {json.dumps(v)};" for k, v in consts.items())
     return f"<script>(function () {{ try {{ {head}\n{js} }} catch (e) {{}} }})();</script>"
