@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+import mlflow
 import optuna
 import psutil
 import pytest
@@ -57,8 +58,16 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
     assert sorted(k.data.tags["optuna_trial"] for k in kids) == ["0", "1", "2", "3"]
     assert parent.info.status == "FINISHED" and "best_actors" in parent.data.tags
     assert parent.data.tags["objectives"] == "runtime_s (minimize)"
-    assert "best_runtime_s" in parent.data.metrics and "recommended: actors=" in out.stdout
-    arts = {a.path for a in __import__("mlflow").MlflowClient().list_artifacts(parent.info.run_id)}
+    assert "best_runtime_s" in parent.data.metrics
+    # the recommendation by the command line's names, as the trial ran (a gym job: the threads asked)
+    best = next(k for k in kids if k.data.tags["optuna_trial"] == parent.data.tags["best_trial"])
+    knobs = f"actors={best.data.params['actors']} actor_threads=1 sm_limit={int(best.data.metrics['sm_granted'])}"
+    assert (
+        f"\nrecommended: {knobs} " in out.stdout
+        and f"\n\nrecommended: `{knobs}`" in parent.data.tags["mlflow.note.content"]
+    )
+    assert parent.data.tags["best_set"].split("; ")[0] == best.info.run_name  # ran as asked: named as its run
+    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
     assert {"trials.csv", "optimisation_history.png"} <= arts and "pareto_front.png" not in arts  # one objective
 
 
