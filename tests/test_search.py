@@ -1,5 +1,6 @@
 """Optuna search: a real 4-trial study, resume to the total, FAIL on errors and NaN."""
 
+import json
 import math
 import re
 import signal
@@ -67,6 +68,14 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
         and f"\n\nrecommended: `{knobs}`" in parent.data.tags["mlflow.note.content"]
     )
     assert parent.data.tags["best_set"].split("; ")[0] == best.info.run_name  # ran as asked: named as its run
+    # each trial's run tagged with its verdict (one run each: floor unknown), a column of the search's view
+    assert best.data.tags["verdict"].startswith("best; noise floor unknown")
+    assert all(
+        re.match(r"[\d.]+% slower than best; noise floor unknown", k.data.tags["verdict"]) for k in kids if k != best
+    )
+    exp = mlflow.get_experiment(parent.info.experiment_id)
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"])
+    assert next(c for c in view["selectedColumns"] if c.startswith("tags.")) == "tags.`verdict`"
     arts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
     assert {"trials.csv", "optimisation_history.png"} <= arts and "pareto_front.png" not in arts  # one objective
 

@@ -205,9 +205,36 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
             ["actors", "actor_threads", "sm_limit"],
             {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"},
             None,
-            (),
+            ("verdict",),  # each trial's verdict as a column, as a sweep's view has it
         )
     ]
+    assert set(experiment.run_tags) == {t.user_attrs["run_id"] for t in study.trials}
+    assert experiment.run_tags[best.user_attrs["run_id"]] == {"verdict": "best; noise floor unknown"}
+
+
+def test_a_later_run_of_the_search_updates_the_verdict_on_an_earlier_trials_runs():
+    """The search resumes and adds a faster trial: the runs of the trial that was best before are
+    tagged again, judged over every COMPLETE trial of the study (one run each: floor unknown)."""
+    s, launcher, experiment = space(n_trials=2), Launcher(), FakeExperiment()
+    study = new_study(s)
+    for actors in (2, 4):
+        study.enqueue_trial({"actors": actors, "actor_threads": 1, "sm_limit": 1})
+    study_run(launcher, s, experiment=experiment, study=study)
+    assert experiment.run_tags == {
+        "run-1": {"verdict": "100.0% slower than best; noise floor unknown"},  # 200 fps against 400
+        "run-2": {"verdict": "best; noise floor unknown"},
+    }
+    study.enqueue_trial({"actors": 16, "actor_threads": 1, "sm_limit": 1})
+    study_run(launcher, space(n_trials=3), experiment=experiment, study=study)
+    assert {run: tags["verdict"].split(";")[0] for run, tags in experiment.run_tags.items()} == {
+        "run-1": "700.0% slower than best",  # 200 fps against 1600
+        "run-2": "300.0% slower than best",
+        "run-3": "best",
+    }
+    failed_trial = study.ask()  # a trial that is not COMPLETE has no verdict and no run to tag
+    study.tell(failed_trial, state=optuna.trial.TrialState.FAIL)
+    study_run(launcher, space(n_trials=3), experiment=experiment, study=study)
+    assert set(experiment.run_tags) == {"run-1", "run-2", "run-3"}
 
 
 def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):

@@ -84,6 +84,16 @@ def test_the_recommendation_is_the_set_not_told_apart_with_the_knobs_as_they_ran
         "(runtime_s=10.4; median of 3 runs; trial 1; asked actor_threads=2)\n"
         f"not told apart from it (noise floor 10.0%): {trial.format(0, 2)}\n  {trial.format(1, 4)} is 1.0% faster"
     ) in said
+    # every run of a trial carries its trial's verdict, as a sweep's repeats carry their configuration's
+    assert {run: t["verdict"] for run, t in experiment.run_tags.items()} == {
+        f"run-{a}-{seed}": v
+        for a, v in (
+            (2, "not told apart from best: 1.0% slower; noise floor 10.0%"),
+            (4, "best; noise floor 10.0%"),
+            (8, "slower than best: 97.1% slower; noise floor 10.0%"),
+        )
+        for seed in repeat_seeds(3, 1)
+    }
     assert tags["verdict"] == (
         f"Best by median runtime_s: {trial.format(1, 4)}; not told "
         f"apart from {trial.format(0, 2)} (1.0% slower): noise floor 10.0%"

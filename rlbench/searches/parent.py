@@ -18,7 +18,7 @@ from rlbench.tracking.readers import study_tags
 from rlbench.tracking.study_records import without_gpu
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
-from rlbench.tracking.views import runs_view_key, view_link
+from rlbench.tracking.views import VERDICT_TAG, runs_view_key, view_link
 
 log = logging.getLogger(__name__)
 REPEATS_KEY = "search.repeats"  # what the verdict's advice names in a search (a sweep's: repeats)
@@ -166,13 +166,15 @@ def report(
     study: optuna.Study,
     search: SearchConfig,
     parent,
+    experiment,
     out_dir: Path,
     labels: list[str] | None = None,
     judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
 ) -> str | None:
-    """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
-    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
-    judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
+    """Best trial(s), plots and the trials CSV on the parent run, each COMPLETE trial's verdict on
+    its runs (mark_verdicts, through the experiment: tracking.experiment.Experiment); returns the
+    recommendation. labels: the objectives as shown ("(estimate)" after an estimated one); their
+    names if None. judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
     names = list(search.objectives)
     labels = list(labels or names)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +186,7 @@ def report(
     front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
     best = recommend(front, list(search.directions))
     r = trial_result(done, verdict_metric(search, judging[0]), judging[1])
+    mark_verdicts(experiment, done, r)
     ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
     parent.set_tags(
         {f"best_{RAN_AS.get(k, k)}": str(x) for k, x in ran_knobs(best).items()}  # docs/metrics.md's names
@@ -207,6 +210,29 @@ def report(
         search_note(study.study_name, len(done), markdown_lines(said), warm, [*links(parent, len(names)), "", *table])
     )
     return recommendation_text(best, front, labels, r, ratios)
+
+
+def trial_verdicts(done: list, r: Result) -> dict[str, dict[str, str]]:
+    """The tag VERDICT_TAG (tracking/views.py) of each run of the COMPLETE trials `done`, by run id:
+    its trial's label by the verdict rule (`best; noise floor 7.4%`, ...: Result.label), as `r`
+    labels it; a trial it did not judge is left out."""
+    return {
+        run["run_id"]: {VERDICT_TAG: text}
+        for t in done
+        if (text := r.label(trial_label(t))) is not None
+        for run in t.user_attrs.get("runs") or []
+        if run.get("run_id")
+    }
+
+
+def mark_verdicts(experiment, done: list, r: Result) -> None:
+    """Each run of the COMPLETE trials tagged with its trial's verdict (trial_verdicts), judged over
+    every COMPLETE trial of the study, so that a trial of an earlier run of the command gets the
+    verdict the later trials changed. A warning if the tags cannot be written: the trials' record stands."""
+    try:
+        experiment.tag_runs(trial_verdicts(done, r))
+    except Exception as e:  # noqa: BLE001 - the trials' record stands without it
+        log.warning("could not tag the trials' verdicts: %s", e)
 
 
 def _g4(v) -> str:

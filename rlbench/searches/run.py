@@ -41,6 +41,7 @@ from rlbench.searches.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint, use_store
+from rlbench.tracking.views import VERDICT_TAG
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +183,7 @@ def run_study(
 
     def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            text = report(study, search, parent, Path(tmp), labels, judging)
+            text = report(study, search, parent, experiment, Path(tmp), labels, judging)
         lock.close()
         view = _search_view(experiment, parent.run_id, search)
         print(
@@ -197,12 +198,12 @@ def run_study(
 def _search_view(experiment, parent: str, search) -> str | None:
     """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
     and the headline numbers, energy when the study minimises it (the search refuses an energy
-    objective that cannot be measured)."""
+    objective that cannot be measured), and each COMPLETE trial's verdict (parent.py mark_verdicts)."""
     measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
         {"energy_per_task_j"} & set(search.objectives)
     )  # the knobs as the jobs ran them beside the asked ones
     try:
-        return experiment.share_runs_view(parent, list(KNOBS), measured)
+        return experiment.share_runs_view(parent, list(KNOBS), measured, tags=(VERDICT_TAG,))
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it
         print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
         return None
