@@ -413,3 +413,59 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     assert seen["objectives"] == ["runtime_s"] and seen["directions"] == ["minimize"]
     assert [d.name for d in seen["study"]] == ["MINIMIZE"] and seen["tag"] == "runtime_s (minimize)"
     assert "energy_per_task_j" in out.stdout  # the line naming the objective left out, and why
+
+
+def _shown(axis) -> list[str]:
+    """The major tick labels a matplotlib axis draws inside its range."""
+    lo, hi = sorted(axis.get_view_interval())
+    locs, labels = axis.get_majorticklocs(), axis.get_majorticklabels()
+    return [t.get_text() for x, t in zip(locs, labels, strict=True) if lo <= x <= hi and t.get_text()]
+
+
+@pytest.mark.parametrize("actors, ticks", [((3, 4, 3), {"3", "4"}), ((5, 6, 8, 29), {"5", "10", "20"})])
+def test_the_searchs_figures_tick_knobs_and_trials_at_integers(actors, ticks):
+    """The slice plot's knobs (actors on a log axis: 3 to 4 drew no label, 5 to 29 only 10^1) and
+    the trials' numbers (the history's axis, the colour bar: no trial 0.5) as integers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as ovm
+
+    from rlbench.searches.parent import log_steps, readable
+    from rlbench.searches.study import quiet_optuna
+
+    assert log_steps(5, 29) == [5, 10, 20] and log_steps(2.95, 4.05) == []  # the actors' axis: log or integers
+
+    dist = {
+        "actors": optuna.distributions.IntDistribution(2, 32, log=True),
+        "actor_threads": optuna.distributions.IntDistribution(1, 1),
+        "sm_limit": optuna.distributions.IntDistribution(1, 2),
+    }
+    study = optuna.create_study()
+    for n, a in enumerate(actors):
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"actors": a, "actor_threads": 1, "sm_limit": 1 + n % 2}, distributions=dist, value=1.0 / a
+            )
+        )
+    try:
+        with quiet_optuna():
+            ovm.plot_slice(study)
+        fig = plt.gcf()
+        readable(fig)
+        fig.canvas.draw()
+        axes = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_label() != "<colorbar>"}
+        (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert set(_shown(axes["actors"].xaxis)) == ticks
+        assert _shown(axes["sm_limit"].xaxis) == ["1", "2"] and _shown(axes["actor_threads"].xaxis) == ["1"]
+        assert all(t.isdigit() for t in _shown(bar.yaxis)), _shown(bar.yaxis)
+        plt.close("all")
+        with quiet_optuna():
+            ovm.plot_optimization_history(study)
+        fig = plt.gcf()
+        readable(fig)
+        fig.canvas.draw()
+        assert _shown(fig.axes[0].xaxis) == [str(n) for n in range(len(actors))]
+    finally:
+        plt.close("all")

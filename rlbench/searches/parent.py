@@ -5,6 +5,7 @@ tracking port: a tracking.parent.ParentRun, or a test's fake). docs/metrics.md, 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import optuna
@@ -292,16 +293,41 @@ def links(parent, objectives: int = 2) -> list[str]:
 
 def readable(fig) -> None:
     """Optuna's figures made readable: the x ticks turned so that long values do not run into each
-    other, and the trials coloured on a scale with no white end (its Blues draws the first trials
-    white on white)."""
-    from matplotlib.ticker import NullFormatter  # lazy: keeps matplotlib off the start
+    other, an axis of integers (a knob, the trials' numbers and their colour bar) ticked at
+    integers (integer_ticks), and the trials coloured on a scale with no white end (its Blues
+    draws the first trials white on white)."""
+    from matplotlib.ticker import MaxNLocator, NullFormatter  # lazy: keeps matplotlib off the start
 
     for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":  # the trials' numbers (Trial 0 ... n)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+            continue
         ax.tick_params(axis="x", labelrotation=45)
         ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis's 7x10^0, 8x10^0 ... ran into each other
+        if ax.get_xlabel() in (*KNOBS, "Trial"):
+            integer_ticks(ax.xaxis)
         for points in ax.collections:
             if points.get_array() is not None:
                 points.set_cmap("viridis")
+
+
+def integer_ticks(axis) -> None:
+    """A matplotlib axis of integers ticked as plain numbers: on a log scale (actors) at 1, 2 and
+    5 x 10^k where two of those fall in its range (log_steps), else at up to 5 integers (a log
+    axis from 3 to 29 had the one label 10^1; a trial's number 0.5)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator  # lazy: keeps matplotlib off the start
+
+    log = axis.get_scale() == "log" and len(log_steps(*axis.get_view_interval())) >= 2
+    steps = LogLocator(subs=(1.0, 2.0, 5.0)) if log else MaxNLocator(nbins=5, integer=True, min_n_ticks=1)
+    axis.set_major_locator(steps)
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+
+
+def log_steps(lo: float, hi: float) -> list[float]:
+    """The values 1, 2 and 5 x 10^k from lo to hi (lo > 0): 3..29 gives 5, 10, 20."""
+    lo, hi = sorted((lo, hi))
+    k = range(math.floor(math.log10(lo)), math.floor(math.log10(hi)) + 1)
+    return [m * 10.0**e for e in k for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
 
 
 def plots(
