@@ -1,11 +1,13 @@
 """Optuna search: a real 4-trial study, resume to the total, FAIL on errors and NaN."""
 
+import json
 import math
 import re
 import signal
 import sys
 import time
 
+import mlflow
 import optuna
 import psutil
 import pytest
@@ -57,8 +59,24 @@ def test_study_of_four_trials_completes_with_runs_and_best(store, tmp_path):
     assert sorted(k.data.tags["optuna_trial"] for k in kids) == ["0", "1", "2", "3"]
     assert parent.info.status == "FINISHED" and "best_actors" in parent.data.tags
     assert parent.data.tags["objectives"] == "runtime_s (minimize)"
-    assert "best_runtime_s" in parent.data.metrics and "recommended: actors=" in out.stdout
-    arts = {a.path for a in __import__("mlflow").MlflowClient().list_artifacts(parent.info.run_id)}
+    assert "best_runtime_s" in parent.data.metrics
+    # the recommendation by the command line's names, as the trial ran (a gym job: the threads asked)
+    best = next(k for k in kids if k.data.tags["optuna_trial"] == parent.data.tags["best_trial"])
+    knobs = f"actors={best.data.params['actors']} actor_threads=1 sm_limit={int(best.data.metrics['sm_granted'])}"
+    assert (
+        f"\nrecommended: {knobs} " in out.stdout
+        and f"\n\nrecommended: `{knobs}`" in parent.data.tags["mlflow.note.content"]
+    )
+    assert parent.data.tags["best_set"].split("; ")[0] == best.info.run_name  # ran as asked: named as its run
+    # each trial's run tagged with its verdict (one run each: floor unknown), a column of the search's view
+    assert best.data.tags["verdict"].startswith("best; noise floor unknown")
+    assert all(
+        re.match(r"[\d.]+% slower than best; noise floor unknown", k.data.tags["verdict"]) for k in kids if k != best
+    )
+    exp = mlflow.get_experiment(parent.info.experiment_id)
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.rlbench-{parent.info.run_id}"])
+    assert next(c for c in view["selectedColumns"] if c.startswith("tags.")) == "tags.`verdict`"
+    arts = {a.path for a in mlflow.MlflowClient().list_artifacts(parent.info.run_id)}
     assert {"trials.csv", "optimisation_history.png"} <= arts and "pareto_front.png" not in arts  # one objective
 
 

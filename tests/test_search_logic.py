@@ -188,11 +188,8 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     )
     assert "Pareto" not in lines[2] and "optimisation_history.png" in parent.files
     assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
-    for t in study.trials:
-        knobs = (
-            f"actors={t.params['actors']} actor_threads_used={t.params['actor_threads']} "
-            f"sm_granted={t.params['sm_limit']}"
-        )
+    for t in study.trials:  # as they ran, which here is as asked: the run's own name
+        knobs = f"actors={t.params['actors']} actor_threads={t.params['actor_threads']} sm_limit={t.params['sm_limit']}"
         row = (
             f"| [trial {t.number}: "
             f"{knobs}](#/experiments/7/runs/{t.user_attrs['run_id']}?workflowType=machine_learning)"
@@ -200,16 +197,44 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
         )
         assert row in lines, (row, lines)
     assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
-    assert f"recommended: actors={best.params['actors']} " in parent.note
+    assert f"\n\nrecommended: `actors={best.params['actors']} actor_threads=1 sm_limit=" in parent.note
+    assert "```" not in parent.note  # lines that wrap, not a block MLflow cuts at its right edge
     assert experiment.views == [
         (
             parent.run_id,
             ["actors", "actor_threads", "sm_limit"],
             {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"},
             None,
-            (),
+            ("verdict",),  # each trial's verdict as a column, as a sweep's view has it
         )
     ]
+    assert set(experiment.run_tags) == {t.user_attrs["run_id"] for t in study.trials}
+    assert experiment.run_tags[best.user_attrs["run_id"]] == {"verdict": "best; noise floor unknown"}
+
+
+def test_a_later_run_of_the_search_updates_the_verdict_on_an_earlier_trials_runs():
+    """The search resumes and adds a faster trial: the runs of the trial that was best before are
+    tagged again, judged over every COMPLETE trial of the study (one run each: floor unknown)."""
+    s, launcher, experiment = space(n_trials=2), Launcher(), FakeExperiment()
+    study = new_study(s)
+    for actors in (2, 4):
+        study.enqueue_trial({"actors": actors, "actor_threads": 1, "sm_limit": 1})
+    study_run(launcher, s, experiment=experiment, study=study)
+    assert experiment.run_tags == {
+        "run-1": {"verdict": "100.0% slower than best; noise floor unknown"},  # 200 fps against 400
+        "run-2": {"verdict": "best; noise floor unknown"},
+    }
+    study.enqueue_trial({"actors": 16, "actor_threads": 1, "sm_limit": 1})
+    study_run(launcher, space(n_trials=3), experiment=experiment, study=study)
+    assert {run: tags["verdict"].split(";")[0] for run, tags in experiment.run_tags.items()} == {
+        "run-1": "700.0% slower than best",  # 200 fps against 1600
+        "run-2": "300.0% slower than best",
+        "run-3": "best",
+    }
+    failed_trial = study.ask()  # a trial that is not COMPLETE has no verdict and no run to tag
+    study.tell(failed_trial, state=optuna.trial.TrialState.FAIL)
+    study_run(launcher, space(n_trials=3), experiment=experiment, study=study)
+    assert set(experiment.run_tags) == {"run-1", "run-2", "run-3"}
 
 
 def test_the_study_parent_ends_failed_with_the_trials_when_too_many_fail(capsys):
@@ -388,3 +413,59 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     assert seen["objectives"] == ["runtime_s"] and seen["directions"] == ["minimize"]
     assert [d.name for d in seen["study"]] == ["MINIMIZE"] and seen["tag"] == "runtime_s (minimize)"
     assert "energy_per_task_j" in out.stdout  # the line naming the objective left out, and why
+
+
+def _shown(axis) -> list[str]:
+    """The major tick labels a matplotlib axis draws inside its range."""
+    lo, hi = sorted(axis.get_view_interval())
+    locs, labels = axis.get_majorticklocs(), axis.get_majorticklabels()
+    return [t.get_text() for x, t in zip(locs, labels, strict=True) if lo <= x <= hi and t.get_text()]
+
+
+@pytest.mark.parametrize("actors, ticks", [((3, 4, 3), {"3", "4"}), ((5, 6, 8, 29), {"5", "10", "20"})])
+def test_the_searchs_figures_tick_knobs_and_trials_at_integers(actors, ticks):
+    """The slice plot's knobs (actors on a log axis: 3 to 4 drew no label, 5 to 29 only 10^1) and
+    the trials' numbers (the history's axis, the colour bar: no trial 0.5) as integers."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as ovm
+
+    from rlbench.searches.parent import log_steps, readable
+    from rlbench.searches.study import quiet_optuna
+
+    assert log_steps(5, 29) == [5, 10, 20] and log_steps(2.95, 4.05) == []  # the actors' axis: log or integers
+
+    dist = {
+        "actors": optuna.distributions.IntDistribution(2, 32, log=True),
+        "actor_threads": optuna.distributions.IntDistribution(1, 1),
+        "sm_limit": optuna.distributions.IntDistribution(1, 2),
+    }
+    study = optuna.create_study()
+    for n, a in enumerate(actors):
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"actors": a, "actor_threads": 1, "sm_limit": 1 + n % 2}, distributions=dist, value=1.0 / a
+            )
+        )
+    try:
+        with quiet_optuna():
+            ovm.plot_slice(study)
+        fig = plt.gcf()
+        readable(fig)
+        fig.canvas.draw()
+        axes = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_label() != "<colorbar>"}
+        (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+        assert set(_shown(axes["actors"].xaxis)) == ticks
+        assert _shown(axes["sm_limit"].xaxis) == ["1", "2"] and _shown(axes["actor_threads"].xaxis) == ["1"]
+        assert all(t.isdigit() for t in _shown(bar.yaxis)), _shown(bar.yaxis)
+        plt.close("all")
+        with quiet_optuna():
+            ovm.plot_optimization_history(study)
+        fig = plt.gcf()
+        readable(fig)
+        fig.canvas.draw()
+        assert _shown(fig.axes[0].xaxis) == [str(n) for n in range(len(actors))]
+    finally:
+        plt.close("all")

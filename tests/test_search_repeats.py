@@ -40,14 +40,15 @@ def timed(overrides):
     )
 
 
-def searched(outcome=timed, actors=(2, 4, 8), repeats=3, **kw):
-    """A study of one trial per actor count (enqueued, each asking 2 actor threads), run with the fakes."""
+def searched(outcome=timed, actors=(2, 4, 8), repeats=3, store=None, **kw):
+    """A study of one trial per actor count (enqueued, each asking 2 actor threads), run with the
+    fakes (store: the FakeExperiment to record into)."""
     kw = {"objectives": ["runtime_s"], "directions": ["minimize"]} | kw
     s = space(n_trials=len(actors), actors=[2, 8], actor_threads=[1, 2], repeats=repeats, **kw)
     study, launcher = new_study(s), Launcher(outcome)
     for a in actors:
         study.enqueue_trial({"actors": a, "actor_threads": 2, "sm_limit": 2})
-    experiment = FakeExperiment().open(TrackingConfig(uri=URI, experiment="test"))
+    experiment = (store or FakeExperiment()).open(TrackingConfig(uri=URI, experiment="test"))
     parent = FakeParent(name="study ratio")
     run_study(launcher, study, s, JOB, experiment, parent, Lock(), seeds=repeat_seeds(repeats, 1))
     return study, parent, launcher
@@ -60,31 +61,48 @@ def test_each_trial_runs_its_repeats_with_their_seeds_and_its_value_is_their_med
     assert [len(t.user_attrs["runs"]) for t in study.trials] == [3, 3, 3]
 
 
-def test_the_recommendation_is_the_set_not_told_apart_with_the_knobs_as_they_ran():
-    _, parent, _ = searched()
-    tags, note = parent.tags(), plain_table(parent.note)
+def test_the_recommendation_is_the_set_not_told_apart_with_the_knobs_as_they_ran(capsys):
+    experiment = FakeExperiment()
+    _, parent, _ = searched(store=experiment)
+    tags, note, said = parent.tags(), plain_table(parent.note), capsys.readouterr().out
     # noise floor: the largest ratio between two runs of one trial, 11.0 / 10.0 - 1 = 10%; actors=4
     # (median 10.4) and actors=2 (10.5) are 1.0% apart: not told apart; actors=8 (20.5) is told apart
     assert tags["best_actors"] == "4" and tags["best_actor_threads_used"] == "1" and tags["best_sm_granted"] == "2"
-    assert tags["best_set"] == (
-        "trial 1: actors=4 actor_threads_used=1 sm_granted=2; trial 0: actors=2 actor_threads_used=1 sm_granted=2"
-    )
+    # each trial by the command line's names, as it ran (to paste into a command), then what was asked
+    trial = "trial {}: actors={} actor_threads=1 sm_limit=2 (asked actor_threads=2)"
+    assert tags["best_set"] == f"{trial.format(1, 4)}; {trial.format(0, 2)}"
     assert (
-        "recommended: actors=4 actor_threads_used=1 sm_granted=2 -> cpu_gpu_ratio=0.5 "
-        "(runtime_s=10.4; median of 3 runs; trial 1)" in note
-    )
-    assert "not told apart from it (noise floor 10.0%): trial 0: actors=2 actor_threads_used=1 sm_granted=2\n" in note
-    assert "actor_threads=2" not in note.split("```")[1]  # what Optuna proposed is never what it recommends
+        "\n\nrecommended: `actors=4 actor_threads=1 sm_limit=2` -> cpu_gpu_ratio=0.5 "
+        "(runtime_s=10.4; median of 3 runs; trial 1; asked actor_threads=2)\n\n"
+        f"not told apart from it (noise floor 10.0%): `{trial.format(0, 2)}`\n\n"
+        f"- {trial.format(1, 4)} is 1.0% faster than {trial.format(0, 2)}; noise floor 10.0%: not told apart\n\n"
+        "verdict: Best by median runtime_s"
+    ) in note
+    assert "```" not in note  # lines that wrap (MLflow cuts a code block at its right edge)
+    assert (  # the terminal's text, plain
+        "\nrecommended: actors=4 actor_threads=1 sm_limit=2 -> cpu_gpu_ratio=0.5 "
+        "(runtime_s=10.4; median of 3 runs; trial 1; asked actor_threads=2)\n"
+        f"not told apart from it (noise floor 10.0%): {trial.format(0, 2)}\n  {trial.format(1, 4)} is 1.0% faster"
+    ) in said
+    # every run of a trial carries its trial's verdict, as a sweep's repeats carry their configuration's
+    assert {run: t["verdict"] for run, t in experiment.run_tags.items()} == {
+        f"run-{a}-{seed}": v
+        for a, v in (
+            (2, "not told apart from best: 1.0% slower; noise floor 10.0%"),
+            (4, "best; noise floor 10.0%"),
+            (8, "slower than best: 97.1% slower; noise floor 10.0%"),
+        )
+        for seed in repeat_seeds(3, 1)
+    }
     assert tags["verdict"] == (
-        "Best by median runtime_s: trial 1: actors=4 actor_threads_used=1 sm_granted=2; not told "
-        "apart from trial 0: actors=2 actor_threads_used=1 sm_granted=2 (1.0% slower): noise floor 10.0%"
+        f"Best by median runtime_s: {trial.format(1, 4)}; not told "
+        f"apart from {trial.format(0, 2)} (1.0% slower): noise floor 10.0%"
     )
     # the trials table: per trial its runs' median and range, and cpu_gpu_ratio
     head = next(line for line in note.splitlines() if line.startswith("| job "))
     assert head == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
     assert any(
-        line.startswith("| `trial 2: actors=8 actor_threads_used=1 sm_granted=2` [1](")
-        and "| 20.5 (20..21, n=3) |" in line
+        line.startswith(f"| `{trial.format(2, 8)}` [1](") and "| 20.5 (20..21, n=3) |" in line
         for line in note.splitlines()
     ), note
 

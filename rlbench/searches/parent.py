@@ -5,19 +5,21 @@ tracking port: a tracking.parent.ParentRun, or a test's fake). docs/metrics.md, 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 
 import optuna
 
 from rlbench.config.schema import SearchConfig
 from rlbench.core.verdict import COMPARED, DEFAULT_METRIC, NO_GPU_RATIO, Result, against, judge_runs
+from rlbench.searches.space import KNOBS, RAN_AS, knob_text
 from rlbench.searches.study import complete, quiet_optuna
 from rlbench.tracking.parent_note import TABLE_METRICS, artifact_link, jobs_table
 from rlbench.tracking.readers import study_tags
 from rlbench.tracking.study_records import without_gpu
 from rlbench.tracking.unmeasured import TAG as UNMEASURED
 from rlbench.tracking.unmeasured import format_unmeasured
-from rlbench.tracking.views import runs_view_key, view_link
+from rlbench.tracking.views import VERDICT_TAG, runs_view_key, view_link
 
 log = logging.getLogger(__name__)
 REPEATS_KEY = "search.repeats"  # what the verdict's advice names in a search (a sweep's: repeats)
@@ -64,20 +66,31 @@ def recommend(front: list, directions: list[str]):
 
 
 def ran_knobs(t) -> dict:
-    """A trial's knobs as its jobs ran them: actors, actor_threads_used, sm_granted (its runs'
-    record, trials.py RAN), not the values Optuna proposed; None where its runs did not log one."""
+    """A trial's knobs by the command line's names (space.py KNOBS) with the values its jobs ran
+    (their metrics actor_threads_used and sm_granted: trials.py RAN), not those Optuna proposed,
+    so that passing them reproduces its run; None where its runs did not log one."""
     ran = t.user_attrs.get("ran") or {}
-    return {
-        "actors": ran.get("actors") or t.params.get("actors"),
-        "actor_threads_used": ran.get("actor_threads_used"),
-        "sm_granted": ran.get("sm_granted"),
-    }
+    return {"actors": t.params.get("actors"), **{k: ran.get(metric) for k, metric in RAN_AS.items()}}
+
+
+def asked_knobs(t) -> dict:
+    """A trial's knobs as Optuna proposed them (its run's name, trials.py trial_overrides)."""
+    return {k: t.params[k] for k in KNOBS if k in t.params}
+
+
+def asked_otherwise(t) -> dict:
+    """The knobs of a COMPLETE trial whose jobs ran other values than Optuna proposed: as proposed."""
+    asked = asked_knobs(t)
+    return {k: asked[k] for k, v in ran_knobs(t).items() if k in asked and v != asked[k]}
 
 
 def trial_label(t) -> str:
-    """`trial 3: actors=12 actor_threads_used=1 sm_granted=1` (COMPLETE: as it ran), else as proposed."""
-    knobs = ran_knobs(t) if t.user_attrs.get("ran") else t.params
-    return f"trial {t.number}: " + " ".join(f"{k}={'unknown' if v is None else v}" for k, v in knobs.items())
+    """`trial 3: actors=12 actor_threads=1 sm_limit=1`: a COMPLETE trial by its knobs as it ran
+    (ran_knobs), then, where Optuna proposed others, `(asked actor_threads=4)`; else as proposed."""
+    if not t.user_attrs.get("ran"):
+        return f"trial {t.number}: {knob_text(asked_knobs(t))}"
+    other = asked_otherwise(t)
+    return f"trial {t.number}: {knob_text(ran_knobs(t))}" + (f" (asked {knob_text(other)})" if other else "")
 
 
 def verdict_metric(search: SearchConfig, metric: str) -> str:
@@ -94,22 +107,29 @@ def trial_result(done: list, metric: str, floor_min: float = 0.0) -> Result:
     return Result(judge_runs(runs, metric, floor_min, dict.get))
 
 
-def recommendation_text(best, front: list, names: list[str], r: Result | None = None, ratios: bool = True) -> str:
-    """The recommended trial as it ran, the trials not told apart from it (r: the Result over the
-    trials' runs), the verdict's answer and, with two objectives or more, the other front points.
-    ratios=False: the trials ran without a GPU (the report's rule, study_records.without_gpu)."""
+def recommendation_lines(
+    best, front: list, names: list[str], r: Result | None = None, ratios: bool = True, code=str
+) -> list[str]:
+    """The recommended trial's knobs as it ran (to paste into a command), the trials not told
+    apart from it (r: the Result over the trials' runs), the verdict's answer and, with two
+    objectives or more, the other front points; the lines that detail the one above them
+    indented by two spaces. ratios=False: the trials ran without a GPU (the report's rule,
+    study_records.without_gpu). `code` marks a name (plain for the terminal; the note's: `inline code`)."""
     vals = ", ".join(f"{n}={x:.4g}" for n, x in zip(names, best.values, strict=True))
     runs = len(best.user_attrs.get("runs") or [None])
     ratio = f" -> cpu_gpu_ratio={_g4(best.user_attrs.get('cpu_gpu_ratio'))}" if ratios else ""
     median = f"median of {runs} runs; " if runs > 1 else ""
-    lines = [f"recommended: {trial_label(best).partition(': ')[2]}{ratio} ({vals}; {median}trial {best.number})"]
+    other = asked_otherwise(best)
+    asked = f"; asked {knob_text(other)}" if other else ""
+    lines = [f"recommended: {code(knob_text(ran_knobs(best)))}{ratio} ({vals}; {median}trial {best.number}{asked})"]
     if not ratios:
         lines.append(NO_GPU_RATIO)
     v = r.verdict if r is not None else None
     if v is not None and v.best is not None:
         comps = against(v, trial_label(best))
         tied = [c for c in comps if c.told_apart is False]
-        lines += [f"not told apart from it ({v.floor_text()}): " + ", ".join(c.name for c in tied)] if tied else []
+        said = ", ".join(code(c.name) for c in tied)
+        lines += [f"not told apart from it ({v.floor_text()}): {said}"] if tied else []
         lines += [f"  {c.text}" for c in tied]
         lines.append(f"verdict: {v.answer(REPEATS_KEY)}")
     for t in front if len(names) > 1 else ():
@@ -117,8 +137,25 @@ def recommendation_text(best, front: list, names: list[str], r: Result | None = 
             diffs = ", ".join(
                 f"{n} {100 * (x / b - 1):+.1f}%" for n, x, b in zip(names, t.values, best.values, strict=True) if b
             )
-            lines.append(f"  front {trial_label(t)}: {diffs} vs recommended")
-    return "\n".join(lines)
+            lines.append(f"  front {code(trial_label(t))}: {diffs} vs recommended")
+    return lines
+
+
+def recommendation_text(best, front: list, names: list[str], r: Result | None = None, ratios: bool = True) -> str:
+    """The recommendation as the terminal prints it (recommendation_lines, plain)."""
+    return "\n".join(recommendation_lines(best, front, names, r, ratios))
+
+
+def markdown_lines(lines: list[str]) -> list[str]:
+    """Lines as markdown that wraps (MLflow's description cuts a code block at its right edge):
+    each a paragraph, a line indented by two spaces an item of a list under the one above."""
+    out: list[str] = []
+    for line in lines:
+        item = line.startswith("  ")
+        if not (item and out and out[-1].startswith("- ")):
+            out.append("")
+        out.append(f"- {line.strip()}" if item else line)
+    return out
 
 
 def recommended_set(best, r: Result) -> list[str]:
@@ -130,13 +167,15 @@ def report(
     study: optuna.Study,
     search: SearchConfig,
     parent,
+    experiment,
     out_dir: Path,
     labels: list[str] | None = None,
     judging: tuple[str, float] = (DEFAULT_METRIC, 0.0),
 ) -> str | None:
-    """Best trial(s), plots and the trials CSV on the parent run; returns the recommendation.
-    labels: the objectives as shown ("(estimate)" after an estimated one); their names if None.
-    judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
+    """Best trial(s), plots and the trials CSV on the parent run, each COMPLETE trial's verdict on
+    its runs (mark_verdicts, through the experiment: tracking.experiment.Experiment); returns the
+    recommendation. labels: the objectives as shown ("(estimate)" after an estimated one); their
+    names if None. judging: the sweeps' verdict settings (verdict.metric, verdict.noise_floor_min)."""
     names = list(search.objectives)
     labels = list(labels or names)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -148,9 +187,10 @@ def report(
     front = study.best_trials  # COMPLETE trials only: a recommended configuration always ran
     best = recommend(front, list(search.directions))
     r = trial_result(done, verdict_metric(search, judging[0]), judging[1])
+    mark_verdicts(experiment, done, r)
     ratios = not without_gpu((t.user_attrs.get("ran") or {}).get("compute_unit") for t in done)
     parent.set_tags(
-        {f"best_{k}": str(x) for k, x in ran_knobs(best).items()}
+        {f"best_{RAN_AS.get(k, k)}": str(x) for k, x in ran_knobs(best).items()}  # docs/metrics.md's names
         | {
             "best_cpu_gpu_ratio": _g4(best.user_attrs.get("cpu_gpu_ratio")) if ratios else "not compared (no GPU)",
             "best_trial": str(best.number),
@@ -163,12 +203,37 @@ def report(
     not_drawn = plots(study, labels, out_dir, parent, list(search.directions))
     if not_drawn:
         parent.set_tags({UNMEASURED: format_unmeasured(not_drawn)})
-    text = recommendation_text(best, front, labels, r, ratios)
+    said = recommendation_lines(best, front, labels, r, ratios, code=lambda name: f"`{name}`")
     warm = parent.tags().get("warm_start_note")  # rlbench/searches/warm_start.py
     ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
     table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
-    parent.describe(search_note(study.study_name, len(done), text, warm, [*links(parent, len(names)), "", *table]))
-    return text
+    parent.describe(
+        search_note(study.study_name, len(done), markdown_lines(said), warm, [*links(parent, len(names)), "", *table])
+    )
+    return recommendation_text(best, front, labels, r, ratios)
+
+
+def trial_verdicts(done: list, r: Result) -> dict[str, dict[str, str]]:
+    """The tag VERDICT_TAG (tracking/views.py) of each run of the COMPLETE trials `done`, by run id:
+    its trial's label by the verdict rule (`best; noise floor 7.4%`, ...: Result.label), as `r`
+    labels it; a trial it did not judge is left out."""
+    return {
+        run["run_id"]: {VERDICT_TAG: text}
+        for t in done
+        if (text := r.label(trial_label(t))) is not None
+        for run in t.user_attrs.get("runs") or []
+        if run.get("run_id")
+    }
+
+
+def mark_verdicts(experiment, done: list, r: Result) -> None:
+    """Each run of the COMPLETE trials tagged with its trial's verdict (trial_verdicts), judged over
+    every COMPLETE trial of the study, so that a trial of an earlier run of the command gets the
+    verdict the later trials changed. A warning if the tags cannot be written: the trials' record stands."""
+    try:
+        experiment.tag_runs(trial_verdicts(done, r))
+    except Exception as e:  # noqa: BLE001 - the trials' record stands without it
+        log.warning("could not tag the trials' verdicts: %s", e)
 
 
 def _g4(v) -> str:
@@ -228,16 +293,41 @@ def links(parent, objectives: int = 2) -> list[str]:
 
 def readable(fig) -> None:
     """Optuna's figures made readable: the x ticks turned so that long values do not run into each
-    other, and the trials coloured on a scale with no white end (its Blues draws the first trials
-    white on white)."""
-    from matplotlib.ticker import NullFormatter  # lazy: keeps matplotlib off the start
+    other, an axis of integers (a knob, the trials' numbers and their colour bar) ticked at
+    integers (integer_ticks), and the trials coloured on a scale with no white end (its Blues
+    draws the first trials white on white)."""
+    from matplotlib.ticker import MaxNLocator, NullFormatter  # lazy: keeps matplotlib off the start
 
     for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":  # the trials' numbers (Trial 0 ... n)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+            continue
         ax.tick_params(axis="x", labelrotation=45)
         ax.xaxis.set_minor_formatter(NullFormatter())  # a log axis's 7x10^0, 8x10^0 ... ran into each other
+        if ax.get_xlabel() in (*KNOBS, "Trial"):
+            integer_ticks(ax.xaxis)
         for points in ax.collections:
             if points.get_array() is not None:
                 points.set_cmap("viridis")
+
+
+def integer_ticks(axis) -> None:
+    """A matplotlib axis of integers ticked as plain numbers: on a log scale (actors) at 1, 2 and
+    5 x 10^k where two of those fall in its range (log_steps), else at up to 5 integers (a log
+    axis from 3 to 29 had the one label 10^1; a trial's number 0.5)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator  # lazy: keeps matplotlib off the start
+
+    log = axis.get_scale() == "log" and len(log_steps(*axis.get_view_interval())) >= 2
+    steps = LogLocator(subs=(1.0, 2.0, 5.0)) if log else MaxNLocator(nbins=5, integer=True, min_n_ticks=1)
+    axis.set_major_locator(steps)
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+
+
+def log_steps(lo: float, hi: float) -> list[float]:
+    """The values 1, 2 and 5 x 10^k from lo to hi (lo > 0): 3..29 gives 5, 10, 20."""
+    lo, hi = sorted((lo, hi))
+    k = range(math.floor(math.log10(lo)), math.floor(math.log10(hi)) + 1)
+    return [m * 10.0**e for e in k for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
 
 
 def plots(
@@ -281,19 +371,16 @@ def plots(
 
 
 def search_note(
-    study_name: str, completed: int, recommendation: str, warm_start: str | None = None, table: list[str] = ()
+    study_name: str, completed: int, recommendation: list[str], warm_start: str | None = None, table: list[str] = ()
 ) -> str:
     """The study parent's description (MLflow's note): its links and the trials' table (above
     MLflow's fold), the warm start's line when the study began from a profile's predictions,
-    then the recommendation and its Pareto front."""
+    then the recommendation and its Pareto front (markdown_lines: lines that wrap)."""
     return "\n".join(
         [
             f"**rlbench search** study `{study_name}` · {completed} complete trials",
             *(["", *table] if table else []),
             *(["", warm_start] if warm_start else []),
-            "",
-            "```",
-            recommendation,
-            "```",
+            *recommendation,
         ]
     )

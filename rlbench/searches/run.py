@@ -19,6 +19,7 @@ from rlbench.prepare.preflight import check, masked
 from rlbench.prepare.validate import validate
 from rlbench.searches.parent import ran_knobs, recommend, report, study_params, study_parent, trial_rows
 from rlbench.searches.space import (
+    KNOBS,
     SearchError,
     check_space,
     default_objectives,
@@ -40,14 +41,15 @@ from rlbench.searches.warm_start import enqueue, load_machine, note, record
 from rlbench.tracking.experiment import Experiment
 from rlbench.tracking.parent import live
 from rlbench.tracking.store import ui_hint, use_store
+from rlbench.tracking.views import VERDICT_TAG
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchResult:
     """What a search returns (the Python API's rlbench.search): its parent run, how it ended, the
     study, each trial's rows (search/parent.py trial_rows: a trial's runs with their knobs and
-    headline numbers), the recommended trial's knobs as it ran them (None before a COMPLETE
-    trial), and the store."""
+    headline numbers), the recommended trial's knobs as it ran them, by the command line's names
+    (parent.py ran_knobs: actors, actor_threads, sm_limit; None before a COMPLETE trial), and the store."""
 
     parent_run_id: str
     status: str
@@ -181,7 +183,7 @@ def run_study(
 
     def close(status: str) -> None:
         with tempfile.TemporaryDirectory() as tmp:
-            text = report(study, search, parent, Path(tmp), labels, judging)
+            text = report(study, search, parent, experiment, Path(tmp), labels, judging)
         lock.close()
         view = _search_view(experiment, parent.run_id, search)
         print(
@@ -195,13 +197,13 @@ def run_study(
 
 def _search_view(experiment, parent: str, search) -> str | None:
     """The runs table's shared view of the trials: the searched knobs (search/space.py suggest)
-    and the headline numbers; energy when the study minimises it (the search refuses an energy
-    objective that cannot be measured)."""
+    and the headline numbers, energy when the study minimises it (the search refuses an energy
+    objective that cannot be measured), and each COMPLETE trial's verdict (parent.py mark_verdicts)."""
     measured = {"runtime_s", "task_fps", "fps", "actor_threads_used", "sm_granted", "cpu_gpu_ratio"} | (
         {"energy_per_task_j"} & set(search.objectives)
     )  # the knobs as the jobs ran them beside the asked ones
     try:
-        return experiment.share_runs_view(parent, ["actors", "actor_threads", "sm_limit"], measured)
+        return experiment.share_runs_view(parent, list(KNOBS), measured, tags=(VERDICT_TAG,))
     except Exception as e:  # noqa: BLE001 - the trials' record stands without it
         print(f"[rlbench search] could not store the runs table's view: {e}", flush=True)
         return None

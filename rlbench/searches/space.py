@@ -78,6 +78,22 @@ def granted_space(search: SearchConfig, conf, cpus: int | None = None) -> str | 
     )
 
 
+KNOBS = ("actors", "actor_threads", "sm_limit")  # what a trial searches, by the command line's names (suggest)
+RAN_AS = {"actor_threads": "actor_threads_used", "sm_limit": "sm_granted"}  # the metric naming each as a job ran it
+
+
+def knob_text(knobs: dict) -> str:
+    """`actors=12 actor_threads=1 sm_limit=1`: knobs as the command line's overrides, in their
+    order (an integral float as an integer; None, a value no run logged, as `unknown`)."""
+    return " ".join(f"{k}={_knob_value(v)}" for k, v in knobs.items())
+
+
+def _knob_value(v) -> str:
+    if v is None:
+        return "unknown"
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
 def suggest(trial: optuna.Trial, search: SearchConfig) -> dict[str, int]:
     """The trial's resources (log-uniform integers within the configured bounds)."""
     return {

@@ -16,7 +16,7 @@ from rlbench.core.signals import JobPruned
 from rlbench.core.verdict import RECORDED
 from rlbench.prepare.hydra_private import failure
 from rlbench.prepare.job import handing
-from rlbench.searches.space import SearchError, objective_values
+from rlbench.searches.space import SearchError, knob_text, objective_values
 from rlbench.searches.study import DONE, WAIT, Heartbeat, StudyLock, claim_trial, complete
 from rlbench.tracking.parent_note import TABLE_METRICS
 
@@ -24,7 +24,10 @@ log = logging.getLogger(__name__)
 
 
 def trial_overrides(job: list[str], params: dict, study: str, number: int, parent: str, uri: str) -> list[str]:
-    name = " ".join(f"{k}={v}" for k, v in params.items())
+    """A trial's job: the search's line, the trial's knobs, its parent, store and study; its run
+    named `trial 4: actors=8 actor_threads=1 sm_limit=2`, as asked (the parent's trial_label
+    names a COMPLETE trial so too where its jobs ran what was asked)."""
+    name = knob_text(params)
     return [
         *job,
         *(f"{k}={v}" for k, v in params.items()),

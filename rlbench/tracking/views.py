@@ -22,7 +22,7 @@ BOUND_TAG = "bound"  # a job's bottleneck in words (rlbench.core.bound.bottlenec
 NOT_MEASURED = "not measured"  # a tag named after a headline metric the job could not measure
 VIEW = "workflowType=machine_learning"  # MLflow 3's "Model training" view, not its GenAI one
 REPEAT_GROUP = "repeat_group"  # the tag naming the configuration a repeat runs (rlbench/sweeps/sweep.py)
-VERDICT_TAG = "verdict"  # a sweep's job: best, not told apart from best, or slower (tracking/parent_note.py verdicts);
+VERDICT_TAG = "verdict"  # a sweep's job or a search's trial run: best, not told apart from best, or slower;
 # on a sweep's parent: the verdict's answer, beside BEST_TAG, its best configuration (rlbench/sweeps/sweep.py)
 BEST_TAG = "best"
 
