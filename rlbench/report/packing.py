@@ -1,6 +1,6 @@
 """The report's packing figure: a sweep's packs (pack=K, rlbench/sweeps/pack.py) as the node
 throughput, the node's energy per task and the jobs' slowdown against K, each K's median over its
-repeats with their range; beside Figures 3 and 4. docs/packing.md.
+repeats with their range; beside the actor and SM scaling figures. docs/packing.md.
 """
 
 from __future__ import annotations
