@@ -34,6 +34,11 @@ TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 OPS_LEGEND_SIZE = 10.0
 LINE_SPACING = 1.2  # matplotlib's, in font sizes per line
 PAD = 0.12  # inches around a band of text
+# The foot's line on a figure that draws a whisker (plot_ranges): what its points and whiskers are
+RANGES = (
+    "points: the median of each configuration's finished runs; whiskers: their min..max "
+    "(n per point: the report's Configurations table)"
+)
 
 
 @dataclass
@@ -97,6 +102,11 @@ def _footer_text(study: Study, note: str, width: int, verdict: Verdict | None = 
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
+def draws_ranges(fig: Figure) -> bool:
+    """Whether `fig` draws a min..max whisker (plot_ranges' gid `<metric>|<group>|range`)."""
+    return any((a.get_gid() or "").endswith("|range") for a in fig.findobj())
+
+
 def _finish(
     drawn: Drawn,
     study: Study,
@@ -105,12 +115,15 @@ def _finish(
     legend: list | None = None,
     legend_size: float = LEGEND_SIZE,
     verdict: Verdict | None = None,
+    ranges: str = RANGES,
 ) -> Drawn:
-    """Title at the head; the legend (handles shared by all panels), the note, the host and the
-    left-out jobs at the foot; the panels laid out between. The figure grows by the height of
-    head and foot, so the panels keep their size and no line is cut at the edge."""
+    """Title at the head; the legend (handles shared by all panels), `ranges` where the figure
+    draws whiskers, the note, the host and the left-out jobs at the foot; the panels laid out
+    between. The figure grows by the height of head and foot, so the panels keep their size and
+    no line is cut at the edge."""
     fig = drawn.fig
     width = fig.get_figwidth()
+    note = "\n".join(filter(None, [ranges if draws_ranges(fig) else "", note]))
     head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
     foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE), verdict)
     head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
