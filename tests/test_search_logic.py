@@ -388,3 +388,20 @@ def test_a_search_without_objectives_runs_with_the_defaults_for_this_host(store,
     assert seen["objectives"] == ["runtime_s"] and seen["directions"] == ["minimize"]
     assert [d.name for d in seen["study"]] == ["MINIMIZE"] and seen["tag"] == "runtime_s (minimize)"
     assert "energy_per_task_j" in out.stdout  # the line naming the objective left out, and why
+
+
+def test_a_searchs_plots_leave_matplotlibs_style_as_it_was(tmp_path):
+    """Optuna's matplotlib plots set the ggplot style for the whole process (grey panels, larger
+    labels); drawn in an rc_context, they leave it as it was, so a report drawn after a search in
+    one process keeps its own (its packing figure's long y labels ran past its edge in ggplot's)."""
+    import matplotlib
+
+    from rlbench.searches.parent import plots
+
+    matplotlib.rcdefaults()
+    study = optuna.create_study()
+    study.optimize(lambda t: t.suggest_float("x", 1.0, 2.0), n_trials=3)
+    parent = FakeParent()
+    plots(study, ["runtime_s"], tmp_path, parent)
+    assert "optimisation_history.png" in parent.files  # drawn in Optuna's style
+    assert (matplotlib.rcParams["axes.facecolor"], matplotlib.rcParams["axes.labelsize"]) == ("white", "medium")
