@@ -183,3 +183,35 @@ def test_figure3_draws_the_gpu_idle_power_a_stage_measured_across_its_power_pane
         drawn = F.actor_scaling(Study("experiment", "e", None, {}, jobs, [], idle_power_w=watts))
         (ax,) = [ax for ax in drawn.fig.axes if ax.get_ylabel() == F.POWER_PANEL]
         assert [ln.get_ydata()[0] for ln in ax.lines if ln.get_gid() == "idle_power_gpu_w"] == lines
+
+
+def _foot(drawn) -> str:
+    """A drawn figure's texts (its title and its foot), unwrapped."""
+    return " ".join(" ".join(t.get_text() for t in drawn.fig.texts).split())
+
+
+def test_a_figure_that_draws_whiskers_says_at_its_foot_what_its_points_and_whiskers_are():
+    """Where repeats differ the figure draws a min..max whisker through each median, and its foot
+    says what points and whiskers are; the same figure of single runs draws none and says nothing."""
+    from rlbench.core.metrics import NODE_FPS
+    from rlbench.report.packing import RANGES as PACK_RANGES
+    from rlbench.report.packing import packing
+    from rlbench.tracking.study_records import JobRun, PackRun, Study
+
+    def study(runtimes: dict[int, list[float]], packs=()) -> Study:
+        jobs = [
+            JobRun(f"r{a}-{i}", f"actors={a}", "FINISHED", {"actors": str(a)}, {"runtime_s": t, "fps": 1e3 / t}, {})
+            for a, ts in runtimes.items()
+            for i, t in enumerate(ts)
+        ]
+        return Study("sweep", "s", "p", {}, jobs, [], packs=list(packs))
+
+    line = " ".join(F.RANGES.split())
+    repeated = F.actor_scaling(study({4: [10.0, 12.0], 16: [8.0, 9.0]}))
+    assert F.draws_ranges(repeated.fig) and line in _foot(repeated)
+    single = F.actor_scaling(study({4: [10.0], 16: [8.0]}))
+    assert not F.draws_ranges(single.fig) and "whiskers" not in _foot(single)
+    packs = [PackRun(k, "c", r, {NODE_FPS: 100.0 * k + r}, {}) for k in (1, 2) for r in (0, 1)]
+    packed = packing(study({4: [10.0]}, packs))
+    assert " ".join(PACK_RANGES.split()) in _foot(packed) and line not in _foot(packed)
+    assert _texts_inside(repeated.fig) == [] and _texts_inside(packed.fig) == []

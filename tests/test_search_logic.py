@@ -469,3 +469,20 @@ def test_the_searchs_figures_tick_knobs_and_trials_at_integers(actors, ticks):
         assert _shown(fig.axes[0].xaxis) == [str(n) for n in range(len(actors))]
     finally:
         plt.close("all")
+
+
+def test_a_searchs_plots_leave_matplotlibs_style_as_it_was(tmp_path):
+    """Optuna's matplotlib plots set the ggplot style for the whole process (grey panels, larger
+    labels); drawn in an rc_context, they leave it as it was, so a report drawn after a search in
+    one process keeps its own (its packing figure's long y labels ran past its edge in ggplot's)."""
+    import matplotlib
+
+    from rlbench.searches.parent import plots
+
+    matplotlib.rcdefaults()
+    study = optuna.create_study()
+    study.optimize(lambda t: t.suggest_float("x", 1.0, 2.0), n_trials=3)
+    parent = FakeParent()
+    plots(study, ["runtime_s"], tmp_path, parent)
+    assert "optimisation_history.png" in parent.files  # drawn in Optuna's style
+    assert (matplotlib.rcParams["axes.facecolor"], matplotlib.rcParams["axes.labelsize"]) == ("white", "medium")

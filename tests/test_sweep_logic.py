@@ -147,7 +147,7 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
     assert parent.note.startswith("**rlbench sweep** actors=2,4 #2 · FINISHED · 2 jobs: 2 finished")
     assert "Best (runtime_s): job 1 `actors=4`" in parent.note
     assert experiment.views == [(parent.run_id, ["actors"], {"runtime_s", "task_fps", "fps"}, None, ("verdict",))]
-    tags = {"run-2": "100.0% slower than best; noise floor unknown", "run-4": "best; noise floor unknown"}
+    tags = {"run-2": "2.00x slower than best; noise floor unknown", "run-4": "best; noise floor unknown"}
     assert experiment.run_tags == {run: {"verdict": text} for run, text in tags.items()}
     assert summary["verdict"] == [tags["run-2"], tags["run-4"]]  # summary.json says what the tags say
     assert parent.tags()["verdict_metric"] == "runtime_s" and parent.tags()["verdict_noise_floor_min"] == "0.0"
@@ -165,7 +165,7 @@ def test_a_finished_sweep_records_its_summary_best_and_note_and_ends_finished(ca
         "configuration; rerun with repeats=3 to tell"
     )
     assert last[3] == (
-        "[rlbench sweep] - actors=4 is 100.0% faster than actors=2; noise floor unknown: one run per "
+        "[rlbench sweep] - actors=4 is 2.00x faster than actors=2; noise floor unknown: one run per "
         "configuration; rerun with repeats=3 to tell"
     )
     assert last[4] == f"[rlbench sweep] Next: python -m rlbench.report --sweep {parent.run_id} --tracking-uri '{URI}'"
@@ -244,7 +244,7 @@ def test_repeats_tag_each_job_with_its_configuration_and_log_the_per_configurati
         ("verdict",),
     )  # no seed knob
     assert experiment.run_tags == {
-        "run-2": {"verdict": "slower than best: 100.0% slower; noise floor 0.0%"},
+        "run-2": {"verdict": "slower than best: 2.00x slower; noise floor 0.0%"},
         "run-4": {"verdict": "best; noise floor 0.0%"},
     }
 

@@ -293,3 +293,25 @@ def test_a_run_at_zero_leaves_the_noise_floor_unknown_not_a_division_by_zero():
     assert noise_floor([spread([100.0, 110.0]), spread([50.0, 55.0])]) == pytest.approx(0.1)
     assert noise_floor([spread([100.0, 110.0]), spread([0.0, 3000.0])]) is None
     assert noise_floor([spread([0.0])]) is None  # one run: unknown as before
+
+
+def test_a_difference_of_2x_or_more_reads_as_a_ratio_and_a_smaller_one_as_a_percent():
+    """how_much: a percent below 2x, the ratio from 2x (exactly twice: 2.00x); every text of the
+    rule (the comparison, the answer, the tied list, the runs' label) says a difference so, and
+    the noise floor stays a percent."""
+    from rlbench.core.verdict import how_much
+
+    assert [how_much(d) for d in (0.41, 0.999, 1.0, 1.559, 9.0)] == ["41.0%", "99.9%", "2.00x", "2.56x", "10.00x"]
+    v = judge({"a": [10.0, 10.0, 10.4], "b": [25.6], "c": [14.1]})  # floor 4.0%: a's repeats
+    assert [c.text for c in v.comparisons] == [
+        "a is 2.56x faster than b; noise floor 4.0%: told apart",
+        "a is 41.0% faster than c; noise floor 4.0%: told apart",
+    ]
+    assert v.label("b") == "slower than best: 2.56x slower; noise floor 4.0%"
+    assert v.label("c") == "slower than best: 41.0% slower; noise floor 4.0%"
+    far = judge({"a": [10.0, 10.0, 10.4], "b": [25.6]}).answer()
+    assert far.endswith("told apart from every other configuration: at least 2.56x faster than b (noise floor 4.0%)")
+    tied = judge({"a": [10.0, 10.0, 10.4], "b": [25.6], "c": [14.1]}, floor_min=2.0).answer()
+    assert tied.endswith("not told apart from b (2.56x slower), c (41.0% slower): noise floor 200.0%")
+    single = judge({"a": [10.0], "b": [20.0]})  # one run each: the floor unknown
+    assert single.label("b").startswith("2.00x slower than best; noise floor unknown")

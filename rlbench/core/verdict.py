@@ -39,7 +39,7 @@ class Comparison:
     name: str  # the configuration compared with the best
     difference: float  # relative: the larger median over the smaller, less 1
     told_apart: bool | None  # None: the noise floor is unknown
-    text: str
+    text: str  # compare()'s words, the difference in how_much's
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,13 @@ def difference(a: float, b: float) -> float:
     """The relative difference of two positive medians: the larger over the smaller, less 1
     (41% faster: one took 1.41 times the other's time, or ran at 1.41 times its rate)."""
     return max(a, b) / min(a, b) - 1
+
+
+def how_much(difference: float) -> str:
+    """A relative difference of two medians in words, before `faster` or `slower`: a percent with
+    one decimal below 2x (0.41: `41.0%`), the ratio with two decimals from 2x (1.559: `2.56x`; the
+    larger median at least twice the smaller, where a percent would read `155.9%`)."""
+    return f"{1 + difference:.2f}x" if difference >= 1.0 else f"{difference:.1%}"
 
 
 def noise_floor(spreads: Iterable[Spread]) -> float | None:
@@ -186,14 +193,15 @@ def settings(tags: Mapping[str, str]) -> tuple[str, float]:
 def compare(
     ref: str, name: str, medians: Mapping[str, Spread], floor: float | None, sense: str, source: str | None = REPEATS
 ) -> Comparison:
-    """`actors=4 is 41.0% faster than actors=2; noise floor 8.0%: told apart` (or `not told
-    apart`, or with the floor unknown, says so; a windows' floor says so); `ref`: the best or another pick."""
+    """`actors=4 is 41.0% faster than actors=2; noise floor 8.0%: told apart` (`2.56x faster` from
+    2x: how_much; or `not told apart`, or with the floor unknown, says so; a windows' floor says
+    so); `ref`: the best or another pick."""
     a, b = medians[ref].median, medians[name].median
     d = difference(a, b)
     told = None if floor is None else d > floor
     faster = (a < b) if sense == "lower" else (a > b)
     head = (
-        f"{ref} is {d:.1%} {'faster' if faster else 'slower'} than {name}"
+        f"{ref} is {how_much(d)} {'faster' if faster else 'slower'} than {name}"
         if d > 0
         else f"{ref} and {name} have the same median"
     )
@@ -214,7 +222,8 @@ def against(v: Verdict, ref: str) -> tuple[Comparison, ...]:
 
 
 def answer(v: Verdict) -> str:
-    """The verdict in one sentence: the best, what it is not told apart from, against the floor."""
+    """The verdict in one sentence: the best, what it is not told apart from, against the floor
+    (each difference in how_much's words)."""
     if v.best is None:
         why = (
             " (a job with fewer steady windows than tracking.steady_min_windows has none: its tag `unmeasured` "
@@ -227,17 +236,18 @@ def answer(v: Verdict) -> str:
     if v.floor is None:
         return f"{head}; {v.floor_text()}"
     if v.tied:
-        near = ", ".join(f"{c.name} ({c.difference:.1%} slower)" for c in v.comparisons if c.name in v.tied)
+        near = ", ".join(f"{c.name} ({how_much(c.difference)} slower)" for c in v.comparisons if c.name in v.tied)
         return f"{head}; not told apart from {near}: {v.floor_words}"
     nearest = min(v.comparisons, key=lambda c: c.difference)
     return (
-        f"{head}; told apart from every other configuration: at least {nearest.difference:.1%} faster "
+        f"{head}; told apart from every other configuration: at least {how_much(nearest.difference)} faster "
         f"than {nearest.name} ({v.floor_words})"
     )
 
 
 def label(v: Verdict, name: str) -> str | None:
-    """A configuration's verdict in a few words (the runs' tag `verdict`); None: not judged."""
+    """A configuration's verdict in a few words (the runs' tag `verdict`, its difference in
+    how_much's words); None: not judged."""
     floor = v.floor_words
     if name == v.best:
         return f"best; {floor}" if v.comparisons else "best"
@@ -245,9 +255,9 @@ def label(v: Verdict, name: str) -> str | None:
     if comp is None:
         return None
     if comp.told_apart is None:
-        return f"{comp.difference:.1%} slower than best; {floor}"
+        return f"{how_much(comp.difference)} slower than best; {floor}"
     said = "not told apart from best" if not comp.told_apart else "slower than best"
-    return f"{said}: {comp.difference:.1%} slower; {floor}"
+    return f"{said}: {how_much(comp.difference)} slower; {floor}"
 
 
 # The report's parts of the answer: the knee, the recommended ratio, the paper's rule.
@@ -292,7 +302,7 @@ def knee(
                 how = (
                     f"no larger actor count shortens the task measurably ({saved:.1%} shorter, within the noise floor)"
                 )
-            told = f" (not told apart: {d:.1%} difference, noise floor {floor:.1%})" if unclear else ""
+            told = f" (not told apart: {how_much(d)} difference, noise floor {floor:.1%})" if unclear else ""
             return Knee(
                 a,
                 runtimes[a],

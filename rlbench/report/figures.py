@@ -34,6 +34,11 @@ TITLE_SIZE, FOOT_SIZE, LEGEND_SIZE = 12.0, 8.0, 8.0  # points
 OPS_LEGEND_SIZE = 10.0
 LINE_SPACING = 1.2  # matplotlib's, in font sizes per line
 PAD = 0.12  # inches around a band of text
+# The foot's line on a figure that draws a whisker (plot_ranges): what its points and whiskers are
+RANGES = (
+    "points: the median of each configuration's finished runs; whiskers: their min..max "
+    "(n per point: the report's Configurations table)"
+)
 
 
 @dataclass
@@ -97,6 +102,11 @@ def _footer_text(study: Study, note: str, width: int, verdict: Verdict | None = 
     return "\n".join(_fill(line, width) for line in lines if line)
 
 
+def draws_ranges(fig: Figure) -> bool:
+    """Whether `fig` draws a min..max whisker (plot_ranges' gid `<metric>|<group>|range`)."""
+    return any((a.get_gid() or "").endswith("|range") for a in fig.findobj())
+
+
 def _finish(
     drawn: Drawn,
     study: Study,
@@ -105,12 +115,15 @@ def _finish(
     legend: list | None = None,
     legend_size: float = LEGEND_SIZE,
     verdict: Verdict | None = None,
+    ranges: str = RANGES,
 ) -> Drawn:
-    """Title at the head; the legend (handles shared by all panels), the note, the host and the
-    left-out jobs at the foot; the panels laid out between. The figure grows by the height of
-    head and foot, so the panels keep their size and no line is cut at the edge."""
+    """Title at the head; the legend (handles shared by all panels), `ranges` where the figure
+    draws whiskers, the note, the host and the left-out jobs at the foot; the panels laid out
+    between. The figure grows by the height of head and foot, so the panels keep their size and
+    no line is cut at the edge."""
     fig = drawn.fig
     width = fig.get_figwidth()
+    note = "\n".join(filter(None, [ranges if draws_ranges(fig) else "", note]))
     head = _fill(suptitle, _chars_across(0.96 * width, TITLE_SIZE))
     foot = _footer_text(study, note, _chars_across(0.98 * width, FOOT_SIZE), verdict)
     head_in, foot_in = _height(head, TITLE_SIZE) + PAD, _height(foot, FOOT_SIZE) + PAD
@@ -178,7 +191,7 @@ def _plot_metric(ax, groups, x_key: str, metric: str, label: str, transform=None
 def scaling_series(groups: dict[str, list[JobRun]], x_key: str, what: str) -> tuple[dict[str, list[JobRun]], str]:
     """The series with two or more values of `x_key` (a line that can show scaling), and the
     foot's line naming the others: a single configuration is its own baseline (e.g. the GPU
-    study's SM limits, each run at one actor count, in Figure 3)."""
+    study's SM limits, each run at one actor count, in the actor scaling figure)."""
     kept = {g: js for g, js in groups.items() if len({j.knob(x_key) for j in js}) >= 2}
     left = [g for g in groups if g not in kept]
     return kept, f"not drawn, at one {what} only: {'; '.join(left)}" if left else ""
@@ -199,7 +212,7 @@ def _normalise_to_first(pts):
 
 
 def _actor_panel(ax, groups, metrics, ylabel: str) -> None:
-    """One panel of Figure 3: a line per metric and group (jobs without the metric skipped)."""
+    """One panel of the actor scaling figure: a line per metric and group (jobs without the metric skipped)."""
     for i, (metric, label, transform) in enumerate(metrics):
         _plot_metric(ax, groups, "actors", metric, label, transform, SERIES_STYLES[i % len(SERIES_STYLES)])
     ax.set(xlabel="actors (environment instances)", ylabel=ylabel)
@@ -225,7 +238,7 @@ def _idle_line(ax, watts: float) -> None:
 
 
 def actor_panels(study: Study) -> list[tuple[str, list]]:
-    """Figure 3's panels: (y label, [(metric, label, transform)]), in reading order."""
+    """The actor scaling figure's panels: (y label, [(metric, label, transform)]), in reading order."""
     fps = _fps_units(study)
     return [
         ("runtime / runtime at fewest actors", [("runtime_s", "", _normalise_to_first)]),
@@ -249,7 +262,7 @@ def actor_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """The study's Figure 3: runtime (normalised), the actors' and the task's fps, power, perf/W
     and energy per task vs actors. A panel or series no job measured is left out, and the
     figure's foot names it once with the reasons (never_measured)."""
-    name, title = "fig3_actor_scaling", "Figure 3: scaling the actors"
+    name, title = "fig3_actor_scaling", "Scaling the actors, as in the paper's Figure 3"
     groups, single = scaling_series(series(study.finished, "actors", "actors"), "actors", "actor count")
     jobs = [j for js in groups.values() for j in js]
     if not groups:
@@ -277,7 +290,7 @@ def actor_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
 def sm_scaling(study: Study, verdict: Verdict | None = None) -> Drawn:
     """The study's Figure 4: slowdown vs granted compute units and vs CPU/GPU ratio (not without
     a GPU: the verdict says why), fixed actors."""
-    name, title = "fig4_sm_scaling", "Figure 4: limiting the learner's and inference's compute units"
+    name, title = "fig4_sm_scaling", "Limiting the learner's and inference's compute units, as in the paper's Figure 4"
     groups, single = scaling_series(series(study.finished, "sm_granted", "sm_limit"), "sm_granted", "unit count")
     if not groups:
         return Drawn(name, title, None, "needs finished jobs at two or more granted unit counts at fixed actors")

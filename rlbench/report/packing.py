@@ -1,6 +1,6 @@
 """The report's packing figure: a sweep's packs (pack=K, rlbench/sweeps/pack.py) as the node
 throughput, the node's energy per task and the jobs' slowdown against K, each K's median over its
-repeats with their range; beside Figures 3 and 4. docs/packing.md.
+repeats with their range; beside the actor and SM scaling figures. docs/packing.md.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from rlbench.core.verdict import NODE_JUDGED, pack_verdicts, packing_lines, sett
 from rlbench.report.figures import Drawn, _finish, medians, new_figure, plot_ranges
 from rlbench.tracking.study_records import Study
 
+RANGES = "points: the median of each pack size's repeats; whiskers: their min..max"  # the foot's, with whiskers
 PANELS = (
     (NODE_FPS, "node throughput (env frames / s, the K jobs summed)"),
     (NODE_ENERGY, "node energy per task (J)"),
@@ -36,8 +37,7 @@ def packing(study: Study) -> Drawn:
         ax.set(xlabel="jobs per node (pack)", ylabel=label, xticks=ks, xlim=(min(ks) - 0.5, max(ks) + 0.5))
         ax.grid(alpha=0.3)
     note = "; ".join(notes)
-    sub = f"{title} ({study.title}); points: medians over the repeats, bars: min..max"
-    return _finish(Drawn(name, title, fig, note), study, sub, note=note)
+    return _finish(Drawn(name, title, fig, note), study, f"{title} ({study.title})", note=note, ranges=RANGES)
 
 
 def packing_verdict(study: Study) -> list[str]:

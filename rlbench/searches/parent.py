@@ -336,7 +336,8 @@ def plots(
     """The Pareto front (one objective: the optimisation history), the params' importances (for
     the first objective as optimised) and its slices (as measured) (Optuna's importances are for a low target: a
     maximised one is negated), drawn into out_dir and logged on the parent; returns those not
-    drawn, with why."""
+    drawn, with why. Optuna's plots set the ggplot style for the whole process: they are drawn in
+    an rc_context, so figures drawn after a search (the report's) keep their own."""
     import matplotlib  # lazy: keeps matplotlib off the start
 
     matplotlib.use("Agg")
@@ -357,10 +358,10 @@ def plots(
     not_drawn = {}
     for fname, plot in draw.items():
         try:
-            with quiet_optuna():
+            with quiet_optuna(), matplotlib.rc_context():
                 plot()
-            readable(plt.gcf())
-            plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
+                readable(plt.gcf())
+                plt.gcf().savefig(out_dir / fname, dpi=80, bbox_inches="tight")
             parent.log_file(out_dir / fname)
         except Exception as e:  # noqa: BLE001 - e.g. importances need 2+ complete trials with varied params
             log.warning("no %s: %s", fname, e)

@@ -48,7 +48,8 @@ def verdicts(rows: list[dict], r: Result) -> dict[str, str]:
     """The tag VERDICT_TAG (tracking/views.py) of each finished job with a run, by run id: its
     configuration's label by the verdict rule (`best; noise floor 7.4%`, `not told apart from
     best: 1.9% slower; noise floor 7.4%`, `slower than best: 77.5% slower; noise floor 7.4%`;
-    single runs: `57.6% slower than best; noise floor unknown: ...`), as `r` labels it."""
+    single runs: `57.6% slower than best; noise floor unknown: ...`; from 2x a ratio, `2.56x
+    slower`: verdict.how_much), as `r` labels it."""
     out = {
         row["run_id"]: r.label(config_key(row)) for row in rows if row.get("status") == "FINISHED" and row.get("run_id")
     }
