@@ -153,7 +153,7 @@ def test_the_steady_windows_give_the_floor_only_without_repeats_and_only_for_a_s
     v = judge({"a": [1000.0], "b": [1400.0]}, "steady/fps", 0.0, windows)
     assert (v.floor, v.source, v.measured_floor) == (pytest.approx(0.375), WINDOWS, None)
     assert v.answer() == (
-        "Best by median steady/fps: b; told apart from every other configuration: at least 40.0% "
+        "Best by median steady/fps: b; told apart from all others: at least 40.0% "
         "faster than a (noise floor 37.5% from the steady windows)"
     )
     assert v.label("a") == "slower than best: 40.0% slower; noise floor 37.5% from the steady windows"
@@ -266,7 +266,7 @@ def test_the_parent_picks_the_best_configuration_by_its_median():
     # 129.2 s vs 72.8 s: 77.5% apart; the floor is actors=40's 75.3 / 70.1 - 1
     assert "- actors=40 is 77.5% faster than actors=4; noise floor 7.4%: told apart" in note
     assert (
-        "Verdict: Best by median runtime_s: actors=40; told apart from every other configuration: at least "
+        "Verdict: Best by median runtime_s: actors=40; told apart from all others: at least "
         "77.5% faster than actors=4 (noise floor 7.4%)"
     ) in note
 

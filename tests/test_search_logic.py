@@ -179,15 +179,20 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
     )
     assert parent.metrics == {"best_fps": 100.0 * best.params["actors"]}
     lines = plain_table(parent.note).splitlines()
-    assert lines[:2] == ["**rlbench search** study `ratio` · 2 complete trials", ""]
-    # as a sweep's parent: its links, then a row per trial linked to its run, numbers to 4 digits
-    assert lines[2].startswith("[Jobs table](#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
+    head, links = lines[0].split(" · [Jobs table](")
+    assert head == "**rlbench search** study `ratio` · 2 complete trials"
+    # on its first line, as a sweep's parent: its links (above MLflow's fade), then the
+    # recommendation and a row per trial linked to its run, numbers to 4 digits
+    assert links.startswith("#/experiments/7/runs?viewStateShareKey=rlbench-" + "p" * 32)
     # one objective: the history plot, named so; no Pareto front
-    assert (
-        "[Optimisation history](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/optimisation_history.png" in lines[2]
-    )
-    assert "Pareto" not in lines[2] and "optimisation_history.png" in parent.files
-    assert lines[4] == "| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |"
+    assert "[Optimisation history](#/experiments/7/runs/" + "p" * 32 + "/artifactPath/optimisation_history.png" in links
+    assert "Pareto" not in links and "optimisation_history.png" in parent.files
+    assert lines[1:3] == [
+        "",
+        f"recommended: `actors={best.params['actors']}" + lines[2].split(str(best.params["actors"]), 1)[1],
+    ]
+    table = lines.index("| job | runtime_s | task_fps | fps | energy_per_task_j | cpu_gpu_ratio | bound |")
+    assert table > 2
     for t in study.trials:  # as they ran, which here is as asked: the run's own name
         knobs = f"actors={t.params['actors']} actor_threads={t.params['actor_threads']} sm_limit={t.params['sm_limit']}"
         row = (
@@ -196,7 +201,7 @@ def test_the_study_parent_ends_finished_with_the_recommendation_and_the_trials()
             f" | not measured | not measured | {100.0 * t.params['actors']:.4g} | not measured | 0.5 |  |"
         )
         assert row in lines, (row, lines)
-    assert "\nwarm start: 2 trial(s) enqueued\n" in parent.note
+    assert parent.note.endswith("\n\nwarm start: 2 trial(s) enqueued")
     assert f"\n\nrecommended: `actors={best.params['actors']} actor_threads=1 sm_limit=" in parent.note
     assert "```" not in parent.note  # lines that wrap, not a block MLflow cuts at its right edge
     assert experiment.views == [
@@ -221,14 +226,14 @@ def test_a_later_run_of_the_search_updates_the_verdict_on_an_earlier_trials_runs
         study.enqueue_trial({"actors": actors, "actor_threads": 1, "sm_limit": 1})
     study_run(launcher, s, experiment=experiment, study=study)
     assert experiment.run_tags == {
-        "run-1": {"verdict": "100.0% slower than best; noise floor unknown"},  # 200 fps against 400
+        "run-1": {"verdict": "2.00x slower than best; noise floor unknown"},  # 200 fps against 400
         "run-2": {"verdict": "best; noise floor unknown"},
     }
     study.enqueue_trial({"actors": 16, "actor_threads": 1, "sm_limit": 1})
     study_run(launcher, space(n_trials=3), experiment=experiment, study=study)
     assert {run: tags["verdict"].split(";")[0] for run, tags in experiment.run_tags.items()} == {
-        "run-1": "700.0% slower than best",  # 200 fps against 1600
-        "run-2": "300.0% slower than best",
+        "run-1": "8.00x slower than best",  # 200 fps against 1600
+        "run-2": "4.00x slower than best",
         "run-3": "best",
     }
     failed_trial = study.ask()  # a trial that is not COMPLETE has no verdict and no run to tag

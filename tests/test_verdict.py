@@ -310,7 +310,7 @@ def test_a_difference_of_2x_or_more_reads_as_a_ratio_and_a_smaller_one_as_a_perc
     assert v.label("b") == "slower than best: 2.56x slower; noise floor 4.0%"
     assert v.label("c") == "slower than best: 41.0% slower; noise floor 4.0%"
     far = judge({"a": [10.0, 10.0, 10.4], "b": [25.6]}).answer()
-    assert far.endswith("told apart from every other configuration: at least 2.56x faster than b (noise floor 4.0%)")
+    assert far.endswith("told apart from all others: at least 2.56x faster than b (noise floor 4.0%)")
     tied = judge({"a": [10.0, 10.0, 10.4], "b": [25.6], "c": [14.1]}, floor_min=2.0).answer()
     assert tied.endswith("not told apart from b (2.56x slower), c (41.0% slower): noise floor 200.0%")
     single = judge({"a": [10.0], "b": [20.0]})  # one run each: the floor unknown

@@ -240,7 +240,7 @@ def answer(v: Verdict) -> str:
         return f"{head}; not told apart from {near}: {v.floor_words}"
     nearest = min(v.comparisons, key=lambda c: c.difference)
     return (
-        f"{head}; told apart from every other configuration: at least {how_much(nearest.difference)} faster "
+        f"{head}; told apart from all others: at least {how_much(nearest.difference)} faster "
         f"than {nearest.name} ({v.floor_words})"
     )
 

@@ -208,7 +208,7 @@ def report(
     ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
     table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
     parent.describe(
-        search_note(study.study_name, len(done), markdown_lines(said), warm, [*links(parent, len(names)), "", *table])
+        search_note(study.study_name, len(done), markdown_lines(said), warm, table, links(parent, len(names))[0])
     )
     return recommendation_text(best, front, labels, r, ratios)
 
@@ -372,16 +372,24 @@ def plots(
 
 
 def search_note(
-    study_name: str, completed: int, recommendation: list[str], warm_start: str | None = None, table: list[str] = ()
+    study_name: str,
+    completed: int,
+    recommendation: list[str],
+    warm_start: str | None = None,
+    table: list[str] = (),
+    links_line: str | None = None,
 ) -> str:
-    """The study parent's description (MLflow's note): its links and the trials' table (above
-    MLflow's fold), the warm start's line when the study began from a profile's predictions,
-    then the recommendation and its Pareto front (markdown_lines: lines that wrap)."""
+    """The study parent's description (MLflow's note). MLflow 3.17 folds a description taller than
+    150 px and lays a fade that takes the clicks over its lower 90 px: so its first line is what
+    ran and its links, then the recommendation and its Pareto front (markdown_lines: lines that
+    wrap), the trials' table, and the warm start's line when the study began from a profile's
+    predictions."""
     return "\n".join(
         [
-            f"**rlbench search** study `{study_name}` · {completed} complete trials",
+            f"**rlbench search** study `{study_name}` · {completed} complete trials"
+            + (f" · {links_line}" if links_line else ""),
+            *recommendation,
             *(["", *table] if table else []),
             *(["", warm_start] if warm_start else []),
-            *recommendation,
         ]
     )
