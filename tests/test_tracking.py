@@ -289,10 +289,14 @@ def test_with_repeats_the_runs_table_view_groups_the_runs_by_configuration():
         "aggregateFunction": "average",
         "groupByKeys": [{"mode": "tag", "groupByData": "repeat_group"}],
     }
-    assert state["groupsExpanded"] == {} and state["useGroupedValuesInCharts"] is True
+    assert state["groupsExpanded"] == {} and state["useGroupedValuesInCharts"] is False  # each run: no average
+    widths = {f"metrics.`{m}`": 175 for m in ("runtime_s", "task_fps", "fps")}  # `<median> (median of 3)`
+    assert state["columnWidths"] == plain["columnWidths"] | widths
     assert {
-        k: v for k, v in state.items() if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts")
-    } == plain
+        k: v
+        for k, v in state.items()
+        if k not in ("groupBy", "groupsExpanded", "useGroupedValuesInCharts", "columnWidths")
+    } == {k: v for k, v in plain.items() if k != "columnWidths"}
 
 
 def test_a_sweeps_view_shows_its_jobs_verdicts_as_the_first_tag_column_grouped_or_not():

@@ -32,15 +32,16 @@ def _col(kind: str, key: str) -> str:
 
 
 def grouped(tag: str) -> dict:
-    """MLflow's own "Group by" the run tag `tag`: a row per value (its runs' average), its runs
-    below it (a group is open unless `groupsExpanded` closes it), and the charts plotting each
-    group's average (a bar per group; MLflow draws a group's min..max band only on a metric's
-    history over steps). Average, as MLflow 3.17 aggregates by min, average or max only (no
-    median); the summary and the report give the medians and the spread."""
+    """MLflow's own "Group by" the run tag `tag`: a row per value, its runs below it (a group is
+    open unless `groupsExpanded` closes it). MLflow 3.17 aggregates by min, average or max only
+    (no median): rlbench's UI app writes the group row's median over its average (ui_app.py
+    group_rows_script), and the charts plot each run, not each group's average (which no script
+    reaches), so that no second centre value shows; the summary and the report give the medians
+    and the spread."""
     return {
         "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": tag}]},
         "groupsExpanded": {},
-        "useGroupedValuesInCharts": True,
+        "useGroupedValuesInCharts": False,
     }
 
 
@@ -87,8 +88,10 @@ def view_state(
         "orderByAsc": True,
         "selectedColumns": columns,
         "columnOrder": columns,
+        # `not measured (hover: why)` (rlbench's UI app); a group row's `<median> (median of n)`
         "columnWidths": {_col("tags", t): 300 for t in tags}
-        | {_col("tags", t): 170 for t in (*unmeasured, BOUND_TAG)},  # `not measured (hover: why)`: rlbench's UI app
+        | {_col("tags", t): 170 for t in (*unmeasured, BOUND_TAG)}
+        | ({_col("metrics", m): 175 for m in metrics} if group_by_tag else {}),
         "compareRunCharts": charts,
         "isAccordionReordered": True,
         "hideEmptyCharts": True,
@@ -98,8 +101,10 @@ def view_state(
 
 
 OP_FRAC, WINDOW = "op_frac/", "window/"  # the operation shares and the windowed rates: their own sections
+MAJOR_SHARE = 0.05  # an operation charted: this share of its role's wall time in some run (as a job's note lists)
 OP_SECTION = (
-    "op_frac: each role's operations, shares of its wall time (a group of bars per run, the table's first on top)"
+    f"op_frac: each role's operations of >= {MAJOR_SHARE:.0%} of its wall time in some job, as shares of it "
+    "(every operation: a job's operations.png)"
 )
 Latest = dict[str, tuple[float, int]]  # a run's metrics: key -> (last value, its step)
 
@@ -135,29 +140,13 @@ def _section(uuid: str, name: str, **layout) -> dict:
     } | layout
 
 
-def _op_layout(ops: list[dict], runs: int) -> dict:
-    """The operation shares' section: a chart per row (`columns`), as tall (`cardHeight`, px) as
-    its bars need (one per operation and run), within 360..900."""
-    bars = runs * max(len(c["selectedMetricKeys"]) for c in ops)
-    return {"columns": 1, "cardHeight": min(900, max(360, 120 + 14 * bars))}
-
-
-def op_share_cards(keys: set[str]) -> list[dict]:
-    """One bar chart per role of its operations' shares (`op_frac/<role>/<op>`), all on its one
-    axis: MLflow's BAR card with `selectedMetricKeys` draws a bar per operation and run, grouped."""
-    roles: dict[str, list[str]] = {}
-    for k in sorted(k for k in keys if k.startswith(OP_FRAC) and k.count("/") == 2):
-        roles.setdefault(k.split("/")[1], []).append(k)
+def op_share_cards(major: set[str]) -> list[dict]:
+    """A bar chart per operation share (`op_frac/<role>/<op>`) in `major`: MLflow 3.17's chart card
+    names each run's (or group's) bar in its legend for one metric only (a card of several
+    metrics draws them unnamed: it passes displayRunNames false), so one operation a card."""
     return [
-        _card(
-            "BAR",
-            ops[0],
-            "rlbench-op-frac",
-            selectedMetricKeys=ops,
-            uuid=f"rlbench-op-frac-{role}",
-            displayName=f"{OP_FRAC}{role}: share of the role's wall time per operation",
-        )
-        for role, ops in roles.items()
+        _card("BAR", k, "rlbench-op-frac", displayName=f"{k}: share of the role's wall time")
+        for k in sorted(k for k in major if k.startswith(OP_FRAC) and k.count("/") == 2)
     ]
 
 
@@ -184,29 +173,33 @@ def window_cards(keys: set[str]) -> list[dict]:
     ]
 
 
-def chart_sections(keys: set[str], constant: set[str], runs: int = 1) -> tuple[list[dict], list[dict]]:
-    """The chart view's cards and sections after the headline, for `runs` runs that logged `keys`: the
-    operation shares per role, the window series on seconds; and a deleted card (MLflow
-    generates a card for every metric without one, `deleted` or not) for each `constant` metric,
-    each operation share (drawn in its role's chart) and the x axis `task_elapsed_s`."""
+def chart_sections(keys: set[str], constant: set[str], major: set[str] = frozenset()) -> tuple[list[dict], list[dict]]:
+    """The chart view's cards and sections after the headline, for runs that logged `keys`: the
+    `major` operation shares (major_shares), the window series on seconds; and a deleted card
+    (MLflow generates a card for every metric without one, `deleted` or not) for each `constant`
+    metric, each other operation share and the x axis `task_elapsed_s`."""
     shown = keys - constant
-    ops, windows = op_share_cards(keys), window_cards(shown)
-    hidden = sorted((constant | {k for k in keys if k.startswith(OP_FRAC)} | ({TASK_ELAPSED} & keys)) - set(HEADLINE))
+    ops, windows = op_share_cards(major & shown), window_cards(shown)
+    drawn = {c["metricKey"] for c in ops}
+    hidden = sorted(
+        (constant | {k for k in keys if k.startswith(OP_FRAC) and k not in drawn} | ({TASK_ELAPSED} & keys))
+        - set(HEADLINE)
+    )
     cards = (
         ops
         + windows
         + [{"type": "BAR", "uuid": f"rlbench-hidden-{k}", "metricKey": k, "deleted": True} for k in hidden]
     )
-    sections = ([_section("rlbench-op-frac", OP_SECTION, **_op_layout(ops, runs))] if ops else []) + (
+    sections = ([_section("rlbench-op-frac", OP_SECTION)] if ops else []) + (
         [_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else []
     )
     return cards, sections
 
 
-def with_charts(state: dict, keys: set[str], constant: set[str], runs: int = 1) -> dict:
+def with_charts(state: dict, keys: set[str], constant: set[str], major: set[str] = frozenset()) -> dict:
     """`state` (view_state) with chart_sections after its headline; `state` alone (and a warning)
     where that would not fit in an experiment tag (MLflow: 20,000 characters)."""
-    cards, sections = chart_sections(keys, constant, runs)
+    cards, sections = chart_sections(keys, constant, major)
     charted = state | {
         "compareRunCharts": state["compareRunCharts"] + cards,
         "compareRunSections": state["compareRunSections"] + sections,
@@ -228,10 +221,10 @@ def not_measured(metric: str, reasons: dict[str, str]) -> str:
     return f"{NOT_MEASURED}: " + ("; ".join(parts + ([own] if own else [])) or "no value recorded")
 
 
-def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], set[str], int]:
+def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], set[str], set[str]]:
     """What the runs `search_filter` selects logged, from the current tracking store: the metric
     keys, those with one value in every run (at least two runs; a series only if every point of
-    every run's history has it), and the number of runs."""
+    every run's history has it), and the major operation shares (major_shares)."""
     import mlflow  # lazy: keeps mlflow off the start
 
     client = mlflow.MlflowClient()
@@ -242,7 +235,12 @@ def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], se
         for k in same_everywhere(latest)
         if all(r[k][1] == 0 for r in latest) or _one_value(client, [r.info.run_id for r in runs], k)
     }
-    return {k for r in latest for k in r}, constant, len(runs)
+    return {k for r in latest for k in r}, constant, major_shares(latest)
+
+
+def major_shares(latest: list[Latest]) -> set[str]:
+    """The operation shares (`op_frac/<role>/<op>`) at MAJOR_SHARE or more of their role's wall time in some run."""
+    return {k for r in latest for k, (v, _) in r.items() if k.startswith(OP_FRAC) and v >= MAJOR_SHARE}
 
 
 def _one_value(client, run_ids: list[str], key: str) -> bool:
