@@ -63,7 +63,7 @@ def test_a_sweep_judges_once_and_every_output_renders_that_result(judged, monkey
     (r,) = made
     said = _outputs(capsys, experiment, parent)
     answer = f"Verdict: {r.verdict.answer()}"
-    assert said["terminal"][1] == f"[rlbench sweep] {answer}" and f"\n\n{answer}\n" in said["note"]
+    assert said["terminal"][1] == f"[rlbench sweep] {answer}" and f"\n\n**{answer}**\n" in said["note"]
     assert said["tags"] == said["summary"] == {"run-2": r.label("actors=2"), "run-4": r.label("actors=4")}
     assert r.verdict.best == "actors=4" and said["best"] == 25.0
 
@@ -76,7 +76,7 @@ def test_a_sweep_given_another_result_shows_that_one_everywhere(judged, monkeypa
     answer = f"Verdict: {OTHER.answer()}"
     assert answer.startswith("Verdict: Best by median runtime_s: actors=2;")
     assert said["terminal"][:2] == ["[rlbench sweep] Best (runtime_s): job 0 actors=2", f"[rlbench sweep] {answer}"]
-    assert f"\n\n{answer}\n" in said["note"] and "Best (runtime_s): job 0 `actors=2`" in said["note"]
+    assert f"\n\n**{answer}**\n" in said["note"] and "Best (runtime_s): job 0 `actors=2`" in said["note"]
     assert said["tags"] == said["summary"] == {"run-2": "best; noise floor unknown", "run-4": OTHER.label("actors=4")}
     assert said["best"] == 50.0  # the parent's best/ metrics: OTHER's best's row
 
