@@ -66,7 +66,7 @@ def _assert_parent_is_a_starting_point(parent, kids):
     assert m["best/runtime_s"] == best.data.metrics["runtime_s"] and m["best/fps"] == best.data.metrics["fps"]
     assert not [k for k in m if k.startswith("jobs/")]  # per job: the description's table
     note = plain_table(tags["mlflow.note.content"])  # the jobs table as it reads
-    assert note.startswith("**rlbench sweep** sweep seed=1,2,3") and f"`{best.info.run_name}`" in note
+    assert note.startswith("**rlbench sweep** seed=1,2,3 · FINISHED") and f"`{best.info.run_name}`" in note
     assert "[Jobs table](#/experiments/" in note and all(k.info.run_id in note for k in kids)
     for k in kids:  # each job's row: its numbers and its bound
         assert f"{k.data.metrics['runtime_s']:.4g}" in note and k.data.tags["bound"] in note
