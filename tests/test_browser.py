@@ -25,7 +25,7 @@ from rlbench.tracking.record import rounded
 from rlbench.tracking.store import ui_hint, ui_runs_url
 from rlbench.tracking.study_records import load_parent
 from rlbench.tracking.ui_app import VIEW_KEY
-from rlbench.tracking.views import VERDICT_TAG, view_link
+from rlbench.tracking.views import MORE_SECTION, VERDICT_TAG, view_link
 from tests.conftest import CARTPOLE_TINY, ROOT, _unavailable
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.e2e]
@@ -287,8 +287,9 @@ def constant_finals(client, kids) -> set[str]:
 
 def charts_read(browser, kids) -> None:
     """The sweep's chart view in a page tall enough to draw every card (MLflow draws a card once
-    it is in view): no card for a metric alike in every job, a chart per major operation share of every role,
-    the window series drawn over `task_elapsed_s` (the x axis's title)."""
+    it is in view): no card for a metric alike in every job, a chart per major operation share of
+    every role, the window series drawn over `task_elapsed_s` (the x axis's title), and every
+    other metric in the folded section "more" (no "Model metrics" of MLflow's own)."""
     constants = constant_finals(mlflow.MlflowClient(), kids)
     assert {"sm_total", "actor_threads_used"} <= constants, constants  # one host, one thread each
     roles = sorted({m.split("/")[1] for m in kids[0].data.metrics if m.startswith("op_frac/")})
@@ -297,9 +298,16 @@ def charts_read(browser, kids) -> None:
         ops = f"[...new Set(({card_titles()}).filter(t => t.startsWith('op_frac/')).map(t => t.split('/')[1]))].sort()"
         browser.wait_for(
             f"JSON.stringify({ops}) === {json.dumps(json.dumps(roles, separators=(',', ':')))} && "
-            f"({card_titles()}).includes('window/fps') && ({card_titles()}).includes('loss')",
-            what=f"operation-share charts of every role {roles}, window/fps and MLflow's own cards",
+            f"({card_titles()}).includes('window/fps') && document.body.innerText.includes({json.dumps(MORE_SECTION)})",
+            what=f"operation-share charts of every role {roles}, window/fps and the folded section 'more'",
         )
+        assert not browser.evaluate(f"({card_titles()}).includes('loss')")  # folded: drawn once opened
+        assert "Model metrics" not in browser.text()  # every metric has its card: MLflow adds no section
+        browser.evaluate(
+            "[...document.querySelectorAll('body *')].filter(e => !e.children.length && "
+            f"e.textContent.startsWith({json.dumps(MORE_SECTION[:30])})).forEach(e => e.click())"
+        )
+        browser.wait_for(f"({card_titles()}).includes('loss')", what="the 'more' section opened: the loss's card")
         seen = set(browser.evaluate(card_titles()))
         assert not constants & seen, constants & seen
         card = card_titles().replace(

@@ -98,6 +98,16 @@ def test_the_window_series_are_drawn_over_the_seconds_since_the_task_started():
     assert cards == {} and sections == []  # nothing to add: MLflow's own cards
 
 
+def test_every_other_metric_is_in_one_folded_section_so_mlflow_adds_none():
+    cards, sections = chart_sections(set(KEYS), {"actor_threads_used"}, MAJOR, series={"loss", "window/fps"})
+    more = {c["metricKey"]: c["type"] for c in cards if c.get("metricSectionId") == "rlbench-more"}
+    assert more == {"learner_flops_per_update": "BAR", "loss": "LINE"}  # a final value, a series
+    named = {c["metricKey"] for c in cards} | {"runtime_s", "fps"}  # the headline's own cards
+    assert named >= KEYS  # every metric has a card: MLflow generates none
+    (folded,) = [s for s in sections if s["uuid"] == "rlbench-more"]
+    assert folded["display"] is False and folded["name"].startswith("more:")
+
+
 def test_the_view_keeps_its_headline_first_and_fits_an_experiment_tag():
     state = view_state("x", ["actors"], {"runtime_s", "fps"})
     charted = with_charts(state, KEYS, {"actor_threads_used"}, MAJOR)
@@ -140,8 +150,9 @@ def test_the_sweeps_view_hides_what_every_run_logged_alike(store):
             ]
             + ([("eval_frames", 0.0, 0)] if i else []),
         )
-    keys, constant, major = logged_metrics(exp, f"tags.mlflow.parentRunId = '{parent}'")
+    keys, constant, major, series = logged_metrics(exp, f"tags.mlflow.parentRunId = '{parent}'")
     assert major == set() and "eval_frames" in keys
+    assert series == {"frames", "window/replay_ratio", "task_elapsed_s"}
     assert constant == {"actor_threads_used", "runtime_s", "window/replay_ratio"}
     key = runs_view(exp, parent, [], {"runtime_s"})
     state = json.loads(client.get_experiment(exp).tags["mlflow.sharedViewState." + key])

@@ -173,39 +173,65 @@ def window_cards(keys: set[str]) -> list[dict]:
     ]
 
 
-def chart_sections(keys: set[str], constant: set[str], major: set[str] = frozenset()) -> tuple[list[dict], list[dict]]:
+MORE_SECTION = "more: every other metric the jobs logged (folded: open it to compare them)"
+
+
+def more_cards(keys: set[str], series: set[str]) -> list[dict]:
+    """A card per metric of `keys`, in the folded section "more": a line over the steps for a
+    series (`series`), a bar per run for a final value."""
+    return [
+        _card("LINE", k, "rlbench-more", xAxisKey="step", scaleType="linear", lineSmoothness=0, range={})
+        if k in series
+        else _card("BAR", k, "rlbench-more")
+        for k in sorted(keys)
+    ]
+
+
+def chart_sections(
+    keys: set[str], constant: set[str], major: set[str] = frozenset(), series: set[str] | None = None
+) -> tuple[list[dict], list[dict]]:
     """The chart view's cards and sections after the headline, for runs that logged `keys`: the
-    `major` operation shares (major_shares), the window series on seconds; and a deleted card
-    (MLflow generates a card for every metric without one, `deleted` or not) for each `constant`
-    metric, each other operation share and the x axis `task_elapsed_s`."""
+    `major` operation shares (major_shares), the window series on seconds, and (`series` given:
+    the metrics logged as series) every other metric in a folded section "more", so that MLflow
+    adds no "Model metrics" section of its own; and a deleted card (MLflow generates a card for
+    every metric without one, `deleted` or not) for each `constant` metric, each other operation
+    share and the x axis `task_elapsed_s`."""
     shown = keys - constant
     ops, windows = op_share_cards(major & shown), window_cards(shown)
-    drawn = {c["metricKey"] for c in ops}
+    drawn = {c["metricKey"] for c in ops + windows}
     hidden = sorted(
         (constant | {k for k in keys if k.startswith(OP_FRAC) and k not in drawn} | ({TASK_ELAPSED} & keys))
         - set(HEADLINE)
     )
+    more = more_cards(shown - drawn - set(hidden) - set(HEADLINE), series) if series is not None else []
     cards = (
         ops
         + windows
+        + more
         + [{"type": "BAR", "uuid": f"rlbench-hidden-{k}", "metricKey": k, "deleted": True} for k in hidden]
     )
-    sections = ([_section("rlbench-op-frac", OP_SECTION)] if ops else []) + (
-        [_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else []
+    sections = (
+        ([_section("rlbench-op-frac", OP_SECTION)] if ops else [])
+        + ([_section("rlbench-window", "window: rates over the task's seconds (task_elapsed_s)")] if windows else [])
+        + ([_section("rlbench-more", MORE_SECTION) | {"display": False}] if more else [])
     )
     return cards, sections
 
 
-def with_charts(state: dict, keys: set[str], constant: set[str], major: set[str] = frozenset()) -> dict:
-    """`state` (view_state) with chart_sections after its headline; `state` alone (and a warning)
-    where that would not fit in an experiment tag (MLflow: 20,000 characters)."""
-    cards, sections = chart_sections(keys, constant, major)
-    charted = state | {
-        "compareRunCharts": state["compareRunCharts"] + cards,
-        "compareRunSections": state["compareRunSections"] + sections,
-    }
-    if len(_json(charted)) <= TAG_LIMIT:
-        return charted
+def with_charts(
+    state: dict, keys: set[str], constant: set[str], major: set[str] = frozenset(), series: set[str] | None = None
+) -> dict:
+    """`state` (view_state) with chart_sections after its headline; without the folded "more"
+    section where that would not fit in an experiment tag (MLflow: 20,000 characters), and
+    `state` alone (and a warning) where even that would not."""
+    for more in (series, None) if series is not None else (None,):
+        cards, sections = chart_sections(keys, constant, major, more)
+        charted = state | {
+            "compareRunCharts": state["compareRunCharts"] + cards,
+            "compareRunSections": state["compareRunSections"] + sections,
+        }
+        if len(_json(charted)) <= TAG_LIMIT:
+            return charted
     log.warning(
         "the chart view's sections left out: %d characters, over an experiment tag's %d", len(_json(charted)), TAG_LIMIT
     )
@@ -221,10 +247,11 @@ def not_measured(metric: str, reasons: dict[str, str]) -> str:
     return f"{NOT_MEASURED}: " + ("; ".join(parts + ([own] if own else [])) or "no value recorded")
 
 
-def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], set[str], set[str]]:
+def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], set[str], set[str], set[str]]:
     """What the runs `search_filter` selects logged, from the current tracking store: the metric
     keys, those with one value in every run (at least two runs; a series only if every point of
-    every run's history has it), and the major operation shares (major_shares)."""
+    every run's history has it), the major operation shares (major_shares) and the series (a
+    metric some run logged last at a step past 0)."""
     import mlflow  # lazy: keeps mlflow off the start
 
     client = mlflow.MlflowClient()
@@ -235,7 +262,8 @@ def logged_metrics(experiment_id: str, search_filter: str) -> tuple[set[str], se
         for k in same_everywhere(latest)
         if all(r[k][1] == 0 for r in latest) or _one_value(client, [r.info.run_id for r in runs], k)
     }
-    return {k for r in latest for k in r}, constant, major_shares(latest)
+    series = {k for r in latest for k, (_, step) in r.items() if step > 0}
+    return {k for r in latest for k in r}, constant, major_shares(latest), series
 
 
 def major_shares(latest: list[Latest]) -> set[str]:
