@@ -115,7 +115,7 @@ def _assert_drawn_comparably(client, run, final):
     assert view["searchFilter"] == f"attributes.run_id = '{rid}'"
     assert [c["metricKey"] for c in view["compareRunCharts"][:3]] == ["runtime_s", "task_fps", "fps"]
     assert {
-        c["metricKey"]: c["selectedXAxisMetricKey"]
+        c["metricKey"]: c.get("selectedXAxisMetricKey")
         for c in view["compareRunCharts"]
         if c["type"] == "LINE" and not c.get("deleted")
     }["window/fps"] == "task_elapsed_s"
