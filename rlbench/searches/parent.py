@@ -208,7 +208,7 @@ def report(
     ratio = "cpu_gpu_ratio" if ratios else "cpu_gpu_ratio (no GPU: not compared)"  # the report leaves it out
     table = jobs_table(trial_rows(study), parent.experiment_id, [*labels, ratio], (*TABLE_METRICS, "cpu_gpu_ratio"))
     parent.describe(
-        search_note(study.study_name, len(done), markdown_lines(said), warm, table, links(parent, len(names))[0])
+        search_note(study.study_name, len(done), markdown_lines(said), warm, table, links(parent, len(names)))
     )
     return recommendation_text(best, front, labels, r, ratios)
 
@@ -277,18 +277,16 @@ def front_figure(objectives: int) -> str:
     return "pareto_front.png" if objectives > 1 else "optimisation_history.png"
 
 
-def links(parent, objectives: int = 2) -> list[str]:
-    """The description's first links: the trials' table and charts, the Pareto front (two
-    objectives or more) or the optimisation history (one), trials.csv."""
+def links(parent, objectives: int = 2) -> str:
+    """The description's links (on its first line): the trials' table and charts, the Pareto
+    front (two objectives or more) or the optimisation history (one), trials.csv."""
     exp, key = parent.experiment_id, runs_view_key(parent.run_id)
     figure = "Pareto front" if objectives > 1 else "Optimisation history"
-    return [
-        (
-            f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
-            f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
-            f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})"
-        )
-    ]
+    return (
+        f"[Jobs table]({view_link(exp, key)}) · [Charts]({view_link(exp, key, chart=True)}) · "
+        f"[{figure}]({artifact_link(exp, parent.run_id, front_figure(objectives))}) · "
+        f"[trials.csv]({artifact_link(exp, parent.run_id, 'trials.csv')})"
+    )
 
 
 def readable(fig) -> None:

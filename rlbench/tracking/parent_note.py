@@ -93,14 +93,13 @@ def report_link(experiment_id: str, parent_id: str) -> str:
     return f"[Report]({artifact_link(experiment_id, parent_id, 'report/report.html')})"
 
 
-def links_line(experiment_id: str, parent_id: str, report: bool) -> str:
-    """The description's links: the jobs' table and charts (rlbench/tracking/views.py), the
-    report (or where the command that makes it is: the report section), summary.csv."""
+def links_line(experiment_id: str, parent_id: str) -> str:
+    """The description's links: the jobs' table and charts (rlbench/tracking/views.py), where
+    the report's command is (NOT_MADE, which with_report replaces by the report's link), summary.csv."""
     key = runs_view_key(parent_id)
-    made = report_link(experiment_id, parent_id) if report else NOT_MADE
     return (
         f"[Jobs table]({view_link(experiment_id, key)}) · [Charts]({view_link(experiment_id, key, chart=True)})"
-        f" · {made} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})"
+        f" · {NOT_MADE} · [summary.csv]({artifact_link(experiment_id, parent_id, 'summary.csv')})"
     )
 
 
@@ -192,7 +191,7 @@ def sweep_note(
     verdict = [line for line in best if line.startswith("Verdict: ")]
     done = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
     lines = [
-        f"{title(name)} · {status} · {len(rows)} jobs: {done} · {links_line(experiment_id, parent_id, report=False)}",
+        f"{title(name)} · {status} · {len(rows)} jobs: {done} · {links_line(experiment_id, parent_id)}",
         *(x for line in verdict for x in ("", f"**{line}**")),
         *(x for line in best if not line.startswith(("Verdict: ", "- ")) for x in ("", line)),
         "",
