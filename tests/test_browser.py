@@ -69,7 +69,15 @@ def moved_sweep(store, tmp_path, rlbench_main):
     overrides = [o for o in store["overrides"] if not o.startswith(("tracking.uri", "tracking.artifact_location"))]
     # sm_limit=1: one torch thread for learner and inference; on a busy 2-core host the default
     # (all cores) makes the same 3000 frames take 30 s instead of 2 s
-    tiny = [*CARTPOLE_TINY, "progress=log", "telemetry.rate_hz=2", f"tracking.uri={uri}", *overrides]
+    # 8000 frames: a job of at least the 1 s a window series needs (tracking.log_every_s), on a fast host too
+    tiny = [
+        *CARTPOLE_TINY,
+        "workload.frames=8000",
+        "progress=log",
+        "telemetry.rate_hz=2",
+        f"tracking.uri={uri}",
+        *overrides,
+    ]
     out = rlbench_main(["-m", "actors=2,4", "repeats=3", "sm_limit=1", *tiny])
     assert out.returncode == 0, out.stderr[-2000:]
     out = rlbench_main(
